@@ -1,0 +1,19 @@
+//! The pure core of leasehold: validated names, configuration, the [`Clock`] abstraction, the
+//! storage outcome types shared by every store, and the lease state machine.
+//!
+//! Nothing in this crate performs IO or reads a clock on its own: time is passed in, so every
+//! decision can be replayed and tested event by event.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod clock;
+pub mod error;
+pub mod names;
+pub mod outcome;
+pub mod time;
+
+pub use clock::{Clock, ManualClock, MonotonicClock};
+pub use error::ValidationError;
+pub use names::{HolderId, LeaseKey, LeaseName, Namespace};
+pub use outcome::{AcquireOutcome, FencingToken, LeaseRecord, ReleaseOutcome, RenewOutcome};
+pub use time::{DbInstant, Term};
