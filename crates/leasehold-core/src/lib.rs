@@ -7,13 +7,19 @@
 #![warn(missing_docs)]
 
 pub mod clock;
+pub mod config;
 pub mod error;
+pub mod machine;
 pub mod names;
 pub mod outcome;
 pub mod time;
 
 pub use clock::{Clock, ManualClock, MonotonicClock};
+pub use config::LeaseConfig;
 pub use error::ValidationError;
+pub use machine::{
+    Command, Event, LeaseMachine, LossReason, Notification, RequestId, State, StoreFailure,
+};
 pub use names::{HolderId, LeaseKey, LeaseName, Namespace};
 pub use outcome::{AcquireOutcome, FencingToken, LeaseRecord, ReleaseOutcome, RenewOutcome};
 pub use time::{DbInstant, Term};

@@ -1,0 +1,423 @@
+//! Lease timing configuration, validated up front.
+//!
+//! All values are [`Duration`]s. The intervals that are not set explicitly are derived from the
+//! term, so changing only the term keeps a consistent configuration.
+
+use std::time::Duration;
+
+use crate::{Term, ValidationError};
+
+/// The shortest interval accepted for `renew_interval`, `retry_interval`, `safety_margin` and
+/// `request_timeout`: one millisecond, the resolution of tokio's timers.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(1);
+
+/// The default lease term: 30 seconds.
+pub const DEFAULT_TERM: Duration = Duration::from_secs(30);
+
+/// The default retry interval (when the renew interval allows it): one second.
+pub const DEFAULT_RETRY_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The largest default safety margin: two seconds.
+pub const MAX_DEFAULT_SAFETY_MARGIN: Duration = Duration::from_secs(2);
+
+/// How a lease is held: the term of each grant, how often it is renewed, how contention and
+/// failures are retried, and how much of each term is kept back as a safety margin.
+///
+/// The derived defaults (renew interval, retry interval, safety margin and request timeout)
+/// follow the term until they are set explicitly. The default configuration validates for every
+/// term of at least 6 ms.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use leasehold_core::LeaseConfig;
+///
+/// let config = LeaseConfig::default().with_term(Duration::from_secs(9));
+/// assert_eq!(config.renew_interval(), Duration::from_secs(3));
+/// assert_eq!(config.retry_interval(), Duration::from_secs(1));
+/// assert_eq!(config.safety_margin(), Duration::from_millis(900));
+/// assert_eq!(config.request_timeout(), Duration::from_secs(3));
+/// assert!(config.validate().is_ok());
+///
+/// let bad = config.with_renew_interval(Duration::from_secs(9));
+/// assert!(bad.validate().is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseConfig {
+    term: Duration,
+    renew_interval: Option<Duration>,
+    retry_interval: Option<Duration>,
+    safety_margin: Option<Duration>,
+    request_timeout: Option<Duration>,
+}
+
+impl Default for LeaseConfig {
+    fn default() -> Self {
+        Self {
+            term: DEFAULT_TERM,
+            renew_interval: None,
+            retry_interval: None,
+            safety_margin: None,
+            request_timeout: None,
+        }
+    }
+}
+
+impl LeaseConfig {
+    /// The default configuration (same as [`LeaseConfig::default`]).
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets how long one grant or renewal lasts, counted by the database's clock.
+    ///
+    /// Default: 30 s ([`DEFAULT_TERM`]). Sub-millisecond parts are dropped.
+    #[must_use]
+    pub fn with_term(mut self, term: Duration) -> Self {
+        self.term = term;
+        self
+    }
+
+    /// Sets how long after the last successful renewal (or grant) was sent the next renewal is
+    /// sent.
+    ///
+    /// Default: term / 3.
+    #[must_use]
+    pub fn with_renew_interval(mut self, interval: Duration) -> Self {
+        self.renew_interval = Some(interval);
+        self
+    }
+
+    /// Sets how long to wait before trying again after losing a race ([`HeldBy`]) or losing a
+    /// tenure, and the longest backoff after a store error.
+    ///
+    /// Default: 1 s ([`DEFAULT_RETRY_INTERVAL`]), or half the renew interval when that is
+    /// shorter, so that it stays below the renew interval.
+    ///
+    /// [`HeldBy`]: crate::AcquireOutcome::HeldBy
+    #[must_use]
+    pub fn with_retry_interval(mut self, interval: Duration) -> Self {
+        self.retry_interval = Some(interval);
+        self
+    }
+
+    /// Sets how much of each term is kept back: the local deadline is
+    /// `send_time + term − safety_margin`. It must cover the difference between the rates of the
+    /// local monotonic clock and the database's clock over one term.
+    ///
+    /// Default: term / 10, but at least 1 ms and at most 2 s ([`MAX_DEFAULT_SAFETY_MARGIN`]).
+    #[must_use]
+    pub fn with_safety_margin(mut self, margin: Duration) -> Self {
+        self.safety_margin = Some(margin);
+        self
+    }
+
+    /// Sets how long a request may stay unanswered; after that it counts as failed (its answer, if
+    /// it ever comes, is ignored).
+    ///
+    /// Default: the renew interval.
+    #[must_use]
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = Some(timeout);
+        self
+    }
+
+    /// How long one grant or renewal lasts.
+    #[must_use]
+    pub fn term(&self) -> Duration {
+        self.term
+    }
+
+    /// How long after the last successful renewal was sent the next one is sent.
+    #[must_use]
+    pub fn renew_interval(&self) -> Duration {
+        self.renew_interval.unwrap_or(self.term / 3)
+    }
+
+    /// The wait after contention or loss, and the longest backoff after a store error.
+    #[must_use]
+    pub fn retry_interval(&self) -> Duration {
+        self.retry_interval
+            .unwrap_or_else(|| DEFAULT_RETRY_INTERVAL.min(self.renew_interval() / 2))
+    }
+
+    /// How much of each term is kept back before the local deadline.
+    #[must_use]
+    pub fn safety_margin(&self) -> Duration {
+        self.safety_margin
+            .unwrap_or_else(|| (self.term / 10).clamp(MIN_INTERVAL, MAX_DEFAULT_SAFETY_MARGIN))
+    }
+
+    /// How long a request may stay unanswered before it counts as failed.
+    #[must_use]
+    pub fn request_timeout(&self) -> Duration {
+        self.request_timeout
+            .unwrap_or_else(|| self.renew_interval())
+    }
+
+    /// Checks every field and the relations between them:
+    /// `term > renew_interval > retry_interval`, `safety_margin < term − renew_interval` (so a
+    /// renewal has time to succeed before the local deadline), every interval at least
+    /// [`MIN_INTERVAL`], and the request timeout at most [`Term::MAX`].
+    ///
+    /// # Errors
+    /// A [`ValidationError`] naming the field at fault: [`ValidationError::TooShort`] /
+    /// [`ValidationError::TooLarge`] for a value out of range, [`ValidationError::Relation`] for
+    /// fields that do not fit together.
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        self.validated_term().map(|_| ())
+    }
+
+    /// Validates the configuration and returns the term as bound into SQL.
+    pub(crate) fn validated_term(&self) -> Result<Term, ValidationError> {
+        let term = Term::new("term", self.term)?;
+        let term_d = term.duration();
+        let renew = self.renew_interval();
+        let retry = self.retry_interval();
+        let margin = self.safety_margin();
+        let timeout = self.request_timeout();
+        for (field, value) in [
+            ("renew_interval", renew),
+            ("retry_interval", retry),
+            ("safety_margin", margin),
+            ("request_timeout", timeout),
+        ] {
+            if value < MIN_INTERVAL {
+                return Err(ValidationError::TooShort {
+                    field,
+                    value,
+                    min: MIN_INTERVAL,
+                });
+            }
+        }
+        if renew >= term_d {
+            return Err(relation(
+                "renew_interval",
+                format!("{renew:?} must be shorter than the term ({term_d:?})"),
+            ));
+        }
+        if retry >= renew {
+            return Err(relation(
+                "retry_interval",
+                format!("{retry:?} must be shorter than the renew interval ({renew:?})"),
+            ));
+        }
+        let window = term_d - renew;
+        if margin >= window {
+            return Err(relation(
+                "safety_margin",
+                format!(
+                    "{margin:?} must be shorter than term - renew_interval ({window:?}), \
+                     or a renewal has no time to succeed before the local deadline"
+                ),
+            ));
+        }
+        if timeout > Term::MAX {
+            return Err(ValidationError::TooLarge {
+                field: "request_timeout",
+                value: timeout,
+                max: Term::MAX,
+            });
+        }
+        Ok(term)
+    }
+}
+
+fn relation(field: &'static str, reason: String) -> ValidationError {
+    ValidationError::Relation { field, reason }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn field_of(config: &LeaseConfig) -> &'static str {
+        match config.validate() {
+            Err(
+                ValidationError::TooShort { field, .. }
+                | ValidationError::TooLarge { field, .. }
+                | ValidationError::Relation { field, .. },
+            ) => field,
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults() {
+        let c = LeaseConfig::default();
+        assert_eq!(c.term(), Duration::from_secs(30));
+        assert_eq!(c.renew_interval(), Duration::from_secs(10));
+        assert_eq!(c.retry_interval(), Duration::from_secs(1));
+        assert_eq!(c.safety_margin(), Duration::from_secs(2));
+        assert_eq!(c.request_timeout(), Duration::from_secs(10));
+        assert_eq!(c.validate(), Ok(()));
+        assert_eq!(c, LeaseConfig::new());
+    }
+
+    #[test]
+    fn derived_defaults_follow_the_term() {
+        for term in [
+            ms(6),
+            ms(7),
+            ms(100),
+            ms(999),
+            Duration::from_secs(3),
+            Term::MAX,
+        ] {
+            let c = LeaseConfig::default().with_term(term);
+            assert_eq!(c.validate(), Ok(()), "term {term:?}");
+        }
+        let c = LeaseConfig::default().with_term(ms(600));
+        assert_eq!(c.renew_interval(), ms(200));
+        assert_eq!(c.retry_interval(), ms(100));
+        assert_eq!(c.safety_margin(), ms(60));
+        assert_eq!(c.request_timeout(), ms(200));
+    }
+
+    #[test]
+    fn explicit_values_are_kept() {
+        let c = LeaseConfig::default()
+            .with_term(ms(1000))
+            .with_renew_interval(ms(400))
+            .with_retry_interval(ms(50))
+            .with_safety_margin(ms(100))
+            .with_request_timeout(ms(300));
+        assert_eq!(
+            (
+                c.renew_interval(),
+                c.retry_interval(),
+                c.safety_margin(),
+                c.request_timeout()
+            ),
+            (ms(400), ms(50), ms(100), ms(300))
+        );
+        assert_eq!(c.validate(), Ok(()));
+    }
+
+    #[test]
+    fn refuses_bad_term() {
+        let zero = LeaseConfig::default().with_term(Duration::ZERO);
+        assert!(matches!(
+            zero.validate(),
+            Err(ValidationError::TooShort { field: "term", .. })
+        ));
+        let huge = LeaseConfig::default().with_term(Term::MAX + ms(1));
+        assert!(matches!(
+            huge.validate(),
+            Err(ValidationError::TooLarge { field: "term", .. })
+        ));
+    }
+
+    #[test]
+    fn refuses_zero_intervals() {
+        let base = LeaseConfig::default();
+        assert_eq!(
+            field_of(&base.clone().with_renew_interval(Duration::ZERO)),
+            "renew_interval"
+        );
+        assert_eq!(
+            field_of(&base.clone().with_retry_interval(Duration::ZERO)),
+            "retry_interval"
+        );
+        assert_eq!(
+            field_of(&base.clone().with_safety_margin(Duration::ZERO)),
+            "safety_margin"
+        );
+        assert_eq!(
+            field_of(&base.clone().with_request_timeout(Duration::ZERO)),
+            "request_timeout"
+        );
+        let sub_ms = base.with_retry_interval(Duration::from_micros(999));
+        assert!(matches!(
+            sub_ms.validate(),
+            Err(ValidationError::TooShort {
+                field: "retry_interval",
+                min: MIN_INTERVAL,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn refuses_renew_interval_not_below_term() {
+        let c = LeaseConfig::default()
+            .with_term(ms(900))
+            .with_retry_interval(ms(10));
+        assert_eq!(
+            field_of(&c.clone().with_renew_interval(ms(900))),
+            "renew_interval"
+        );
+        assert_eq!(
+            field_of(&c.clone().with_renew_interval(ms(901))),
+            "renew_interval"
+        );
+        assert_eq!(
+            c.with_renew_interval(ms(898))
+                .with_safety_margin(ms(1))
+                .validate(),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn refuses_retry_interval_not_below_renew_interval() {
+        let c = LeaseConfig::default().with_renew_interval(Duration::from_secs(5));
+        assert_eq!(
+            field_of(&c.clone().with_retry_interval(Duration::from_secs(5))),
+            "retry_interval"
+        );
+        assert_eq!(
+            field_of(&c.clone().with_retry_interval(Duration::from_secs(6))),
+            "retry_interval"
+        );
+        assert_eq!(
+            c.with_retry_interval(Duration::from_millis(4999))
+                .validate(),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn refuses_safety_margin_that_leaves_no_time_to_renew() {
+        // term 30 s, renew every 10 s: the margin must stay under 20 s.
+        let c = LeaseConfig::default();
+        assert_eq!(
+            field_of(&c.clone().with_safety_margin(Duration::from_secs(20))),
+            "safety_margin"
+        );
+        assert_eq!(
+            field_of(&c.clone().with_safety_margin(Duration::from_secs(40))),
+            "safety_margin"
+        );
+        assert_eq!(c.with_safety_margin(ms(19_999)).validate(), Ok(()));
+    }
+
+    #[test]
+    fn refuses_huge_request_timeout() {
+        let c = LeaseConfig::default().with_request_timeout(Term::MAX + ms(1));
+        assert!(matches!(
+            c.validate(),
+            Err(ValidationError::TooLarge {
+                field: "request_timeout",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn refusals_name_the_field_in_the_message() {
+        let c = LeaseConfig::default().with_renew_interval(Duration::from_secs(30));
+        let msg = c
+            .validate()
+            .map_err(|e| e.to_string())
+            .err()
+            .unwrap_or_default();
+        assert!(msg.starts_with("renew_interval:"), "{msg}");
+    }
+}

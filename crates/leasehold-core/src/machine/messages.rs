@@ -1,0 +1,210 @@
+//! What goes into the lease machine ([`Event`]) and what comes out ([`Command`]).
+
+use std::fmt;
+
+use tokio::time::Instant;
+
+use crate::{AcquireOutcome, FencingToken, HolderId, ReleaseOutcome, RenewOutcome, Term};
+
+/// Identifies one request the machine asked for. Fresh for every request, increasing; a result
+/// whose id is not the outstanding request is stale and ignored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RequestId(pub u64);
+
+impl RequestId {
+    /// The raw value.
+    #[must_use]
+    pub fn get(self) -> u64 {
+        self.0
+    }
+}
+
+impl fmt::Display for RequestId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{}", self.0)
+    }
+}
+
+/// A store request that failed: the database was unreachable, the statement failed, or the
+/// outcome is unknown. Only its description reaches the machine, which does not depend on
+/// storage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreFailure {
+    message: String,
+}
+
+impl StoreFailure {
+    /// A failure described by `message`.
+    #[must_use]
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+        }
+    }
+
+    /// The description of the failure.
+    #[must_use]
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for StoreFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for StoreFailure {}
+
+/// Something that happened, fed to [`LeaseMachine::handle`](super::LeaseMachine::handle).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// Begin competing for the lease (from `Idle`, or again after `Released`).
+    Start,
+    /// A wake-up asked for by [`Command::WakeAt`] fired (an early or spurious one is harmless).
+    Timer,
+    /// The answer to [`Command::TryAcquire`].
+    AcquireResult {
+        /// The request answered.
+        req: RequestId,
+        /// The store's answer.
+        result: Result<AcquireOutcome, StoreFailure>,
+    },
+    /// The answer to [`Command::Renew`].
+    RenewResult {
+        /// The request answered.
+        req: RequestId,
+        /// The store's answer.
+        result: Result<RenewOutcome, StoreFailure>,
+    },
+    /// The answer to [`Command::Release`].
+    ReleaseResult {
+        /// The request answered.
+        req: RequestId,
+        /// The store's answer.
+        result: Result<ReleaseOutcome, StoreFailure>,
+    },
+    /// The ring assigns the name to another host: release it if held and stop competing.
+    StandBy,
+    /// The ring assigns the name to this host again: compete.
+    Compete,
+    /// Give the lease up: release it if held and stop competing until the next [`Event::Start`].
+    Release,
+    /// Give the lease up for good: like [`Event::Release`], and [`Event::Start`] is ignored
+    /// afterwards. See [`LeaseMachine::is_finished`](super::LeaseMachine::is_finished).
+    Stop,
+}
+
+/// Something the actor must do, in the order given. The machine never waits on a command: the
+/// actor sends requests right away (the machine takes the `now` of the event as their send time)
+/// and feeds their answers back as events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// Send an acquire for one `term`; answer with [`Event::AcquireResult`] carrying `req`.
+    TryAcquire {
+        /// The request id to answer with.
+        req: RequestId,
+        /// The term to ask for.
+        term: Term,
+    },
+    /// Send a renewal of tenure `token` for one `term`; answer with [`Event::RenewResult`].
+    Renew {
+        /// The request id to answer with.
+        req: RequestId,
+        /// The tenure to renew.
+        token: FencingToken,
+        /// The term to ask for.
+        term: Term,
+    },
+    /// Send a release of tenure `token`; answer with [`Event::ReleaseResult`].
+    Release {
+        /// The request id to answer with.
+        req: RequestId,
+        /// The tenure to release.
+        token: FencingToken,
+    },
+    /// Deliver [`Event::Timer`] at this instant (at once if it has passed). The actor keeps one
+    /// timer: each `WakeAt` replaces the previous one.
+    WakeAt(Instant),
+    /// Publish the local deadline (for example to the registry that answers `has_lease`):
+    /// `Some` on grant and renewal, `None` when the tenure ends. Whoever reads it must treat the
+    /// lease as held only while its monotonic clock is before the deadline.
+    SetDeadline(Option<Instant>),
+    /// Tell the application what happened.
+    Notify(Notification),
+}
+
+/// What the application is told.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Notification {
+    /// A new tenure began: the lease is held until `local_deadline` unless renewed.
+    Acquired {
+        /// The tenure's fencing token.
+        token: FencingToken,
+        /// The instant (monotonic clock) after which the lease must be treated as not held.
+        local_deadline: Instant,
+    },
+    /// A renewal succeeded: the local deadline moved.
+    Renewed {
+        /// The tenure's fencing token.
+        token: FencingToken,
+        /// The new local deadline.
+        local_deadline: Instant,
+    },
+    /// The tenure ended without being released: it must be treated as not held from now on.
+    Lost {
+        /// The tenure that ended.
+        token: FencingToken,
+        /// Why.
+        reason: LossReason,
+    },
+    /// A tenure given up on request (release, stop or standby) has been settled with the store:
+    /// released, found already ended, or abandoned to lapse after release attempts failed until
+    /// its local deadline.
+    Released {
+        /// The tenure that was given up.
+        token: FencingToken,
+    },
+    /// Someone else holds the lease, or a new tenure of someone else was seen, or (with `None`)
+    /// this holder took the lease over after someone else had been seen holding it.
+    HolderChanged {
+        /// The holder now seen; `None` for this holder itself.
+        holder: Option<HolderId>,
+        /// The fencing token of the tenure now seen.
+        token: FencingToken,
+    },
+}
+
+/// Why a tenure was lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LossReason {
+    /// No renewal succeeded before the local deadline (store errors, timeouts or late answers).
+    DeadlinePassed,
+    /// The store answered the renewal with [`RenewOutcome::Lost`]: the grant had lapsed, been
+    /// released or been taken over.
+    EndedAtStore,
+}
+
+/// The state of a [`LeaseMachine`](super::LeaseMachine), as seen from outside. The lifecycle is
+/// documented on the machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum State {
+    /// Created, not started.
+    Idle,
+    /// Competing: an acquire is outstanding, or the next attempt is scheduled.
+    Applying,
+    /// Holding a tenure; the next renewal is scheduled.
+    Held,
+    /// Holding a tenure; a renewal is outstanding or being retried.
+    Renewing,
+    /// A tenure was just lost; applying again after the retry interval.
+    Lost,
+    /// Given up on request; not competing until started again.
+    Released,
+    /// The ring assigns the name elsewhere; not competing until told to.
+    Standby,
+    /// Given up for good.
+    Stopped,
+}

@@ -1,0 +1,485 @@
+//! The lease state machine: every decision about one lease, with no IO and no clock.
+//!
+//! The actor turns messages into [`Event`]s, calls [`LeaseMachine::handle`] with the current
+//! instant, and executes the [`Command`]s that come out, in order.
+
+mod messages;
+mod phase;
+mod rng;
+mod steps;
+#[cfg(test)]
+mod tests;
+
+use tokio::time::Instant;
+
+pub use messages::{Command, Event, LossReason, Notification, RequestId, State, StoreFailure};
+
+use crate::ValidationError;
+use crate::{AcquireOutcome, FencingToken, HolderId, LeaseConfig, RenewOutcome, Term};
+use phase::{Cleanup, Phase, Rest, Tenure, Try};
+use rng::XorShift;
+
+/// The pure state machine of one lease: it decides when to acquire, renew and release, and when
+/// a tenure must be considered lost, from the events fed to it and the instants passed in.
+///
+/// Every request carries a fresh [`RequestId`]; an answer that is not for the outstanding request
+/// (late, timed out, or for an ended tenure) is ignored. A request unanswered after the request
+/// timeout counts as failed. Waits after contention and store errors are jittered by a small
+/// deterministic generator seeded at construction, so a run can be replayed exactly.
+///
+/// The local deadline of a tenure is `send_time + term − safety_margin`, where `send_time` is the
+/// `now` at which the [`Command::TryAcquire`] or [`Command::Renew`] that earned it was emitted.
+/// [`LeaseMachine::holds`] is never true at or after it.
+///
+/// # Idle
+/// Created. [`Event::Start`] sends [`Command::TryAcquire`] and moves to *Applying*;
+/// [`Event::StandBy`] moves to *Standby*, [`Event::Release`] to *Released*, [`Event::Stop`] to
+/// *Stopped*.
+///
+/// # Applying
+/// An acquire is outstanding, or the next one is scheduled. `Acquired` starts a tenure
+/// (*Held*; [`Command::SetDeadline`] and [`Notification::Acquired`]) unless its deadline has
+/// already passed when the answer arrives, which counts as a failure. `HeldBy` waits the jittered
+/// retry interval (and reports [`Notification::HolderChanged`] when the holder or tenure seen is
+/// new). A store error or timeout backs off with jitter: retry interval / 8, / 4, / 2, then the
+/// retry interval, never longer.
+///
+/// # Held
+/// A tenure is live; a renewal is scheduled one renew interval after the last successful request
+/// was sent. At the scheduled instant [`Command::Renew`] is sent (*Renewing*).
+///
+/// # Renewing
+/// A renewal is outstanding or being retried. `Renewed` moves the deadline to that renewal's send
+/// time + term − margin ([`Notification::Renewed`]) and returns to *Held*. A store error or timeout
+/// retries with backoff, as in *Applying*. `RenewOutcome::Lost` ends the tenure at once.
+///
+/// In *Held* and *Renewing*, any event handled at or after the local deadline first ends the
+/// tenure ([`LossReason::DeadlinePassed`]), so a late answer never revives it.
+///
+/// # Lost
+/// The tenure ended: [`Command::SetDeadline`]`(None)` and [`Notification::Lost`] were emitted.
+/// After the jittered retry interval the machine applies again; a new grant is a new tenure.
+///
+/// # Released
+/// Given up on [`Event::Release`]. A held tenure is released at once: the deadline is cleared
+/// immediately, the release is retried on failure until the tenure's local deadline, and
+/// [`Notification::Released`] is emitted once it is settled. An acquire outstanding when the
+/// lease was given up may have been granted: if its answer is `Acquired`, that grant is released
+/// (silently); if it never comes, the grant lapses at the database after one term.
+/// [`Event::Start`] competes again once the release (if any) has settled.
+///
+/// # Standby
+/// The ring assigns the name elsewhere: like *Released*, but [`Event::Compete`] (not `Start`)
+/// resumes competing.
+///
+/// # Stopped
+/// Given up for good, with the same clean-up as *Released*; `Start` and `Compete` are ignored.
+/// [`LeaseMachine::is_finished`] tells when nothing is left to settle.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use leasehold_core::machine::{Command, Event, LeaseMachine, Notification, State};
+/// use leasehold_core::{AcquireOutcome, Clock, DbInstant, FencingToken, LeaseConfig, ManualClock};
+/// use leasehold_core::{ReleaseOutcome, RenewOutcome};
+///
+/// // Term 30 s, renew every 10 s, margin 2 s; a request unanswered after 5 s has failed.
+/// let config = LeaseConfig::default().with_request_timeout(Duration::from_secs(5));
+/// let mut machine = LeaseMachine::new(&config, 7)?;
+/// let t0 = ManualClock::starting_now().now();
+/// let secs = Duration::from_secs;
+///
+/// // Start: ask for the lease, and wake up if the store does not answer in time.
+/// let cmds = machine.handle(t0, Event::Start);
+/// let Command::TryAcquire { req, .. } = cmds[0] else { unreachable!() };
+/// assert_eq!(cmds[1], Command::WakeAt(t0 + secs(5)));
+///
+/// // Granted: held until send time + term - margin, renewed one renew interval after sending.
+/// let token = FencingToken(1);
+/// let granted = AcquireOutcome::Acquired { token, until: DbInstant(30_000) };
+/// let cmds = machine.handle(t0 + secs(1), Event::AcquireResult { req, result: Ok(granted) });
+/// let deadline = t0 + secs(28);
+/// assert_eq!(cmds, vec![
+///     Command::SetDeadline(Some(deadline)),
+///     Command::Notify(Notification::Acquired { token, local_deadline: deadline }),
+///     Command::WakeAt(t0 + secs(10)),
+/// ]);
+/// assert!(machine.holds(t0 + secs(27)) && !machine.holds(deadline));
+///
+/// // The renewal is due; it succeeds and moves the deadline.
+/// let cmds = machine.handle(t0 + secs(10), Event::Timer);
+/// let Command::Renew { req, .. } = cmds[0] else { unreachable!() };
+/// let result = Ok(RenewOutcome::Renewed);
+/// let cmds = machine.handle(t0 + secs(11), Event::RenewResult { req, result });
+/// assert_eq!(cmds[0], Command::SetDeadline(Some(t0 + secs(38))));
+/// assert_eq!(machine.state(), State::Held);
+///
+/// // Stop: the deadline is cleared at once, the release is sent.
+/// let cmds = machine.handle(t0 + secs(12), Event::Stop);
+/// assert_eq!(cmds[0], Command::SetDeadline(None));
+/// let Command::Release { req, .. } = cmds[1] else { unreachable!() };
+/// assert!(!machine.holds(t0 + secs(12)) && !machine.is_finished());
+/// let result = Ok(ReleaseOutcome::Released);
+/// let cmds = machine.handle(t0 + secs(12), Event::ReleaseResult { req, result });
+/// assert_eq!(cmds, vec![Command::Notify(Notification::Released { token })]);
+/// assert!(machine.is_finished());
+/// # Ok::<(), leasehold_core::ValidationError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct LeaseMachine {
+    config: LeaseConfig,
+    term: Term,
+    phase: Phase,
+    last_req: u64,
+    rng: XorShift,
+    /// The instant of the last `WakeAt` not yet fired.
+    armed: Option<Instant>,
+    /// The other holder and tenure last seen in a `HeldBy`; `None` when unknown or ours.
+    seen: Option<(HolderId, FencingToken)>,
+}
+
+impl LeaseMachine {
+    /// A machine in *Idle* for `config`, its jitter seeded by `seed` (any value; vary it between
+    /// holders so they do not retry in step).
+    ///
+    /// # Errors
+    /// The [`ValidationError`] of [`LeaseConfig::validate`].
+    pub fn new(config: &LeaseConfig, seed: u64) -> Result<Self, ValidationError> {
+        let term = config.validated_term()?;
+        Ok(Self {
+            config: config.clone(),
+            term,
+            phase: Phase::Idle,
+            last_req: 0,
+            rng: XorShift::new(seed),
+            armed: None,
+            seen: None,
+        })
+    }
+
+    /// The configuration this machine runs with.
+    #[must_use]
+    pub fn config(&self) -> &LeaseConfig {
+        &self.config
+    }
+
+    /// The current state.
+    #[must_use]
+    pub fn state(&self) -> State {
+        match self.phase {
+            Phase::Idle => State::Idle,
+            Phase::Applying { .. } => State::Applying,
+            Phase::Held { .. } => State::Held,
+            Phase::Renewing { .. } => State::Renewing,
+            Phase::Lost { .. } => State::Lost,
+            Phase::Resting {
+                rest: Rest::Released,
+                ..
+            } => State::Released,
+            Phase::Resting {
+                rest: Rest::Standby,
+                ..
+            } => State::Standby,
+            Phase::Resting {
+                rest: Rest::Stopped,
+                ..
+            } => State::Stopped,
+        }
+    }
+
+    /// Whether the lease is held at `now`: a tenure is live and `now` is before its local deadline.
+    #[must_use]
+    pub fn holds(&self, now: Instant) -> bool {
+        self.tenure().is_some_and(|t| now < t.deadline)
+    }
+
+    /// The local deadline of the live tenure, if any (it may have passed if no event has been
+    /// handled since; [`LeaseMachine::holds`] accounts for that).
+    #[must_use]
+    pub fn local_deadline(&self) -> Option<Instant> {
+        self.tenure().map(|t| t.deadline)
+    }
+
+    /// The fencing token of the live tenure, if any.
+    #[must_use]
+    pub fn token(&self) -> Option<FencingToken> {
+        self.tenure().map(|t| t.token)
+    }
+
+    /// Whether the machine is *Stopped* with nothing left to settle with the store: the actor can
+    /// exit.
+    #[must_use]
+    pub fn is_finished(&self) -> bool {
+        self.phase
+            == Phase::Resting {
+                rest: Rest::Stopped,
+                cleanup: Cleanup::Done,
+                resume: false,
+            }
+    }
+
+    fn tenure(&self) -> Option<Tenure> {
+        match self.phase {
+            Phase::Held { tenure, .. } | Phase::Renewing { tenure, .. } => Some(tenure),
+            _ => None,
+        }
+    }
+
+    /// Handles one event at `now` and returns the commands to execute, in order.
+    ///
+    /// `now` must not go backwards between calls. Ends with a [`Command::WakeAt`] whenever the
+    /// next instant the machine must act at has changed.
+    pub fn handle(&mut self, now: Instant, event: Event) -> Vec<Command> {
+        if event == Event::Timer {
+            self.armed = None;
+        }
+        let mut out = Vec::new();
+        self.step(now, event, &mut out);
+        let wake = self.next_wake();
+        if wake.is_some() && wake != self.armed {
+            self.armed = wake;
+            out.extend(wake.map(Command::WakeAt));
+        }
+        out
+    }
+
+    /// Every transition, in one match.
+    fn step(&mut self, now: Instant, event: Event, out: &mut Vec<Command>) {
+        let phase = std::mem::replace(&mut self.phase, Phase::Idle);
+        self.phase = match (phase, event) {
+            // Whatever happens at or after the local deadline, the tenure ends first; then the
+            // event is handled in Lost (where late answers are stale).
+            (Phase::Held { tenure, .. } | Phase::Renewing { tenure, .. }, event)
+                if now >= tenure.deadline =>
+            {
+                self.phase = self.lose(now, tenure.token, LossReason::DeadlinePassed, out);
+                return self.step(now, event, out);
+            }
+
+            (Phase::Idle, Event::Start) => self.send_acquire(now, 0, out),
+            (
+                Phase::Idle | Phase::Lost { .. },
+                ev @ (Event::StandBy | Event::Release | Event::Stop),
+            ) => self.rest(now, Rest::of(&ev), Cleanup::Done, false, out),
+
+            // Applying.
+            (
+                Phase::Applying {
+                    next: Try::InFlight(p),
+                    attempt,
+                },
+                Event::AcquireResult { req, result },
+            ) if req == p.req => match result {
+                Ok(AcquireOutcome::Acquired { token, .. }) => {
+                    let deadline = self.deadline_after(p.sent);
+                    if deadline <= now {
+                        // Answered too late to hold anything: a failed attempt.
+                        self.backoff_applying(now, attempt)
+                    } else {
+                        self.grant(p, Tenure { token, deadline }, out)
+                    }
+                }
+                Ok(AcquireOutcome::HeldBy { holder, token, .. }) => {
+                    if self.seen.as_ref() != Some(&(holder.clone(), token)) {
+                        out.push(Command::Notify(Notification::HolderChanged {
+                            holder: Some(holder.clone()),
+                            token,
+                        }));
+                        self.seen = Some((holder, token));
+                    }
+                    let wait = self.rng.jitter(self.config.retry_interval());
+                    Phase::Applying {
+                        next: Try::At(now + wait),
+                        attempt: 0,
+                    }
+                }
+                Err(_) => self.backoff_applying(now, attempt),
+            },
+            (
+                Phase::Applying {
+                    next: Try::InFlight(p),
+                    attempt,
+                },
+                Event::Timer,
+            ) if now >= self.timeout_of(p) => self.backoff_applying(now, attempt),
+            (
+                Phase::Applying {
+                    next: Try::At(at),
+                    attempt,
+                },
+                Event::Timer,
+            ) if now >= at => self.send_acquire(now, attempt, out),
+            (
+                Phase::Applying { next, .. },
+                ev @ (Event::StandBy | Event::Release | Event::Stop),
+            ) => {
+                let cleanup = match next {
+                    Try::InFlight(p) => Cleanup::Acquire(p),
+                    Try::At(_) => Cleanup::Done,
+                };
+                self.rest(now, Rest::of(&ev), cleanup, false, out)
+            }
+
+            // Held and Renewing.
+            (Phase::Held { tenure, renew_at }, Event::Timer) if now >= renew_at => {
+                self.send_renew(now, tenure, 0, out)
+            }
+            (
+                Phase::Renewing {
+                    tenure,
+                    next: Try::InFlight(p),
+                    attempt,
+                },
+                Event::RenewResult { req, result },
+            ) if req == p.req => match result {
+                Ok(RenewOutcome::Renewed) => {
+                    let tenure = Tenure {
+                        token: tenure.token,
+                        deadline: self.deadline_after(p.sent),
+                    };
+                    out.push(Command::SetDeadline(Some(tenure.deadline)));
+                    out.push(Command::Notify(Notification::Renewed {
+                        token: tenure.token,
+                        local_deadline: tenure.deadline,
+                    }));
+                    Phase::Held {
+                        tenure,
+                        renew_at: p.sent + self.config.renew_interval(),
+                    }
+                }
+                Ok(RenewOutcome::Lost) => {
+                    self.lose(now, tenure.token, LossReason::EndedAtStore, out)
+                }
+                Err(_) => self.backoff_renewing(now, tenure, attempt),
+            },
+            (
+                Phase::Renewing {
+                    tenure,
+                    next: Try::InFlight(p),
+                    attempt,
+                },
+                Event::Timer,
+            ) if now >= self.timeout_of(p) => self.backoff_renewing(now, tenure, attempt),
+            (
+                Phase::Renewing {
+                    tenure,
+                    next: Try::At(at),
+                    attempt,
+                },
+                Event::Timer,
+            ) if now >= at => self.send_renew(now, tenure, attempt, out),
+            (
+                Phase::Held { tenure, .. } | Phase::Renewing { tenure, .. },
+                ev @ (Event::StandBy | Event::Release | Event::Stop),
+            ) => {
+                out.push(Command::SetDeadline(None));
+                let release = self.start_release(now, tenure, true, out);
+                self.rest(now, Rest::of(&ev), Cleanup::Release(release), false, out)
+            }
+
+            // Lost.
+            (Phase::Lost { retry_at }, Event::Timer) if now >= retry_at => {
+                self.send_acquire(now, 0, out)
+            }
+
+            // Released, Standby, Stopped: settle what is left with the store.
+            (
+                Phase::Resting {
+                    rest,
+                    cleanup: Cleanup::Acquire(p),
+                    resume,
+                },
+                Event::AcquireResult { req, result },
+            ) if req == p.req => {
+                let cleanup = match result {
+                    Ok(AcquireOutcome::Acquired { token, .. }) => {
+                        let tenure = Tenure {
+                            token,
+                            deadline: self.deadline_after(p.sent),
+                        };
+                        Cleanup::Release(self.start_release(now, tenure, false, out))
+                    }
+                    Ok(AcquireOutcome::HeldBy { .. }) | Err(_) => Cleanup::Done,
+                };
+                self.rest(now, rest, cleanup, resume, out)
+            }
+            (
+                Phase::Resting {
+                    rest,
+                    cleanup: Cleanup::Acquire(p),
+                    resume,
+                },
+                Event::Timer,
+            ) if now >= self.timeout_of(p) => {
+                // Unknown outcome and no token to release with: a grant lapses after one term.
+                self.rest(now, rest, Cleanup::Done, resume, out)
+            }
+            (
+                Phase::Resting {
+                    rest,
+                    cleanup: Cleanup::Release(r),
+                    resume,
+                },
+                Event::ReleaseResult { req, result },
+            ) if matches!(r.next, Try::InFlight(p) if p.req == req) => {
+                let cleanup = match result {
+                    Ok(_) => self.settle(r, out),
+                    Err(_) => self.backoff_release(now, r, out),
+                };
+                self.rest(now, rest, cleanup, resume, out)
+            }
+            (
+                Phase::Resting {
+                    rest,
+                    cleanup: Cleanup::Release(r),
+                    resume,
+                },
+                Event::Timer,
+            ) if now >= self.due(r.next) => {
+                let cleanup = match r.next {
+                    Try::InFlight(_) => self.backoff_release(now, r, out),
+                    Try::At(_) if now >= r.give_up_at => self.settle(r, out),
+                    Try::At(_) => Cleanup::Release(self.send_release(now, r, out)),
+                };
+                self.rest(now, rest, cleanup, resume, out)
+            }
+            (
+                Phase::Resting {
+                    rest: rest @ Rest::Released,
+                    cleanup,
+                    ..
+                },
+                Event::Start,
+            )
+            | (
+                Phase::Resting {
+                    rest: rest @ Rest::Standby,
+                    cleanup,
+                    ..
+                },
+                Event::Compete,
+            ) => self.rest(now, rest, cleanup, true, out),
+            (
+                Phase::Resting {
+                    rest: Rest::Standby,
+                    cleanup,
+                    ..
+                },
+                ev @ (Event::StandBy | Event::Release),
+            ) => self.rest(now, Rest::of(&ev), cleanup, false, out),
+            (
+                Phase::Resting {
+                    rest: Rest::Released | Rest::Standby,
+                    cleanup,
+                    ..
+                },
+                Event::Stop,
+            ) => self.rest(now, Rest::Stopped, cleanup, false, out),
+
+            // Everything else changes nothing: stale or unexpected answers, early timers, repeated
+            // requests (Start while competing, Compete while not in Standby, ...).
+            (phase, _) => phase,
+        };
+    }
+}

@@ -1,0 +1,94 @@
+//! The machine's private state: phases and what they carry.
+
+use tokio::time::Instant;
+
+use super::{Event, RequestId};
+use crate::FencingToken;
+
+/// One request in flight: its id and the instant it was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Pending {
+    pub(super) req: RequestId,
+    pub(super) sent: Instant,
+}
+
+/// The next attempt of something that is retried: in flight, or scheduled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Try {
+    InFlight(Pending),
+    At(Instant),
+}
+
+/// One tenure: its token and the local deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Tenure {
+    pub(super) token: FencingToken,
+    pub(super) deadline: Instant,
+}
+
+/// A release being sent, retried until the tenure's local deadline (after that the grant lapses
+/// at the database by itself).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Releasing {
+    pub(super) token: FencingToken,
+    pub(super) next: Try,
+    pub(super) give_up_at: Instant,
+    pub(super) attempt: u32,
+    /// Whether to notify `Released` when settled (not for a grant that was never announced).
+    pub(super) notify: bool,
+}
+
+/// What is left to settle with the store after giving the lease up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Cleanup {
+    Done,
+    /// An acquire sent before giving up: if it turns out granted, release it.
+    Acquire(Pending),
+    Release(Releasing),
+}
+
+/// Why the machine is not competing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Rest {
+    Released,
+    Standby,
+    Stopped,
+}
+
+impl Rest {
+    /// The rest that a give-up event leads to (`StandBy`, `Release`; `Stop` otherwise).
+    pub(super) fn of(event: &Event) -> Rest {
+        match event {
+            Event::StandBy => Rest::Standby,
+            Event::Release => Rest::Released,
+            _ => Rest::Stopped,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Phase {
+    Idle,
+    Applying {
+        next: Try,
+        attempt: u32,
+    },
+    Held {
+        tenure: Tenure,
+        renew_at: Instant,
+    },
+    Renewing {
+        tenure: Tenure,
+        next: Try,
+        attempt: u32,
+    },
+    Lost {
+        retry_at: Instant,
+    },
+    /// Released, Standby or Stopped; `resume` once `Start` / `Compete` came while cleaning up.
+    Resting {
+        rest: Rest,
+        cleanup: Cleanup,
+        resume: bool,
+    },
+}

@@ -1,0 +1,242 @@
+//! The steps the transitions in [`LeaseMachine::step`] are made of.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::phase::{Cleanup, Pending, Phase, Releasing, Rest, Tenure, Try};
+use super::{Command, LeaseMachine, LossReason, Notification, RequestId};
+use crate::FencingToken;
+use crate::config::MIN_INTERVAL;
+
+/// The steps the transitions are made of.
+impl LeaseMachine {
+    /// A fresh request id, sent at `now`.
+    pub(super) fn pending(&mut self, now: Instant) -> Pending {
+        self.last_req += 1;
+        Pending {
+            req: RequestId(self.last_req),
+            sent: now,
+        }
+    }
+
+    /// The local deadline earned by a request sent at `sent`: `sent + term − safety_margin`.
+    pub(super) fn deadline_after(&self, sent: Instant) -> Instant {
+        sent + self
+            .term
+            .duration()
+            .saturating_sub(self.config.safety_margin())
+    }
+
+    pub(super) fn timeout_of(&self, p: Pending) -> Instant {
+        p.sent + self.config.request_timeout()
+    }
+
+    /// When an attempt needs attention: its timeout if in flight, else its scheduled instant.
+    pub(super) fn due(&self, next: Try) -> Instant {
+        match next {
+            Try::InFlight(p) => self.timeout_of(p),
+            Try::At(at) => at,
+        }
+    }
+
+    /// The next instant the machine must act at, if any.
+    pub(super) fn next_wake(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Idle
+            | Phase::Resting {
+                cleanup: Cleanup::Done,
+                ..
+            } => None,
+            Phase::Applying { next, .. } => Some(self.due(next)),
+            Phase::Held { tenure, renew_at } => Some(renew_at.min(tenure.deadline)),
+            Phase::Renewing { tenure, next, .. } => Some(self.due(next).min(tenure.deadline)),
+            Phase::Lost { retry_at } => Some(retry_at),
+            Phase::Resting {
+                cleanup: Cleanup::Acquire(p),
+                ..
+            } => Some(self.timeout_of(p)),
+            Phase::Resting {
+                cleanup: Cleanup::Release(r),
+                ..
+            } => Some(self.due(r.next)),
+        }
+    }
+
+    /// The wait after the `attempt`-th failure in a row (1-based): retry interval / 8, / 4, / 2,
+    /// then the retry interval, each jittered down by up to half, and at least 1 ms.
+    pub(super) fn backoff(&mut self, attempt: u32) -> Duration {
+        let halvings = 3_u32.saturating_sub(attempt.saturating_sub(1));
+        let cap = self.config.retry_interval() / (1 << halvings);
+        self.rng.jitter(cap).max(MIN_INTERVAL)
+    }
+
+    pub(super) fn send_acquire(
+        &mut self,
+        now: Instant,
+        attempt: u32,
+        out: &mut Vec<Command>,
+    ) -> Phase {
+        let p = self.pending(now);
+        out.push(Command::TryAcquire {
+            req: p.req,
+            term: self.term,
+        });
+        Phase::Applying {
+            next: Try::InFlight(p),
+            attempt,
+        }
+    }
+
+    pub(super) fn backoff_applying(&mut self, now: Instant, attempt: u32) -> Phase {
+        let attempt = attempt.saturating_add(1);
+        Phase::Applying {
+            next: Try::At(now + self.backoff(attempt)),
+            attempt,
+        }
+    }
+
+    pub(super) fn grant(&mut self, p: Pending, tenure: Tenure, out: &mut Vec<Command>) -> Phase {
+        out.push(Command::SetDeadline(Some(tenure.deadline)));
+        out.push(Command::Notify(Notification::Acquired {
+            token: tenure.token,
+            local_deadline: tenure.deadline,
+        }));
+        if self.seen.take().is_some() {
+            out.push(Command::Notify(Notification::HolderChanged {
+                holder: None,
+                token: tenure.token,
+            }));
+        }
+        Phase::Held {
+            tenure,
+            renew_at: p.sent + self.config.renew_interval(),
+        }
+    }
+
+    pub(super) fn send_renew(
+        &mut self,
+        now: Instant,
+        tenure: Tenure,
+        attempt: u32,
+        out: &mut Vec<Command>,
+    ) -> Phase {
+        let p = self.pending(now);
+        out.push(Command::Renew {
+            req: p.req,
+            token: tenure.token,
+            term: self.term,
+        });
+        Phase::Renewing {
+            tenure,
+            next: Try::InFlight(p),
+            attempt,
+        }
+    }
+
+    /// Schedules the next renewal attempt; the deadline (always woken for) ends it if it comes
+    /// first, so no renewal is ever sent past the deadline.
+    pub(super) fn backoff_renewing(&mut self, now: Instant, tenure: Tenure, attempt: u32) -> Phase {
+        let attempt = attempt.saturating_add(1);
+        Phase::Renewing {
+            tenure,
+            next: Try::At(now + self.backoff(attempt)),
+            attempt,
+        }
+    }
+
+    pub(super) fn lose(
+        &mut self,
+        now: Instant,
+        token: FencingToken,
+        reason: LossReason,
+        out: &mut Vec<Command>,
+    ) -> Phase {
+        out.push(Command::SetDeadline(None));
+        out.push(Command::Notify(Notification::Lost { token, reason }));
+        Phase::Lost {
+            retry_at: now + self.rng.jitter(self.config.retry_interval()),
+        }
+    }
+
+    /// Starts releasing `tenure`, retried until its deadline.
+    pub(super) fn start_release(
+        &mut self,
+        now: Instant,
+        tenure: Tenure,
+        notify: bool,
+        out: &mut Vec<Command>,
+    ) -> Releasing {
+        let r = Releasing {
+            token: tenure.token,
+            next: Try::At(now),
+            give_up_at: tenure.deadline,
+            attempt: 0,
+            notify,
+        };
+        self.send_release(now, r, out)
+    }
+
+    pub(super) fn send_release(
+        &mut self,
+        now: Instant,
+        r: Releasing,
+        out: &mut Vec<Command>,
+    ) -> Releasing {
+        let p = self.pending(now);
+        out.push(Command::Release {
+            req: p.req,
+            token: r.token,
+        });
+        Releasing {
+            next: Try::InFlight(p),
+            ..r
+        }
+    }
+
+    pub(super) fn backoff_release(
+        &mut self,
+        now: Instant,
+        r: Releasing,
+        out: &mut Vec<Command>,
+    ) -> Cleanup {
+        if now >= r.give_up_at {
+            return self.settle(r, out);
+        }
+        let attempt = r.attempt.saturating_add(1);
+        let at = (now + self.backoff(attempt)).min(r.give_up_at);
+        Cleanup::Release(Releasing {
+            next: Try::At(at),
+            attempt,
+            ..r
+        })
+    }
+
+    pub(super) fn settle(&mut self, r: Releasing, out: &mut Vec<Command>) -> Cleanup {
+        if r.notify {
+            out.push(Command::Notify(Notification::Released { token: r.token }));
+        }
+        Cleanup::Done
+    }
+
+    /// Not competing: rest, or compete again at once if asked to and nothing is left to settle
+    /// (an acquire sent while a release is in flight could be undone by that release).
+    pub(super) fn rest(
+        &mut self,
+        now: Instant,
+        rest: Rest,
+        cleanup: Cleanup,
+        resume: bool,
+        out: &mut Vec<Command>,
+    ) -> Phase {
+        if resume && cleanup == Cleanup::Done {
+            self.send_acquire(now, 0, out)
+        } else {
+            Phase::Resting {
+                rest,
+                cleanup,
+                resume,
+            }
+        }
+    }
+}
