@@ -34,7 +34,9 @@ impl ManualClock {
     /// A manual clock starting at `start`.
     #[must_use]
     pub fn new(start: Instant) -> Self {
-        Self { now: Arc::new(Mutex::new(start)) }
+        Self {
+            now: Arc::new(Mutex::new(start)),
+        }
     }
 
     /// A manual clock starting at the real clock's current instant.

@@ -11,12 +11,21 @@ pub const MAX_NAME_BYTES: usize = 255;
 /// Largest holder id, in UTF-8 bytes (the `holder` column is `varchar(255)`).
 pub const MAX_HOLDER_BYTES: usize = 255;
 
-fn check(field: &'static str, s: &str, max: usize, allow_empty: bool) -> Result<(), ValidationError> {
+fn check(
+    field: &'static str,
+    s: &str,
+    max: usize,
+    allow_empty: bool,
+) -> Result<(), ValidationError> {
     if s.is_empty() && !allow_empty {
         return Err(ValidationError::Empty { field });
     }
     if s.len() > max {
-        return Err(ValidationError::TooLong { field, len: s.len(), max });
+        return Err(ValidationError::TooLong {
+            field,
+            len: s.len(),
+            max,
+        });
     }
     if s.contains('\0') {
         return Err(ValidationError::ContainsNul { field });
@@ -125,7 +134,10 @@ impl LeaseKey {
     /// # Errors
     /// [`ValidationError`] naming `namespace` or `lease_name`.
     pub fn parse(namespace: &str, name: &str) -> Result<Self, ValidationError> {
-        Ok(Self { namespace: Namespace::new(namespace)?, name: LeaseName::new(name)? })
+        Ok(Self {
+            namespace: Namespace::new(namespace)?,
+            name: LeaseName::new(name)?,
+        })
     }
 }
 
@@ -148,19 +160,39 @@ mod tests {
         assert!(LeaseName::new("a".repeat(255)).is_ok());
         assert_eq!(
             LeaseName::new("a".repeat(256)),
-            Err(ValidationError::TooLong { field: "lease_name", len: 256, max: 255 })
+            Err(ValidationError::TooLong {
+                field: "lease_name",
+                len: 256,
+                max: 255
+            })
         );
         // 64 four-byte emoji are 256 bytes: refused although only 64 characters.
-        assert!(matches!(LeaseName::new("😀".repeat(64)), Err(ValidationError::TooLong { .. })));
+        assert!(matches!(
+            LeaseName::new("😀".repeat(64)),
+            Err(ValidationError::TooLong { .. })
+        ));
         assert!(Namespace::new("n".repeat(128)).is_ok());
         assert!(Namespace::new("n".repeat(129)).is_err());
     }
 
     #[test]
     fn empty_and_nul_refused() {
-        assert_eq!(LeaseName::new(""), Err(ValidationError::Empty { field: "lease_name" }));
-        assert_eq!(HolderId::new(""), Err(ValidationError::Empty { field: "holder" }));
+        assert_eq!(
+            LeaseName::new(""),
+            Err(ValidationError::Empty {
+                field: "lease_name"
+            })
+        );
+        assert_eq!(
+            HolderId::new(""),
+            Err(ValidationError::Empty { field: "holder" })
+        );
         assert!(Namespace::new("").is_ok());
-        assert_eq!(LeaseName::new("a\0b"), Err(ValidationError::ContainsNul { field: "lease_name" }));
+        assert_eq!(
+            LeaseName::new("a\0b"),
+            Err(ValidationError::ContainsNul {
+                field: "lease_name"
+            })
+        );
     }
 }

@@ -84,6 +84,10 @@ impl LeaseRecord {
     /// Time left on the grant at the moment of the read (zero when not held).
     #[must_use]
     pub fn time_left(&self) -> std::time::Duration {
-        if self.held { self.until.saturating_since(self.db_now) } else { std::time::Duration::ZERO }
+        if self.held {
+            self.until.saturating_since(self.db_now)
+        } else {
+            std::time::Duration::ZERO
+        }
     }
 }

@@ -22,13 +22,17 @@ impl DbInstant {
     /// The time from `earlier` to `self`, or zero if `earlier` is later.
     #[must_use]
     pub fn saturating_since(self, earlier: DbInstant) -> Duration {
-        u64::try_from(self.0.saturating_sub(earlier.0)).map_or(Duration::ZERO, Duration::from_millis)
+        u64::try_from(self.0.saturating_sub(earlier.0))
+            .map_or(Duration::ZERO, Duration::from_millis)
     }
 
     /// This instant moved forward by `d` (saturating).
     #[must_use]
     pub fn plus(self, d: Duration) -> DbInstant {
-        DbInstant(self.0.saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)))
+        DbInstant(
+            self.0
+                .saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+        )
     }
 }
 
@@ -83,10 +87,18 @@ impl Term {
     pub fn new(field: &'static str, value: Duration) -> Result<Self, ValidationError> {
         let truncated = Duration::from_millis(u64::try_from(value.as_millis()).unwrap_or(u64::MAX));
         if truncated < Self::MIN {
-            return Err(ValidationError::TooShort { field, value, min: Self::MIN });
+            return Err(ValidationError::TooShort {
+                field,
+                value,
+                min: Self::MIN,
+            });
         }
         if value > Self::MAX {
-            return Err(ValidationError::TooLarge { field, value, max: Self::MAX });
+            return Err(ValidationError::TooLarge {
+                field,
+                value,
+                max: Self::MAX,
+            });
         }
         Ok(Self(truncated))
     }
@@ -119,15 +131,24 @@ mod tests {
     #[test]
     fn formats_rfc3339() {
         assert_eq!(DbInstant(0).to_string(), "1970-01-01T00:00:00.000Z");
-        assert_eq!(DbInstant(1_795_986_374_123).to_string(), "2026-11-29T21:06:14.123Z");
-        assert_eq!(DbInstant(951_782_400_000).to_string(), "2000-02-29T00:00:00.000Z");
+        assert_eq!(
+            DbInstant(1_795_986_374_123).to_string(),
+            "2026-11-29T21:06:14.123Z"
+        );
+        assert_eq!(
+            DbInstant(951_782_400_000).to_string(),
+            "2000-02-29T00:00:00.000Z"
+        );
     }
 
     #[test]
     fn term_bounds() {
         assert!(Term::new("term", Duration::ZERO).is_err());
         assert!(Term::new("term", Duration::from_micros(999)).is_err());
-        assert_eq!(Term::new("term", Duration::from_micros(1500)).map(Term::as_millis_i64), Ok(1));
+        assert_eq!(
+            Term::new("term", Duration::from_micros(1500)).map(Term::as_millis_i64),
+            Ok(1)
+        );
         assert!(Term::new("term", Term::MAX).is_ok());
         assert!(matches!(
             Term::new("ttl", Term::MAX + Duration::from_secs(1)),
