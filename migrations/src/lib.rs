@@ -1,1 +1,62 @@
-//! placeholder
+//! Schema migrations for leasehold's `lease_info` table.
+//!
+//! Two ways in:
+//! - [`Migrator`], a regular `sea-orm-migration` migrator for the default table name
+//!   (`lease_info`), for applications that already run their migrations with SeaORM;
+//! - [`create_lease_table`] / [`drop_lease_table`], which apply the same migration to a table
+//!   with any prefix, idempotently. `leasehold-storage`'s connection builder calls
+//!   [`create_lease_table`] unless told not to.
+//!
+//! Plain SQL for each backend, for people who manage schemas by hand, lives in `migrations/sql/`.
+//!
+//! Times are `BIGINT` milliseconds since the Unix epoch, computed by the database's own clock:
+//! one representation on SQLite, PostgreSQL and MySQL, with no time-zone or precision surprises.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod m20261129_000001_create_lease_info;
+
+pub use m20261129_000001_create_lease_info::{CreateLeaseInfo, LeaseInfo};
+pub use sea_orm_migration;
+use sea_orm_migration::prelude::*;
+
+/// The default table name (prefix empty).
+pub const DEFAULT_TABLE: &str = "lease_info";
+
+/// The name of the lease table for a prefix: `{prefix}lease_info`.
+#[must_use]
+pub fn table_name(prefix: &str) -> String {
+    format!("{prefix}{DEFAULT_TABLE}")
+}
+
+/// The sea-orm-migration migrator for the default table name.
+pub struct Migrator;
+
+#[async_trait::async_trait]
+impl MigratorTrait for Migrator {
+    fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+        vec![Box::new(CreateLeaseInfo::new(DEFAULT_TABLE))]
+    }
+}
+
+/// Creates the lease table `table` (and its unique key) if it does not exist.
+///
+/// # Errors
+/// The database's error if the statement fails (for example a read-only database).
+pub async fn create_lease_table<'c, C>(conn: C, table: &str) -> Result<(), DbErr>
+where
+    C: sea_orm_migration::IntoSchemaManagerConnection<'c>,
+{
+    CreateLeaseInfo::new(table).up(&SchemaManager::new(conn)).await
+}
+
+/// Drops the lease table `table` if it exists.
+///
+/// # Errors
+/// The database's error if the statement fails.
+pub async fn drop_lease_table<'c, C>(conn: C, table: &str) -> Result<(), DbErr>
+where
+    C: sea_orm_migration::IntoSchemaManagerConnection<'c>,
+{
+    CreateLeaseInfo::new(table).down(&SchemaManager::new(conn)).await
+}

@@ -1,1 +1,56 @@
-//! placeholder
+//! Lease rows for leasehold.
+//!
+//! - [`LeaseStore`]: the narrow, driver-neutral trait every store implements. Its answers are
+//!   outcomes ([`AcquireOutcome`], [`RenewOutcome`], [`ReleaseOutcome`]); only a broken or
+//!   unreachable database is a [`StoreError`].
+//! - [`SeaOrmStore`]: the store on SQLite, PostgreSQL and MySQL/MariaDB, opened with
+//!   [`StoreBuilder`].
+//! - [`MemoryStore`]: the same semantics in memory, for simulations and tests.
+//! - [`testing`]: the conformance suite every store passes.
+//!
+//! # Rules every store keeps
+//! 1. Expiry is computed and compared by the database's clock inside each statement.
+//! 2. A grant is one atomic statement: insert, or take over a row that is released, expired, or
+//!    already ours.
+//! 3. Renew, release and fencing checks name the holder and the token; renew refuses a lapsed grant.
+//! 4. Release keeps the row (status 0) so the token only grows; only [`LeaseStore::purge`] deletes.
+//! 5. All SQL is parameterised; prefix queries escape their wildcards.
+//! 6. Contention is an outcome, not an error.
+//!
+//! # Examples
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use leasehold_storage::{AcquireOutcome, HolderId, LeaseKey, LeaseStore, StoreBuilder, Term};
+//!
+//! let store = StoreBuilder::new("sqlite::memory:").connect().await?;
+//! let key = LeaseKey::parse("jobs", "nightly-report")?;
+//! let me = HolderId::new("host-a:4242")?;
+//! let term = Term::new("term", Duration::from_secs(30))?;
+//! match store.try_acquire(&key, &me, term).await? {
+//!     AcquireOutcome::Acquired { token, until } => println!("ours, token {token}, until {until}"),
+//!     AcquireOutcome::HeldBy { holder, .. } => println!("held by {holder}"),
+//! }
+//! # Ok(()) }
+//! ```
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod connect;
+pub mod entity;
+mod error;
+mod memory;
+mod seaorm;
+mod sql;
+mod store;
+pub mod testing;
+
+pub use connect::StoreBuilder;
+pub use error::StoreError;
+pub use leasehold_core::{
+    AcquireOutcome, DbInstant, FencingToken, HolderId, LeaseKey, LeaseName, LeaseRecord, Namespace,
+    ReleaseOutcome, RenewOutcome, Term, ValidationError,
+};
+pub use memory::MemoryStore;
+pub use seaorm::{Backend, SeaOrmStore};
+pub use store::{LeaseStore, RenewItem};

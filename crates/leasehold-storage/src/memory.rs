@@ -1,0 +1,213 @@
+//! An in-memory store with exactly the SQL stores' semantics, for simulations and tests.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use leasehold_core::{
+    AcquireOutcome, DbInstant, FencingToken, HolderId, LeaseKey, LeaseRecord, Namespace,
+    ReleaseOutcome, RenewOutcome, Term,
+};
+
+use crate::{LeaseStore, RenewItem, StoreError};
+
+#[derive(Debug, Clone)]
+struct Row {
+    holder: HolderId,
+    until: DbInstant,
+    held: bool,
+    version: i64,
+}
+
+type DbClock = Arc<dyn Fn() -> DbInstant + Send + Sync>;
+
+/// A [`LeaseStore`] in memory. Its "database clock" is the system clock by default, or any
+/// function given to [`MemoryStore::with_clock`] (a simulation's manual clock). Every call is one
+/// atomic step under a mutex.
+///
+/// # Examples
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::time::Duration;
+/// use leasehold_storage::{AcquireOutcome, HolderId, LeaseKey, LeaseStore, MemoryStore, Term};
+/// let store = MemoryStore::new();
+/// let key = LeaseKey::parse("", "job")?;
+/// let term = Term::new("term", Duration::from_secs(5))?;
+/// let a = store.try_acquire(&key, &HolderId::new("a")?, term).await?;
+/// assert!(matches!(a, AcquireOutcome::Acquired { .. }));
+/// let b = store.try_acquire(&key, &HolderId::new("b")?, term).await?;
+/// assert!(matches!(b, AcquireOutcome::HeldBy { .. }));
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct MemoryStore {
+    rows: Arc<Mutex<BTreeMap<LeaseKey, Row>>>,
+    clock: DbClock,
+}
+
+impl std::fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryStore").field("rows", &self.lock().len()).finish_non_exhaustive()
+    }
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[allow(clippy::disallowed_methods)] // this is the in-memory store's database clock
+fn system_ms() -> DbInstant {
+    let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    DbInstant(i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+impl MemoryStore {
+    /// An empty store on the system clock.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::with_clock(system_ms)
+    }
+
+    /// An empty store whose database clock is `clock`.
+    #[must_use]
+    pub fn with_clock(clock: impl Fn() -> DbInstant + Send + Sync + 'static) -> Self {
+        Self { rows: Arc::new(Mutex::new(BTreeMap::new())), clock: Arc::new(clock) }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<LeaseKey, Row>> {
+        self.rows.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn record(key: &LeaseKey, row: &Row, now: DbInstant) -> LeaseRecord {
+        LeaseRecord {
+            key: key.clone(),
+            holder: row.holder.clone(),
+            token: FencingToken(row.version),
+            until: row.until,
+            held: row.held && row.until > now,
+            db_now: now,
+        }
+    }
+
+    fn live<'a>(rows: &'a mut BTreeMap<LeaseKey, Row>, key: &LeaseKey, holder: &HolderId, token: FencingToken, now: DbInstant) -> Option<&'a mut Row> {
+        rows.get_mut(key).filter(|r| r.held && r.until > now && r.holder == *holder && r.version == token.get())
+    }
+}
+
+#[async_trait]
+impl LeaseStore for MemoryStore {
+    async fn try_acquire(&self, key: &LeaseKey, holder: &HolderId, term: Term) -> Result<AcquireOutcome, StoreError> {
+        let now = (self.clock)();
+        let until = now.plus(term.duration());
+        let mut rows = self.lock();
+        let row = rows.entry(key.clone()).or_insert_with(|| Row { holder: holder.clone(), until: now, held: false, version: 0 });
+        let live = row.held && row.until > now;
+        if live && row.holder != *holder {
+            return Ok(AcquireOutcome::HeldBy { holder: row.holder.clone(), until: row.until, token: FencingToken(row.version) });
+        }
+        if !live {
+            row.version += 1;
+        }
+        row.holder = holder.clone();
+        row.until = until;
+        row.held = true;
+        Ok(AcquireOutcome::Acquired { token: FencingToken(row.version), until })
+    }
+
+    async fn renew(&self, key: &LeaseKey, holder: &HolderId, token: FencingToken, term: Term) -> Result<RenewOutcome, StoreError> {
+        let now = (self.clock)();
+        let mut rows = self.lock();
+        Ok(match Self::live(&mut rows, key, holder, token, now) {
+            Some(row) => {
+                row.until = now.plus(term.duration());
+                RenewOutcome::Renewed
+            }
+            None => RenewOutcome::Lost,
+        })
+    }
+
+    async fn renew_many(&self, holder: &HolderId, items: &[RenewItem], term: Term) -> Result<Vec<bool>, StoreError> {
+        let now = (self.clock)();
+        let mut rows = self.lock();
+        Ok(items
+            .iter()
+            .map(|it| match Self::live(&mut rows, &it.key, holder, it.token, now) {
+                Some(row) => {
+                    row.until = now.plus(term.duration());
+                    true
+                }
+                None => false,
+            })
+            .collect())
+    }
+
+    async fn release(&self, key: &LeaseKey, holder: &HolderId, token: FencingToken) -> Result<ReleaseOutcome, StoreError> {
+        let now = (self.clock)();
+        let mut rows = self.lock();
+        Ok(match Self::live(&mut rows, key, holder, token, now) {
+            Some(row) => {
+                row.held = false;
+                row.until = now;
+                ReleaseOutcome::Released
+            }
+            None => ReleaseOutcome::NotHeld,
+        })
+    }
+
+    async fn release_all(&self, holder: &HolderId) -> Result<u64, StoreError> {
+        let now = (self.clock)();
+        let mut n = 0;
+        for row in self.lock().values_mut().filter(|r| r.held && r.until > now && r.holder == *holder) {
+            row.held = false;
+            row.until = now;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    async fn force_release(&self, key: &LeaseKey) -> Result<bool, StoreError> {
+        let now = (self.clock)();
+        Ok(match self.lock().get_mut(key).filter(|r| r.held && r.until > now) {
+            Some(row) => {
+                row.held = false;
+                row.until = now;
+                true
+            }
+            None => false,
+        })
+    }
+
+    async fn get(&self, key: &LeaseKey) -> Result<Option<LeaseRecord>, StoreError> {
+        let now = (self.clock)();
+        Ok(self.lock().get(key).filter(|r| r.version > 0).map(|r| Self::record(key, r, now)))
+    }
+
+    async fn list_valid(&self, namespace: Option<&Namespace>, prefix: &str) -> Result<Vec<LeaseRecord>, StoreError> {
+        let now = (self.clock)();
+        Ok(self
+            .lock()
+            .iter()
+            .filter(|(k, r)| {
+                r.held && r.until > now && namespace.is_none_or(|ns| k.namespace == *ns) && k.name.as_str().starts_with(prefix)
+            })
+            .map(|(k, r)| Self::record(k, r, now))
+            .collect())
+    }
+
+    async fn purge(&self, namespace: Option<&Namespace>, older_than: Duration) -> Result<u64, StoreError> {
+        let now = (self.clock)();
+        let age = Term::new("older_than", older_than.max(Term::MIN))?;
+        let cutoff = DbInstant(now.as_millis() - age.as_millis_i64());
+        let mut rows = self.lock();
+        let before = rows.len();
+        rows.retain(|k, r| !(namespace.is_none_or(|ns| k.namespace == *ns) && (!r.held || r.until <= now) && r.until < cutoff));
+        Ok((before - rows.len()) as u64)
+    }
+
+    async fn db_now(&self) -> Result<DbInstant, StoreError> {
+        Ok((self.clock)())
+    }
+}

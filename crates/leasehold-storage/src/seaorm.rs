@@ -1,0 +1,340 @@
+//! The SeaORM store: SQLite, PostgreSQL and MySQL/MariaDB.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use leasehold_core::{
+    AcquireOutcome, DbInstant, FencingToken, HolderId, LeaseKey, LeaseRecord, Namespace,
+    ReleaseOutcome, RenewOutcome, Term,
+};
+use sea_orm::{
+    ConnectionTrait, DatabaseConnection, DbBackend, QueryResult, Statement, TransactionTrait, Value,
+};
+
+use crate::sql::{Dialect, Sql, like_prefix};
+use crate::{LeaseStore, RenewItem, StoreError};
+
+/// Which database a [`SeaOrmStore`] talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Backend {
+    /// SQLite (embedded; WAL mode for files).
+    Sqlite,
+    /// PostgreSQL.
+    Postgres,
+    /// MariaDB 10.5+ (grant in one `INSERT … ON DUPLICATE KEY UPDATE … RETURNING`).
+    MariaDb,
+    /// Oracle MySQL 8 (no `RETURNING`: the grant is the same upsert plus a read, in one
+    /// transaction, so it stays atomic at the cost of a second round trip).
+    MySql,
+}
+
+/// Rows per batched renewal statement on MySQL (three placeholders each, far below the 65,535
+/// placeholder limit). SQLite and PostgreSQL take every item in one statement.
+const MYSQL_RENEW_CHUNK: usize = 5_000;
+/// How many times a grant is retried when the row changes between the upsert and the read that
+/// explains a refusal. Each retry needs another holder's release to land in that gap.
+const ACQUIRE_ATTEMPTS: usize = 16;
+
+/// A [`LeaseStore`] on a SeaORM connection. Build one with [`crate::StoreBuilder`], or from an
+/// existing connection with [`SeaOrmStore::from_connection`].
+#[derive(Debug, Clone)]
+pub struct SeaOrmStore {
+    db: DatabaseConnection,
+    table: String,
+    backend: Backend,
+    sql: Sql,
+}
+
+impl SeaOrmStore {
+    /// Wraps an existing connection whose lease table is `table` (created beforehand, for
+    /// example with [`leasehold_migration::create_lease_table`]).
+    ///
+    /// # Errors
+    /// [`StoreError::Database`] if the MySQL server version cannot be read.
+    pub async fn from_connection(db: DatabaseConnection, table: &str) -> Result<Self, StoreError> {
+        let backend = match db.get_database_backend() {
+            DbBackend::Postgres => Backend::Postgres,
+            DbBackend::Sqlite => Backend::Sqlite,
+            _ => {
+                let stmt = Statement::from_string(DbBackend::MySql, "SELECT VERSION() AS v");
+                let row = db
+                    .query_one_raw(stmt)
+                    .await
+                    .map_err(|e| StoreError::Database { op: "connect", source: e })?;
+                let version: String = match row {
+                    Some(r) => r.try_get("", "v").unwrap_or_default(),
+                    None => String::new(),
+                };
+                if version.to_ascii_lowercase().contains("mariadb") { Backend::MariaDb } else { Backend::MySql }
+            }
+        };
+        Ok(Self::with_backend(db, table, backend))
+    }
+
+    /// Wraps a connection, forcing the backend's SQL flavour (tests use this to run the MySQL 8
+    /// path on MariaDB).
+    #[must_use]
+    pub fn with_backend(db: DatabaseConnection, table: &str, backend: Backend) -> Self {
+        let dialect = match backend {
+            Backend::Sqlite => Dialect::Sqlite,
+            Backend::Postgres => Dialect::Postgres,
+            Backend::MariaDb => Dialect::MySql { returning: true },
+            Backend::MySql => Dialect::MySql { returning: false },
+        };
+        Self { sql: Sql::new(dialect, table), db, table: table.to_owned(), backend }
+    }
+
+    /// The backend in use.
+    #[must_use]
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// The lease table's name.
+    #[must_use]
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// The underlying connection (for example to run fenced statements beside the lease table).
+    #[must_use]
+    pub fn connection(&self) -> &DatabaseConnection {
+        &self.db
+    }
+
+    /// Checks that the lease table exists with leasehold's columns.
+    ///
+    /// # Errors
+    /// [`StoreError::Schema`] when it does not.
+    pub async fn verify_schema(&self) -> Result<(), StoreError> {
+        let sql = format!(
+            "SELECT id, namespace, lease_name, holder, lease_end_time, status, version, gmt_create, gmt_modified \
+             FROM {} WHERE 1 = 0",
+            self.table
+        );
+        self.db
+            .query_all_raw(self.stmt(&sql, Vec::new()))
+            .await
+            .map(|_| ())
+            .map_err(|e| match StoreError::db("verify_schema", &self.table, e) {
+                StoreError::Database { source, .. } => StoreError::Schema { table: self.table.clone(), source },
+                other => other,
+            })
+    }
+
+    fn stmt(&self, sql: &str, values: Vec<Value>) -> Statement {
+        Statement::from_sql_and_values(self.db.get_database_backend(), sql, values)
+    }
+
+    fn err(&self, op: &'static str) -> impl FnOnce(sea_orm::DbErr) -> StoreError + '_ {
+        move |e| StoreError::db(op, &self.table, e)
+    }
+
+    async fn one(&self, op: &'static str, sql: &str, values: Vec<Value>) -> Result<Option<QueryResult>, StoreError> {
+        log::trace!("{op}: {sql}");
+        self.db.query_one_raw(self.stmt(sql, values)).await.map_err(self.err(op))
+    }
+
+    async fn all(&self, op: &'static str, sql: &str, values: Vec<Value>) -> Result<Vec<QueryResult>, StoreError> {
+        log::trace!("{op}: {sql}");
+        self.db.query_all_raw(self.stmt(sql, values)).await.map_err(self.err(op))
+    }
+
+    async fn exec(&self, op: &'static str, sql: &str, values: Vec<Value>) -> Result<u64, StoreError> {
+        log::trace!("{op}: {sql}");
+        self.db.execute_raw(self.stmt(sql, values)).await.map(|r| r.rows_affected()).map_err(self.err(op))
+    }
+
+    /// The grant statement; `None` when the row is held by someone else (PostgreSQL, SQLite).
+    async fn upsert(&self, values: Vec<Value>, key: &LeaseKey) -> Result<Option<QueryResult>, StoreError> {
+        if self.sql.dialect != (Dialect::MySql { returning: false }) {
+            return self.one("try_acquire", &self.sql.acquire, values).await;
+        }
+        let op = "try_acquire";
+        let txn = self.db.begin().await.map_err(self.err(op))?;
+        log::trace!("{op}: {}", self.sql.acquire);
+        txn.execute_raw(self.stmt(&self.sql.acquire, values)).await.map_err(self.err(op))?;
+        let read = format!("SELECT holder, version, lease_end_time FROM {} WHERE namespace = ? AND lease_name = ?", self.table);
+        let row = txn
+            .query_one_raw(self.stmt(&read, vec![key.namespace.as_str().into(), key.name.as_str().into()]))
+            .await
+            .map_err(self.err(op))?;
+        txn.commit().await.map_err(self.err(op))?;
+        Ok(row)
+    }
+}
+
+fn get<T: sea_orm::TryGetable>(row: &QueryResult, op: &'static str, col: &str) -> Result<T, StoreError> {
+    row.try_get("", col).map_err(|e| StoreError::Unexpected { op, detail: format!("column {col}: {e}") })
+}
+
+fn record(row: &QueryResult, op: &'static str) -> Result<LeaseRecord, StoreError> {
+    let bad = |e: leasehold_core::ValidationError| StoreError::Unexpected { op, detail: e.to_string() };
+    let namespace: String = get(row, op, "namespace")?;
+    let name: String = get(row, op, "lease_name")?;
+    let holder: String = get(row, op, "holder")?;
+    let status: i16 = get(row, op, "status")?;
+    let until = DbInstant(get(row, op, "lease_end_time")?);
+    let db_now = DbInstant(get(row, op, "db_now")?);
+    Ok(LeaseRecord {
+        key: LeaseKey::parse(&namespace, &name).map_err(bad)?,
+        holder: HolderId::new(holder).map_err(bad)?,
+        token: FencingToken(get(row, op, "version")?),
+        until,
+        held: status == 1 && until > db_now,
+        db_now,
+    })
+}
+
+fn key_values(key: &LeaseKey) -> [Value; 2] {
+    [key.namespace.as_str().into(), key.name.as_str().into()]
+}
+
+#[async_trait]
+impl LeaseStore for SeaOrmStore {
+    async fn try_acquire(&self, key: &LeaseKey, holder: &HolderId, term: Term) -> Result<AcquireOutcome, StoreError> {
+        let [ns, name] = key_values(key);
+        let values = vec![ns, name, holder.as_str().into(), term.as_millis_i64().into()];
+        for _ in 0..ACQUIRE_ATTEMPTS {
+            if let Some(row) = self.upsert(values.clone(), key).await? {
+                let got: String = get(&row, "try_acquire", "holder")?;
+                let token = FencingToken(get(&row, "try_acquire", "version")?);
+                let until = DbInstant(get(&row, "try_acquire", "lease_end_time")?);
+                if got == holder.as_str() {
+                    return Ok(AcquireOutcome::Acquired { token, until });
+                }
+                let holder = HolderId::new(got)
+                    .map_err(|e| StoreError::Unexpected { op: "try_acquire", detail: e.to_string() })?;
+                return Ok(AcquireOutcome::HeldBy { holder, until, token });
+            }
+            // Refused: say by whom. If the row was freed in between, try again.
+            if let Some(rec) = self.get(key).await? {
+                if rec.held && rec.holder != *holder {
+                    return Ok(AcquireOutcome::HeldBy { holder: rec.holder, until: rec.until, token: rec.token });
+                }
+            }
+        }
+        Err(StoreError::Unexpected {
+            op: "try_acquire",
+            detail: format!("row {key} changed under {ACQUIRE_ATTEMPTS} attempts in a row"),
+        })
+    }
+
+    async fn renew(&self, key: &LeaseKey, holder: &HolderId, token: FencingToken, term: Term) -> Result<RenewOutcome, StoreError> {
+        let [ns, name] = key_values(key);
+        let values = vec![term.as_millis_i64().into(), ns, name, holder.as_str().into(), token.get().into()];
+        let n = self.exec("renew", &self.sql.renew, values).await?;
+        Ok(if n == 1 { RenewOutcome::Renewed } else { RenewOutcome::Lost })
+    }
+
+    async fn renew_many(&self, holder: &HolderId, items: &[RenewItem], term: Term) -> Result<Vec<bool>, StoreError> {
+        let mut renewed = vec![false; items.len()];
+        if items.is_empty() {
+            return Ok(renewed);
+        }
+        let index: HashMap<(&str, &str), usize> = items
+            .iter()
+            .enumerate()
+            .map(|(i, it)| ((it.key.namespace.as_str(), it.key.name.as_str()), i))
+            .collect();
+        let mut mark = |rows: Vec<QueryResult>| -> Result<(), StoreError> {
+            for row in rows {
+                let ns: String = get(&row, "renew_many", "namespace")?;
+                let name: String = get(&row, "renew_many", "lease_name")?;
+                if let Some(&i) = index.get(&(ns.as_str(), name.as_str())) {
+                    renewed[i] = true;
+                }
+            }
+            Ok(())
+        };
+        match self.sql.dialect {
+            Dialect::Postgres | Dialect::Sqlite => {
+                let json = serde_json::to_string(
+                    &items.iter().map(|it| (it.key.namespace.as_str(), it.key.name.as_str(), it.token.get())).collect::<Vec<_>>(),
+                )
+                .map_err(|e| StoreError::Unexpected { op: "renew_many", detail: e.to_string() })?;
+                let sql = self.sql.renew_many(&self.table, items.len());
+                let rows = self.all("renew_many", &sql, vec![term.as_millis_i64().into(), json.into(), holder.as_str().into()]).await?;
+                mark(rows)?;
+            }
+            Dialect::MySql { .. } => {
+                for chunk in items.chunks(MYSQL_RENEW_CHUNK) {
+                    let mut tuples = Vec::with_capacity(chunk.len() * 3);
+                    for it in chunk {
+                        tuples.push(it.key.namespace.as_str().into());
+                        tuples.push(it.key.name.as_str().into());
+                        tuples.push(it.token.get().into());
+                    }
+                    let mut values: Vec<Value> = vec![term.as_millis_i64().into(), holder.as_str().into()];
+                    values.extend(tuples.iter().cloned());
+                    self.exec("renew_many", &self.sql.renew_many(&self.table, chunk.len()), values).await?;
+                    // MySQL has no UPDATE … RETURNING: read back which of them are ours and live.
+                    let mut values: Vec<Value> = vec![holder.as_str().into()];
+                    values.extend(tuples);
+                    let rows = self.all("renew_many", &self.sql.renewed_mysql(&self.table, chunk.len()), values).await?;
+                    mark(rows)?;
+                }
+            }
+        }
+        Ok(renewed)
+    }
+
+    async fn release(&self, key: &LeaseKey, holder: &HolderId, token: FencingToken) -> Result<ReleaseOutcome, StoreError> {
+        let [ns, name] = key_values(key);
+        let n = self.exec("release", &self.sql.release, vec![ns, name, holder.as_str().into(), token.get().into()]).await?;
+        Ok(if n == 1 { ReleaseOutcome::Released } else { ReleaseOutcome::NotHeld })
+    }
+
+    async fn release_all(&self, holder: &HolderId) -> Result<u64, StoreError> {
+        self.exec("release_all", &self.sql.release_all, vec![holder.as_str().into()]).await
+    }
+
+    async fn force_release(&self, key: &LeaseKey) -> Result<bool, StoreError> {
+        let [ns, name] = key_values(key);
+        Ok(self.exec("force_release", &self.sql.force_release, vec![ns, name]).await? == 1)
+    }
+
+    async fn get(&self, key: &LeaseKey) -> Result<Option<LeaseRecord>, StoreError> {
+        let [ns, name] = key_values(key);
+        self.one("get", &self.sql.select_one, vec![ns, name]).await?.map(|r| record(&r, "get")).transpose()
+    }
+
+    async fn list_valid(&self, namespace: Option<&Namespace>, prefix: &str) -> Result<Vec<LeaseRecord>, StoreError> {
+        let sql = self.sql.list_valid(&self.table, namespace.is_some(), !prefix.is_empty());
+        let mut values: Vec<Value> = Vec::new();
+        if let Some(ns) = namespace {
+            values.push(ns.as_str().into());
+        }
+        if !prefix.is_empty() {
+            if self.sql.dialect == Dialect::Postgres {
+                values.push(like_prefix(prefix).into());
+            } else {
+                values.push(prefix.into());
+                values.push(prefix.into());
+            }
+        }
+        self.all("list_valid", &sql, values).await?.iter().map(|r| record(r, "list_valid")).collect()
+    }
+
+    async fn purge(&self, namespace: Option<&Namespace>, older_than: Duration) -> Result<u64, StoreError> {
+        let age = Term::new("older_than", older_than.max(Term::MIN))?;
+        let mut values: Vec<Value> = vec![age.as_millis_i64().into()];
+        let sql = match namespace {
+            Some(ns) => {
+                values.push(ns.as_str().into());
+                &self.sql.purge_ns
+            }
+            None => &self.sql.purge,
+        };
+        self.exec("purge", sql, values).await
+    }
+
+    async fn db_now(&self) -> Result<DbInstant, StoreError> {
+        let sql = format!("SELECT {} AS db_now", self.sql.now);
+        let row = self.one("db_now", &sql, Vec::new()).await?;
+        let row = row.ok_or(StoreError::Unexpected { op: "db_now", detail: "no row".into() })?;
+        Ok(DbInstant(get(&row, "db_now", "db_now")?))
+    }
+}

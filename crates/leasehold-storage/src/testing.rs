@@ -1,0 +1,180 @@
+//! The conformance suite every [`LeaseStore`] passes.
+//!
+//! Each check runs in a namespace of its own (`{base}.{check}`), so suites against one database
+//! can run side by side with each other and with real traffic. Time-dependent checks use short
+//! terms on the database's clock.
+//!
+//! # Examples
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! use std::sync::Arc;
+//! use leasehold_storage::{MemoryStore, testing};
+//! let report = testing::run(Arc::new(MemoryStore::new()), "doc").await;
+//! assert_eq!(report.failed(), 0, "{report}");
+//! # }
+//! ```
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use leasehold_core::{AcquireOutcome, Clock, FencingToken, HolderId, LeaseKey, LeaseName, MonotonicClock, Namespace, Term};
+
+use crate::LeaseStore;
+
+mod checks;
+
+/// The result of one check.
+#[derive(Debug, Clone)]
+pub struct CheckResult {
+    /// The check's name.
+    pub name: &'static str,
+    /// `Ok` or what went wrong.
+    pub outcome: Result<(), String>,
+    /// How long it took.
+    pub elapsed: Duration,
+}
+
+/// The results of a suite run.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    /// One entry per check, in order.
+    pub results: Vec<CheckResult>,
+}
+
+impl Report {
+    /// How many checks passed.
+    #[must_use]
+    pub fn passed(&self) -> usize {
+        self.results.iter().filter(|r| r.outcome.is_ok()).count()
+    }
+
+    /// How many checks failed.
+    #[must_use]
+    pub fn failed(&self) -> usize {
+        self.results.len() - self.passed()
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for r in &self.results {
+            match &r.outcome {
+                Ok(()) => writeln!(f, "ok    {:<32} {:>8.1?}", r.name, r.elapsed)?,
+                Err(e) => writeln!(f, "FAIL  {:<32} {:>8.1?}  {e}", r.name, r.elapsed)?,
+            }
+        }
+        write!(f, "{} passed, {} failed", self.passed(), self.failed())
+    }
+}
+
+type CheckFuture = Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
+type CheckFn = fn(Ctx) -> CheckFuture;
+
+/// What a check gets: the store and a namespace of its own.
+#[derive(Clone)]
+pub struct Ctx {
+    store: Arc<dyn LeaseStore>,
+    ns: Namespace,
+}
+
+impl Ctx {
+    fn key(&self, name: &str) -> Result<LeaseKey, String> {
+        Ok(LeaseKey::new(self.ns.clone(), LeaseName::new(name).map_err(|e| e.to_string())?))
+    }
+}
+
+fn holder(s: &str) -> Result<HolderId, String> {
+    HolderId::new(s).map_err(|e| e.to_string())
+}
+
+fn term(ms: u64) -> Result<Term, String> {
+    Term::new("term", Duration::from_millis(ms)).map_err(|e| e.to_string())
+}
+
+fn ensure(cond: bool, what: impl FnOnce() -> String) -> Result<(), String> {
+    if cond { Ok(()) } else { Err(what()) }
+}
+
+async fn acquired(ctx: &Ctx, key: &LeaseKey, who: &HolderId, t: Term) -> Result<(FencingToken, leasehold_core::DbInstant), String> {
+    match ctx.store.try_acquire(key, who, t).await.map_err(|e| e.to_string())? {
+        AcquireOutcome::Acquired { token, until } => Ok((token, until)),
+        other => Err(format!("{who} expected to acquire {key}, got {other:?}")),
+    }
+}
+
+/// Every check of the suite, by name.
+pub const CHECKS: &[(&str, CheckFn)] = &[
+    ("grant_on_empty_table", |c| Box::pin(checks::grant_on_empty(c))),
+    ("second_holder_refused", |c| Box::pin(checks::second_holder_refused(c))),
+    ("reacquire_keeps_token", |c| Box::pin(checks::reacquire_keeps_token(c))),
+    ("takeover_after_expiry", |c| Box::pin(checks::takeover_after_expiry(c))),
+    ("renew_extends", |c| Box::pin(checks::renew_extends(c))),
+    ("renew_refused_after_lapse", |c| Box::pin(checks::renew_refused_after_lapse(c))),
+    ("stale_token_refused", |c| Box::pin(checks::stale_token_refused(c))),
+    ("release_by_other_refused", |c| Box::pin(checks::release_by_other_refused(c))),
+    ("token_grows_after_release", |c| Box::pin(checks::token_grows_after_release(c))),
+    ("release_all_only_holder", |c| Box::pin(checks::release_all_only_holder(c))),
+    ("force_release", |c| Box::pin(checks::force_release(c))),
+    ("renew_many_1000", |c| Box::pin(checks::renew_many_1000(c))),
+    ("list_valid_special_names", |c| Box::pin(checks::list_valid_special(c))),
+    ("size_limits", |c| Box::pin(checks::size_limits(c))),
+    ("purge_by_age", |c| Box::pin(checks::purge_by_age(c))),
+    ("race_32_tasks_200_rounds", |c| Box::pin(checks::race(c))),
+];
+
+/// Runs every check against `store`, each in namespace `{base}.{check}` (`base` is made unique
+/// with the database's clock and the process id).
+pub async fn run(store: Arc<dyn LeaseStore>, base: &str) -> Report {
+    run_matching(store, base, |_| true).await
+}
+
+/// Runs the checks whose names satisfy `filter`.
+pub async fn run_matching(store: Arc<dyn LeaseStore>, base: &str, filter: impl Fn(&str) -> bool) -> Report {
+    let stamp = match store.db_now().await {
+        Ok(t) => t.as_millis(),
+        Err(e) => {
+            return Report {
+                results: vec![CheckResult { name: "db_now", outcome: Err(e.to_string()), elapsed: Duration::ZERO }],
+            };
+        }
+    };
+    let mut report = Report::default();
+    for (name, check) in CHECKS.iter().filter(|(n, _)| filter(n)) {
+        let ns = format!("{base}.{}.{stamp}.{name}", std::process::id());
+        let start = MonotonicClock.now();
+        let outcome = match Namespace::new(ns) {
+            Ok(ns) => check(Ctx { store: store.clone(), ns }).await,
+            Err(e) => Err(e.to_string()),
+        };
+        report.results.push(CheckResult { name, outcome, elapsed: MonotonicClock.now() - start });
+    }
+    report
+}
+
+/// The environment variable naming the PostgreSQL test database.
+pub const POSTGRES_ENV: &str = "LEASEHOLD_TEST_POSTGRES";
+/// The environment variable naming the MySQL/MariaDB test database.
+pub const MYSQL_ENV: &str = "LEASEHOLD_TEST_MYSQL";
+
+/// The URL of a test database from environment variable `var`.
+///
+/// Returns `None` when the variable is unset and `CI` is not set (the caller skips that backend
+/// and says so on stderr).
+///
+/// # Panics
+/// When `CI` is set and the variable is unset or empty: in CI a missing backend is a failure,
+/// never a skip.
+#[must_use]
+pub fn backend_url(var: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(url) if !url.trim().is_empty() => Some(url),
+        _ if std::env::var_os("CI").is_some() => panic!("CI is set but {var} is not: every backend must run in CI"),
+        _ => {
+            eprintln!("SKIPPED: {var} is not set, so this backend is not tested (set it, or CI=true to make this fatal)");
+            None
+        }
+    }
+}
