@@ -1,1 +1,133 @@
-fn main() {}
+//! `leasehold`: operate lease tables from the shell.
+//!
+//! Exit codes: 0 done; 1 database error; 2 bad arguments; 3 refused (held by another holder, or
+//! not ours to unlock).
+#![forbid(unsafe_code)]
+
+mod commands;
+mod duration;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+/// Default database: a SQLite file in the current directory, created if missing.
+pub const DEFAULT_DB: &str = "sqlite://leasehold.db?mode=rwc";
+
+/// Coordinate program instances through the database they already run: leases, locks and
+/// fencing tokens on SQLite, PostgreSQL and MySQL/MariaDB.
+#[derive(Debug, Parser)]
+#[command(name = "leasehold", version, about, after_help = "Example:\n  leasehold --db postgres://postgres@127.0.0.1/test ls --namespace jobs")]
+pub struct Cli {
+    /// Database URL: sqlite://FILE?mode=rwc, sqlite::memory:, postgres://…, mysql://…
+    #[arg(long, global = true, env = "LEASEHOLD_DATABASE_URL", default_value = DEFAULT_DB)]
+    pub db: String,
+    /// Table name prefix (the table is PREFIXlease_info).
+    #[arg(long, global = true, default_value = "")]
+    pub table_prefix: String,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create the lease table if it does not exist.
+    #[command(after_help = "Example:\n  leasehold --db mysql://root@127.0.0.1/test migrate")]
+    Migrate,
+    /// List the held leases, with holder, token and time left by the database clock.
+    #[command(after_help = "Example:\n  leasehold ls --namespace jobs --prefix report- --json")]
+    Ls {
+        /// Only this namespace (default: every namespace).
+        #[arg(long)]
+        namespace: Option<String>,
+        /// Only names starting with this prefix (matched literally: % and _ are not wildcards).
+        #[arg(long, default_value = "")]
+        prefix: String,
+        /// Print JSON (one array of objects with stable field names) instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Take a lock once: prints the fencing token (exit 0), or the holder and time left (exit 3).
+    #[command(after_help = "Example:\n  leasehold lock jobs nightly-report --holder ops-1 --ttl 30s")]
+    Lock {
+        /// Namespace ("" for the default one).
+        namespace: String,
+        /// Lock name.
+        name: String,
+        /// Holder id to take it as.
+        #[arg(long)]
+        holder: String,
+        /// Time to live, e.g. 30s, 5m, 1h.
+        #[arg(long, default_value = "30s", value_parser = duration::parse, allow_hyphen_values = true)]
+        ttl: Duration,
+    },
+    /// Release a lock held by HOLDER with TOKEN (exit 0), or say it is not ours (exit 3).
+    #[command(after_help = "Example:\n  leasehold unlock jobs nightly-report --holder ops-1 --token 7")]
+    Unlock {
+        /// Namespace.
+        namespace: String,
+        /// Lock name.
+        name: String,
+        /// The holder that took it.
+        #[arg(long)]
+        holder: String,
+        /// The fencing token `lock` printed.
+        #[arg(long)]
+        token: i64,
+    },
+    /// Operator override: mark a lease released whoever holds it (the row stays; tokens keep growing).
+    #[command(after_help = "Example:\n  leasehold release --force jobs nightly-report")]
+    Release {
+        /// Required: this takes the lease away from a holder that may still believe it holds it.
+        #[arg(long)]
+        force: bool,
+        /// Namespace.
+        namespace: String,
+        /// Lease name.
+        name: String,
+    },
+    /// Delete rows released or expired for longer than the given age.
+    #[command(after_help = "Example:\n  leasehold purge --older-than 7d")]
+    Purge {
+        /// Minimum age since the row's grant ended, e.g. 7d.
+        #[arg(long, value_parser = duration::parse, allow_hyphen_values = true)]
+        older_than: Duration,
+        /// Only this namespace.
+        #[arg(long)]
+        namespace: Option<String>,
+    },
+    /// Run the conformance suite against the database in a scratch namespace, and report the
+    /// clock offset and round-trip time.
+    #[command(after_help = "Example:\n  leasehold --db postgres://postgres@127.0.0.1/test check")]
+    Check,
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => {
+            // --help and --version
+            print!("{e}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            let text = e.to_string();
+            let line = text.lines().next().unwrap_or("bad arguments").trim_start_matches("error: ");
+            eprintln!("leasehold: {line} (see leasehold --help)");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("leasehold: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let code = runtime.block_on(commands::run(cli));
+    ExitCode::from(code)
+}

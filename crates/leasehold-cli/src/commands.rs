@@ -1,0 +1,223 @@
+//! The subcommands' work. Each returns the process exit code.
+
+use std::sync::Arc;
+use leasehold_core::{Clock, MonotonicClock};
+use leasehold_storage::{
+    AcquireOutcome, FencingToken, HolderId, LeaseKey, LeaseRecord, LeaseStore, Namespace, ReleaseOutcome,
+    SeaOrmStore, StoreBuilder, StoreError, Term, ValidationError, testing,
+};
+
+use crate::duration::human;
+use crate::{Cli, Command};
+
+/// Exit code: a database error.
+const DB_ERROR: u8 = 1;
+/// Exit code: bad arguments.
+const BAD_ARGS: u8 = 2;
+/// Exit code: refused (held by another, not ours).
+const REFUSED: u8 = 3;
+
+enum Failure {
+    Args(String),
+    Store(StoreError),
+}
+
+impl From<ValidationError> for Failure {
+    fn from(e: ValidationError) -> Self {
+        Self::Args(e.to_string())
+    }
+}
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Invalid(v) => Self::Args(v.to_string()),
+            StoreError::UnsupportedUrl { .. } => Self::Args(e.to_string()),
+            other => Self::Store(other),
+        }
+    }
+}
+
+/// Runs the command and returns the exit code.
+pub async fn run(cli: Cli) -> u8 {
+    match dispatch(cli).await {
+        Ok(code) => code,
+        Err(Failure::Args(msg)) => {
+            eprintln!("leasehold: {msg}");
+            BAD_ARGS
+        }
+        Err(Failure::Store(e)) => {
+            eprintln!("leasehold: {e}");
+            DB_ERROR
+        }
+    }
+}
+
+async fn open(cli: &Cli, migrate: bool) -> Result<SeaOrmStore, Failure> {
+    Ok(StoreBuilder::new(cli.db.clone()).table_prefix(cli.table_prefix.clone()).migrate(migrate).connect().await?)
+}
+
+async fn dispatch(cli: Cli) -> Result<u8, Failure> {
+    match &cli.command {
+        Command::Migrate => {
+            let store = open(&cli, true).await?;
+            println!("table {} is ready", store.table());
+            Ok(0)
+        }
+        Command::Ls { namespace, prefix, json } => {
+            let ns = namespace.as_deref().map(Namespace::new).transpose()?;
+            let store = open(&cli, false).await?;
+            let rows = store.list_valid(ns.as_ref(), prefix).await?;
+            if *json { print_json(&rows) } else { print_table(&rows) }
+            Ok(0)
+        }
+        Command::Lock { namespace, name, holder, ttl } => {
+            let key = LeaseKey::parse(namespace, name)?;
+            let holder = HolderId::new(holder.as_str())?;
+            let ttl = Term::new("ttl", *ttl)?;
+            let store = open(&cli, true).await?;
+            match store.try_acquire(&key, &holder, ttl).await? {
+                AcquireOutcome::Acquired { token, until } => {
+                    println!("{token}");
+                    eprintln!("granted {key} to {holder} until {until} (token {token})");
+                    Ok(0)
+                }
+                AcquireOutcome::HeldBy { holder, until, token } => {
+                    let now = store.db_now().await?;
+                    println!("held by {holder} (token {token}) for {} more, until {until}", human(until.saturating_since(now)));
+                    Ok(REFUSED)
+                }
+            }
+        }
+        Command::Unlock { namespace, name, holder, token } => {
+            let key = LeaseKey::parse(namespace, name)?;
+            let holder = HolderId::new(holder.as_str())?;
+            let store = open(&cli, false).await?;
+            match store.release(&key, &holder, FencingToken(*token)).await? {
+                ReleaseOutcome::Released => {
+                    println!("released {key}");
+                    Ok(0)
+                }
+                ReleaseOutcome::NotHeld => {
+                    match store.get(&key).await? {
+                        Some(r) if r.held => println!("not ours: {key} is held by {} with token {}", r.holder, r.token),
+                        Some(r) => println!("not ours: {key} is not held (last tenure {} by {} ended)", r.token, r.holder),
+                        None => println!("not ours: {key} does not exist"),
+                    }
+                    Ok(REFUSED)
+                }
+            }
+        }
+        Command::Release { force, namespace, name } => {
+            if !force {
+                return Err(Failure::Args("release needs --force: it takes the lease from whoever holds it".into()));
+            }
+            let key = LeaseKey::parse(namespace, name)?;
+            let store = open(&cli, false).await?;
+            if store.force_release(&key).await? {
+                println!("released {key}");
+                Ok(0)
+            } else {
+                println!("{key} was not held");
+                Ok(REFUSED)
+            }
+        }
+        Command::Purge { older_than, namespace } => {
+            let ns = namespace.as_deref().map(Namespace::new).transpose()?;
+            Term::new("older_than", *older_than)?;
+            let store = open(&cli, false).await?;
+            let n = store.purge(ns.as_ref(), *older_than).await?;
+            println!("purged {n} rows");
+            Ok(0)
+        }
+        Command::Check => check(&cli).await,
+    }
+}
+
+fn print_table(rows: &[LeaseRecord]) {
+    let header = ["NAMESPACE", "NAME", "HOLDER", "TOKEN", "TIME LEFT"];
+    let cells: Vec<[String; 5]> = rows
+        .iter()
+        .map(|r| {
+            [
+                r.key.namespace.to_string(),
+                r.key.name.to_string(),
+                r.holder.to_string(),
+                r.token.to_string(),
+                human(r.time_left()),
+            ]
+        })
+        .collect();
+    let mut width = header.map(|h| h.chars().count());
+    for row in &cells {
+        for (w, c) in width.iter_mut().zip(row) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cols: [&str; 5]| {
+        let mut s = String::new();
+        for (i, (c, w)) in cols.iter().zip(width).enumerate() {
+            if i == 3 || i == 4 {
+                s.push_str(&format!("{c:>w$}  "));
+            } else {
+                s.push_str(&format!("{c:<w$}  "));
+            }
+        }
+        println!("{}", s.trim_end());
+    };
+    line(header);
+    for row in &cells {
+        line([&row[0], &row[1], &row[2], &row[3], &row[4]]);
+    }
+    println!("{} held", rows.len());
+}
+
+fn print_json(rows: &[LeaseRecord]) {
+    let list: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|r| {
+            serde_json::json!({
+                "namespace": r.key.namespace.as_str(),
+                "name": r.key.name.as_str(),
+                "holder": r.holder.as_str(),
+                "token": r.token.get(),
+                "until_ms": r.until.as_millis(),
+                "until": r.until.to_string(),
+                "time_left_ms": u64::try_from(r.time_left().as_millis()).unwrap_or(u64::MAX),
+            })
+        })
+        .collect();
+    println!("{}", serde_json::Value::Array(list));
+}
+
+#[allow(clippy::disallowed_methods)] // reporting the offset is the point: the app clock never decides
+fn wall_clock_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+async fn check(cli: &Cli) -> Result<u8, Failure> {
+    let store = open(cli, true).await?;
+    println!("database: {:?}, table {}", store.backend(), store.table());
+    let clock = MonotonicClock;
+    let mut rtts = Vec::new();
+    let mut offset = 0;
+    for _ in 0..20 {
+        let before_wall = wall_clock_ms();
+        let t0 = clock.now();
+        let db = store.db_now().await?;
+        let rtt = clock.now() - t0;
+        rtts.push(rtt);
+        offset = db.as_millis() - (before_wall + i64::try_from(rtt.as_millis() / 2).unwrap_or(0));
+    }
+    rtts.sort();
+    println!(
+        "clock: database minus this host = {offset} ms (only informative: leasehold never compares them); round trip median {:?}, max {:?}",
+        rtts[rtts.len() / 2],
+        rtts[rtts.len() - 1]
+    );
+    let report = testing::run(Arc::new(store.clone()) as Arc<dyn LeaseStore>, "leasehold-check").await;
+    println!("{report}");
+    Ok(if report.failed() == 0 { 0 } else { DB_ERROR })
+}
