@@ -41,6 +41,9 @@
 //!   answer [`LocalLeaseError::Expired`] even if the driver has not got to it yet, and the driver
 //!   then still calls the listener, once.
 //! - **Monotonic time** from [`leasehold_core::Clock`], so tests run on tokio's paused time.
+//!   The timer has millisecond resolution: a listener runs at the first whole millisecond (of
+//!   the timer's count) at or after its deadline, never before; leases whose deadlines fall in
+//!   the same millisecond are ties and may fire in any order; otherwise in deadline order.
 //! - **No panics from the timer.** `DelayQueue` panics for deadlines about two years past its
 //!   start; periods above [`MAX_PERIOD`] (one year) are refused, and a timer old enough to come
 //!   near its limit is rebuilt.
@@ -49,9 +52,10 @@
 //!
 //! Every operation is a few hash-map and timer-wheel steps. Behind a `std::sync::Mutex` it costs
 //! one uncontended lock (no allocation beyond the name and the listener, no task switch, no
-//! reply channel) and works from synchronous code too; sending each request to a task and
-//! awaiting a oneshot reply costs several times more (see `benches/local_leases.rs`). The
-//! background task takes the lock only to take fired leases out, at most 64 at a time, and
+//! reply channel) and works from synchronous code too. On the 2-core build machine a
+//! create+renew+cancel cycle with 100,000 live leases took about 0.6 µs per operation, while an
+//! empty request to a task plus its oneshot reply alone took over 7 µs (`benches/local_leases.rs`).
+//! The background task takes the lock only to take fired leases out, at most 64 at a time, and
 //! spawns their listeners after letting go. [`LocalLeasesActor`] wraps the handle for actix
 //! users.
 //!

@@ -292,3 +292,83 @@ impl State {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SEC: Duration = Duration::from_secs(1);
+
+    fn listener() -> Listener {
+        Listener::from_fn(|_| {})
+    }
+
+    fn expired(name: &str) -> LocalLeaseError {
+        LocalLeaseError::Expired {
+            name: name.to_owned(),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_deadline_instant_itself_is_expired() {
+        let mut state = State::new();
+        let t0 = MonotonicClock.now();
+        let deadline = state
+            .create("a", 10 * SEC, listener(), t0)
+            .map_err(|(e, _)| e)
+            .expect("created");
+        let just_before = deadline - Duration::from_nanos(1);
+        assert_eq!(
+            state.remaining("a", just_before),
+            Ok(Duration::from_nanos(1))
+        );
+        assert_eq!(state.renew("a", deadline), Err(expired("a")));
+        assert_eq!(state.cancel("a", deadline).map(drop), Err(expired("a")));
+        assert_eq!(state.remaining("a", deadline), Err(expired("a")));
+        assert_eq!(state.len(), 1, "left for the driver");
+        assert_eq!(state.renew("a", just_before), Ok(just_before + 10 * SEC));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn close_takes_everything_out_in_deadline_order_once() {
+        let mut state = State::new();
+        let t0 = MonotonicClock.now();
+        for (name, secs) in [("c", 3), ("a", 1), ("b", 2)] {
+            assert!(state.create(name, secs * SEC, listener(), t0).is_ok());
+        }
+        let (drained, _) = state.close().expect("first close");
+        let names: Vec<&str> = drained.iter().map(|(lease, _)| lease.name()).collect();
+        assert_eq!(names, ["a", "b", "c"]);
+        assert!(
+            drained
+                .iter()
+                .all(|(lease, _)| lease.cause() == ExpiryCause::Closed)
+        );
+        assert!(state.close().is_none());
+        assert_eq!(state.len(), 0);
+        assert!(matches!(
+            state.create("d", SEC, listener(), t0),
+            Err((LocalLeaseError::Closed, _))
+        ));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_rebuild_keeps_every_entry_and_its_deadline() {
+        let mut state = State::new();
+        let t0 = MonotonicClock.now();
+        for i in 0..100_u32 {
+            assert!(
+                state
+                    .create(&i.to_string(), (1 + i) * SEC, listener(), t0)
+                    .is_ok()
+            );
+        }
+        state.rebuild();
+        assert_eq!(state.timer.len(), 100);
+        for i in 0..100_u32 {
+            let entry = &state.entries[i.to_string().as_str()];
+            assert_eq!(entry.deadline, t0 + (1 + i) * SEC);
+            assert_eq!(state.timer.deadline(&entry.key), entry.deadline);
+        }
+    }
+}

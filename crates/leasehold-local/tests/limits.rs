@@ -95,3 +95,29 @@ async fn an_old_service_still_takes_long_leases() {
     let (name, at) = rx.recv().await.expect("fires");
     assert_eq!((name.as_str(), at), ("after-idle", deadline));
 }
+
+/// A clock far ahead of tokio's time (beyond the timer's reach): the lease is armed at the
+/// timer's horizon, re-armed when that fires, and fires once at its deadline, without a panic.
+#[tokio::test(start_paused = true)]
+async fn a_deadline_beyond_the_timer_horizon_is_reached_in_hops() {
+    #[derive(Clone, Copy)]
+    struct FarAhead;
+    impl Clock for FarAhead {
+        fn now(&self) -> tokio::time::Instant {
+            MonotonicClock.now() + 900 * DAY
+        }
+    }
+    let t0 = MonotonicClock.now();
+    let leases = LocalLeases::with_clock(FarAhead);
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let deadline = leases
+        .create("far", Duration::from_secs(1), move |lease| {
+            drop(tx.send((lease, MonotonicClock.now())))
+        })
+        .expect("created without a panic");
+    assert_eq!(deadline, t0 + 900 * DAY + Duration::from_secs(1));
+    let (lease, at) = rx.recv().await.expect("fires");
+    assert_eq!((lease.deadline(), at), (deadline, deadline));
+    tokio::time::sleep(DAY).await;
+    assert!(rx.try_recv().is_err(), "once");
+}
