@@ -47,7 +47,9 @@ pub async fn create_lease_table<'c, C>(conn: C, table: &str) -> Result<(), DbErr
 where
     C: sea_orm_migration::IntoSchemaManagerConnection<'c>,
 {
-    CreateLeaseInfo::new(table).up(&SchemaManager::new(conn)).await
+    CreateLeaseInfo::new(table)
+        .up(&SchemaManager::new(conn))
+        .await
 }
 
 /// Drops the lease table `table` if it exists.
@@ -58,5 +60,7 @@ pub async fn drop_lease_table<'c, C>(conn: C, table: &str) -> Result<(), DbErr>
 where
     C: sea_orm_migration::IntoSchemaManagerConnection<'c>,
 {
-    CreateLeaseInfo::new(table).down(&SchemaManager::new(conn)).await
+    CreateLeaseInfo::new(table)
+        .down(&SchemaManager::new(conn))
+        .await
 }

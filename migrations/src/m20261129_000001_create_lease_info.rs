@@ -32,10 +32,20 @@ async fn mysql_exact_collation(manager: &SchemaManager<'_>) -> Result<&'static s
     use sea_orm_migration::sea_orm::{ConnectionTrait, Statement};
     let row = manager
         .get_connection()
-        .query_one_raw(Statement::from_string(DbBackend::MySql, "SELECT VERSION() AS v"))
+        .query_one_raw(Statement::from_string(
+            DbBackend::MySql,
+            "SELECT VERSION() AS v",
+        ))
         .await?;
-    let version: String = row.map(|r| r.try_get("", "v")).transpose()?.unwrap_or_default();
-    Ok(if version.to_ascii_lowercase().contains("mariadb") { "utf8mb4_nopad_bin" } else { "utf8mb4_0900_bin" })
+    let version: String = row
+        .map(|r| r.try_get("", "v"))
+        .transpose()?
+        .unwrap_or_default();
+    Ok(if version.to_ascii_lowercase().contains("mariadb") {
+        "utf8mb4_nopad_bin"
+    } else {
+        "utf8mb4_0900_bin"
+    })
 }
 
 /// Creates (and on `down` drops) the lease table under a given name.
@@ -47,7 +57,9 @@ impl CreateLeaseInfo {
     /// The migration for the table named `table`.
     #[must_use]
     pub fn new(table: &str) -> Self {
-        Self { table: table.to_owned() }
+        Self {
+            table: table.to_owned(),
+        }
     }
 }
 
@@ -63,20 +75,39 @@ impl MigrationName for CreateLeaseInfo {
 impl MigrationTrait for CreateLeaseInfo {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
         let mysql = manager.get_database_backend() == DbBackend::MySql;
-        let text = |col: LeaseInfo, len: u32| ColumnDef::new(col).string_len(len).not_null().to_owned();
+        let text =
+            |col: LeaseInfo, len: u32| ColumnDef::new(col).string_len(len).not_null().to_owned();
         let mut table = Table::create();
         table
             .table(Alias::new(&self.table))
             .if_not_exists()
-            .col(ColumnDef::new(LeaseInfo::Id).big_integer().not_null().auto_increment().primary_key())
+            .col(
+                ColumnDef::new(LeaseInfo::Id)
+                    .big_integer()
+                    .not_null()
+                    .auto_increment()
+                    .primary_key(),
+            )
             .col(text(LeaseInfo::Namespace, 128).default(""))
             .col(text(LeaseInfo::LeaseName, 255))
             .col(text(LeaseInfo::Holder, 255))
-            .col(ColumnDef::new(LeaseInfo::LeaseEndTime).big_integer().not_null())
+            .col(
+                ColumnDef::new(LeaseInfo::LeaseEndTime)
+                    .big_integer()
+                    .not_null(),
+            )
             .col(ColumnDef::new(LeaseInfo::Status).small_integer().not_null())
             .col(ColumnDef::new(LeaseInfo::Version).big_integer().not_null())
-            .col(ColumnDef::new(LeaseInfo::GmtCreate).big_integer().not_null())
-            .col(ColumnDef::new(LeaseInfo::GmtModified).big_integer().not_null())
+            .col(
+                ColumnDef::new(LeaseInfo::GmtCreate)
+                    .big_integer()
+                    .not_null(),
+            )
+            .col(
+                ColumnDef::new(LeaseInfo::GmtModified)
+                    .big_integer()
+                    .not_null(),
+            )
             // The unique key is part of CREATE TABLE, so concurrent first runs cannot race on a
             // separate CREATE INDEX (sea-query drops IF NOT EXISTS from it on MySQL).
             .index(
@@ -92,12 +123,22 @@ impl MigrationTrait for CreateLeaseInfo {
         // and SQLite; utf8mb4 stores emoji.
         if mysql {
             let collation = mysql_exact_collation(manager).await?;
-            table.engine("InnoDB").character_set("utf8mb4").collate(collation);
+            table
+                .engine("InnoDB")
+                .character_set("utf8mb4")
+                .collate(collation);
         }
         manager.create_table(table).await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        manager.drop_table(Table::drop().table(Alias::new(&self.table)).if_exists().to_owned()).await
+        manager
+            .drop_table(
+                Table::drop()
+                    .table(Alias::new(&self.table))
+                    .if_exists()
+                    .to_owned(),
+            )
+            .await
     }
 }

@@ -1,11 +1,11 @@
 //! The subcommands' work. Each returns the process exit code.
 
-use std::sync::Arc;
 use leasehold_core::{Clock, MonotonicClock};
 use leasehold_storage::{
-    AcquireOutcome, FencingToken, HolderId, LeaseKey, LeaseRecord, LeaseStore, Namespace, ReleaseOutcome,
-    SeaOrmStore, StoreBuilder, StoreError, Term, ValidationError, testing,
+    AcquireOutcome, FencingToken, HolderId, LeaseKey, LeaseRecord, LeaseStore, Namespace,
+    ReleaseOutcome, SeaOrmStore, StoreBuilder, StoreError, Term, ValidationError, testing,
 };
+use std::sync::Arc;
 
 use crate::duration::human;
 use crate::{Cli, Command};
@@ -54,7 +54,11 @@ pub async fn run(cli: Cli) -> u8 {
 }
 
 async fn open(cli: &Cli, migrate: bool) -> Result<SeaOrmStore, Failure> {
-    Ok(StoreBuilder::new(cli.db.clone()).table_prefix(cli.table_prefix.clone()).migrate(migrate).connect().await?)
+    Ok(StoreBuilder::new(cli.db.clone())
+        .table_prefix(cli.table_prefix.clone())
+        .migrate(migrate)
+        .connect()
+        .await?)
 }
 
 async fn dispatch(cli: Cli) -> Result<u8, Failure> {
@@ -64,14 +68,27 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             println!("table {} is ready", store.table());
             Ok(0)
         }
-        Command::Ls { namespace, prefix, json } => {
+        Command::Ls {
+            namespace,
+            prefix,
+            json,
+        } => {
             let ns = namespace.as_deref().map(Namespace::new).transpose()?;
             let store = open(&cli, false).await?;
             let rows = store.list_valid(ns.as_ref(), prefix).await?;
-            if *json { print_json(&rows) } else { print_table(&rows) }
+            if *json {
+                print_json(&rows)
+            } else {
+                print_table(&rows)
+            }
             Ok(0)
         }
-        Command::Lock { namespace, name, holder, ttl } => {
+        Command::Lock {
+            namespace,
+            name,
+            holder,
+            ttl,
+        } => {
             let key = LeaseKey::parse(namespace, name)?;
             let holder = HolderId::new(holder.as_str())?;
             let ttl = Term::new("ttl", *ttl)?;
@@ -82,14 +99,26 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                     eprintln!("granted {key} to {holder} until {until} (token {token})");
                     Ok(0)
                 }
-                AcquireOutcome::HeldBy { holder, until, token } => {
+                AcquireOutcome::HeldBy {
+                    holder,
+                    until,
+                    token,
+                } => {
                     let now = store.db_now().await?;
-                    println!("held by {holder} (token {token}) for {} more, until {until}", human(until.saturating_since(now)));
+                    println!(
+                        "held by {holder} (token {token}) for {} more, until {until}",
+                        human(until.saturating_since(now))
+                    );
                     Ok(REFUSED)
                 }
             }
         }
-        Command::Unlock { namespace, name, holder, token } => {
+        Command::Unlock {
+            namespace,
+            name,
+            holder,
+            token,
+        } => {
             let key = LeaseKey::parse(namespace, name)?;
             let holder = HolderId::new(holder.as_str())?;
             let store = open(&cli, false).await?;
@@ -100,17 +129,29 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 }
                 ReleaseOutcome::NotHeld => {
                     match store.get(&key).await? {
-                        Some(r) if r.held => println!("not ours: {key} is held by {} with token {}", r.holder, r.token),
-                        Some(r) => println!("not ours: {key} is not held (last tenure {} by {} ended)", r.token, r.holder),
+                        Some(r) if r.held => println!(
+                            "not ours: {key} is held by {} with token {}",
+                            r.holder, r.token
+                        ),
+                        Some(r) => println!(
+                            "not ours: {key} is not held (last tenure {} by {} ended)",
+                            r.token, r.holder
+                        ),
                         None => println!("not ours: {key} does not exist"),
                     }
                     Ok(REFUSED)
                 }
             }
         }
-        Command::Release { force, namespace, name } => {
+        Command::Release {
+            force,
+            namespace,
+            name,
+        } => {
             if !force {
-                return Err(Failure::Args("release needs --force: it takes the lease from whoever holds it".into()));
+                return Err(Failure::Args(
+                    "release needs --force: it takes the lease from whoever holds it".into(),
+                ));
             }
             let key = LeaseKey::parse(namespace, name)?;
             let store = open(&cli, false).await?;
@@ -122,7 +163,10 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 Ok(REFUSED)
             }
         }
-        Command::Purge { older_than, namespace } => {
+        Command::Purge {
+            older_than,
+            namespace,
+        } => {
             let ns = namespace.as_deref().map(Namespace::new).transpose()?;
             Term::new("older_than", *older_than)?;
             let store = open(&cli, false).await?;
@@ -217,7 +261,11 @@ async fn check(cli: &Cli) -> Result<u8, Failure> {
         rtts[rtts.len() / 2],
         rtts[rtts.len() - 1]
     );
-    let report = testing::run(Arc::new(store.clone()) as Arc<dyn LeaseStore>, "leasehold-check").await;
+    let report = testing::run(
+        Arc::new(store.clone()) as Arc<dyn LeaseStore>,
+        "leasehold-check",
+    )
+    .await;
     println!("{report}");
     Ok(if report.failed() == 0 { 0 } else { DB_ERROR })
 }

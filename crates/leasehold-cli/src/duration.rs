@@ -9,21 +9,32 @@ pub fn parse(s: &str) -> Result<Duration, String> {
         return Err("empty duration".into());
     }
     if s.starts_with('-') {
-        return Err(format!("negative duration {s:?}: durations must be positive"));
+        return Err(format!(
+            "negative duration {s:?}: durations must be positive"
+        ));
     }
     if s.chars().all(|c| c.is_ascii_digit()) {
-        return s.parse::<u64>().map(Duration::from_secs).map_err(|e| format!("duration {s:?}: {e}"));
+        return s
+            .parse::<u64>()
+            .map(Duration::from_secs)
+            .map_err(|e| format!("duration {s:?}: {e}"));
     }
     let mut total = Duration::ZERO;
     let mut rest = s;
     while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
         if digits == 0 {
             return Err(format!("duration {s:?}: expected a number before {rest:?}"));
         }
-        let n: u64 = rest[..digits].parse().map_err(|e| format!("duration {s:?}: {e}"))?;
+        let n: u64 = rest[..digits]
+            .parse()
+            .map_err(|e| format!("duration {s:?}: {e}"))?;
         rest = &rest[digits..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
         let unit = &rest[..unit_len];
         rest = &rest[unit_len..];
         let part = match unit {
@@ -32,7 +43,11 @@ pub fn parse(s: &str) -> Result<Duration, String> {
             "m" => Duration::from_secs(n.saturating_mul(60)),
             "h" => Duration::from_secs(n.saturating_mul(3600)),
             "d" => Duration::from_secs(n.saturating_mul(86_400)),
-            _ => return Err(format!("duration {s:?}: unknown unit {unit:?} (use ms, s, m, h or d)")),
+            _ => {
+                return Err(format!(
+                    "duration {s:?}: unknown unit {unit:?} (use ms, s, m, h or d)"
+                ));
+            }
         };
         total = total.saturating_add(part);
     }

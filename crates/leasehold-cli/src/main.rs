@@ -18,7 +18,12 @@ pub const DEFAULT_DB: &str = "sqlite://leasehold.db?mode=rwc";
 /// Coordinate program instances through the database they already run: leases, locks and
 /// fencing tokens on SQLite, PostgreSQL and MySQL/MariaDB.
 #[derive(Debug, Parser)]
-#[command(name = "leasehold", version, about, after_help = "Example:\n  leasehold --db postgres://postgres@127.0.0.1/test ls --namespace jobs")]
+#[command(
+    name = "leasehold",
+    version,
+    about,
+    after_help = "Example:\n  leasehold --db postgres://postgres@127.0.0.1/test ls --namespace jobs"
+)]
 pub struct Cli {
     /// Database URL: sqlite://FILE?mode=rwc, sqlite::memory:, postgres://…, mysql://…
     #[arg(long, global = true, env = "LEASEHOLD_DATABASE_URL", default_value = DEFAULT_DB)]
@@ -51,7 +56,9 @@ pub enum Command {
         json: bool,
     },
     /// Take a lock once: prints the fencing token (exit 0), or the holder and time left (exit 3).
-    #[command(after_help = "Example:\n  leasehold lock jobs nightly-report --holder ops-1 --ttl 30s")]
+    #[command(
+        after_help = "Example:\n  leasehold lock jobs nightly-report --holder ops-1 --ttl 30s"
+    )]
     Lock {
         /// Namespace ("" for the default one).
         namespace: String,
@@ -65,7 +72,9 @@ pub enum Command {
         ttl: Duration,
     },
     /// Release a lock held by HOLDER with TOKEN (exit 0), or say it is not ours (exit 3).
-    #[command(after_help = "Example:\n  leasehold unlock jobs nightly-report --holder ops-1 --token 7")]
+    #[command(
+        after_help = "Example:\n  leasehold unlock jobs nightly-report --holder ops-1 --token 7"
+    )]
     Unlock {
         /// Namespace.
         namespace: String,
@@ -116,12 +125,20 @@ fn main() -> ExitCode {
         }
         Err(e) => {
             let text = e.to_string();
-            let line = text.lines().next().unwrap_or("bad arguments").trim_start_matches("error: ");
+            let line = text
+                .lines()
+                .next()
+                .unwrap_or("bad arguments")
+                .trim_start_matches("error: ");
             eprintln!("leasehold: {line} (see leasehold --help)");
             return ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("leasehold: cannot start the async runtime: {e}");

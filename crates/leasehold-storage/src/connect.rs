@@ -104,10 +104,19 @@ impl StoreBuilder {
     pub fn table_name(&self) -> Result<String, ValidationError> {
         let p = &self.table_prefix;
         if p.len() > MAX_PREFIX {
-            return Err(ValidationError::TooLong { field: "table_prefix", len: p.len(), max: MAX_PREFIX });
+            return Err(ValidationError::TooLong {
+                field: "table_prefix",
+                len: p.len(),
+                max: MAX_PREFIX,
+            });
         }
-        if !p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') || p.starts_with(|c: char| c.is_ascii_digit()) {
-            return Err(ValidationError::NotIdentifier { field: "table_prefix", value: p.clone() });
+        if !p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            || p.starts_with(|c: char| c.is_ascii_digit())
+        {
+            return Err(ValidationError::NotIdentifier {
+                field: "table_prefix",
+                value: p.clone(),
+            });
         }
         Ok(leasehold_migration::table_name(p))
     }
@@ -124,7 +133,11 @@ impl StoreBuilder {
         let url = self.url.trim().to_owned();
         let lower = url.to_ascii_lowercase();
         let sqlite = lower.starts_with("sqlite:");
-        if !(sqlite || lower.starts_with("postgres://") || lower.starts_with("postgresql://") || lower.starts_with("mysql://")) {
+        if !(sqlite
+            || lower.starts_with("postgres://")
+            || lower.starts_with("postgresql://")
+            || lower.starts_with("mysql://"))
+        {
             return Err(StoreError::UnsupportedUrl { url: redact(&url) });
         }
         let memory = sqlite && (lower.contains(":memory:") || lower.contains("mode=memory"));
@@ -134,7 +147,10 @@ impl StoreBuilder {
             .connect_timeout(self.connect_timeout)
             .acquire_timeout(self.acquire_timeout);
         if memory {
-            opt.max_connections(1).min_connections(1).idle_timeout(None).max_lifetime(None);
+            opt.max_connections(1)
+                .min_connections(1)
+                .idle_timeout(None)
+                .max_lifetime(None);
         } else {
             opt.max_connections(self.max_connections.unwrap_or(if sqlite { 4 } else { 10 }));
         }
@@ -153,7 +169,10 @@ impl StoreBuilder {
         }
         let db = Database::connect(opt)
             .await
-            .map_err(|source| StoreError::Connect { url: redact(&url), source })?;
+            .map_err(|source| StoreError::Connect {
+                url: redact(&url),
+                source,
+            })?;
         let store = SeaOrmStore::from_connection(db, &table).await?;
         match store.verify_schema().await {
             Ok(()) => {}

@@ -11,7 +11,9 @@ pub enum StoreError {
     #[error("invalid argument: {0}")]
     Invalid(#[from] ValidationError),
     /// The URL's scheme is not one this build supports.
-    #[error("unsupported database URL {url:?}: expected sqlite:, postgres:// or mysql:// (backends are cargo features)")]
+    #[error(
+        "unsupported database URL {url:?}: expected sqlite:, postgres:// or mysql:// (backends are cargo features)"
+    )]
     UnsupportedUrl {
         /// The URL, with any password removed.
         url: String,
@@ -26,7 +28,9 @@ pub enum StoreError {
         source: DbErr,
     },
     /// The lease table does not exist (migrations were skipped) or lacks leasehold's columns.
-    #[error("table {table} is missing or not a leasehold lease table (run `leasehold migrate`): {source}")]
+    #[error(
+        "table {table} is missing or not a leasehold lease table (run `leasehold migrate`): {source}"
+    )]
     Schema {
         /// The table name.
         table: String,
@@ -35,7 +39,9 @@ pub enum StoreError {
         source: DbErr,
     },
     /// The database refused a write because it is read-only or the role lacks the privilege.
-    #[error("database refused a write during {op} (read-only database or missing privilege): {source}")]
+    #[error(
+        "database refused a write during {op} (read-only database or missing privilege): {source}"
+    )]
     ReadOnly {
         /// The store operation.
         op: &'static str,
@@ -80,7 +86,10 @@ impl StoreError {
             || msg.contains("no such column")
             || msg.contains("unknown column")
         {
-            Self::Schema { table: table.to_owned(), source }
+            Self::Schema {
+                table: table.to_owned(),
+                source,
+            }
         } else {
             Self::Database { op, source }
         }
@@ -90,19 +99,31 @@ impl StoreError {
     /// that need an operator (schema, privileges, bad arguments).
     #[must_use]
     pub fn is_transient(&self) -> bool {
-        matches!(self, Self::Connect { .. } | Self::Database { .. } | Self::Unexpected { .. })
+        matches!(
+            self,
+            Self::Connect { .. } | Self::Database { .. } | Self::Unexpected { .. }
+        )
     }
 }
 
 /// A URL with its password (if any) replaced by `***`, fit for messages and logs.
 #[must_use]
 pub(crate) fn redact(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else { return url.to_owned() };
+    let Some(scheme_end) = url.find("://") else {
+        return url.to_owned();
+    };
     let rest = &url[scheme_end + 3..];
-    let Some(at) = rest.rfind('@') else { return url.to_owned() };
+    let Some(at) = rest.rfind('@') else {
+        return url.to_owned();
+    };
     let userinfo = &rest[..at];
     match userinfo.find(':') {
-        Some(colon) => format!("{}://{}:***@{}", &url[..scheme_end], &userinfo[..colon], &rest[at + 1..]),
+        Some(colon) => format!(
+            "{}://{}:***@{}",
+            &url[..scheme_end],
+            &userinfo[..colon],
+            &rest[at + 1..]
+        ),
         None => url.to_owned(),
     }
 }
@@ -111,7 +132,10 @@ pub(crate) fn redact(url: &str) -> String {
 mod tests {
     #[test]
     fn redacts_passwords() {
-        assert_eq!(super::redact("postgres://u:secret@h/db"), "postgres://u:***@h/db");
+        assert_eq!(
+            super::redact("postgres://u:secret@h/db"),
+            "postgres://u:***@h/db"
+        );
         assert_eq!(super::redact("mysql://root@h/db"), "mysql://root@h/db");
         assert_eq!(super::redact("sqlite::memory:"), "sqlite::memory:");
     }

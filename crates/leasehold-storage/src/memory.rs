@@ -48,7 +48,9 @@ pub struct MemoryStore {
 
 impl std::fmt::Debug for MemoryStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MemoryStore").field("rows", &self.lock().len()).finish_non_exhaustive()
+        f.debug_struct("MemoryStore")
+            .field("rows", &self.lock().len())
+            .finish_non_exhaustive()
     }
 }
 
@@ -60,7 +62,9 @@ impl Default for MemoryStore {
 
 #[allow(clippy::disallowed_methods)] // this is the in-memory store's database clock
 fn system_ms() -> DbInstant {
-    let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
     DbInstant(i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
@@ -74,7 +78,10 @@ impl MemoryStore {
     /// An empty store whose database clock is `clock`.
     #[must_use]
     pub fn with_clock(clock: impl Fn() -> DbInstant + Send + Sync + 'static) -> Self {
-        Self { rows: Arc::new(Mutex::new(BTreeMap::new())), clock: Arc::new(clock) }
+        Self {
+            rows: Arc::new(Mutex::new(BTreeMap::new())),
+            clock: Arc::new(clock),
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, BTreeMap<LeaseKey, Row>> {
@@ -92,21 +99,42 @@ impl MemoryStore {
         }
     }
 
-    fn live<'a>(rows: &'a mut BTreeMap<LeaseKey, Row>, key: &LeaseKey, holder: &HolderId, token: FencingToken, now: DbInstant) -> Option<&'a mut Row> {
-        rows.get_mut(key).filter(|r| r.held && r.until > now && r.holder == *holder && r.version == token.get())
+    fn live<'a>(
+        rows: &'a mut BTreeMap<LeaseKey, Row>,
+        key: &LeaseKey,
+        holder: &HolderId,
+        token: FencingToken,
+        now: DbInstant,
+    ) -> Option<&'a mut Row> {
+        rows.get_mut(key)
+            .filter(|r| r.held && r.until > now && r.holder == *holder && r.version == token.get())
     }
 }
 
 #[async_trait]
 impl LeaseStore for MemoryStore {
-    async fn try_acquire(&self, key: &LeaseKey, holder: &HolderId, term: Term) -> Result<AcquireOutcome, StoreError> {
+    async fn try_acquire(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        term: Term,
+    ) -> Result<AcquireOutcome, StoreError> {
         let now = (self.clock)();
         let until = now.plus(term.duration());
         let mut rows = self.lock();
-        let row = rows.entry(key.clone()).or_insert_with(|| Row { holder: holder.clone(), until: now, held: false, version: 0 });
+        let row = rows.entry(key.clone()).or_insert_with(|| Row {
+            holder: holder.clone(),
+            until: now,
+            held: false,
+            version: 0,
+        });
         let live = row.held && row.until > now;
         if live && row.holder != *holder {
-            return Ok(AcquireOutcome::HeldBy { holder: row.holder.clone(), until: row.until, token: FencingToken(row.version) });
+            return Ok(AcquireOutcome::HeldBy {
+                holder: row.holder.clone(),
+                until: row.until,
+                token: FencingToken(row.version),
+            });
         }
         if !live {
             row.version += 1;
@@ -114,10 +142,19 @@ impl LeaseStore for MemoryStore {
         row.holder = holder.clone();
         row.until = until;
         row.held = true;
-        Ok(AcquireOutcome::Acquired { token: FencingToken(row.version), until })
+        Ok(AcquireOutcome::Acquired {
+            token: FencingToken(row.version),
+            until,
+        })
     }
 
-    async fn renew(&self, key: &LeaseKey, holder: &HolderId, token: FencingToken, term: Term) -> Result<RenewOutcome, StoreError> {
+    async fn renew(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        token: FencingToken,
+        term: Term,
+    ) -> Result<RenewOutcome, StoreError> {
         let now = (self.clock)();
         let mut rows = self.lock();
         Ok(match Self::live(&mut rows, key, holder, token, now) {
@@ -129,22 +166,34 @@ impl LeaseStore for MemoryStore {
         })
     }
 
-    async fn renew_many(&self, holder: &HolderId, items: &[RenewItem], term: Term) -> Result<Vec<bool>, StoreError> {
+    async fn renew_many(
+        &self,
+        holder: &HolderId,
+        items: &[RenewItem],
+        term: Term,
+    ) -> Result<Vec<bool>, StoreError> {
         let now = (self.clock)();
         let mut rows = self.lock();
         Ok(items
             .iter()
-            .map(|it| match Self::live(&mut rows, &it.key, holder, it.token, now) {
-                Some(row) => {
-                    row.until = now.plus(term.duration());
-                    true
-                }
-                None => false,
-            })
+            .map(
+                |it| match Self::live(&mut rows, &it.key, holder, it.token, now) {
+                    Some(row) => {
+                        row.until = now.plus(term.duration());
+                        true
+                    }
+                    None => false,
+                },
+            )
             .collect())
     }
 
-    async fn release(&self, key: &LeaseKey, holder: &HolderId, token: FencingToken) -> Result<ReleaseOutcome, StoreError> {
+    async fn release(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        token: FencingToken,
+    ) -> Result<ReleaseOutcome, StoreError> {
         let now = (self.clock)();
         let mut rows = self.lock();
         Ok(match Self::live(&mut rows, key, holder, token, now) {
@@ -160,7 +209,11 @@ impl LeaseStore for MemoryStore {
     async fn release_all(&self, holder: &HolderId) -> Result<u64, StoreError> {
         let now = (self.clock)();
         let mut n = 0;
-        for row in self.lock().values_mut().filter(|r| r.held && r.until > now && r.holder == *holder) {
+        for row in self
+            .lock()
+            .values_mut()
+            .filter(|r| r.held && r.until > now && r.holder == *holder)
+        {
             row.held = false;
             row.until = now;
             n += 1;
@@ -170,40 +223,61 @@ impl LeaseStore for MemoryStore {
 
     async fn force_release(&self, key: &LeaseKey) -> Result<bool, StoreError> {
         let now = (self.clock)();
-        Ok(match self.lock().get_mut(key).filter(|r| r.held && r.until > now) {
-            Some(row) => {
-                row.held = false;
-                row.until = now;
-                true
-            }
-            None => false,
-        })
+        Ok(
+            match self.lock().get_mut(key).filter(|r| r.held && r.until > now) {
+                Some(row) => {
+                    row.held = false;
+                    row.until = now;
+                    true
+                }
+                None => false,
+            },
+        )
     }
 
     async fn get(&self, key: &LeaseKey) -> Result<Option<LeaseRecord>, StoreError> {
         let now = (self.clock)();
-        Ok(self.lock().get(key).filter(|r| r.version > 0).map(|r| Self::record(key, r, now)))
+        Ok(self
+            .lock()
+            .get(key)
+            .filter(|r| r.version > 0)
+            .map(|r| Self::record(key, r, now)))
     }
 
-    async fn list_valid(&self, namespace: Option<&Namespace>, prefix: &str) -> Result<Vec<LeaseRecord>, StoreError> {
+    async fn list_valid(
+        &self,
+        namespace: Option<&Namespace>,
+        prefix: &str,
+    ) -> Result<Vec<LeaseRecord>, StoreError> {
         let now = (self.clock)();
         Ok(self
             .lock()
             .iter()
             .filter(|(k, r)| {
-                r.held && r.until > now && namespace.is_none_or(|ns| k.namespace == *ns) && k.name.as_str().starts_with(prefix)
+                r.held
+                    && r.until > now
+                    && namespace.is_none_or(|ns| k.namespace == *ns)
+                    && k.name.as_str().starts_with(prefix)
             })
             .map(|(k, r)| Self::record(k, r, now))
             .collect())
     }
 
-    async fn purge(&self, namespace: Option<&Namespace>, older_than: Duration) -> Result<u64, StoreError> {
+    async fn purge(
+        &self,
+        namespace: Option<&Namespace>,
+        older_than: Duration,
+    ) -> Result<u64, StoreError> {
         let now = (self.clock)();
         let age = Term::new("older_than", older_than.max(Term::MIN))?;
         let cutoff = DbInstant(now.as_millis() - age.as_millis_i64());
         let mut rows = self.lock();
         let before = rows.len();
-        rows.retain(|k, r| !(namespace.is_none_or(|ns| k.namespace == *ns) && (!r.held || r.until <= now) && r.until < cutoff));
+        rows.retain(|k, r| {
+            !(namespace.is_none_or(|ns| k.namespace == *ns)
+                && (!r.held || r.until <= now)
+                && r.until < cutoff)
+        });
         Ok((before - rows.len()) as u64)
     }
 

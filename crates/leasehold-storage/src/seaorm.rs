@@ -62,12 +62,19 @@ impl SeaOrmStore {
                 let row = db
                     .query_one_raw(stmt)
                     .await
-                    .map_err(|e| StoreError::Database { op: "connect", source: e })?;
+                    .map_err(|e| StoreError::Database {
+                        op: "connect",
+                        source: e,
+                    })?;
                 let version: String = match row {
                     Some(r) => r.try_get("", "v").unwrap_or_default(),
                     None => String::new(),
                 };
-                if version.to_ascii_lowercase().contains("mariadb") { Backend::MariaDb } else { Backend::MySql }
+                if version.to_ascii_lowercase().contains("mariadb") {
+                    Backend::MariaDb
+                } else {
+                    Backend::MySql
+                }
             }
         };
         Ok(Self::with_backend(db, table, backend))
@@ -83,7 +90,12 @@ impl SeaOrmStore {
             Backend::MariaDb => Dialect::MySql { returning: true },
             Backend::MySql => Dialect::MySql { returning: false },
         };
-        Self { sql: Sql::new(dialect, table), db, table: table.to_owned(), backend }
+        Self {
+            sql: Sql::new(dialect, table),
+            db,
+            table: table.to_owned(),
+            backend,
+        }
     }
 
     /// The backend in use.
@@ -119,7 +131,10 @@ impl SeaOrmStore {
             .await
             .map(|_| ())
             .map_err(|e| match StoreError::db("verify_schema", &self.table, e) {
-                StoreError::Database { source, .. } => StoreError::Schema { table: self.table.clone(), source },
+                StoreError::Database { source, .. } => StoreError::Schema {
+                    table: self.table.clone(),
+                    source,
+                },
                 other => other,
             })
     }
@@ -132,33 +147,70 @@ impl SeaOrmStore {
         move |e| StoreError::db(op, &self.table, e)
     }
 
-    async fn one(&self, op: &'static str, sql: &str, values: Vec<Value>) -> Result<Option<QueryResult>, StoreError> {
+    async fn one(
+        &self,
+        op: &'static str,
+        sql: &str,
+        values: Vec<Value>,
+    ) -> Result<Option<QueryResult>, StoreError> {
         log::trace!("{op}: {sql}");
-        self.db.query_one_raw(self.stmt(sql, values)).await.map_err(self.err(op))
+        self.db
+            .query_one_raw(self.stmt(sql, values))
+            .await
+            .map_err(self.err(op))
     }
 
-    async fn all(&self, op: &'static str, sql: &str, values: Vec<Value>) -> Result<Vec<QueryResult>, StoreError> {
+    async fn all(
+        &self,
+        op: &'static str,
+        sql: &str,
+        values: Vec<Value>,
+    ) -> Result<Vec<QueryResult>, StoreError> {
         log::trace!("{op}: {sql}");
-        self.db.query_all_raw(self.stmt(sql, values)).await.map_err(self.err(op))
+        self.db
+            .query_all_raw(self.stmt(sql, values))
+            .await
+            .map_err(self.err(op))
     }
 
-    async fn exec(&self, op: &'static str, sql: &str, values: Vec<Value>) -> Result<u64, StoreError> {
+    async fn exec(
+        &self,
+        op: &'static str,
+        sql: &str,
+        values: Vec<Value>,
+    ) -> Result<u64, StoreError> {
         log::trace!("{op}: {sql}");
-        self.db.execute_raw(self.stmt(sql, values)).await.map(|r| r.rows_affected()).map_err(self.err(op))
+        self.db
+            .execute_raw(self.stmt(sql, values))
+            .await
+            .map(|r| r.rows_affected())
+            .map_err(self.err(op))
     }
 
     /// The grant statement; `None` when the row is held by someone else (PostgreSQL, SQLite).
-    async fn upsert(&self, values: Vec<Value>, key: &LeaseKey) -> Result<Option<QueryResult>, StoreError> {
+    async fn upsert(
+        &self,
+        values: Vec<Value>,
+        key: &LeaseKey,
+    ) -> Result<Option<QueryResult>, StoreError> {
         if self.sql.dialect != (Dialect::MySql { returning: false }) {
             return self.one("try_acquire", &self.sql.acquire, values).await;
         }
         let op = "try_acquire";
         let txn = self.db.begin().await.map_err(self.err(op))?;
         log::trace!("{op}: {}", self.sql.acquire);
-        txn.execute_raw(self.stmt(&self.sql.acquire, values)).await.map_err(self.err(op))?;
-        let read = format!("SELECT holder, version, lease_end_time FROM {} WHERE namespace = ? AND lease_name = ?", self.table);
+        txn.execute_raw(self.stmt(&self.sql.acquire, values))
+            .await
+            .map_err(self.err(op))?;
+        let read = format!(
+            "SELECT holder, version, lease_end_time FROM {} WHERE namespace = ? AND lease_name = ?",
+            self.table
+        );
         let row = txn
-            .query_one_raw(self.stmt(&read, vec![key.namespace.as_str().into(), key.name.as_str().into()]))
+            .query_one_raw(self.stmt(
+                &read,
+                vec![key.namespace.as_str().into(), key.name.as_str().into()],
+            ))
             .await
             .map_err(self.err(op))?;
         txn.commit().await.map_err(self.err(op))?;
@@ -166,12 +218,22 @@ impl SeaOrmStore {
     }
 }
 
-fn get<T: sea_orm::TryGetable>(row: &QueryResult, op: &'static str, col: &str) -> Result<T, StoreError> {
-    row.try_get("", col).map_err(|e| StoreError::Unexpected { op, detail: format!("column {col}: {e}") })
+fn get<T: sea_orm::TryGetable>(
+    row: &QueryResult,
+    op: &'static str,
+    col: &str,
+) -> Result<T, StoreError> {
+    row.try_get("", col).map_err(|e| StoreError::Unexpected {
+        op,
+        detail: format!("column {col}: {e}"),
+    })
 }
 
 fn record(row: &QueryResult, op: &'static str) -> Result<LeaseRecord, StoreError> {
-    let bad = |e: leasehold_core::ValidationError| StoreError::Unexpected { op, detail: e.to_string() };
+    let bad = |e: leasehold_core::ValidationError| StoreError::Unexpected {
+        op,
+        detail: e.to_string(),
+    };
     let namespace: String = get(row, op, "namespace")?;
     let name: String = get(row, op, "lease_name")?;
     let holder: String = get(row, op, "holder")?;
@@ -194,9 +256,19 @@ fn key_values(key: &LeaseKey) -> [Value; 2] {
 
 #[async_trait]
 impl LeaseStore for SeaOrmStore {
-    async fn try_acquire(&self, key: &LeaseKey, holder: &HolderId, term: Term) -> Result<AcquireOutcome, StoreError> {
+    async fn try_acquire(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        term: Term,
+    ) -> Result<AcquireOutcome, StoreError> {
         let [ns, name] = key_values(key);
-        let values = vec![ns, name, holder.as_str().into(), term.as_millis_i64().into()];
+        let values = vec![
+            ns,
+            name,
+            holder.as_str().into(),
+            term.as_millis_i64().into(),
+        ];
         for _ in 0..ACQUIRE_ATTEMPTS {
             if let Some(row) = self.upsert(values.clone(), key).await? {
                 let got: String = get(&row, "try_acquire", "holder")?;
@@ -205,15 +277,26 @@ impl LeaseStore for SeaOrmStore {
                 if got == holder.as_str() {
                     return Ok(AcquireOutcome::Acquired { token, until });
                 }
-                let holder = HolderId::new(got)
-                    .map_err(|e| StoreError::Unexpected { op: "try_acquire", detail: e.to_string() })?;
-                return Ok(AcquireOutcome::HeldBy { holder, until, token });
+                let holder = HolderId::new(got).map_err(|e| StoreError::Unexpected {
+                    op: "try_acquire",
+                    detail: e.to_string(),
+                })?;
+                return Ok(AcquireOutcome::HeldBy {
+                    holder,
+                    until,
+                    token,
+                });
             }
             // Refused: say by whom. If the row was freed in between, try again.
-            if let Some(rec) = self.get(key).await? {
-                if rec.held && rec.holder != *holder {
-                    return Ok(AcquireOutcome::HeldBy { holder: rec.holder, until: rec.until, token: rec.token });
-                }
+            if let Some(rec) = self.get(key).await?
+                && rec.held
+                && rec.holder != *holder
+            {
+                return Ok(AcquireOutcome::HeldBy {
+                    holder: rec.holder,
+                    until: rec.until,
+                    token: rec.token,
+                });
             }
         }
         Err(StoreError::Unexpected {
@@ -222,14 +305,35 @@ impl LeaseStore for SeaOrmStore {
         })
     }
 
-    async fn renew(&self, key: &LeaseKey, holder: &HolderId, token: FencingToken, term: Term) -> Result<RenewOutcome, StoreError> {
+    async fn renew(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        token: FencingToken,
+        term: Term,
+    ) -> Result<RenewOutcome, StoreError> {
         let [ns, name] = key_values(key);
-        let values = vec![term.as_millis_i64().into(), ns, name, holder.as_str().into(), token.get().into()];
+        let values = vec![
+            term.as_millis_i64().into(),
+            ns,
+            name,
+            holder.as_str().into(),
+            token.get().into(),
+        ];
         let n = self.exec("renew", &self.sql.renew, values).await?;
-        Ok(if n == 1 { RenewOutcome::Renewed } else { RenewOutcome::Lost })
+        Ok(if n == 1 {
+            RenewOutcome::Renewed
+        } else {
+            RenewOutcome::Lost
+        })
     }
 
-    async fn renew_many(&self, holder: &HolderId, items: &[RenewItem], term: Term) -> Result<Vec<bool>, StoreError> {
+    async fn renew_many(
+        &self,
+        holder: &HolderId,
+        items: &[RenewItem],
+        term: Term,
+    ) -> Result<Vec<bool>, StoreError> {
         let mut renewed = vec![false; items.len()];
         if items.is_empty() {
             return Ok(renewed);
@@ -252,11 +356,33 @@ impl LeaseStore for SeaOrmStore {
         match self.sql.dialect {
             Dialect::Postgres | Dialect::Sqlite => {
                 let json = serde_json::to_string(
-                    &items.iter().map(|it| (it.key.namespace.as_str(), it.key.name.as_str(), it.token.get())).collect::<Vec<_>>(),
+                    &items
+                        .iter()
+                        .map(|it| {
+                            (
+                                it.key.namespace.as_str(),
+                                it.key.name.as_str(),
+                                it.token.get(),
+                            )
+                        })
+                        .collect::<Vec<_>>(),
                 )
-                .map_err(|e| StoreError::Unexpected { op: "renew_many", detail: e.to_string() })?;
+                .map_err(|e| StoreError::Unexpected {
+                    op: "renew_many",
+                    detail: e.to_string(),
+                })?;
                 let sql = self.sql.renew_many(&self.table, items.len());
-                let rows = self.all("renew_many", &sql, vec![term.as_millis_i64().into(), json.into(), holder.as_str().into()]).await?;
+                let rows = self
+                    .all(
+                        "renew_many",
+                        &sql,
+                        vec![
+                            term.as_millis_i64().into(),
+                            json.into(),
+                            holder.as_str().into(),
+                        ],
+                    )
+                    .await?;
                 mark(rows)?;
             }
             Dialect::MySql { .. } => {
@@ -267,13 +393,25 @@ impl LeaseStore for SeaOrmStore {
                         tuples.push(it.key.name.as_str().into());
                         tuples.push(it.token.get().into());
                     }
-                    let mut values: Vec<Value> = vec![term.as_millis_i64().into(), holder.as_str().into()];
+                    let mut values: Vec<Value> =
+                        vec![term.as_millis_i64().into(), holder.as_str().into()];
                     values.extend(tuples.iter().cloned());
-                    self.exec("renew_many", &self.sql.renew_many(&self.table, chunk.len()), values).await?;
+                    self.exec(
+                        "renew_many",
+                        &self.sql.renew_many(&self.table, chunk.len()),
+                        values,
+                    )
+                    .await?;
                     // MySQL has no UPDATE … RETURNING: read back which of them are ours and live.
                     let mut values: Vec<Value> = vec![holder.as_str().into()];
                     values.extend(tuples);
-                    let rows = self.all("renew_many", &self.sql.renewed_mysql(&self.table, chunk.len()), values).await?;
+                    let rows = self
+                        .all(
+                            "renew_many",
+                            &self.sql.renewed_mysql(&self.table, chunk.len()),
+                            values,
+                        )
+                        .await?;
                     mark(rows)?;
                 }
             }
@@ -281,28 +419,60 @@ impl LeaseStore for SeaOrmStore {
         Ok(renewed)
     }
 
-    async fn release(&self, key: &LeaseKey, holder: &HolderId, token: FencingToken) -> Result<ReleaseOutcome, StoreError> {
+    async fn release(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        token: FencingToken,
+    ) -> Result<ReleaseOutcome, StoreError> {
         let [ns, name] = key_values(key);
-        let n = self.exec("release", &self.sql.release, vec![ns, name, holder.as_str().into(), token.get().into()]).await?;
-        Ok(if n == 1 { ReleaseOutcome::Released } else { ReleaseOutcome::NotHeld })
+        let n = self
+            .exec(
+                "release",
+                &self.sql.release,
+                vec![ns, name, holder.as_str().into(), token.get().into()],
+            )
+            .await?;
+        Ok(if n == 1 {
+            ReleaseOutcome::Released
+        } else {
+            ReleaseOutcome::NotHeld
+        })
     }
 
     async fn release_all(&self, holder: &HolderId) -> Result<u64, StoreError> {
-        self.exec("release_all", &self.sql.release_all, vec![holder.as_str().into()]).await
+        self.exec(
+            "release_all",
+            &self.sql.release_all,
+            vec![holder.as_str().into()],
+        )
+        .await
     }
 
     async fn force_release(&self, key: &LeaseKey) -> Result<bool, StoreError> {
         let [ns, name] = key_values(key);
-        Ok(self.exec("force_release", &self.sql.force_release, vec![ns, name]).await? == 1)
+        Ok(self
+            .exec("force_release", &self.sql.force_release, vec![ns, name])
+            .await?
+            == 1)
     }
 
     async fn get(&self, key: &LeaseKey) -> Result<Option<LeaseRecord>, StoreError> {
         let [ns, name] = key_values(key);
-        self.one("get", &self.sql.select_one, vec![ns, name]).await?.map(|r| record(&r, "get")).transpose()
+        self.one("get", &self.sql.select_one, vec![ns, name])
+            .await?
+            .map(|r| record(&r, "get"))
+            .transpose()
     }
 
-    async fn list_valid(&self, namespace: Option<&Namespace>, prefix: &str) -> Result<Vec<LeaseRecord>, StoreError> {
-        let sql = self.sql.list_valid(&self.table, namespace.is_some(), !prefix.is_empty());
+    async fn list_valid(
+        &self,
+        namespace: Option<&Namespace>,
+        prefix: &str,
+    ) -> Result<Vec<LeaseRecord>, StoreError> {
+        let sql = self
+            .sql
+            .list_valid(&self.table, namespace.is_some(), !prefix.is_empty());
         let mut values: Vec<Value> = Vec::new();
         if let Some(ns) = namespace {
             values.push(ns.as_str().into());
@@ -315,10 +485,18 @@ impl LeaseStore for SeaOrmStore {
                 values.push(prefix.into());
             }
         }
-        self.all("list_valid", &sql, values).await?.iter().map(|r| record(r, "list_valid")).collect()
+        self.all("list_valid", &sql, values)
+            .await?
+            .iter()
+            .map(|r| record(r, "list_valid"))
+            .collect()
     }
 
-    async fn purge(&self, namespace: Option<&Namespace>, older_than: Duration) -> Result<u64, StoreError> {
+    async fn purge(
+        &self,
+        namespace: Option<&Namespace>,
+        older_than: Duration,
+    ) -> Result<u64, StoreError> {
         let age = Term::new("older_than", older_than.max(Term::MIN))?;
         let mut values: Vec<Value> = vec![age.as_millis_i64().into()];
         let sql = match namespace {
@@ -334,7 +512,10 @@ impl LeaseStore for SeaOrmStore {
     async fn db_now(&self) -> Result<DbInstant, StoreError> {
         let sql = format!("SELECT {} AS db_now", self.sql.now);
         let row = self.one("db_now", &sql, Vec::new()).await?;
-        let row = row.ok_or(StoreError::Unexpected { op: "db_now", detail: "no row".into() })?;
+        let row = row.ok_or(StoreError::Unexpected {
+            op: "db_now",
+            detail: "no row".into(),
+        })?;
         Ok(DbInstant(get(&row, "db_now", "db_now")?))
     }
 }

@@ -8,7 +8,9 @@ pub(crate) enum Dialect {
     Postgres,
     /// `returning`: MariaDB 10.5+ (`INSERT … ON DUPLICATE KEY UPDATE … RETURNING`); Oracle MySQL
     /// lacks it and takes the grant in a transaction of two statements instead.
-    MySql { returning: bool },
+    MySql {
+        returning: bool,
+    },
 }
 
 /// The statements of one store.
@@ -81,7 +83,11 @@ impl Sql {
                      lease_end_time = IF(holder = VALUES(holder), VALUES(lease_end_time), lease_end_time), \
                      status = IF(holder = VALUES(holder), 1, status), \
                      gmt_modified = IF(holder = VALUES(holder), VALUES(gmt_modified), gmt_modified){}",
-                    if returning { " RETURNING holder, version, lease_end_time" } else { "" }
+                    if returning {
+                        " RETURNING holder, version, lease_end_time"
+                    } else {
+                        ""
+                    }
                 )
             }
         };
@@ -142,7 +148,9 @@ impl Sql {
     /// `SELECT` of the held rows, optionally in one namespace, optionally under a name prefix.
     pub(crate) fn list_valid(&self, table: &str, namespace: bool, prefix: bool) -> String {
         let now = &self.now;
-        let mut s = format!("SELECT {COLS}, {now} AS db_now FROM {table} WHERE status = 1 AND lease_end_time > {now}");
+        let mut s = format!(
+            "SELECT {COLS}, {now} AS db_now FROM {table} WHERE status = 1 AND lease_end_time > {now}"
+        );
         if namespace {
             s.push_str(" AND namespace = ?");
         }
@@ -199,7 +207,11 @@ impl Sql {
     }
 
     fn finish(&self, s: String) -> String {
-        if self.dialect == Dialect::Postgres { numbered(&s) } else { s }
+        if self.dialect == Dialect::Postgres {
+            numbered(&s)
+        } else {
+            s
+        }
     }
 }
 

@@ -85,7 +85,11 @@ pub trait LeaseStore: Send + Sync + 'static {
     ///
     /// A purged name starts again at token 1: purge only with an age far beyond any pause a
     /// stale holder could come back from.
-    async fn purge(&self, namespace: Option<&Namespace>, older_than: Duration) -> Result<u64, StoreError>;
+    async fn purge(
+        &self,
+        namespace: Option<&Namespace>,
+        older_than: Duration,
+    ) -> Result<u64, StoreError>;
 
     /// The store's clock.
     async fn db_now(&self) -> Result<DbInstant, StoreError>;

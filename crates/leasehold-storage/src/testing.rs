@@ -20,7 +20,10 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold_core::{AcquireOutcome, Clock, FencingToken, HolderId, LeaseKey, LeaseName, MonotonicClock, Namespace, Term};
+use leasehold_core::{
+    AcquireOutcome, Clock, FencingToken, HolderId, LeaseKey, LeaseName, MonotonicClock, Namespace,
+    Term,
+};
 
 use crate::LeaseStore;
 
@@ -82,7 +85,10 @@ pub struct Ctx {
 
 impl Ctx {
     fn key(&self, name: &str) -> Result<LeaseKey, String> {
-        Ok(LeaseKey::new(self.ns.clone(), LeaseName::new(name).map_err(|e| e.to_string())?))
+        Ok(LeaseKey::new(
+            self.ns.clone(),
+            LeaseName::new(name).map_err(|e| e.to_string())?,
+        ))
     }
 }
 
@@ -98,8 +104,18 @@ fn ensure(cond: bool, what: impl FnOnce() -> String) -> Result<(), String> {
     if cond { Ok(()) } else { Err(what()) }
 }
 
-async fn acquired(ctx: &Ctx, key: &LeaseKey, who: &HolderId, t: Term) -> Result<(FencingToken, leasehold_core::DbInstant), String> {
-    match ctx.store.try_acquire(key, who, t).await.map_err(|e| e.to_string())? {
+async fn acquired(
+    ctx: &Ctx,
+    key: &LeaseKey,
+    who: &HolderId,
+    t: Term,
+) -> Result<(FencingToken, leasehold_core::DbInstant), String> {
+    match ctx
+        .store
+        .try_acquire(key, who, t)
+        .await
+        .map_err(|e| e.to_string())?
+    {
         AcquireOutcome::Acquired { token, until } => Ok((token, until)),
         other => Err(format!("{who} expected to acquire {key}, got {other:?}")),
     }
@@ -107,19 +123,39 @@ async fn acquired(ctx: &Ctx, key: &LeaseKey, who: &HolderId, t: Term) -> Result<
 
 /// Every check of the suite, by name.
 pub const CHECKS: &[(&str, CheckFn)] = &[
-    ("grant_on_empty_table", |c| Box::pin(checks::grant_on_empty(c))),
-    ("second_holder_refused", |c| Box::pin(checks::second_holder_refused(c))),
-    ("reacquire_keeps_token", |c| Box::pin(checks::reacquire_keeps_token(c))),
-    ("takeover_after_expiry", |c| Box::pin(checks::takeover_after_expiry(c))),
+    ("grant_on_empty_table", |c| {
+        Box::pin(checks::grant_on_empty(c))
+    }),
+    ("second_holder_refused", |c| {
+        Box::pin(checks::second_holder_refused(c))
+    }),
+    ("reacquire_keeps_token", |c| {
+        Box::pin(checks::reacquire_keeps_token(c))
+    }),
+    ("takeover_after_expiry", |c| {
+        Box::pin(checks::takeover_after_expiry(c))
+    }),
     ("renew_extends", |c| Box::pin(checks::renew_extends(c))),
-    ("renew_refused_after_lapse", |c| Box::pin(checks::renew_refused_after_lapse(c))),
-    ("stale_token_refused", |c| Box::pin(checks::stale_token_refused(c))),
-    ("release_by_other_refused", |c| Box::pin(checks::release_by_other_refused(c))),
-    ("token_grows_after_release", |c| Box::pin(checks::token_grows_after_release(c))),
-    ("release_all_only_holder", |c| Box::pin(checks::release_all_only_holder(c))),
+    ("renew_refused_after_lapse", |c| {
+        Box::pin(checks::renew_refused_after_lapse(c))
+    }),
+    ("stale_token_refused", |c| {
+        Box::pin(checks::stale_token_refused(c))
+    }),
+    ("release_by_other_refused", |c| {
+        Box::pin(checks::release_by_other_refused(c))
+    }),
+    ("token_grows_after_release", |c| {
+        Box::pin(checks::token_grows_after_release(c))
+    }),
+    ("release_all_only_holder", |c| {
+        Box::pin(checks::release_all_only_holder(c))
+    }),
     ("force_release", |c| Box::pin(checks::force_release(c))),
     ("renew_many_1000", |c| Box::pin(checks::renew_many_1000(c))),
-    ("list_valid_special_names", |c| Box::pin(checks::list_valid_special(c))),
+    ("list_valid_special_names", |c| {
+        Box::pin(checks::list_valid_special(c))
+    }),
     ("size_limits", |c| Box::pin(checks::size_limits(c))),
     ("purge_by_age", |c| Box::pin(checks::purge_by_age(c))),
     ("race_32_tasks_200_rounds", |c| Box::pin(checks::race(c))),
@@ -132,12 +168,20 @@ pub async fn run(store: Arc<dyn LeaseStore>, base: &str) -> Report {
 }
 
 /// Runs the checks whose names satisfy `filter`.
-pub async fn run_matching(store: Arc<dyn LeaseStore>, base: &str, filter: impl Fn(&str) -> bool) -> Report {
+pub async fn run_matching(
+    store: Arc<dyn LeaseStore>,
+    base: &str,
+    filter: impl Fn(&str) -> bool,
+) -> Report {
     let stamp = match store.db_now().await {
         Ok(t) => t.as_millis(),
         Err(e) => {
             return Report {
-                results: vec![CheckResult { name: "db_now", outcome: Err(e.to_string()), elapsed: Duration::ZERO }],
+                results: vec![CheckResult {
+                    name: "db_now",
+                    outcome: Err(e.to_string()),
+                    elapsed: Duration::ZERO,
+                }],
             };
         }
     };
@@ -146,10 +190,20 @@ pub async fn run_matching(store: Arc<dyn LeaseStore>, base: &str, filter: impl F
         let ns = format!("{base}.{}.{stamp}.{name}", std::process::id());
         let start = MonotonicClock.now();
         let outcome = match Namespace::new(ns) {
-            Ok(ns) => check(Ctx { store: store.clone(), ns }).await,
+            Ok(ns) => {
+                check(Ctx {
+                    store: store.clone(),
+                    ns,
+                })
+                .await
+            }
             Err(e) => Err(e.to_string()),
         };
-        report.results.push(CheckResult { name, outcome, elapsed: MonotonicClock.now() - start });
+        report.results.push(CheckResult {
+            name,
+            outcome,
+            elapsed: MonotonicClock.now() - start,
+        });
     }
     report
 }
@@ -171,9 +225,13 @@ pub const MYSQL_ENV: &str = "LEASEHOLD_TEST_MYSQL";
 pub fn backend_url(var: &str) -> Option<String> {
     match std::env::var(var) {
         Ok(url) if !url.trim().is_empty() => Some(url),
-        _ if std::env::var_os("CI").is_some() => panic!("CI is set but {var} is not: every backend must run in CI"),
+        _ if std::env::var_os("CI").is_some() => {
+            panic!("CI is set but {var} is not: every backend must run in CI")
+        }
         _ => {
-            eprintln!("SKIPPED: {var} is not set, so this backend is not tested (set it, or CI=true to make this fatal)");
+            eprintln!(
+                "SKIPPED: {var} is not set, so this backend is not tested (set it, or CI=true to make this fatal)"
+            );
             None
         }
     }

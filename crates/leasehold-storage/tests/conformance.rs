@@ -20,7 +20,10 @@ async fn memory_store() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_in_memory() {
-    let store = StoreBuilder::new("sqlite::memory:").connect().await.expect("connect");
+    let store = StoreBuilder::new("sqlite::memory:")
+        .connect()
+        .await
+        .expect("connect");
     check(Arc::new(store), "sqlite-memory").await;
 }
 
@@ -29,23 +32,36 @@ async fn sqlite_file_wal() {
     let dir = std::env::temp_dir().join(format!("leasehold-conformance-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let path = dir.join("leases.db");
-    let store = StoreBuilder::new(format!("sqlite://{}?mode=rwc", path.display())).connect().await.expect("connect");
+    let store = StoreBuilder::new(format!("sqlite://{}?mode=rwc", path.display()))
+        .connect()
+        .await
+        .expect("connect");
     check(Arc::new(store), "sqlite-file").await;
     let _ = std::fs::remove_dir_all(dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres() {
-    let Some(url) = backend_url(POSTGRES_ENV) else { return };
-    let store = StoreBuilder::new(url).connect().await.expect("connect to PostgreSQL");
+    let Some(url) = backend_url(POSTGRES_ENV) else {
+        return;
+    };
+    let store = StoreBuilder::new(url)
+        .connect()
+        .await
+        .expect("connect to PostgreSQL");
     assert_eq!(store.backend(), Backend::Postgres);
     check(Arc::new(store), "postgres").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysql() {
-    let Some(url) = backend_url(MYSQL_ENV) else { return };
-    let store = StoreBuilder::new(url).connect().await.expect("connect to MySQL");
+    let Some(url) = backend_url(MYSQL_ENV) else {
+        return;
+    };
+    let store = StoreBuilder::new(url)
+        .connect()
+        .await
+        .expect("connect to MySQL");
     check(Arc::new(store), "mysql").await;
 }
 
@@ -53,8 +69,15 @@ async fn mysql() {
 /// server the test URL names.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysql_without_returning() {
-    let Some(url) = backend_url(MYSQL_ENV) else { return };
-    let store = StoreBuilder::new(url).table_prefix("mysql8path_").connect().await.expect("connect to MySQL");
-    let store = SeaOrmStore::with_backend(store.connection().clone(), store.table(), Backend::MySql);
+    let Some(url) = backend_url(MYSQL_ENV) else {
+        return;
+    };
+    let store = StoreBuilder::new(url)
+        .table_prefix("mysql8path_")
+        .connect()
+        .await
+        .expect("connect to MySQL");
+    let store =
+        SeaOrmStore::with_backend(store.connection().clone(), store.table(), Backend::MySql);
     check(Arc::new(store), "mysql-8-path").await;
 }

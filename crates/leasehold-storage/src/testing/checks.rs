@@ -4,7 +4,9 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold_core::{AcquireOutcome, FencingToken, LeaseKey, LeaseName, Namespace, ReleaseOutcome, RenewOutcome};
+use leasehold_core::{
+    AcquireOutcome, FencingToken, LeaseKey, LeaseName, Namespace, ReleaseOutcome, RenewOutcome,
+};
 use tokio::sync::Barrier;
 
 use super::{Ctx, acquired, ensure, holder, term};
@@ -24,20 +26,41 @@ pub(super) async fn grant_on_empty(ctx: Ctx) -> Result<(), String> {
     let key = ctx.key("job")?;
     let before = ctx.store.db_now().await.map_err(e)?;
     let (token, until) = acquired(&ctx, &key, &holder("a")?, term(LONG)?).await?;
-    ensure(token == FencingToken(1), || format!("first token {token}, expected 1"))?;
+    ensure(token == FencingToken(1), || {
+        format!("first token {token}, expected 1")
+    })?;
     let lower = before.as_millis() + 59_000;
-    ensure(until.as_millis() >= lower, || format!("until {until} is not about a term after {before}"))?;
-    let rec = ctx.store.get(&key).await.map_err(e)?.ok_or("row missing after grant")?;
-    ensure(rec.held && rec.holder.as_str() == "a" && rec.token == token && rec.until == until, || format!("{rec:?}"))
+    ensure(until.as_millis() >= lower, || {
+        format!("until {until} is not about a term after {before}")
+    })?;
+    let rec = ctx
+        .store
+        .get(&key)
+        .await
+        .map_err(e)?
+        .ok_or("row missing after grant")?;
+    ensure(
+        rec.held && rec.holder.as_str() == "a" && rec.token == token && rec.until == until,
+        || format!("{rec:?}"),
+    )
 }
 
 pub(super) async fn second_holder_refused(ctx: Ctx) -> Result<(), String> {
     let key = ctx.key("job")?;
     let (token, until) = acquired(&ctx, &key, &holder("a")?, term(LONG)?).await?;
-    match ctx.store.try_acquire(&key, &holder("b")?, term(LONG)?).await.map_err(e)? {
-        AcquireOutcome::HeldBy { holder: h, until: u, token: t } => {
-            ensure(h.as_str() == "a" && u == until && t == token, || format!("HeldBy {h} {u} {t}, expected a {until} {token}"))
-        }
+    match ctx
+        .store
+        .try_acquire(&key, &holder("b")?, term(LONG)?)
+        .await
+        .map_err(e)?
+    {
+        AcquireOutcome::HeldBy {
+            holder: h,
+            until: u,
+            token: t,
+        } => ensure(h.as_str() == "a" && u == until && t == token, || {
+            format!("HeldBy {h} {u} {t}, expected a {until} {token}")
+        }),
         other => Err(format!("b got {other:?} while a holds the lease")),
     }
 }
@@ -47,7 +70,9 @@ pub(super) async fn reacquire_keeps_token(ctx: Ctx) -> Result<(), String> {
     let a = holder("a")?;
     let (t1, u1) = acquired(&ctx, &key, &a, term(LONG)?).await?;
     let (t2, u2) = acquired(&ctx, &key, &a, term(LONG)?).await?;
-    ensure(t1 == t2 && u2 >= u1, || format!("re-acquire gave token {t2} until {u2}; first {t1} until {u1}"))
+    ensure(t1 == t2 && u2 >= u1, || {
+        format!("re-acquire gave token {t2} until {u2}; first {t1} until {u1}")
+    })
 }
 
 pub(super) async fn takeover_after_expiry(ctx: Ctx) -> Result<(), String> {
@@ -55,7 +80,9 @@ pub(super) async fn takeover_after_expiry(ctx: Ctx) -> Result<(), String> {
     let (t1, _) = acquired(&ctx, &key, &holder("a")?, term(SHORT)?).await?;
     tokio::time::sleep(PAST_SHORT).await;
     let (t2, _) = acquired(&ctx, &key, &holder("b")?, term(LONG)?).await?;
-    ensure(t2.get() == t1.get() + 1, || format!("takeover token {t2}, expected {}", t1.get() + 1))
+    ensure(t2.get() == t1.get() + 1, || {
+        format!("takeover token {t2}, expected {}", t1.get() + 1)
+    })
 }
 
 pub(super) async fn renew_extends(ctx: Ctx) -> Result<(), String> {
@@ -63,9 +90,14 @@ pub(super) async fn renew_extends(ctx: Ctx) -> Result<(), String> {
     let a = holder("a")?;
     let (t, u1) = acquired(&ctx, &key, &a, term(2_000)?).await?;
     let r = ctx.store.renew(&key, &a, t, term(LONG)?).await.map_err(e)?;
-    ensure(r == RenewOutcome::Renewed, || format!("renew answered {r:?}"))?;
+    ensure(r == RenewOutcome::Renewed, || {
+        format!("renew answered {r:?}")
+    })?;
     let rec = ctx.store.get(&key).await.map_err(e)?.ok_or("row missing")?;
-    ensure(rec.token == t && rec.until.as_millis() > u1.as_millis() + 50_000, || format!("after renew {rec:?}, grant until {u1}"))
+    ensure(
+        rec.token == t && rec.until.as_millis() > u1.as_millis() + 50_000,
+        || format!("after renew {rec:?}, grant until {u1}"),
+    )
 }
 
 pub(super) async fn renew_refused_after_lapse(ctx: Ctx) -> Result<(), String> {
@@ -74,7 +106,9 @@ pub(super) async fn renew_refused_after_lapse(ctx: Ctx) -> Result<(), String> {
     let (t, _) = acquired(&ctx, &key, &a, term(SHORT)?).await?;
     tokio::time::sleep(PAST_SHORT).await;
     let r = ctx.store.renew(&key, &a, t, term(LONG)?).await.map_err(e)?;
-    ensure(r == RenewOutcome::Lost, || format!("renew of a lapsed grant answered {r:?}"))?;
+    ensure(r == RenewOutcome::Lost, || {
+        format!("renew of a lapsed grant answered {r:?}")
+    })?;
     let rec = ctx.store.get(&key).await.map_err(e)?.ok_or("row missing")?;
     ensure(!rec.held, || format!("lapsed row reads as held: {rec:?}"))
 }
@@ -84,15 +118,29 @@ pub(super) async fn stale_token_refused(ctx: Ctx) -> Result<(), String> {
     let a = holder("a")?;
     let (t1, _) = acquired(&ctx, &key, &a, term(LONG)?).await?;
     let rel = ctx.store.release(&key, &a, t1).await.map_err(e)?;
-    ensure(rel == ReleaseOutcome::Released, || format!("release answered {rel:?}"))?;
+    ensure(rel == ReleaseOutcome::Released, || {
+        format!("release answered {rel:?}")
+    })?;
     let (t2, u2) = acquired(&ctx, &key, &a, term(LONG)?).await?;
-    ensure(t2.get() == t1.get() + 1, || format!("new tenure token {t2} after {t1}"))?;
-    let r = ctx.store.renew(&key, &a, t1, term(LONG)?).await.map_err(e)?;
-    ensure(r == RenewOutcome::Lost, || format!("renew with stale token answered {r:?}"))?;
+    ensure(t2.get() == t1.get() + 1, || {
+        format!("new tenure token {t2} after {t1}")
+    })?;
+    let r = ctx
+        .store
+        .renew(&key, &a, t1, term(LONG)?)
+        .await
+        .map_err(e)?;
+    ensure(r == RenewOutcome::Lost, || {
+        format!("renew with stale token answered {r:?}")
+    })?;
     let rel = ctx.store.release(&key, &a, t1).await.map_err(e)?;
-    ensure(rel == ReleaseOutcome::NotHeld, || format!("release with stale token answered {rel:?}"))?;
+    ensure(rel == ReleaseOutcome::NotHeld, || {
+        format!("release with stale token answered {rel:?}")
+    })?;
     let rec = ctx.store.get(&key).await.map_err(e)?.ok_or("row missing")?;
-    ensure(rec.held && rec.token == t2 && rec.until == u2, || format!("row changed by stale calls: {rec:?}"))
+    ensure(rec.held && rec.token == t2 && rec.until == u2, || {
+        format!("row changed by stale calls: {rec:?}")
+    })
 }
 
 pub(super) async fn release_by_other_refused(ctx: Ctx) -> Result<(), String> {
@@ -100,12 +148,23 @@ pub(super) async fn release_by_other_refused(ctx: Ctx) -> Result<(), String> {
     let (t, _) = acquired(&ctx, &key, &holder("a")?, term(LONG)?).await?;
     let before = ctx.store.get(&key).await.map_err(e)?.ok_or("row missing")?;
     let rel = ctx.store.release(&key, &holder("b")?, t).await.map_err(e)?;
-    ensure(rel == ReleaseOutcome::NotHeld, || format!("release by b answered {rel:?}"))?;
-    let r = ctx.store.renew(&key, &holder("b")?, t, term(LONG)?).await.map_err(e)?;
-    ensure(r == RenewOutcome::Lost, || format!("renew by b answered {r:?}"))?;
+    ensure(rel == ReleaseOutcome::NotHeld, || {
+        format!("release by b answered {rel:?}")
+    })?;
+    let r = ctx
+        .store
+        .renew(&key, &holder("b")?, t, term(LONG)?)
+        .await
+        .map_err(e)?;
+    ensure(r == RenewOutcome::Lost, || {
+        format!("renew by b answered {r:?}")
+    })?;
     let after = ctx.store.get(&key).await.map_err(e)?.ok_or("row missing")?;
     ensure(
-        after.held && after.holder == before.holder && after.token == before.token && after.until == before.until,
+        after.held
+            && after.holder == before.holder
+            && after.token == before.token
+            && after.until == before.until,
         || format!("row changed: before {before:?} after {after:?}"),
     )
 }
@@ -116,18 +175,32 @@ pub(super) async fn token_grows_after_release(ctx: Ctx) -> Result<(), String> {
     for (i, who) in ["a", "b", "a", "a"].iter().enumerate() {
         let h = holder(who)?;
         let (t, _) = acquired(&ctx, &key, &h, term(LONG)?).await?;
-        ensure(t.get() > last, || format!("round {i}: token {t} not above {last}"))?;
+        ensure(t.get() > last, || {
+            format!("round {i}: token {t} not above {last}")
+        })?;
         last = t.get();
         let rel = ctx.store.release(&key, &h, t).await.map_err(e)?;
-        ensure(rel == ReleaseOutcome::Released, || format!("round {i}: release answered {rel:?}"))?;
-        let rec = ctx.store.get(&key).await.map_err(e)?.ok_or("release deleted the row")?;
-        ensure(!rec.held && rec.token == t, || format!("after release: {rec:?}"))?;
+        ensure(rel == ReleaseOutcome::Released, || {
+            format!("round {i}: release answered {rel:?}")
+        })?;
+        let rec = ctx
+            .store
+            .get(&key)
+            .await
+            .map_err(e)?
+            .ok_or("release deleted the row")?;
+        ensure(!rec.held && rec.token == t, || {
+            format!("after release: {rec:?}")
+        })?;
     }
     ensure(last == 4, || format!("four tenures ended at token {last}"))
 }
 
 pub(super) async fn release_all_only_holder(ctx: Ctx) -> Result<(), String> {
-    let (a, b) = (holder(&format!("a-{}", ctx.ns))?, holder(&format!("b-{}", ctx.ns))?);
+    let (a, b) = (
+        holder(&format!("a-{}", ctx.ns))?,
+        holder(&format!("b-{}", ctx.ns))?,
+    );
     for i in 0..3 {
         acquired(&ctx, &ctx.key(&format!("a{i}"))?, &a, term(LONG)?).await?;
     }
@@ -137,17 +210,29 @@ pub(super) async fn release_all_only_holder(ctx: Ctx) -> Result<(), String> {
     let n = ctx.store.release_all(&a).await.map_err(e)?;
     ensure(n == 3, || format!("release_all released {n}, expected 3"))?;
     let left = ctx.store.list_valid(Some(&ctx.ns), "").await.map_err(e)?;
-    let names: Vec<_> = left.iter().map(|r| r.key.name.as_str().to_owned()).collect();
-    ensure(names.len() == 2 && left.iter().all(|r| r.holder == b), || format!("left held: {names:?}"))
+    let names: Vec<_> = left
+        .iter()
+        .map(|r| r.key.name.as_str().to_owned())
+        .collect();
+    ensure(
+        names.len() == 2 && left.iter().all(|r| r.holder == b),
+        || format!("left held: {names:?}"),
+    )
 }
 
 pub(super) async fn force_release(ctx: Ctx) -> Result<(), String> {
     let key = ctx.key("job")?;
     let (t, _) = acquired(&ctx, &key, &holder("a")?, term(LONG)?).await?;
-    ensure(ctx.store.force_release(&key).await.map_err(e)?, || "force_release found nothing held".into())?;
-    ensure(!ctx.store.force_release(&key).await.map_err(e)?, || "second force_release released again".into())?;
+    ensure(ctx.store.force_release(&key).await.map_err(e)?, || {
+        "force_release found nothing held".into()
+    })?;
+    ensure(!ctx.store.force_release(&key).await.map_err(e)?, || {
+        "second force_release released again".into()
+    })?;
     let (t2, _) = acquired(&ctx, &key, &holder("b")?, term(LONG)?).await?;
-    ensure(t2.get() == t.get() + 1, || format!("token after forced release {t2}, expected {}", t.get() + 1))
+    ensure(t2.get() == t.get() + 1, || {
+        format!("token after forced release {t2}, expected {}", t.get() + 1)
+    })
 }
 
 pub(super) async fn renew_many_1000(ctx: Ctx) -> Result<(), String> {
@@ -163,7 +248,10 @@ pub(super) async fn renew_many_1000(ctx: Ctx) -> Result<(), String> {
             items.push(RenewItem { key, token: t });
             expected.push(false);
         } else if i % 77 == 0 {
-            items.push(RenewItem { key, token: FencingToken(t.get() + 1) });
+            items.push(RenewItem {
+                key,
+                token: FencingToken(t.get() + 1),
+            });
             expected.push(false);
         } else {
             items.push(RenewItem { key, token: t });
@@ -176,28 +264,79 @@ pub(super) async fn renew_many_1000(ctx: Ctx) -> Result<(), String> {
         items.push(RenewItem { key, token: t });
         expected.push(false);
     }
-    let before = ctx.store.get(&items[1].key).await.map_err(e)?.ok_or("row missing")?;
+    let before = ctx
+        .store
+        .get(&items[1].key)
+        .await
+        .map_err(e)?
+        .ok_or("row missing")?;
     tokio::time::sleep(Duration::from_millis(20)).await;
-    let got = ctx.store.renew_many(&a, &items, term(LONG * 2)?).await.map_err(e)?;
-    let wrong: Vec<_> = got.iter().zip(&expected).enumerate().filter(|(_, (g, x))| g != x).map(|(i, _)| i).collect();
-    ensure(wrong.is_empty(), || format!("renew_many answered wrongly for items {wrong:?}"))?;
-    let after = ctx.store.get(&items[1].key).await.map_err(e)?.ok_or("row missing")?;
-    ensure(after.until.as_millis() > before.until.as_millis() + 50_000, || format!("not extended: {before:?} -> {after:?}"))?;
-    let b_row = ctx.store.get(&ctx.key("b00")?).await.map_err(e)?.ok_or("row missing")?;
-    ensure(b_row.holder == b && b_row.held, || format!("b's row touched: {b_row:?}"))
+    let got = ctx
+        .store
+        .renew_many(&a, &items, term(LONG * 2)?)
+        .await
+        .map_err(e)?;
+    let wrong: Vec<_> = got
+        .iter()
+        .zip(&expected)
+        .enumerate()
+        .filter(|(_, (g, x))| g != x)
+        .map(|(i, _)| i)
+        .collect();
+    ensure(wrong.is_empty(), || {
+        format!("renew_many answered wrongly for items {wrong:?}")
+    })?;
+    let after = ctx
+        .store
+        .get(&items[1].key)
+        .await
+        .map_err(e)?
+        .ok_or("row missing")?;
+    ensure(
+        after.until.as_millis() > before.until.as_millis() + 50_000,
+        || format!("not extended: {before:?} -> {after:?}"),
+    )?;
+    let b_row = ctx
+        .store
+        .get(&ctx.key("b00")?)
+        .await
+        .map_err(e)?
+        .ok_or("row missing")?;
+    ensure(b_row.holder == b && b_row.held, || {
+        format!("b's row touched: {b_row:?}")
+    })
 }
 
 pub(super) async fn list_valid_special(ctx: Ctx) -> Result<(), String> {
     let a = holder("a")?;
     let names = [
-        "a%b", "a%bc", "axb", "a_b", "acb", "a!b", "a\\b", "a\\\\b", "it's", "say \"hi\"", "ñandú", "ÑANDÚ", "Ab",
-        "ab", "🦀 crab", "🦀🦀", "x", "released",
+        "a%b",
+        "a%bc",
+        "axb",
+        "a_b",
+        "acb",
+        "a!b",
+        "a\\b",
+        "a\\\\b",
+        "it's",
+        "say \"hi\"",
+        "ñandú",
+        "ÑANDÚ",
+        "Ab",
+        "ab",
+        "🦀 crab",
+        "🦀🦀",
+        "x",
+        "released",
     ];
     for n in names {
         acquired(&ctx, &ctx.key(n)?, &a, term(LONG)?).await?;
     }
     let (t, _) = acquired(&ctx, &ctx.key("released")?, &a, term(LONG)?).await?;
-    ctx.store.release(&ctx.key("released")?, &a, t).await.map_err(e)?;
+    ctx.store
+        .release(&ctx.key("released")?, &a, t)
+        .await
+        .map_err(e)?;
     let cases: &[(&str, &[&str])] = &[
         ("a%", &["a%b", "a%bc"]),
         ("a_", &["a_b"]),
@@ -222,16 +361,28 @@ pub(super) async fn list_valid_special(ctx: Ctx) -> Result<(), String> {
             .map(|r| r.key.name.as_str().to_owned())
             .collect();
         let want: BTreeSet<String> = want.iter().map(|s| (*s).to_owned()).collect();
-        ensure(got == want, || format!("prefix {prefix:?}: got {got:?}, expected {want:?}"))?;
+        ensure(got == want, || {
+            format!("prefix {prefix:?}: got {got:?}, expected {want:?}")
+        })?;
     }
     let all = ctx.store.list_valid(Some(&ctx.ns), "").await.map_err(e)?;
-    ensure(all.len() == names.len() - 1, || format!("all: {} rows, expected {}", all.len(), names.len() - 1))?;
-    ensure(all.iter().all(|r| r.held && r.until > r.db_now && r.time_left() > Duration::from_secs(50)), || "a listed row is not live".into())
+    ensure(all.len() == names.len() - 1, || {
+        format!("all: {} rows, expected {}", all.len(), names.len() - 1)
+    })?;
+    ensure(
+        all.iter()
+            .all(|r| r.held && r.until > r.db_now && r.time_left() > Duration::from_secs(50)),
+        || "a listed row is not live".into(),
+    )
 }
 
 pub(super) async fn size_limits(ctx: Ctx) -> Result<(), String> {
-    ensure(LeaseName::new("n".repeat(256)).is_err(), || "a 256-byte name was accepted".into())?;
-    ensure(Namespace::new("n".repeat(129)).is_err(), || "a 129-byte namespace was accepted".into())?;
+    ensure(LeaseName::new("n".repeat(256)).is_err(), || {
+        "a 256-byte name was accepted".into()
+    })?;
+    ensure(Namespace::new("n".repeat(129)).is_err(), || {
+        "a 129-byte namespace was accepted".into()
+    })?;
     // The longest values round-trip: 255 bytes of name (63 four-byte emoji + 3 bytes), and a
     // namespace of the full 128 bytes (made from this check's own namespace, for isolation).
     let name = format!("{}abc", "🦀".repeat(63));
@@ -242,13 +393,30 @@ pub(super) async fn size_limits(ctx: Ctx) -> Result<(), String> {
     while ns.len() > 128 {
         ns.pop();
     }
-    let key = LeaseKey::new(Namespace::new(ns).map_err(e)?, LeaseName::new(name.clone()).map_err(e)?);
+    let key = LeaseKey::new(
+        Namespace::new(ns).map_err(e)?,
+        LeaseName::new(name.clone()).map_err(e)?,
+    );
     let long_holder = holder(&"h".repeat(255))?;
     acquired(&ctx, &key, &long_holder, term(LONG)?).await?;
-    let rec = ctx.store.get(&key).await.map_err(e)?.ok_or("long row missing")?;
-    ensure(rec.key == key && rec.holder == long_holder, || format!("long values changed: {rec:?}"))?;
-    let listed = ctx.store.list_valid(Some(&key.namespace), "🦀").await.map_err(e)?;
-    ensure(listed.len() == 1 && listed[0].key.name.as_str() == name, || format!("listed {listed:?}"))
+    let rec = ctx
+        .store
+        .get(&key)
+        .await
+        .map_err(e)?
+        .ok_or("long row missing")?;
+    ensure(rec.key == key && rec.holder == long_holder, || {
+        format!("long values changed: {rec:?}")
+    })?;
+    let listed = ctx
+        .store
+        .list_valid(Some(&key.namespace), "🦀")
+        .await
+        .map_err(e)?;
+    ensure(
+        listed.len() == 1 && listed[0].key.name.as_str() == name,
+        || format!("listed {listed:?}"),
+    )
 }
 
 pub(super) async fn purge_by_age(ctx: Ctx) -> Result<(), String> {
@@ -258,13 +426,34 @@ pub(super) async fn purge_by_age(ctx: Ctx) -> Result<(), String> {
     let (t, _) = acquired(&ctx, &old, &a, term(LONG)?).await?;
     ctx.store.release(&old, &a, t).await.map_err(e)?;
     acquired(&ctx, &live, &a, term(LONG)?).await?;
-    let n = ctx.store.purge(Some(&ctx.ns), Duration::from_secs(3600)).await.map_err(e)?;
-    ensure(n == 0, || format!("purge of rows older than an hour deleted {n}"))?;
+    let n = ctx
+        .store
+        .purge(Some(&ctx.ns), Duration::from_secs(3600))
+        .await
+        .map_err(e)?;
+    ensure(n == 0, || {
+        format!("purge of rows older than an hour deleted {n}")
+    })?;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let n = ctx.store.purge(Some(&ctx.ns), Duration::from_millis(100)).await.map_err(e)?;
-    ensure(n == 1, || format!("purge deleted {n} rows, expected the one released row"))?;
-    ensure(ctx.store.get(&old).await.map_err(e)?.is_none(), || "released row still there".into())?;
-    ensure(ctx.store.get(&live).await.map_err(e)?.is_some_and(|r| r.held), || "live row was purged".into())
+    let n = ctx
+        .store
+        .purge(Some(&ctx.ns), Duration::from_millis(100))
+        .await
+        .map_err(e)?;
+    ensure(n == 1, || {
+        format!("purge deleted {n} rows, expected the one released row")
+    })?;
+    ensure(ctx.store.get(&old).await.map_err(e)?.is_none(), || {
+        "released row still there".into()
+    })?;
+    ensure(
+        ctx.store
+            .get(&live)
+            .await
+            .map_err(e)?
+            .is_some_and(|r| r.held),
+        || "live row was purged".into(),
+    )
 }
 
 pub(super) async fn race(ctx: Ctx) -> Result<(), String> {
@@ -281,14 +470,21 @@ pub(super) async fn race(ctx: Ctx) -> Result<(), String> {
             let mut wins = Vec::new();
             for round in 0..ROUNDS {
                 start.wait().await;
-                let won = match ctx.store.try_acquire(&key, &me, term(LONG)?).await.map_err(e)? {
+                let won = match ctx
+                    .store
+                    .try_acquire(&key, &me, term(LONG)?)
+                    .await
+                    .map_err(e)?
+                {
                     AcquireOutcome::Acquired { token, .. } => Some(token),
                     AcquireOutcome::HeldBy { .. } => None,
                 };
                 done.wait().await;
                 if let Some(token) = won {
                     let rel = ctx.store.release(&key, &me, token).await.map_err(e)?;
-                    ensure(rel == ReleaseOutcome::Released, || format!("round {round}: winner's release {rel:?}"))?;
+                    ensure(rel == ReleaseOutcome::Released, || {
+                        format!("round {round}: winner's release {rel:?}")
+                    })?;
                     wins.push((round, token));
                 }
             }
@@ -300,10 +496,16 @@ pub(super) async fn race(ctx: Ctx) -> Result<(), String> {
         all.extend(h.await.map_err(e)??);
     }
     all.sort();
-    ensure(all.len() == ROUNDS, || format!("{} wins in {ROUNDS} rounds", all.len()))?;
+    ensure(all.len() == ROUNDS, || {
+        format!("{} wins in {ROUNDS} rounds", all.len())
+    })?;
     for (i, w) in all.windows(2).enumerate() {
-        ensure(w[0].0 != w[1].0, || format!("two winners in round {}", w[0].0))?;
-        ensure(w[1].1 > w[0].1, || format!("token went from {} to {} at win {i}", w[0].1, w[1].1))?;
+        ensure(w[0].0 != w[1].0, || {
+            format!("two winners in round {}", w[0].0)
+        })?;
+        ensure(w[1].1 > w[0].1, || {
+            format!("token went from {} to {} at win {i}", w[0].1, w[1].1)
+        })?;
     }
     Ok(())
 }

@@ -1,0 +1,16 @@
+-- leasehold lease table for PostgreSQL (same schema the migration creates).
+-- Times are BIGINT milliseconds since the Unix epoch, computed by the database clock.
+-- Rename lease_info to PREFIXlease_info if you use a table prefix.
+CREATE TABLE IF NOT EXISTS lease_info (
+    id             BIGSERIAL    PRIMARY KEY,
+    namespace      VARCHAR(128) NOT NULL DEFAULT '',
+    lease_name     VARCHAR(255) NOT NULL,
+    holder         VARCHAR(255) NOT NULL,
+    lease_end_time BIGINT       NOT NULL,
+    status         SMALLINT     NOT NULL,
+    version        BIGINT       NOT NULL,
+    gmt_create     BIGINT       NOT NULL,
+    gmt_modified   BIGINT       NOT NULL,
+    CONSTRAINT uk_lease_info_ns_name UNIQUE (namespace, lease_name)
+);
+-- Down: DROP TABLE IF EXISTS lease_info;
