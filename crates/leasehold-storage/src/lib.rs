@@ -39,6 +39,7 @@
 mod connect;
 pub mod entity;
 mod error;
+mod fence;
 mod memory;
 mod seaorm;
 mod sql;
@@ -47,6 +48,7 @@ pub mod testing;
 
 pub use connect::StoreBuilder;
 pub use error::StoreError;
+pub use fence::FencedTransaction;
 pub use leasehold_core::{
     AcquireOutcome, DbInstant, FencingToken, HolderId, LeaseKey, LeaseName, LeaseRecord, Namespace,
     ReleaseOutcome, RenewOutcome, Term, ValidationError,

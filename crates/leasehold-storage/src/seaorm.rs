@@ -44,7 +44,7 @@ pub struct SeaOrmStore {
     db: DatabaseConnection,
     table: String,
     backend: Backend,
-    sql: Sql,
+    pub(crate) sql: Sql,
 }
 
 impl SeaOrmStore {

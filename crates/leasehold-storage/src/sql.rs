@@ -227,7 +227,7 @@ fn tuples(n: usize) -> String {
 }
 
 /// Rewrites `?` placeholders as PostgreSQL's `$1, $2, …`. Our SQL has no `?` in literals.
-fn numbered(sql: &str) -> String {
+pub(crate) fn numbered(sql: &str) -> String {
     let mut out = String::with_capacity(sql.len() + 16);
     let mut n = 0;
     for c in sql.chars() {

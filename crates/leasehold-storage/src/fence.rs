@@ -1,0 +1,156 @@
+//! Fencing: run your own statements only while a tenure is still live.
+//!
+//! A holder that paused (GC, SIGSTOP, a slow disk) past its lease may wake up believing it still
+//! holds it. [`SeaOrmStore::begin_fenced`] opens a transaction on the lease database that first
+//! checks, and locks, the lease row: this holder, this token, status held, end time after the
+//! database's now. Statements run in that transaction commit only if the tenure was live when the
+//! transaction began, and no other holder can take the lease over until it ends (the takeover's
+//! upsert waits for the row lock). A stale holder gets `None` and writes nothing.
+//!
+//! On SQLite there are no row locks; writers are serialized instead. A fenced transaction that
+//! checked the row and then writes after another process took the lease over fails with
+//! `SQLITE_BUSY` (a WAL read snapshot cannot be upgraded once stale), so the stale write is
+//! refused with an error rather than committed.
+
+use std::ops::Deref;
+
+use leasehold_core::{FencingToken, HolderId, LeaseKey};
+use sea_orm::{ConnectionTrait, DatabaseTransaction, Statement, TransactionTrait};
+
+use crate::sql::Dialect;
+use crate::{SeaOrmStore, StoreError};
+
+/// A transaction that began while the tenure it names was live. Run statements on it (it derefs
+/// to SeaORM's [`DatabaseTransaction`]), then [`FencedTransaction::commit`]. Dropping it rolls
+/// back.
+#[derive(Debug)]
+pub struct FencedTransaction {
+    txn: DatabaseTransaction,
+    token: FencingToken,
+}
+
+impl FencedTransaction {
+    /// The fencing token the transaction was opened with.
+    #[must_use]
+    pub fn token(&self) -> FencingToken {
+        self.token
+    }
+
+    /// Commits the statements run in the transaction.
+    ///
+    /// # Errors
+    /// The database's error (on SQLite, `database is locked` when another writer took the lease in
+    /// the meantime: the write did not happen).
+    pub async fn commit(self) -> Result<(), StoreError> {
+        self.txn
+            .commit()
+            .await
+            .map_err(|source| StoreError::Database {
+                op: "fenced commit",
+                source,
+            })
+    }
+
+    /// Rolls the transaction back.
+    ///
+    /// # Errors
+    /// The database's error.
+    pub async fn rollback(self) -> Result<(), StoreError> {
+        self.txn
+            .rollback()
+            .await
+            .map_err(|source| StoreError::Database {
+                op: "fenced rollback",
+                source,
+            })
+    }
+}
+
+impl Deref for FencedTransaction {
+    type Target = DatabaseTransaction;
+    fn deref(&self) -> &DatabaseTransaction {
+        &self.txn
+    }
+}
+
+impl SeaOrmStore {
+    /// Opens a transaction that proceeds only if `holder` still holds `key` with `token` by the
+    /// database's clock, locking the lease row until the transaction ends. `Ok(None)` means the
+    /// tenure has ended (lapsed, released, or taken over): do not write.
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    /// use leasehold_storage::{AcquireOutcome, HolderId, LeaseKey, LeaseStore, StoreBuilder, Term};
+    /// use sea_orm::ConnectionTrait;
+    ///
+    /// let store = StoreBuilder::new("sqlite::memory:").connect().await?;
+    /// let key = LeaseKey::parse("jobs", "ledger")?;
+    /// let me = HolderId::new("worker-1")?;
+    /// let AcquireOutcome::Acquired { token, .. } =
+    ///     store.try_acquire(&key, &me, Term::new("term", Duration::from_secs(30))?).await?
+    /// else { unreachable!() };
+    /// store.connection().execute_unprepared("CREATE TABLE ledger (entry TEXT)").await?;
+    ///
+    /// if let Some(txn) = store.begin_fenced(&key, &me, token).await? {
+    ///     txn.execute_unprepared("INSERT INTO ledger VALUES ('written under the lease')").await?;
+    ///     txn.commit().await?;
+    /// } else {
+    ///     println!("our tenure ended: not writing");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`StoreError`] when the database cannot be reached or refuses the transaction.
+    pub async fn begin_fenced(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        token: FencingToken,
+    ) -> Result<Option<FencedTransaction>, StoreError> {
+        let op = "begin_fenced";
+        let txn = self
+            .connection()
+            .begin()
+            .await
+            .map_err(|e| StoreError::db(op, self.table(), e))?;
+        let lock = match self.sql.dialect {
+            Dialect::Sqlite => "",
+            Dialect::Postgres | Dialect::MySql { .. } => " FOR UPDATE",
+        };
+        let mut sql = format!(
+            "SELECT version FROM {} WHERE namespace = ? AND lease_name = ? AND holder = ? AND version = ? \
+             AND status = 1 AND lease_end_time > {}{lock}",
+            self.table(),
+            self.sql.now
+        );
+        if self.sql.dialect == Dialect::Postgres {
+            sql = crate::sql::numbered(&sql);
+        }
+        let stmt = Statement::from_sql_and_values(
+            txn.get_database_backend(),
+            sql,
+            [
+                key.namespace.as_str().into(),
+                key.name.as_str().into(),
+                holder.as_str().into(),
+                token.get().into(),
+            ],
+        );
+        let live = txn
+            .query_one_raw(stmt)
+            .await
+            .map_err(|e| StoreError::db(op, self.table(), e))?
+            .is_some();
+        if live {
+            Ok(Some(FencedTransaction { txn, token }))
+        } else {
+            txn.rollback()
+                .await
+                .map_err(|e| StoreError::db(op, self.table(), e))?;
+            Ok(None)
+        }
+    }
+}
