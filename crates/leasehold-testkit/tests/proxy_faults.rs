@@ -1,0 +1,107 @@
+//! The proxy cuts a store off its database and lets it back; the store reports typed errors and
+//! recovers without being rebuilt. Runs against PostgreSQL and MySQL when configured.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use leasehold_core::{HolderId, LeaseKey, Term};
+use leasehold_storage::testing::{MYSQL_ENV, POSTGRES_ENV, backend_url};
+use leasehold_storage::{AcquireOutcome, LeaseStore, StoreBuilder, StoreError};
+use leasehold_testkit::{Fault, FaultProxy};
+
+fn upstream(url: &str) -> SocketAddr {
+    let host_port = url
+        .split('@')
+        .nth(1)
+        .and_then(|s| s.split('/').next())
+        .expect("host:port in URL");
+    host_port.parse().expect("URL names 127.0.0.1:PORT")
+}
+
+async fn cut_and_restore(url: &str) {
+    let up = upstream(url);
+    let proxy = FaultProxy::start(up).await.expect("proxy");
+    let store = StoreBuilder::new(proxy.url_for(url, up))
+        .max_connections(2)
+        .acquire_timeout(Duration::from_secs(2))
+        .connect()
+        .await
+        .expect("connect through proxy");
+    let key = LeaseKey::parse(&format!("proxy.{}", std::process::id()), "job").expect("key");
+    let me = HolderId::new("a").expect("holder");
+    let term = Term::new("term", Duration::from_secs(30)).expect("term");
+    let AcquireOutcome::Acquired { token, .. } =
+        store.try_acquire(&key, &me, term).await.expect("grant")
+    else {
+        panic!("not granted")
+    };
+
+    // Dropped connections: the next statement fails with a typed, transient error.
+    proxy.set(Fault::Drop);
+    let err = store
+        .renew(&key, &me, token, term)
+        .await
+        .expect_err("renew through a dropped link");
+    assert!(err.is_transient(), "{err}");
+    assert!(
+        matches!(
+            err,
+            StoreError::Database { .. } | StoreError::Connect { .. }
+        ),
+        "{err}"
+    );
+
+    // Blackhole: the statement hangs; the caller's timeout decides (the engine's request timeout).
+    proxy.set(Fault::Blackhole);
+    let hung = tokio::time::timeout(
+        Duration::from_millis(500),
+        store.renew(&key, &me, token, term),
+    )
+    .await;
+    assert!(
+        hung.is_err() || hung.as_ref().is_ok_and(Result::is_err),
+        "a blackholed renew answered: {hung:?}"
+    );
+
+    // Back to normal: the pool reconnects by itself and the tenure is still ours.
+    proxy.set(Fault::Pass);
+    let mut renewed = None;
+    for _ in 0..20 {
+        match store.renew(&key, &me, token, term).await {
+            Ok(r) => {
+                renewed = Some(r);
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    assert_eq!(renewed, Some(leasehold_storage::RenewOutcome::Renewed));
+
+    // Delay: slow but correct.
+    proxy.set(Fault::Delay(Duration::from_millis(30)));
+    assert!(
+        store
+            .get(&key)
+            .await
+            .expect("get through delay")
+            .is_some_and(|r| r.held && r.token == token)
+    );
+    proxy.set(Fault::Pass);
+    store.release(&key, &me, token).await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_through_proxy() {
+    let Some(url) = backend_url(POSTGRES_ENV) else {
+        return;
+    };
+    cut_and_restore(&url).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_through_proxy() {
+    let Some(url) = backend_url(MYSQL_ENV) else {
+        return;
+    };
+    cut_and_restore(&url).await;
+}
