@@ -1,0 +1,127 @@
+//! The batch renewer: renewals arriving within a short window go out as one `renew_many` per
+//! holder.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use leasehold_core::{HolderId, RenewOutcome, StoreFailure, Term};
+use leasehold_storage::{LeaseStore, RenewItem};
+use tokio::sync::oneshot;
+
+/// The default coalescing window of [`RenewBatcher`]: 10 ms.
+pub const DEFAULT_BATCH_WINDOW: Duration = Duration::from_millis(10);
+
+/// The answer to one [`QueueRenew`].
+pub type RenewReply = Result<RenewOutcome, StoreFailure>;
+
+/// Asks the [`RenewBatcher`] to renew one tenure; the answer comes back on `reply`.
+#[derive(Debug)]
+pub struct QueueRenew {
+    /// The holder of the tenure.
+    pub holder: HolderId,
+    /// The lease and the tenure's token.
+    pub item: RenewItem,
+    /// The term to ask for.
+    pub term: Term,
+    /// Where the answer goes (dropped unanswered only if the batcher stops).
+    pub reply: oneshot::Sender<RenewReply>,
+}
+
+impl Message for QueueRenew {
+    type Result = ();
+}
+
+type Waiting = Vec<(RenewItem, oneshot::Sender<RenewReply>)>;
+
+/// Coalesces renewals: the first [`QueueRenew`] opens a window (default
+/// [`DEFAULT_BATCH_WINDOW`]); when it closes, every renewal queued meanwhile goes out as one
+/// [`LeaseStore::renew_many`] per holder and term, and each answer is routed back to its sender.
+/// So 10,000 leases renewed every 10 s cost a handful of statements per renew interval.
+///
+/// A renewal waits at most one window before it is sent; the lease machine counts the term from
+/// the instant it asked, so waiting never lengthens a local deadline.
+///
+/// # Lifecycle
+/// ## Started
+/// Waits for renewals. Lives as long as its address is held.
+/// ## Stopped
+/// Renewals still queued are dropped; their senders see the reply channel closed.
+pub struct RenewBatcher {
+    store: Arc<dyn LeaseStore>,
+    window: Duration,
+    queued: HashMap<(HolderId, Term), Waiting>,
+    flush_scheduled: bool,
+}
+
+impl std::fmt::Debug for RenewBatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RenewBatcher")
+            .field("window", &self.window)
+            .field("queued", &self.queued.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RenewBatcher {
+    /// A batcher renewing through `store`, coalescing over `window`.
+    #[must_use]
+    pub fn new(store: Arc<dyn LeaseStore>, window: Duration) -> Self {
+        Self {
+            store,
+            window,
+            queued: HashMap::new(),
+            flush_scheduled: false,
+        }
+    }
+
+    fn flush(&mut self, ctx: &mut Context<Self>) {
+        self.flush_scheduled = false;
+        for ((holder, term), waiting) in self.queued.drain() {
+            let store = Arc::clone(&self.store);
+            ctx.spawn(actix::fut::wrap_future(async move {
+                let items: Vec<RenewItem> = waiting.iter().map(|(i, _)| i.clone()).collect();
+                log::trace!("renew_many: {} leases of {holder}", items.len());
+                match store.renew_many(&holder, &items, term).await {
+                    Ok(renewed) => {
+                        for (i, (_, reply)) in waiting.into_iter().enumerate() {
+                            let outcome = if renewed.get(i).copied().unwrap_or(false) {
+                                RenewOutcome::Renewed
+                            } else {
+                                RenewOutcome::Lost
+                            };
+                            let _ = reply.send(Ok(outcome));
+                        }
+                    }
+                    Err(e) => {
+                        log::warn!("renewing {} leases of {holder} failed: {e}", items.len());
+                        let failure = StoreFailure::new(e.to_string());
+                        for (_, reply) in waiting {
+                            let _ = reply.send(Err(failure.clone()));
+                        }
+                    }
+                }
+            }));
+        }
+    }
+}
+
+impl Actor for RenewBatcher {
+    type Context = Context<Self>;
+}
+
+impl Handler<QueueRenew> for RenewBatcher {
+    type Result = ();
+
+    fn handle(&mut self, msg: QueueRenew, ctx: &mut Context<Self>) {
+        self.queued
+            .entry((msg.holder, msg.term))
+            .or_default()
+            .push((msg.item, msg.reply));
+        if !self.flush_scheduled {
+            self.flush_scheduled = true;
+            ctx.run_later(self.window, |act, ctx| act.flush(ctx));
+        }
+    }
+}

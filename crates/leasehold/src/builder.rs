@@ -1,0 +1,151 @@
+//! Building a [`LeaseService`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use leasehold_actor::DEFAULT_BATCH_WINDOW;
+use leasehold_core::{LeaseConfig, Namespace};
+use leasehold_storage::{LeaseStore, StoreBuilder};
+
+use crate::runtime::{EngineSpec, Source};
+use crate::{LeaseService, Result};
+
+type StoreLayer = Arc<dyn Fn(Arc<dyn LeaseStore>) -> Arc<dyn LeaseStore> + Send + Sync>;
+
+/// Configures and starts a [`LeaseService`]; made by [`LeaseService::builder`] or
+/// [`LeaseService::from_store`].
+///
+/// # Examples
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+/// use std::time::Duration;
+/// use leasehold::{LeaseConfig, LeaseService};
+///
+/// let service = LeaseService::builder("sqlite::memory:")
+///     .holder_id("billing-worker-1")
+///     .namespace("billing")
+///     .config(LeaseConfig::default().with_term(Duration::from_secs(15)))
+///     .build()
+///     .await?;
+/// assert_eq!(service.holder().as_str(), "billing-worker-1");
+/// # service.shutdown().await?; Ok(()) }
+/// ```
+#[must_use]
+pub struct LeaseServiceBuilder {
+    source: Source,
+    holder: Option<String>,
+    namespace: String,
+    config: LeaseConfig,
+    batch_window: Duration,
+    table_prefix: String,
+    layer: Option<StoreLayer>,
+}
+
+impl std::fmt::Debug for LeaseServiceBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaseServiceBuilder")
+            .field("holder", &self.holder)
+            .field("namespace", &self.namespace)
+            .field("config", &self.config)
+            .field("batch_window", &self.batch_window)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LeaseServiceBuilder {
+    pub(crate) fn new(source: Source) -> Self {
+        Self {
+            source,
+            holder: None,
+            namespace: String::new(),
+            config: LeaseConfig::default(),
+            batch_window: DEFAULT_BATCH_WINDOW,
+            table_prefix: String::new(),
+            layer: None,
+        }
+    }
+
+    /// A stable holder id, so a restarted process reclaims its own unexpired leases. Default:
+    /// `host:pid:random`, unique per service. Two live processes must never share one.
+    pub fn holder_id(mut self, id: impl Into<String>) -> Self {
+        self.holder = Some(id.into());
+        self
+    }
+
+    /// The namespace of every lease of this service (default `""`).
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = namespace.into();
+        self
+    }
+
+    /// The lease configuration (default: term 30 s, renew every term / 3, retry 1 s, safety
+    /// margin term / 10 up to 2 s). Validated by [`LeaseServiceBuilder::build`].
+    pub fn config(mut self, config: LeaseConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// How long the batch renewer collects renewals before sending them as one statement
+    /// (default 10 ms).
+    pub fn batch_window(mut self, window: Duration) -> Self {
+        self.batch_window = window;
+        self
+    }
+
+    /// Table prefix when connecting from a URL (default none: the table is `lease_info`).
+    pub fn table_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.table_prefix = prefix.into();
+        self
+    }
+
+    /// Test hook: wraps every store the engine opens (or is given) with `layer`, for failure
+    /// injection and counting.
+    #[doc(hidden)]
+    pub fn store_layer(
+        mut self,
+        layer: impl Fn(Arc<dyn LeaseStore>) -> Arc<dyn LeaseStore> + Send + Sync + 'static,
+    ) -> Self {
+        self.layer = Some(Arc::new(layer));
+        self
+    }
+
+    /// Validates the options, starts the engine thread and connects: from a URL, one store for
+    /// requests (creating the table if missing) and a second pool of two connections for
+    /// renewals, so an exhausted application pool cannot starve them (in-memory SQLite shares
+    /// one store: it cannot be split).
+    ///
+    /// # Errors
+    /// [`Error::Invalid`](crate::Error::Invalid) for a bad holder id, namespace or
+    /// configuration; [`Error::Store`](crate::Error::Store) when the database cannot be
+    /// reached; [`Error::Thread`](crate::Error::Thread) when the engine thread cannot start.
+    pub async fn build(self) -> Result<LeaseService> {
+        self.config.validate()?;
+        let holder = crate::holder::holder(self.holder)?;
+        let namespace = Namespace::new(self.namespace)?;
+        let source = match self.source {
+            Source::Url(url) => {
+                let main = StoreBuilder::new(url.clone()).table_prefix(self.table_prefix.clone());
+                main.table_name()?;
+                let memory = is_memory_sqlite(&url);
+                let renew = StoreBuilder::new(url).table_prefix(self.table_prefix);
+                Source::Builders(main, renew, memory)
+            }
+            other => other,
+        };
+        let spec = EngineSpec {
+            source,
+            holder: holder.clone(),
+            batch_window: self.batch_window,
+            layer: self.layer,
+        };
+        LeaseService::start(spec, holder, namespace, self.config).await
+    }
+}
+
+/// Whether a URL names in-memory SQLite (which cannot be split into two pools).
+pub(crate) fn is_memory_sqlite(url: &str) -> bool {
+    let lower = url.trim().to_ascii_lowercase();
+    lower.starts_with("sqlite:") && (lower.contains(":memory:") || lower.contains("mode=memory"))
+}
+
+pub(crate) type Layer = Option<StoreLayer>;

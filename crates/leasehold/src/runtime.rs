@@ -1,0 +1,123 @@
+//! The engine thread: one long-lived actix `System` on which the stores are connected and every
+//! actor lives. sqlx connections belong to the runtime that opened them, so both must outlive
+//! every lease.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::{Actor, Addr, System};
+use leasehold_actor::{LeaseEngine, Registry, RenewBatcher};
+use leasehold_core::HolderId;
+use leasehold_storage::{LeaseStore, StoreBuilder};
+use tokio::sync::oneshot;
+
+use crate::builder::{Layer, is_memory_sqlite};
+use crate::{Error, Result};
+
+/// Where the stores come from.
+#[allow(clippy::large_enum_variant)] // built once per service
+pub(crate) enum Source {
+    Url(String),
+    /// The request store's builder, the renewal store's builder (same URL), and whether the URL
+    /// is in-memory SQLite (then one store serves both).
+    Builders(StoreBuilder, StoreBuilder, bool),
+    Store(Arc<dyn LeaseStore>),
+}
+
+pub(crate) struct EngineSpec {
+    pub(crate) source: Source,
+    pub(crate) holder: HolderId,
+    pub(crate) batch_window: Duration,
+    pub(crate) layer: Layer,
+}
+
+/// The running engine thread.
+pub(crate) struct EngineThread {
+    pub(crate) system: System,
+    pub(crate) exited: oneshot::Receiver<()>,
+    pub(crate) thread: std::thread::JoinHandle<()>,
+}
+
+async fn open(source: Source) -> Result<(Arc<dyn LeaseStore>, Arc<dyn LeaseStore>)> {
+    match source {
+        Source::Store(store) => Ok((Arc::clone(&store), store)),
+        Source::Builders(main, renew, memory) => {
+            let store: Arc<dyn LeaseStore> = Arc::new(main.connect().await?);
+            if memory {
+                return Ok((Arc::clone(&store), store));
+            }
+            let renew: Arc<dyn LeaseStore> =
+                Arc::new(renew.max_connections(2).migrate(false).connect().await?);
+            Ok((store, renew))
+        }
+        Source::Url(url) => {
+            let (main, renew) = (
+                StoreBuilder::new(url.clone()),
+                StoreBuilder::new(url.clone()),
+            );
+            Box::pin(open(Source::Builders(main, renew, is_memory_sqlite(&url)))).await
+        }
+    }
+}
+
+/// Starts the engine thread and, on it, the stores, the batch renewer and the engine.
+pub(crate) async fn start(
+    spec: EngineSpec,
+    registry: Arc<Registry>,
+) -> Result<(Addr<LeaseEngine>, EngineThread)> {
+    let (init_tx, init_rx) = oneshot::channel();
+    let (exit_tx, exited) = oneshot::channel();
+    let thread = std::thread::Builder::new()
+        .name("leasehold-engine".to_owned())
+        .spawn(move || {
+            let runner = System::new();
+            let started = runner.block_on(async move {
+                let (store, renew_store) = open(spec.source).await?;
+                let (store, renew_store) = match &spec.layer {
+                    Some(layer) => (layer(store), layer(renew_store)),
+                    None => (store, renew_store),
+                };
+                let renewer = RenewBatcher::new(renew_store, spec.batch_window).start();
+                let engine = LeaseEngine::new(spec.holder, store, renewer, registry).start();
+                Ok::<_, Error>((engine, System::current()))
+            });
+            match started {
+                Ok((engine, system)) => {
+                    if init_tx.send(Ok((engine, system))).is_ok()
+                        && let Err(e) = runner.run()
+                    {
+                        log::warn!("leasehold engine thread ended with an error: {e}");
+                    }
+                }
+                Err(e) => {
+                    let _ = init_tx.send(Err(e));
+                }
+            }
+            let _ = exit_tx.send(());
+        })
+        .map_err(Error::Thread)?;
+    let (engine, system) = init_rx.await.map_err(|_| Error::ShutDown)??;
+    Ok((
+        engine,
+        EngineThread {
+            system,
+            exited,
+            thread,
+        },
+    ))
+}
+
+impl EngineThread {
+    /// Stops the system, waits (without blocking) for the thread to leave it, then joins it.
+    pub(crate) async fn stop(self) {
+        self.system.stop();
+        let _ = self.exited.await;
+        let thread = self.thread;
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                let _ = handle.spawn_blocking(move || thread.join()).await;
+            }
+            Err(_) => drop(thread),
+        }
+    }
+}

@@ -1,0 +1,243 @@
+//! Lease tasks: options with callbacks, and the handle given back.
+
+use std::sync::Arc;
+
+use leasehold_actor::{Listener, Registry};
+use leasehold_core::{FencingToken, HolderId, LeaseConfig, LeaseKey, LossReason, Notification};
+use tokio::sync::{broadcast, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::{Error, LeaseEvent, Result};
+
+type OnAcquired = Arc<dyn Fn(FencingToken, CancellationToken) + Send + Sync>;
+type OnLost = Arc<dyn Fn(LossReason) + Send + Sync>;
+
+/// How a lease task runs: callbacks and, optionally, its own [`LeaseConfig`].
+///
+/// Callbacks run on the service's engine thread: keep them short and non-blocking (spawn the
+/// work, or send it to a channel).
+///
+/// # Examples
+/// ```
+/// use leasehold::{LeaseConfig, LeaseTaskOptions};
+/// use std::time::Duration;
+///
+/// let options = LeaseTaskOptions::new()
+///     .on_acquired(|token, cancel| {
+///         println!("master now, fencing token {token}");
+///         // hand `cancel` to the work: it is cancelled when the tenure ends
+///         drop(cancel);
+///     })
+///     .on_lost(|reason| println!("lost: {reason:?}"))
+///     .config(LeaseConfig::default().with_term(Duration::from_secs(10)));
+/// ```
+#[derive(Clone, Default)]
+#[must_use]
+pub struct LeaseTaskOptions {
+    pub(crate) on_acquired: Option<OnAcquired>,
+    pub(crate) on_lost: Option<OnLost>,
+    pub(crate) config: Option<LeaseConfig>,
+}
+
+impl std::fmt::Debug for LeaseTaskOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaseTaskOptions")
+            .field("on_acquired", &self.on_acquired.is_some())
+            .field("on_lost", &self.on_lost.is_some())
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+impl LeaseTaskOptions {
+    /// No callbacks, the service's configuration.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Called at the start of every tenure with its fencing token and a [`CancellationToken`]
+    /// that is cancelled when the tenure ends (lost at the local deadline at the latest,
+    /// released, or the task stopped). Replaces the seeds' `ILeaseGetCallback`.
+    pub fn on_acquired(
+        mut self,
+        f: impl Fn(FencingToken, CancellationToken) + Send + Sync + 'static,
+    ) -> Self {
+        self.on_acquired = Some(Arc::new(f));
+        self
+    }
+
+    /// Called when a tenure is lost (not when it is released on request).
+    pub fn on_lost(mut self, f: impl Fn(LossReason) + Send + Sync + 'static) -> Self {
+        self.on_lost = Some(Arc::new(f));
+        self
+    }
+
+    /// This task's configuration (default: the service's).
+    pub fn config(mut self, config: LeaseConfig) -> Self {
+        self.config = Some(config);
+        self
+    }
+}
+
+/// Where a task's tenure stands, as seen by [`LeaseTask`].
+#[derive(Debug, Clone)]
+pub(crate) enum Tenure {
+    Waiting,
+    Held(FencingToken, CancellationToken),
+    Stopped,
+}
+
+/// The shared state of one task, written by its listener on the engine thread.
+#[derive(Debug)]
+pub(crate) struct TaskState {
+    pub(crate) tenure: watch::Sender<Tenure>,
+}
+
+impl TaskState {
+    pub(crate) fn new() -> Arc<Self> {
+        Arc::new(Self {
+            tenure: watch::Sender::new(Tenure::Waiting),
+        })
+    }
+
+    /// Ends the current tenure (if any): cancels its token.
+    pub(crate) fn end(&self, next: Tenure) {
+        if let Tenure::Held(_, cancel) = self.tenure.send_replace(next) {
+            cancel.cancel();
+        }
+    }
+}
+
+/// The listener of one task: callbacks, the task's state and the service's event stream.
+pub(crate) fn listener(
+    holder: HolderId,
+    state: Arc<TaskState>,
+    options: &LeaseTaskOptions,
+    events: broadcast::Sender<LeaseEvent>,
+) -> Listener {
+    let on_acquired = options.on_acquired.clone();
+    let on_lost = options.on_lost.clone();
+    Arc::new(move |key: &LeaseKey, n: &Notification| {
+        let (key, holder) = (key.clone(), holder.clone());
+        let event = match *n {
+            Notification::Acquired { token, .. } => {
+                let cancel = CancellationToken::new();
+                state.end(Tenure::Held(token, cancel.clone()));
+                if let Some(f) = &on_acquired {
+                    f(token, cancel);
+                }
+                LeaseEvent::Acquired { key, token, holder }
+            }
+            Notification::Renewed { token, .. } => LeaseEvent::Renewed { key, token, holder },
+            Notification::Lost { token, reason } => {
+                state.end(Tenure::Waiting);
+                if let Some(f) = &on_lost {
+                    f(reason);
+                }
+                LeaseEvent::Lost {
+                    key,
+                    token,
+                    holder,
+                    reason,
+                }
+            }
+            Notification::Released { token } => {
+                state.end(Tenure::Waiting);
+                LeaseEvent::Released { key, token, holder }
+            }
+            Notification::HolderChanged {
+                holder: ref seen,
+                token,
+            } => LeaseEvent::HolderChanged {
+                key,
+                token,
+                holder: seen.clone().unwrap_or(holder),
+            },
+        };
+        // No subscriber is not an error.
+        let _ = events.send(event);
+    })
+}
+
+/// A handle on one lease task, returned by
+/// [`LeaseService::start_lease_task`](crate::LeaseService::start_lease_task). Cloning it is
+/// cheap; dropping it does not stop the task.
+///
+/// # Examples
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+/// use leasehold::{LeaseService, LeaseTaskOptions};
+/// let service = LeaseService::builder("sqlite::memory:").build().await?;
+/// let task = service.start_lease_task("leader", LeaseTaskOptions::new()).await?;
+/// let (token, cancel) = task.acquired().await?;
+/// assert!(task.has_lease() && !cancel.is_cancelled());
+/// println!("working as master with fencing token {token}");
+/// service.stop_lease_task("leader").await?;
+/// assert!(cancel.is_cancelled());
+/// # service.shutdown().await?; Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct LeaseTask {
+    pub(crate) key: LeaseKey,
+    pub(crate) state: Arc<TaskState>,
+    pub(crate) registry: Arc<Registry>,
+}
+
+impl LeaseTask {
+    /// The lease of this task.
+    #[must_use]
+    pub fn key(&self) -> &LeaseKey {
+        &self.key
+    }
+
+    /// Whether the lease is held now (memory only, like
+    /// [`LeaseService::has_lease`](crate::LeaseService::has_lease)).
+    #[must_use]
+    pub fn has_lease(&self) -> bool {
+        self.registry.has_lease(&self.key)
+    }
+
+    /// The fencing token of the current tenure, if one is live.
+    #[must_use]
+    pub fn token(&self) -> Option<FencingToken> {
+        match &*self.state.tenure.borrow() {
+            Tenure::Held(token, _) if self.has_lease() => Some(*token),
+            _ => None,
+        }
+    }
+
+    /// The cancellation token of the current tenure: cancelled when the tenure ends. When no
+    /// tenure is live, an already cancelled token.
+    #[must_use]
+    pub fn cancellation_token(&self) -> CancellationToken {
+        match &*self.state.tenure.borrow() {
+            Tenure::Held(_, cancel) => cancel.clone(),
+            _ => {
+                let c = CancellationToken::new();
+                c.cancel();
+                c
+            }
+        }
+    }
+
+    /// Waits until a tenure is live and returns its fencing token and cancellation token.
+    ///
+    /// # Errors
+    /// [`Error::TaskStopped`] if the task is stopped (or the service shut down) first.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future only stops waiting.
+    pub async fn acquired(&self) -> Result<(FencingToken, CancellationToken)> {
+        let mut rx = self.state.tenure.subscribe();
+        let seen = rx
+            .wait_for(|t| !matches!(t, Tenure::Waiting))
+            .await
+            .map(|t| t.clone());
+        match seen {
+            Ok(Tenure::Held(token, cancel)) => Ok((token, cancel)),
+            _ => Err(Error::TaskStopped {
+                key: self.key.clone(),
+            }),
+        }
+    }
+}
