@@ -43,6 +43,38 @@ pub type Listener = Arc<dyn Fn(&LeaseKey, &Notification) + Send + Sync>;
 /// After [`StopLease`]: the lease is released if held; the actor stops once the release has
 /// settled (at the local deadline at the latest) and then answers every `StopLease` waiting.
 /// [`AbandonLease`] stops at once without telling the store (the grant lapses there).
+///
+/// # Examples
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use actix::Actor;
+/// use leasehold_actor::{LeaseActor, Listener, QueryLease, Registry, StartLease, StopLease};
+/// use leasehold_core::{HolderId, LeaseConfig, LeaseKey, MonotonicClock, State};
+/// use leasehold_storage::MemoryStore;
+///
+/// actix::System::new().block_on(async {
+///     let registry = Arc::new(Registry::new(Arc::new(MonotonicClock)));
+///     let key = LeaseKey::parse("", "leader")?;
+///     let listener: Listener = Arc::new(|_, _| {});
+///     let actor = LeaseActor::new(
+///         key.clone(), HolderId::new("worker-1")?, &LeaseConfig::default(), 1,
+///         Arc::new(MemoryStore::new()), Arc::clone(&registry), listener,
+///     )?
+///     .start();
+///     actor.send(StartLease).await?;
+///     while !registry.has_lease(&key) {
+///         tokio::time::sleep(Duration::from_millis(5)).await;
+///     }
+///     let status = actor.send(QueryLease).await?;
+///     assert_eq!(status.state, State::Held);
+///     let (done, stopped) = tokio::sync::oneshot::channel();
+///     actor.send(StopLease { done: Some(done) }).await?;
+///     stopped.await?;
+///     Ok::<(), Box<dyn std::error::Error>>(())
+/// })?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct LeaseActor {
     key: LeaseKey,
     holder: HolderId,

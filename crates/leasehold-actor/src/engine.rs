@@ -26,6 +26,38 @@ use crate::batcher::RenewBatcher;
 /// ## After [`ShutdownAll`]
 /// Every actor has been abandoned and everything the holder held released in one statement;
 /// the engine keeps answering, with no tasks.
+///
+/// # Examples
+/// Inside an actix application's own `System`:
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use actix::Actor;
+/// use leasehold_actor::{LeaseEngine, Listener, Registry, RenewBatcher, ShutdownAll, StartTask, StopTask};
+/// use leasehold_core::{HolderId, LeaseConfig, LeaseKey, MonotonicClock, Notification};
+/// use leasehold_storage::{LeaseStore, MemoryStore};
+///
+/// actix::System::new().block_on(async {
+///     let store: Arc<dyn LeaseStore> = Arc::new(MemoryStore::new());
+///     let registry = Arc::new(Registry::new(Arc::new(MonotonicClock)));
+///     let renewer = RenewBatcher::new(Arc::clone(&store), Duration::from_millis(10)).start();
+///     let holder = HolderId::new("worker-1")?;
+///     let engine = LeaseEngine::new(holder, store, renewer, Arc::clone(&registry)).start();
+///
+///     let key = LeaseKey::parse("", "leader")?;
+///     let listener: Listener = Arc::new(|key: &LeaseKey, n: &Notification| println!("{key}: {n:?}"));
+///     let config = LeaseConfig::default();
+///     assert!(engine.send(StartTask { key: key.clone(), config, listener }).await??);
+///     while !registry.has_lease(&key) {
+///         tokio::time::sleep(Duration::from_millis(5)).await;
+///     }
+///     assert!(engine.send(StopTask { key: key.clone() }).await?);
+///     assert!(!registry.has_lease(&key));
+///     assert_eq!(engine.send(ShutdownAll).await??, 0);
+///     Ok::<(), Box<dyn std::error::Error>>(())
+/// })?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct LeaseEngine {
     holder: HolderId,
     store: Arc<dyn LeaseStore>,

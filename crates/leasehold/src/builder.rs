@@ -67,12 +67,30 @@ impl LeaseServiceBuilder {
 
     /// A stable holder id, so a restarted process reclaims its own unexpired leases. Default:
     /// `host:pid:random`, unique per service. Two live processes must never share one.
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// # use leasehold::LeaseService;
+    /// let service = LeaseService::builder("sqlite::memory:").holder_id("worker-1").build().await?;
+    /// assert_eq!(service.holder().as_str(), "worker-1");
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
     pub fn holder_id(mut self, id: impl Into<String>) -> Self {
         self.holder = Some(id.into());
         self
     }
 
     /// The namespace of every lease of this service (default `""`).
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// # use leasehold::LeaseService;
+    /// let service = LeaseService::builder("sqlite::memory:").namespace("billing").build().await?;
+    /// assert_eq!(service.namespace().as_str(), "billing");
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
     pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
         self.namespace = namespace.into();
         self
@@ -80,6 +98,16 @@ impl LeaseServiceBuilder {
 
     /// The lease configuration (default: term 30 s, renew every term / 3, retry 1 s, safety
     /// margin term / 10 up to 2 s). Validated by [`LeaseServiceBuilder::build`].
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// # use leasehold::LeaseService;
+    /// use std::time::Duration;
+    /// let config = leasehold::LeaseConfig::default().with_term(Duration::from_secs(10));
+    /// let service = LeaseService::builder("sqlite::memory:").config(config).build().await?;
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
     pub fn config(mut self, config: LeaseConfig) -> Self {
         self.config = config;
         self
@@ -87,12 +115,32 @@ impl LeaseServiceBuilder {
 
     /// How long the batch renewer collects renewals before sending them as one statement
     /// (default 10 ms).
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// # use leasehold::LeaseService;
+    /// use std::time::Duration;
+    /// let service = LeaseService::builder("sqlite::memory:")
+    ///     .batch_window(Duration::from_millis(20))
+    ///     .build()
+    ///     .await?;
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
     pub fn batch_window(mut self, window: Duration) -> Self {
         self.batch_window = window;
         self
     }
 
     /// Table prefix when connecting from a URL (default none: the table is `lease_info`).
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// # use leasehold::LeaseService;
+    /// let service = LeaseService::builder("sqlite::memory:").table_prefix("app_").build().await?;
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
     pub fn table_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.table_prefix = prefix.into();
         self
@@ -113,6 +161,16 @@ impl LeaseServiceBuilder {
     /// requests (creating the table if missing) and a second pool of two connections for
     /// renewals, so an exhausted application pool cannot starve them (in-memory SQLite shares
     /// one store: it cannot be split).
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// # use leasehold::LeaseService;
+    /// let service = LeaseService::builder("sqlite::memory:").build().await?;
+    /// let bad = LeaseService::builder("sqlite::memory:").namespace("\0").build().await;
+    /// assert!(matches!(bad, Err(leasehold::Error::Invalid(_))));
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`Error::Invalid`](crate::Error::Invalid) for a bad holder id, namespace or

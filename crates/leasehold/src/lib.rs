@@ -40,7 +40,7 @@ pub use task::{LeaseTask, LeaseTaskOptions};
 pub use leasehold_actor as engine;
 pub use leasehold_core::{
     Clock, DbInstant, FencingToken, HolderId, LeaseConfig, LeaseKey, LeaseName, LeaseRecord,
-    LossReason, MonotonicClock, Namespace, Term, ValidationError,
+    LossReason, MonotonicClock, Namespace, Notification, State, Term, ValidationError,
 };
 pub use leasehold_local as local;
 pub use leasehold_storage::{

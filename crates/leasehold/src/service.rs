@@ -207,29 +207,36 @@ impl LeaseService {
         if let Some(task) = self.inner.tasks.get(&key.name) {
             return Ok(task.clone());
         }
-        let state = TaskState::new();
+        // Two racing first calls share one task state; the engine starts one actor.
+        let task = self
+            .inner
+            .tasks
+            .entry(key.name.clone())
+            .or_insert_with(|| LeaseTask {
+                key: key.clone(),
+                state: TaskState::new(),
+                registry: Arc::clone(&self.inner.registry),
+            })
+            .clone();
         let listener = task::listener(
             self.inner.holder.clone(),
-            Arc::clone(&state),
+            Arc::clone(&task.state),
             &options,
             self.inner.events.clone(),
         );
-        let task = LeaseTask {
-            key: key.clone(),
-            state,
-            registry: Arc::clone(&self.inner.registry),
-        };
-        let entry = self.inner.tasks.entry(key.name.clone()).or_insert(task);
-        let task = entry.clone();
-        drop(entry);
-        self.inner
+        let started = self
+            .inner
             .engine
             .send(StartTask {
-                key,
+                key: key.clone(),
                 config,
                 listener,
             })
-            .await??;
+            .await;
+        if !matches!(started, Ok(Ok(_))) {
+            self.inner.tasks.remove(&key.name);
+        }
+        started??;
         Ok(task)
     }
 

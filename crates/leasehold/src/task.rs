@@ -51,6 +51,13 @@ impl std::fmt::Debug for LeaseTaskOptions {
 
 impl LeaseTaskOptions {
     /// No callbacks, the service's configuration.
+    ///
+    /// # Examples
+    /// ```
+    /// use leasehold::LeaseTaskOptions;
+    /// let options = LeaseTaskOptions::new();
+    /// # let _ = options;
+    /// ```
     pub fn new() -> Self {
         Self::default()
     }
@@ -58,6 +65,18 @@ impl LeaseTaskOptions {
     /// Called at the start of every tenure with its fencing token and a [`CancellationToken`]
     /// that is cancelled when the tenure ends (lost at the local deadline at the latest,
     /// released, or the task stopped). Replaces the seeds' `ILeaseGetCallback`.
+    ///
+    /// # Examples
+    /// ```
+    /// use leasehold::LeaseTaskOptions;
+    /// let options = LeaseTaskOptions::new().on_acquired(|token, cancel| {
+    ///     tokio::spawn(async move {
+    ///         // work with `token` until the tenure ends
+    ///         cancel.cancelled().await;
+    ///     });
+    /// });
+    /// # let _ = options;
+    /// ```
     pub fn on_acquired(
         mut self,
         f: impl Fn(FencingToken, CancellationToken) + Send + Sync + 'static,
@@ -67,12 +86,28 @@ impl LeaseTaskOptions {
     }
 
     /// Called when a tenure is lost (not when it is released on request).
+    ///
+    /// # Examples
+    /// ```
+    /// use leasehold::LeaseTaskOptions;
+    /// let options = LeaseTaskOptions::new().on_lost(|reason| eprintln!("lost: {reason:?}"));
+    /// # let _ = options;
+    /// ```
     pub fn on_lost(mut self, f: impl Fn(LossReason) + Send + Sync + 'static) -> Self {
         self.on_lost = Some(Arc::new(f));
         self
     }
 
     /// This task's configuration (default: the service's).
+    ///
+    /// # Examples
+    /// ```
+    /// use leasehold::LeaseTaskOptions;
+    /// use std::time::Duration;
+    /// let options = LeaseTaskOptions::new()
+    ///     .config(leasehold::LeaseConfig::default().with_term(Duration::from_secs(5)));
+    /// # let _ = options;
+    /// ```
     pub fn config(mut self, config: LeaseConfig) -> Self {
         self.config = Some(config);
         self
@@ -185,6 +220,16 @@ pub struct LeaseTask {
 
 impl LeaseTask {
     /// The lease of this task.
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// # use leasehold::{LeaseService, LeaseTaskOptions};
+    /// # let service = LeaseService::builder("sqlite::memory:").build().await?;
+    /// let task = service.start_lease_task("leader", LeaseTaskOptions::new()).await?;
+    /// assert_eq!(task.key().name.as_str(), "leader");
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
     #[must_use]
     pub fn key(&self) -> &LeaseKey {
         &self.key
@@ -192,12 +237,34 @@ impl LeaseTask {
 
     /// Whether the lease is held now (memory only, like
     /// [`LeaseService::has_lease`](crate::LeaseService::has_lease)).
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// # use leasehold::{LeaseService, LeaseTaskOptions};
+    /// # let service = LeaseService::builder("sqlite::memory:").build().await?;
+    /// let task = service.start_lease_task("leader", LeaseTaskOptions::new()).await?;
+    /// task.acquired().await?;
+    /// assert!(task.has_lease());
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
     #[must_use]
     pub fn has_lease(&self) -> bool {
         self.registry.has_lease(&self.key)
     }
 
     /// The fencing token of the current tenure, if one is live.
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// # use leasehold::{LeaseService, LeaseTaskOptions};
+    /// # let service = LeaseService::builder("sqlite::memory:").build().await?;
+    /// let task = service.start_lease_task("leader", LeaseTaskOptions::new()).await?;
+    /// let (token, _) = task.acquired().await?;
+    /// assert_eq!(task.token(), Some(token));
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
     #[must_use]
     pub fn token(&self) -> Option<FencingToken> {
         match &*self.state.tenure.borrow() {
@@ -208,6 +275,19 @@ impl LeaseTask {
 
     /// The cancellation token of the current tenure: cancelled when the tenure ends. When no
     /// tenure is live, an already cancelled token.
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// # use leasehold::{LeaseService, LeaseTaskOptions};
+    /// # let service = LeaseService::builder("sqlite::memory:").build().await?;
+    /// let task = service.start_lease_task("leader", LeaseTaskOptions::new()).await?;
+    /// task.acquired().await?;
+    /// let cancel = task.cancellation_token();
+    /// service.stop_lease_task("leader").await?;
+    /// assert!(cancel.is_cancelled() && task.cancellation_token().is_cancelled());
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
     #[must_use]
     pub fn cancellation_token(&self) -> CancellationToken {
         match &*self.state.tenure.borrow() {
@@ -221,6 +301,17 @@ impl LeaseTask {
     }
 
     /// Waits until a tenure is live and returns its fencing token and cancellation token.
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// # use leasehold::{LeaseService, LeaseTaskOptions};
+    /// # let service = LeaseService::builder("sqlite::memory:").build().await?;
+    /// let task = service.start_lease_task("leader", LeaseTaskOptions::new()).await?;
+    /// let (token, cancel) = task.acquired().await?;
+    /// assert!(token.get() > 0 && !cancel.is_cancelled());
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`Error::TaskStopped`] if the task is stopped (or the service shut down) first.
