@@ -39,6 +39,7 @@ pub struct LeaseServiceBuilder {
     batch_window: Duration,
     table_prefix: String,
     layer: Option<StoreLayer>,
+    renew_store: Option<Arc<dyn LeaseStore>>,
 }
 
 impl std::fmt::Debug for LeaseServiceBuilder {
@@ -62,6 +63,7 @@ impl LeaseServiceBuilder {
             batch_window: DEFAULT_BATCH_WINDOW,
             table_prefix: String::new(),
             layer: None,
+            renew_store: None,
         }
     }
 
@@ -146,6 +148,27 @@ impl LeaseServiceBuilder {
         self
     }
 
+    /// With [`LeaseService::from_store`]: a separate store for renewals (default: the same
+    /// store), so that an exhausted application pool cannot starve them. Ignored when connecting
+    /// from a URL, where the service opens a second small pool itself.
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// use std::sync::Arc;
+    /// use leasehold::{LeaseService, MemoryStore};
+    /// let store = MemoryStore::new();
+    /// let service = LeaseService::from_store(Arc::new(store.clone()))
+    ///     .renew_store(Arc::new(store))
+    ///     .build()
+    ///     .await?;
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
+    pub fn renew_store(mut self, store: Arc<dyn LeaseStore>) -> Self {
+        self.renew_store = Some(store);
+        self
+    }
+
     /// Test hook: wraps every store the engine opens (or is given) with `layer`, for failure
     /// injection and counting.
     #[doc(hidden)]
@@ -188,6 +211,10 @@ impl LeaseServiceBuilder {
                 let renew = StoreBuilder::new(url).table_prefix(self.table_prefix);
                 Source::Builders(main, renew, memory)
             }
+            Source::Store(store) => match self.renew_store {
+                Some(renew) => Source::Stores(store, renew),
+                None => Source::Store(store),
+            },
             other => other,
         };
         let spec = EngineSpec {

@@ -22,6 +22,8 @@ pub(crate) enum Source {
     /// is in-memory SQLite (then one store serves both).
     Builders(StoreBuilder, StoreBuilder, bool),
     Store(Arc<dyn LeaseStore>),
+    /// A store for requests and one for renewals.
+    Stores(Arc<dyn LeaseStore>, Arc<dyn LeaseStore>),
 }
 
 pub(crate) struct EngineSpec {
@@ -41,6 +43,7 @@ pub(crate) struct EngineThread {
 async fn open(source: Source) -> Result<(Arc<dyn LeaseStore>, Arc<dyn LeaseStore>)> {
     match source {
         Source::Store(store) => Ok((Arc::clone(&store), store)),
+        Source::Stores(store, renew) => Ok((store, renew)),
         Source::Builders(main, renew, memory) => {
             let store: Arc<dyn LeaseStore> = Arc::new(main.connect().await?);
             if memory {

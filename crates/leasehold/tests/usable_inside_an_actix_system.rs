@@ -45,6 +45,12 @@ async fn invalid_names_and_config_are_typed_errors() {
         .build()
         .await;
     assert!(matches!(bad, Err(leasehold::Error::Invalid(_))));
+    let unreachable = LeaseService::builder("postgres://nobody@127.0.0.1:1/none")
+        .build()
+        .await;
+    assert!(matches!(unreachable, Err(leasehold::Error::Store(_))));
+    let unsupported = LeaseService::builder("oracle://db").build().await;
+    assert!(matches!(unsupported, Err(leasehold::Error::Store(_))));
     let service = LeaseService::builder("sqlite::memory:")
         .build()
         .await
