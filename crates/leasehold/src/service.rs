@@ -258,6 +258,10 @@ impl LeaseService {
     ///
     /// # Errors
     /// [`Error::Invalid`] for a bad name; [`Error::ShutDown`].
+    ///
+    /// # Cancel safety
+    /// Once the engine has the request, dropping the future only stops waiting: the task is
+    /// stopped and the lease released anyway.
     pub async fn stop_lease_task(&self, name: &str) -> Result<bool> {
         let key = self.key(name)?;
         let stopped = self
@@ -389,6 +393,10 @@ impl LeaseService {
     /// # Errors
     /// [`Error::ShutDown`] if already shut down; [`Error::Store`] if the release failed (the
     /// engine is stopped anyway, and the leases lapse after their term).
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: dropping the future part-way may leave the engine thread running until
+    /// the service is dropped, and the leases to lapse instead of being released.
     pub async fn shutdown(&self) -> Result<u64> {
         let Some(thread) = self.take_thread() else {
             return Err(Error::ShutDown);
