@@ -395,13 +395,16 @@ impl LeaseService {
     /// engine is stopped anyway, and the leases lapse after their term).
     ///
     /// # Cancel safety
-    /// Not cancel safe: dropping the future part-way may leave the engine thread running until
-    /// the service is dropped, and the leases to lapse instead of being released.
+    /// Dropping the future part-way may leave the leases to lapse instead of being released,
+    /// and the engine thread running until the last clone of the service is dropped.
     pub async fn shutdown(&self) -> Result<u64> {
+        if self.is_shut_down() {
+            return Err(Error::ShutDown);
+        }
+        let released = self.inner.engine.send(ShutdownAll).await;
         let Some(thread) = self.take_thread() else {
             return Err(Error::ShutDown);
         };
-        let released = self.inner.engine.send(ShutdownAll).await;
         self.end_tasks();
         thread.stop().await;
         Ok(released??)
@@ -416,6 +419,14 @@ impl LeaseService {
             self.end_tasks();
             thread.stop().await;
         }
+    }
+
+    fn is_shut_down(&self) -> bool {
+        self.inner
+            .thread
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_none()
     }
 
     fn take_thread(&self) -> Option<EngineThread> {
