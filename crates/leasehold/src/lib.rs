@@ -19,6 +19,23 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # How it runs
+//! - Each [`LeaseService`] owns one thread running an actix `System`. Its stores are connected
+//!   there (a sqlx connection belongs to the runtime that opened it) and every actor lives there:
+//!   one [`engine::LeaseActor`] per lease task, the [`engine::RenewBatcher`], the
+//!   [`engine::LeaseEngine`] that owns them. The async methods send messages to it, so they work
+//!   from any runtime: `#[tokio::main]`, actix-web, or a current-thread runtime.
+//! - Decisions are made by the pure [`leasehold_core::LeaseMachine`]; the actors only run its
+//!   commands. The local deadline is `send time + term − safety margin` on the monotonic clock.
+//! - [`LeaseService::has_lease`] reads a concurrent map of local deadlines and the monotonic clock:
+//!   no IO, no message, and false at the deadline even if the engine is stuck.
+//! - Renewals arriving within a short window (default 10 ms) become one `renew_many` statement
+//!   per holder, on a pool of their own (two connections) so a busy request pool cannot starve
+//!   them.
+//! - Callbacks ([`LeaseTaskOptions`]) run on the engine thread: keep them short, spawn the work.
+//! - [`LeaseService::shutdown`] releases everything with one statement; dropping the service
+//!   without it lets the leases lapse after their term.
+//!
 //! Actix applications can also drive the actors directly: see [`engine`].
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use common::{sqlite_file_url, unique_namespace};
-use leasehold::{DbInstant, LeaseConfig, LeaseService, LeaseTask, LeaseTaskOptions};
+use leasehold::{DbInstant, LeaseConfig, LeaseEvent, LeaseService, LeaseTask, LeaseTaskOptions};
 use leasehold_storage::testing::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 
 const TERM: Duration = Duration::from_secs(2);
@@ -84,6 +84,7 @@ async fn failover(url: &str, backend: &str) {
         .await
         .expect("start");
     acquired(&task_a).await;
+    let mut b_events = b.subscribe();
     let task_b = b
         .start_lease_task(NAME, LeaseTaskOptions::new())
         .await
@@ -109,6 +110,10 @@ async fn failover(url: &str, backend: &str) {
         .expect("read")
         .expect("held");
     assert_eq!(&first.holder, a.holder());
+    let seen = std::iter::from_fn(|| b_events.try_recv().ok()).any(|e| {
+        matches!(e, LeaseEvent::HolderChanged { holder, token, .. } if &holder == a.holder() && token == first.token)
+    });
+    assert!(seen, "the standby was told who holds the lease");
 
     // Graceful: shutdown releases, a standby takes over within about one retry interval.
     let released = a.shutdown().await.expect("shutdown");
