@@ -81,6 +81,8 @@ pub(crate) struct World<'c> {
     holders: Vec<Holder>,
     queue: Queue<Step>,
     faults_until: TrueTime,
+    /// The instant all clocks are built on (traces show instants relative to it).
+    base: tokio::time::Instant,
     tokens: TokensIncrease,
     liveness: Liveness,
     report: SimReport,
@@ -138,6 +140,7 @@ impl<'c> World<'c> {
             holders,
             queue: Queue::new(),
             faults_until: TrueTime(0).plus(cfg.fault_window),
+            base,
             tokens: TokensIncrease::new(n_names),
             liveness: Liveness::new(n_names, quiet, deadline),
             report,
@@ -361,7 +364,9 @@ impl<'c> World<'c> {
         if let Some(e) = trace_event {
             let state = h.slots[name].machine.state();
             let id = h.id.clone();
-            self.trace(|| format!("{id} n{name} <- {e} => {state:?} {commands:?}"));
+            let base = self.base;
+            let shown: Vec<String> = commands.iter().map(|c| show(c, base)).collect();
+            self.trace(|| format!("{id} n{name} <- {e} => {state:?} [{}]", shown.join(", ")));
         }
         for command in commands {
             self.execute(holder, name, command);
@@ -576,6 +581,29 @@ fn answer(op: &Op, req: leasehold_core::RequestId, e: StoreFailure) -> Event {
             req,
             result: Err(e),
         },
+    }
+}
+
+/// A command for the trace, with instants shown relative to the base (so traces of one seed are
+/// identical from one process to the next).
+fn show(c: &Command, base: tokio::time::Instant) -> String {
+    let rel = |i: &tokio::time::Instant| format!("+{:?}", i.saturating_duration_since(base));
+    match c {
+        Command::WakeAt(i) => format!("WakeAt({})", rel(i)),
+        Command::SetDeadline(d) => format!("SetDeadline({:?})", d.as_ref().map(rel)),
+        Command::Notify(Notification::Acquired {
+            token,
+            local_deadline,
+        }) => {
+            format!("Acquired(token {token}, deadline {})", rel(local_deadline))
+        }
+        Command::Notify(Notification::Renewed {
+            token,
+            local_deadline,
+        }) => {
+            format!("Renewed(token {token}, deadline {})", rel(local_deadline))
+        }
+        other => format!("{other:?}"),
     }
 }
 

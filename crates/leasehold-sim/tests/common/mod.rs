@@ -1,4 +1,5 @@
 //! Running many seeds, from the environment, on every core.
+#![allow(dead_code)] // each test binary uses part of it
 
 use std::num::NonZeroUsize;
 
