@@ -1,4 +1,4 @@
-//! A machine bug the simulation found (seed 88 of `release_churn` with voluntary releases):
+//! A machine bug the simulation found (seed 95 of `release_churn.rs`, with voluntary releases):
 //! a release that outlives its request timeout ends the holder's *next* tenure.
 //!
 //! After `Event::Release` the machine retries the release until the tenure's local deadline,

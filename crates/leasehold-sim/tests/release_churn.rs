@@ -1,6 +1,6 @@
 //! Voluntary releases (`Event::Release`, then `Event::Start` a little later) during the fault
 //! window. Ignored: this is how the simulation found the bug reproduced step by step in
-//! `machine_bug_stale_release.rs` (first failing seed: 88, `one_holder`/`store_agrees` after a
+//! `machine_bug_stale_release.rs` (1 of the first 200 seeds fails: `LEASEHOLD_SIM_SEED=95 cargo test -p leasehold-sim --test release_churn -- --include-ignored`; `one_holder`/`store_agrees` after a
 //! release delayed past its request timeout reaches the store after the holder re-acquired its
 //! own row with the same token).
 
