@@ -84,6 +84,42 @@ impl MemoryStore {
         }
     }
 
+    fn acquire(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        term: Term,
+        keep_own: bool,
+    ) -> Result<AcquireOutcome, StoreError> {
+        let now = (self.clock)();
+        let until = now.plus(term.duration());
+        let mut rows = self.lock();
+        let row = rows.entry(key.clone()).or_insert_with(|| Row {
+            holder: holder.clone(),
+            until: now,
+            held: false,
+            version: 0,
+        });
+        let live = row.held && row.until > now;
+        if live && row.holder != *holder {
+            return Ok(AcquireOutcome::HeldBy {
+                holder: row.holder.clone(),
+                until: row.until,
+                token: FencingToken(row.version),
+            });
+        }
+        if !(live && keep_own) {
+            row.version += 1;
+        }
+        row.holder = holder.clone();
+        row.until = until;
+        row.held = true;
+        Ok(AcquireOutcome::Acquired {
+            token: FencingToken(row.version),
+            until,
+        })
+    }
+
     fn lock(&self) -> MutexGuard<'_, BTreeMap<LeaseKey, Row>> {
         self.rows.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -119,33 +155,16 @@ impl LeaseStore for MemoryStore {
         holder: &HolderId,
         term: Term,
     ) -> Result<AcquireOutcome, StoreError> {
-        let now = (self.clock)();
-        let until = now.plus(term.duration());
-        let mut rows = self.lock();
-        let row = rows.entry(key.clone()).or_insert_with(|| Row {
-            holder: holder.clone(),
-            until: now,
-            held: false,
-            version: 0,
-        });
-        let live = row.held && row.until > now;
-        if live && row.holder != *holder {
-            return Ok(AcquireOutcome::HeldBy {
-                holder: row.holder.clone(),
-                until: row.until,
-                token: FencingToken(row.version),
-            });
-        }
-        if !live {
-            row.version += 1;
-        }
-        row.holder = holder.clone();
-        row.until = until;
-        row.held = true;
-        Ok(AcquireOutcome::Acquired {
-            token: FencingToken(row.version),
-            until,
-        })
+        self.acquire(key, holder, term, true)
+    }
+
+    async fn begin_tenure(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        term: Term,
+    ) -> Result<AcquireOutcome, StoreError> {
+        self.acquire(key, holder, term, false)
     }
 
     async fn renew(

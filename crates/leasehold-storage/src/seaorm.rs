@@ -187,6 +187,59 @@ impl SeaOrmStore {
             .map_err(self.err(op))
     }
 
+    /// The grant statement behind `try_acquire` (`keep_own`: a live grant of ours keeps its
+    /// token) and `begin_tenure` (it gets a new one).
+    async fn acquire(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        term: Term,
+        keep_own: bool,
+    ) -> Result<AcquireOutcome, StoreError> {
+        let [ns, name] = key_values(key);
+        let values = vec![
+            ns,
+            name,
+            holder.as_str().into(),
+            term.as_millis_i64().into(),
+            i32::from(keep_own).into(),
+        ];
+        for _ in 0..ACQUIRE_ATTEMPTS {
+            if let Some(row) = self.upsert(values.clone(), key).await? {
+                let got: String = get(&row, "try_acquire", "holder")?;
+                let token = FencingToken(get(&row, "try_acquire", "version")?);
+                let until = DbInstant(get(&row, "try_acquire", "lease_end_time")?);
+                if got == holder.as_str() {
+                    return Ok(AcquireOutcome::Acquired { token, until });
+                }
+                let holder = HolderId::new(got).map_err(|e| StoreError::Unexpected {
+                    op: "try_acquire",
+                    detail: e.to_string(),
+                })?;
+                return Ok(AcquireOutcome::HeldBy {
+                    holder,
+                    until,
+                    token,
+                });
+            }
+            // Refused: say by whom. If the row was freed in between, try again.
+            if let Some(rec) = self.get(key).await?
+                && rec.held
+                && rec.holder != *holder
+            {
+                return Ok(AcquireOutcome::HeldBy {
+                    holder: rec.holder,
+                    until: rec.until,
+                    token: rec.token,
+                });
+            }
+        }
+        Err(StoreError::Unexpected {
+            op: "try_acquire",
+            detail: format!("row {key} changed under {ACQUIRE_ATTEMPTS} attempts in a row"),
+        })
+    }
+
     /// The grant statement; `None` when the row is held by someone else (PostgreSQL, SQLite).
     async fn upsert(
         &self,
@@ -262,47 +315,16 @@ impl LeaseStore for SeaOrmStore {
         holder: &HolderId,
         term: Term,
     ) -> Result<AcquireOutcome, StoreError> {
-        let [ns, name] = key_values(key);
-        let values = vec![
-            ns,
-            name,
-            holder.as_str().into(),
-            term.as_millis_i64().into(),
-        ];
-        for _ in 0..ACQUIRE_ATTEMPTS {
-            if let Some(row) = self.upsert(values.clone(), key).await? {
-                let got: String = get(&row, "try_acquire", "holder")?;
-                let token = FencingToken(get(&row, "try_acquire", "version")?);
-                let until = DbInstant(get(&row, "try_acquire", "lease_end_time")?);
-                if got == holder.as_str() {
-                    return Ok(AcquireOutcome::Acquired { token, until });
-                }
-                let holder = HolderId::new(got).map_err(|e| StoreError::Unexpected {
-                    op: "try_acquire",
-                    detail: e.to_string(),
-                })?;
-                return Ok(AcquireOutcome::HeldBy {
-                    holder,
-                    until,
-                    token,
-                });
-            }
-            // Refused: say by whom. If the row was freed in between, try again.
-            if let Some(rec) = self.get(key).await?
-                && rec.held
-                && rec.holder != *holder
-            {
-                return Ok(AcquireOutcome::HeldBy {
-                    holder: rec.holder,
-                    until: rec.until,
-                    token: rec.token,
-                });
-            }
-        }
-        Err(StoreError::Unexpected {
-            op: "try_acquire",
-            detail: format!("row {key} changed under {ACQUIRE_ATTEMPTS} attempts in a row"),
-        })
+        self.acquire(key, holder, term, true).await
+    }
+
+    async fn begin_tenure(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        term: Term,
+    ) -> Result<AcquireOutcome, StoreError> {
+        self.acquire(key, holder, term, false).await
     }
 
     async fn renew(

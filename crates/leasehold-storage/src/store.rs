@@ -35,6 +35,20 @@ pub trait LeaseStore: Send + Sync + 'static {
         term: Term,
     ) -> Result<AcquireOutcome, StoreError>;
 
+    /// Like [`LeaseStore::try_acquire`], but always begins a **new tenure**: a live grant already
+    /// held by `holder` is taken over with the token increased by one, like any free row.
+    ///
+    /// The lease engine grants only this way. A holder that gave a tenure up locally (lost it at
+    /// its local deadline, or stopped waiting for a release's answer) may still have requests of
+    /// that tenure in flight; with a new token for every tenure, such a late renew or release can
+    /// never touch the next one.
+    async fn begin_tenure(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        term: Term,
+    ) -> Result<AcquireOutcome, StoreError>;
+
     /// Extends the tenure identified by `holder` and `token` to one `term` from now, if the grant
     /// has not ended. A lapsed tenure is lost even if nobody took the lease.
     async fn renew(

@@ -132,6 +132,9 @@ pub const CHECKS: &[(&str, CheckFn)] = &[
     ("reacquire_keeps_token", |c| {
         Box::pin(checks::reacquire_keeps_token(c))
     }),
+    ("begin_tenure_new_token", |c| {
+        Box::pin(checks::begin_tenure_new_token(c))
+    }),
     ("takeover_after_expiry", |c| {
         Box::pin(checks::takeover_after_expiry(c))
     }),

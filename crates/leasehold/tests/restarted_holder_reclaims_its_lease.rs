@@ -1,5 +1,6 @@
-//! A process restarted with a stable holder id reclaims its own unexpired lease at once, in the
-//! same tenure (same fencing token), instead of waiting for it to lapse.
+//! A process restarted with a stable holder id reclaims its own unexpired lease at once instead
+//! of waiting for it to lapse. It is a new tenure with the next fencing token, so writes the
+//! crashed process still had in flight are fenced off.
 
 mod common;
 
@@ -36,6 +37,10 @@ async fn restarted_process_with_stable_id_reclaims_its_lease() {
         .await
         .expect("reclaimed long before the 60 s term lapsed")
         .expect("held");
-    assert_eq!(again, token, "the same tenure continues");
+    assert_eq!(
+        again.get(),
+        token.get() + 1,
+        "a new tenure with the next token"
+    );
     assert_eq!(second.shutdown().await.expect("shutdown"), 1);
 }

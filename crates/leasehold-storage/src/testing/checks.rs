@@ -75,6 +75,52 @@ pub(super) async fn reacquire_keeps_token(ctx: Ctx) -> Result<(), String> {
     })
 }
 
+pub(super) async fn begin_tenure_new_token(ctx: Ctx) -> Result<(), String> {
+    let key = ctx.key("job")?;
+    let (a, b) = (holder("a")?, holder("b")?);
+    let (t1, _) = acquired(&ctx, &key, &a, term(LONG)?).await?;
+    // b cannot begin a tenure on a's live grant.
+    let refused = ctx
+        .store
+        .begin_tenure(&key, &b, term(LONG)?)
+        .await
+        .map_err(e)?;
+    ensure(
+        matches!(refused, AcquireOutcome::HeldBy { ref holder, .. } if *holder == a),
+        || format!("b got {refused:?}"),
+    )?;
+    // a's new tenure over its own live grant gets a new token ...
+    let t2 = match ctx
+        .store
+        .begin_tenure(&key, &a, term(LONG)?)
+        .await
+        .map_err(e)?
+    {
+        AcquireOutcome::Acquired { token, .. } => token,
+        other => return Err(format!("a's begin_tenure answered {other:?}")),
+    };
+    ensure(t2.get() == t1.get() + 1, || {
+        format!("new tenure token {t2} after {t1}")
+    })?;
+    // ... so the old tenure's late renew and release touch nothing.
+    let r = ctx
+        .store
+        .renew(&key, &a, t1, term(LONG)?)
+        .await
+        .map_err(e)?;
+    ensure(r == RenewOutcome::Lost, || {
+        format!("old tenure's renew answered {r:?}")
+    })?;
+    let rel = ctx.store.release(&key, &a, t1).await.map_err(e)?;
+    ensure(rel == ReleaseOutcome::NotHeld, || {
+        format!("old tenure's release answered {rel:?}")
+    })?;
+    let rec = ctx.store.get(&key).await.map_err(e)?.ok_or("row missing")?;
+    ensure(rec.held && rec.token == t2, || {
+        format!("new tenure disturbed: {rec:?}")
+    })
+}
+
 pub(super) async fn takeover_after_expiry(ctx: Ctx) -> Result<(), String> {
     let key = ctx.key("job")?;
     let (t1, _) = acquired(&ctx, &key, &holder("a")?, term(SHORT)?).await?;

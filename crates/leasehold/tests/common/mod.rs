@@ -97,6 +97,15 @@ macro_rules! delegate {
                 self.$pre("acquire").await?;
                 self.inner.try_acquire(key, holder, term).await
             }
+            async fn begin_tenure(
+                &self,
+                key: &LeaseKey,
+                holder: &HolderId,
+                term: Term,
+            ) -> Result<AcquireOutcome, StoreError> {
+                self.$pre("acquire").await?;
+                self.inner.begin_tenure(key, holder, term).await
+            }
             async fn renew(
                 &self,
                 key: &LeaseKey,
