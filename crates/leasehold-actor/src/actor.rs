@@ -151,7 +151,7 @@ impl LeaseActor {
         );
         match cmd {
             Command::TryAcquire { req, term } => {
-                log::trace!("{key}: try_acquire {req} as {holder} for {term:?}");
+                log::trace!("{key}: begin_tenure {req} as {holder} for {term:?}");
                 let fut = async move { store.begin_tenure(&key, &holder, term).await };
                 ctx.spawn(
                     actix::fut::wrap_future(fut).map(move |result, act: &mut Self, ctx| {

@@ -67,7 +67,8 @@ impl LeaseServiceBuilder {
         }
     }
 
-    /// A stable holder id, so a restarted process reclaims its own unexpired leases. Default:
+    /// A stable holder id, so a restarted process reclaims its own unexpired leases at once (as a
+    /// new tenure with the next fencing token) instead of waiting for them to lapse. Default:
     /// `host:pid:random`, unique per service. Two live processes must never share one.
     ///
     /// # Examples
