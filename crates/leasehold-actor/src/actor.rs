@@ -267,6 +267,17 @@ pub struct StartLease;
 #[rtype(result = "()")]
 pub struct ReleaseLease;
 
+/// The ring assigns the lease elsewhere: release it if held and stop competing until
+/// [`CompeteLease`] (a [`StartLease`] is ignored meanwhile). Answers at once.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct StandByLease;
+
+/// The ring assigns the lease here again: compete after [`StandByLease`]. Answers at once.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct CompeteLease;
+
 /// Give the lease up for good: released if held, then the actor stops. `done` (if any) is
 /// signalled when the actor has stopped, after the release has settled.
 #[derive(Debug, Message)]
@@ -312,6 +323,20 @@ impl Handler<ReleaseLease> for LeaseActor {
     type Result = ();
     fn handle(&mut self, _: ReleaseLease, ctx: &mut Context<Self>) {
         self.feed(Event::Release, ctx);
+    }
+}
+
+impl Handler<StandByLease> for LeaseActor {
+    type Result = ();
+    fn handle(&mut self, _: StandByLease, ctx: &mut Context<Self>) {
+        self.feed(Event::StandBy, ctx);
+    }
+}
+
+impl Handler<CompeteLease> for LeaseActor {
+    type Result = ();
+    fn handle(&mut self, _: CompeteLease, ctx: &mut Context<Self>) {
+        self.feed(Event::Compete, ctx);
     }
 }
 

@@ -166,25 +166,50 @@ impl Handler<StartTask> for LeaseEngine {
     type Result = Result<bool, ValidationError>;
 
     fn handle(&mut self, msg: StartTask, _ctx: &mut Context<Self>) -> Self::Result {
-        if self.tasks.get(&msg.key).is_some_and(Addr::connected) {
+        let Some(addr) = self.spawn_actor(msg.key, &msg.config, msg.listener)? else {
             return Ok(false);
+        };
+        addr.do_send(StartLease);
+        Ok(true)
+    }
+}
+
+impl LeaseEngine {
+    /// Starts an idle actor for `key` and registers it, unless a task is running (`None`).
+    pub(crate) fn spawn_actor(
+        &mut self,
+        key: LeaseKey,
+        config: &LeaseConfig,
+        listener: Listener,
+    ) -> Result<Option<Addr<LeaseActor>>, ValidationError> {
+        if self.tasks.get(&key).is_some_and(Addr::connected) {
+            return Ok(None);
         }
-        let seed = self.seed(&msg.key);
+        let seed = self.seed(&key);
         let actor = LeaseActor::new(
-            msg.key.clone(),
+            key.clone(),
             self.holder.clone(),
-            &msg.config,
+            config,
             seed,
             Arc::clone(&self.store),
             Arc::clone(&self.registry),
-            msg.listener,
+            listener,
         )?
         .with_renewer(self.renewer.clone());
         let addr = actor.start();
-        addr.do_send(StartLease);
-        log::debug!("{}: lease task started", msg.key);
-        self.tasks.insert(msg.key, addr);
-        Ok(true)
+        log::debug!("{key}: lease task started");
+        self.tasks.insert(key, addr.clone());
+        Ok(Some(addr))
+    }
+
+    /// The running actor of `key`, if any.
+    pub(crate) fn task(&self, key: &LeaseKey) -> Option<&Addr<LeaseActor>> {
+        self.tasks.get(key)
+    }
+
+    /// The store requests go to.
+    pub(crate) fn store(&self) -> Arc<dyn LeaseStore> {
+        Arc::clone(&self.store)
     }
 }
 

@@ -11,7 +11,9 @@
 //! actix applications can start these actors in their own system and talk to them by messages:
 //! [`StartLease`], [`ReleaseLease`], [`StopLease`], [`AbandonLease`], [`QueryLease`] for a
 //! [`LeaseActor`]; [`StartTask`], [`StopTask`], [`ShutdownAll`], [`ReadRecord`], [`ReadDbNow`],
-//! [`ListTasks`] for a [`LeaseEngine`]; [`QueueRenew`] for the [`RenewBatcher`].
+//! [`ListTasks`] for a [`LeaseEngine`]; [`QueueRenew`] for the [`RenewBatcher`]. Sharded lease
+//! tasks add [`StandByLease`] / [`CompeteLease`] for a [`LeaseActor`] and [`StartShardTask`],
+//! [`SetCompeting`], [`ListLive`] for a [`LeaseEngine`].
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -19,11 +21,13 @@ mod actor;
 mod batcher;
 mod engine;
 mod registry;
+mod shard;
 
 pub use actor::{
-    AbandonLease, LeaseActor, LeaseStatus, Listener, QueryLease, ReleaseLease, StartLease,
-    StopLease,
+    AbandonLease, CompeteLease, LeaseActor, LeaseStatus, Listener, QueryLease, ReleaseLease,
+    StandByLease, StartLease, StopLease,
 };
 pub use batcher::{DEFAULT_BATCH_WINDOW, QueueRenew, RenewBatcher, RenewReply};
 pub use engine::{LeaseEngine, ListTasks, ReadDbNow, ReadRecord, ShutdownAll, StartTask, StopTask};
 pub use registry::Registry;
+pub use shard::{ListLive, SetCompeting, StartShardTask};

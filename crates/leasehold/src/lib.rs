@@ -44,14 +44,17 @@ mod builder;
 mod error;
 mod event;
 mod holder;
+mod membership;
 mod runtime;
 mod service;
+mod shard;
 mod task;
 
 pub use builder::LeaseServiceBuilder;
 pub use error::{Error, Result};
 pub use event::LeaseEvent;
 pub use service::LeaseService;
+pub use shard::{DEFAULT_SHARD_GROUP, NameSource, ShardOptions, ShardedTasks};
 pub use task::{LeaseTask, LeaseTaskOptions};
 
 pub use leasehold_actor as engine;

@@ -421,6 +421,35 @@ impl LeaseService {
         }
     }
 
+    /// The engine, the registry, the service's configuration and its event sender, for the
+    /// sharded tasks (`shard.rs`).
+    pub(crate) fn parts(
+        &self,
+    ) -> (
+        &Addr<LeaseEngine>,
+        &Arc<Registry>,
+        &LeaseConfig,
+        &broadcast::Sender<LeaseEvent>,
+    ) {
+        let i = &self.inner;
+        (&i.engine, &i.registry, &i.config, &i.events)
+    }
+
+    /// Runs `fut` on the engine thread; `false` once the service is shut down.
+    pub(crate) fn spawn_on_engine(
+        &self,
+        fut: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> bool {
+        let thread = self
+            .inner
+            .thread
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        thread
+            .as_ref()
+            .is_some_and(|t| t.system.arbiter().spawn(fut))
+    }
+
     fn is_shut_down(&self) -> bool {
         self.inner
             .thread

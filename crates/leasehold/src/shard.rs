@@ -1,0 +1,657 @@
+//! Sharded lease tasks: many named tasks spread over the live hosts by a consistent-hash ring.
+//!
+//! Every host calls [`LeaseService::start_sharded`] with the same names. Each host announces
+//! itself with a membership lease (see `membership.rs`), reads the live members by the
+//! database's clock every refresh interval, and builds the same [`HostRing`] from them. A host
+//! competes only for the names the ring gives it and keeps the others in standby; the lease
+//! engine still decides who holds a name, so there is never more than one holder.
+//!
+//! When the live set changes, only the names whose owner changed move. A holder that is no
+//! longer assigned a name releases it at its next refresh: the new owner is in the ring only
+//! because its membership lease is live, so the name is given up to a host seen alive, and the
+//! hand-over takes about one refresh interval instead of a full term.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use actix::Addr;
+use futures::future::join_all;
+use leasehold_actor::{
+    LeaseEngine, ListLive, Registry, SetCompeting, StartShardTask, StartTask, StopTask,
+};
+use leasehold_core::{
+    FencingToken, HolderId, LeaseConfig, LeaseKey, LeaseName, LossReason, Namespace,
+};
+use leasehold_ring::HostRing;
+use tokio::sync::{Notify, broadcast};
+use tokio_util::sync::CancellationToken;
+
+use crate::membership::{MEMBERS_PREFIX, Membership};
+use crate::task::{self, LeaseTask, LeaseTaskOptions, TaskState, Tenure};
+use crate::{LeaseEvent, LeaseService, Result};
+
+type OnAcquired = Arc<dyn Fn(&str, FencingToken, CancellationToken) + Send + Sync>;
+type OnLost = Arc<dyn Fn(&str, LossReason) + Send + Sync>;
+type NameFn = Arc<dyn Fn() -> Vec<String> + Send + Sync>;
+
+/// The shard group used when [`ShardOptions::group`] is not set.
+pub const DEFAULT_SHARD_GROUP: &str = "default";
+
+/// The names a [`ShardedTasks`] spreads: a fixed list (replace it with
+/// [`ShardedTasks::set_names`]) or a closure asked at every refresh.
+///
+/// # Examples
+/// ```
+/// use leasehold::NameSource;
+/// let fixed = NameSource::from(vec!["orders/eu", "orders/us"]);
+/// let dynamic = NameSource::from_fn(|| (0..10).map(|i| format!("partition-{i}")).collect());
+/// # let _ = (fixed, dynamic);
+/// ```
+#[derive(Clone)]
+pub struct NameSource(Source);
+
+#[derive(Clone)]
+enum Source {
+    Fixed(Vec<String>),
+    Dynamic(NameFn),
+}
+
+impl std::fmt::Debug for NameSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            Source::Fixed(names) => f.debug_tuple("Fixed").field(&names.len()).finish(),
+            Source::Dynamic(_) => f.write_str("Dynamic"),
+        }
+    }
+}
+
+impl NameSource {
+    /// A fixed list of names.
+    ///
+    /// # Examples
+    /// ```
+    /// let names = leasehold::NameSource::fixed(["a", "b"]);
+    /// # let _ = names;
+    /// ```
+    pub fn fixed<I, S>(names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self(Source::Fixed(names.into_iter().map(Into::into).collect()))
+    }
+
+    /// Names asked from `f` at every refresh (on the engine thread: keep it quick).
+    ///
+    /// # Examples
+    /// ```
+    /// let names = leasehold::NameSource::from_fn(|| vec!["a".to_owned()]);
+    /// # let _ = names;
+    /// ```
+    pub fn from_fn(f: impl Fn() -> Vec<String> + Send + Sync + 'static) -> Self {
+        Self(Source::Dynamic(Arc::new(f)))
+    }
+
+    fn names(&self) -> Vec<String> {
+        match &self.0 {
+            Source::Fixed(names) => names.clone(),
+            Source::Dynamic(f) => f(),
+        }
+    }
+}
+
+impl From<Vec<String>> for NameSource {
+    fn from(names: Vec<String>) -> Self {
+        Self::fixed(names)
+    }
+}
+
+impl From<Vec<&str>> for NameSource {
+    fn from(names: Vec<&str>) -> Self {
+        Self::fixed(names)
+    }
+}
+
+impl From<&[&str]> for NameSource {
+    fn from(names: &[&str]) -> Self {
+        Self::fixed(names.iter().copied())
+    }
+}
+
+/// How sharded lease tasks run: per-name callbacks, the configuration, the refresh interval
+/// and the shard group.
+///
+/// Callbacks run on the service's engine thread: keep them short and non-blocking.
+///
+/// # Examples
+/// ```
+/// use std::time::Duration;
+/// use leasehold::ShardOptions;
+/// let options = ShardOptions::new()
+///     .on_acquired(|name, token, cancel| {
+///         println!("{name}: mine now (token {token})");
+///         drop(cancel); // hand it to the work: cancelled when the tenure ends
+///     })
+///     .on_lost(|name, reason| println!("{name}: lost ({reason:?})"))
+///     .refresh_interval(Duration::from_secs(2))
+///     .group("reports");
+/// # let _ = options;
+/// ```
+#[derive(Clone)]
+#[must_use]
+pub struct ShardOptions {
+    on_acquired: Option<OnAcquired>,
+    on_lost: Option<OnLost>,
+    config: Option<LeaseConfig>,
+    refresh: Option<Duration>,
+    group: String,
+}
+
+impl Default for ShardOptions {
+    fn default() -> Self {
+        Self {
+            on_acquired: None,
+            on_lost: None,
+            config: None,
+            refresh: None,
+            group: DEFAULT_SHARD_GROUP.to_owned(),
+        }
+    }
+}
+
+impl std::fmt::Debug for ShardOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShardOptions")
+            .field("on_acquired", &self.on_acquired.is_some())
+            .field("on_lost", &self.on_lost.is_some())
+            .field("config", &self.config)
+            .field("refresh", &self.refresh)
+            .field("group", &self.group)
+            .finish()
+    }
+}
+
+impl ShardOptions {
+    /// No callbacks, the service's configuration, refresh every third of the term, group
+    /// [`DEFAULT_SHARD_GROUP`].
+    ///
+    /// # Examples
+    /// ```
+    /// let options = leasehold::ShardOptions::new();
+    /// # let _ = options;
+    /// ```
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Called at the start of every tenure of a name, with the name, its fencing token and a
+    /// [`CancellationToken`] cancelled when the tenure ends (including when the name moves to
+    /// another host).
+    ///
+    /// # Examples
+    /// ```
+    /// let options = leasehold::ShardOptions::new().on_acquired(|name, token, _cancel| {
+    ///     println!("{name}: token {token}");
+    /// });
+    /// # let _ = options;
+    /// ```
+    pub fn on_acquired(
+        mut self,
+        f: impl Fn(&str, FencingToken, CancellationToken) + Send + Sync + 'static,
+    ) -> Self {
+        self.on_acquired = Some(Arc::new(f));
+        self
+    }
+
+    /// Called when the tenure of a name is lost (not when it is released because it moved).
+    ///
+    /// # Examples
+    /// ```
+    /// let options = leasehold::ShardOptions::new().on_lost(|name, reason| eprintln!("{name}: {reason:?}"));
+    /// # let _ = options;
+    /// ```
+    pub fn on_lost(mut self, f: impl Fn(&str, LossReason) + Send + Sync + 'static) -> Self {
+        self.on_lost = Some(Arc::new(f));
+        self
+    }
+
+    /// The configuration of every name and of the membership lease (default: the service's).
+    ///
+    /// # Examples
+    /// ```
+    /// use std::time::Duration;
+    /// let options = leasehold::ShardOptions::new()
+    ///     .config(leasehold::LeaseConfig::default().with_term(Duration::from_secs(5)));
+    /// # let _ = options;
+    /// ```
+    pub fn config(mut self, config: LeaseConfig) -> Self {
+        self.config = Some(config);
+        self
+    }
+
+    /// How often the live members are read (default: a third of the term). A host that died
+    /// is dropped from the ring within term + refresh; a host that joined or left gracefully,
+    /// within about one refresh.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::time::Duration;
+    /// let options = leasehold::ShardOptions::new().refresh_interval(Duration::from_millis(500));
+    /// # let _ = options;
+    /// ```
+    pub fn refresh_interval(mut self, interval: Duration) -> Self {
+        self.refresh = Some(interval);
+        self
+    }
+
+    /// The shard group (default [`DEFAULT_SHARD_GROUP`]): hosts of one group in one namespace
+    /// share a ring. Must not be empty nor contain `/`.
+    ///
+    /// # Examples
+    /// ```
+    /// let options = leasehold::ShardOptions::new().group("billing");
+    /// # let _ = options;
+    /// ```
+    pub fn group(mut self, group: impl Into<String>) -> Self {
+        self.group = group.into();
+        self
+    }
+}
+
+/// What the coordinator last saw, for the handle's accessors.
+#[derive(Debug, Default)]
+struct View {
+    members: Vec<String>,
+    /// Every running name and whether this host competes for it.
+    competing: BTreeMap<LeaseName, bool>,
+    tasks: BTreeMap<LeaseName, LeaseTask>,
+}
+
+struct Shared {
+    engine: Addr<LeaseEngine>,
+    registry: Arc<Registry>,
+    events: broadcast::Sender<LeaseEvent>,
+    namespace: Namespace,
+    membership: Membership,
+    config: LeaseConfig,
+    refresh: Duration,
+    options: ShardOptions,
+    source: Mutex<NameSource>,
+    view: Mutex<View>,
+    poke: Arc<Notify>,
+    stop: CancellationToken,
+    finished: CancellationToken,
+}
+
+impl Shared {
+    fn view(&self) -> std::sync::MutexGuard<'_, View> {
+        self.view.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn holder(&self) -> &HolderId {
+        &self.membership.holder
+    }
+
+    /// The current names, validated; bad or reserved names are logged and skipped.
+    fn names(&self) -> BTreeSet<LeaseName> {
+        let source = self
+            .source
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        source
+            .names()
+            .into_iter()
+            .filter_map(|n| {
+                if n.starts_with(MEMBERS_PREFIX) {
+                    log::warn!("sharded name {n:?} uses the reserved prefix {MEMBERS_PREFIX:?}");
+                    return None;
+                }
+                LeaseName::new(n)
+                    .map_err(|e| log::warn!("sharded name skipped: {e}"))
+                    .ok()
+            })
+            .collect()
+    }
+
+    /// The listener of one sharded name: the ordinary task listener with the name's callbacks.
+    fn listener(&self, name: &LeaseName, state: &Arc<TaskState>) -> leasehold_actor::Listener {
+        let mut options = LeaseTaskOptions::new();
+        if let Some(f) = self.options.on_acquired.clone() {
+            let n = name.as_str().to_owned();
+            options = options.on_acquired(move |token, cancel| f(&n, token, cancel));
+        }
+        if let Some(f) = self.options.on_lost.clone() {
+            let n = name.as_str().to_owned();
+            options = options.on_lost(move |reason| f(&n, reason));
+        }
+        task::listener(
+            self.holder().clone(),
+            Arc::clone(state),
+            &options,
+            self.events.clone(),
+        )
+    }
+
+    /// One round: read the live members, build the ring, start new names, stop removed ones,
+    /// and switch the others between competing and standby.
+    async fn reconcile(&self) -> Result<()> {
+        let self_live = self.registry.has_lease(&self.membership.key);
+        let hosts = if self_live {
+            let records = self
+                .engine
+                .send(ListLive {
+                    namespace: self.namespace.clone(),
+                    prefix: self.membership.prefix.clone(),
+                })
+                .await??;
+            self.membership.live_hosts(&records, true)
+        } else {
+            BTreeSet::new()
+        };
+        let ring = HostRing::from_hosts(hosts.iter());
+        let me = self.holder().as_str();
+        let wanted = |name: &LeaseName| self_live && ring.is_owner(me, name.as_str());
+        let names = self.names();
+
+        let (added, removed, changes) = {
+            let view = self.view();
+            let added: Vec<LeaseName> = names
+                .iter()
+                .filter(|n| !view.competing.contains_key(*n))
+                .cloned()
+                .collect();
+            let removed: Vec<LeaseName> = view
+                .competing
+                .keys()
+                .filter(|n| !names.contains(*n))
+                .cloned()
+                .collect();
+            let changes: Vec<(LeaseName, bool)> = view
+                .competing
+                .iter()
+                .filter(|(n, c)| names.contains(*n) && wanted(n) != **c)
+                .map(|(n, c)| (n.clone(), !*c))
+                .collect();
+            (added, removed, changes)
+        };
+
+        // Give up first, so a name moving away is released as early as possible.
+        if !changes.is_empty() {
+            let keyed = changes
+                .iter()
+                .map(|(n, c)| (self.key(n), *c))
+                .collect::<Vec<_>>();
+            self.engine.send(SetCompeting { changes: keyed }).await?;
+            let mut view = self.view();
+            for (n, c) in changes {
+                view.competing.insert(n, c);
+            }
+        }
+        for name in added {
+            let key = self.key(&name);
+            let state = TaskState::new();
+            let listener = self.listener(&name, &state);
+            let compete = wanted(&name);
+            self.engine
+                .send(StartShardTask {
+                    key: key.clone(),
+                    config: self.config.clone(),
+                    listener,
+                    compete,
+                })
+                .await??;
+            let mut view = self.view();
+            view.competing.insert(name.clone(), compete);
+            view.tasks.insert(
+                name,
+                LeaseTask {
+                    key,
+                    state,
+                    registry: Arc::clone(&self.registry),
+                },
+            );
+        }
+        self.stop_names(removed).await?;
+        self.view().members = hosts.into_iter().collect();
+        Ok(())
+    }
+
+    fn key(&self, name: &LeaseName) -> LeaseKey {
+        LeaseKey::new(self.namespace.clone(), name.clone())
+    }
+
+    /// Stops the tasks of `names` (releasing what is held) and forgets them.
+    async fn stop_names(&self, names: Vec<LeaseName>) -> Result<()> {
+        let stops = names
+            .iter()
+            .map(|n| self.engine.send(StopTask { key: self.key(n) }));
+        for stopped in join_all(stops).await {
+            stopped?;
+        }
+        let mut view = self.view();
+        for name in names {
+            view.competing.remove(&name);
+            if let Some(task) = view.tasks.remove(&name) {
+                task.state.end(Tenure::Stopped);
+            }
+        }
+        Ok(())
+    }
+
+    /// The coordinator: a round now, then at every refresh or poke, until stopped.
+    async fn run(self: Arc<Self>) {
+        let _finished = self.finished.clone().drop_guard();
+        loop {
+            if let Err(e) = self.reconcile().await {
+                // The leases themselves keep it safe; try again next round.
+                log::warn!("{}: sharding refresh failed: {e}", self.holder());
+            }
+            tokio::select! {
+                () = self.stop.cancelled() => break,
+                () = self.poke.notified() => {}
+                () = tokio::time::sleep(self.refresh) => {}
+            }
+        }
+    }
+}
+
+/// A handle on the sharded lease tasks of one host, returned by
+/// [`LeaseService::start_sharded`]. Cloning is cheap; dropping it does not stop the tasks
+/// (use [`ShardedTasks::leave`], or shut the service down).
+///
+/// # Examples
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+/// use leasehold::{LeaseService, ShardOptions};
+/// let service = LeaseService::builder("sqlite::memory:").build().await?;
+/// let names: Vec<String> = (0..10).map(|i| format!("task-{i}")).collect();
+/// let shards = service.start_sharded(names, ShardOptions::new()).await?;
+/// // Alone in the ring, this host gets every name.
+/// while shards.held().len() < 10 {
+///     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+/// }
+/// assert_eq!(shards.members().len(), 1);
+/// assert!(service.has_lease("task-3"));
+/// shards.leave().await?;
+/// assert!(!service.has_lease("task-3"));
+/// # service.shutdown().await?; Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct ShardedTasks {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for ShardedTasks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShardedTasks")
+            .field("holder", self.shared.holder())
+            .field("group", &self.shared.options.group)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ShardedTasks {
+    /// Replaces the names with a fixed list and refreshes at once: new names are started
+    /// (competed for by their owners), names no longer listed are stopped and released.
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// # use leasehold::{LeaseService, ShardOptions};
+    /// # let service = LeaseService::builder("sqlite::memory:").build().await?;
+    /// let shards = service.start_sharded(vec!["a", "b"], ShardOptions::new()).await?;
+    /// shards.set_names(vec!["b", "c"]);
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
+    pub fn set_names(&self, names: impl Into<NameSource>) {
+        *self
+            .shared
+            .source
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = names.into();
+        self.refresh();
+    }
+
+    /// Reads the members and reassigns now instead of at the next refresh.
+    pub fn refresh(&self) {
+        self.shared.poke.notify_one();
+    }
+
+    /// The live members (holder ids) in the ring, as last read.
+    #[must_use]
+    pub fn members(&self) -> Vec<String> {
+        self.shared.view().members.clone()
+    }
+
+    /// The names this host competes for (the ring assigns them here), as last computed.
+    #[must_use]
+    pub fn assigned(&self) -> Vec<LeaseName> {
+        let view = self.shared.view();
+        view.competing
+            .iter()
+            .filter(|(_, c)| **c)
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+
+    /// The names this host holds now (memory only, like [`LeaseService::has_lease`]).
+    #[must_use]
+    pub fn held(&self) -> Vec<LeaseName> {
+        let view = self.shared.view();
+        view.tasks
+            .iter()
+            .filter(|(_, t)| t.has_lease())
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+
+    /// The task handle of one sharded name (to wait for it with [`LeaseTask::acquired`]).
+    #[must_use]
+    pub fn task(&self, name: &str) -> Option<LeaseTask> {
+        let name = LeaseName::new(name).ok()?;
+        self.shared.view().tasks.get(&name).cloned()
+    }
+
+    /// This host's holder id and the shard group, as the membership lease names them.
+    #[must_use]
+    pub fn membership_key(&self) -> &LeaseKey {
+        &self.shared.membership.key
+    }
+
+    /// Leaves the ring gracefully: stops refreshing, releases the membership lease first (so
+    /// the others re-spread at their next refresh), then stops every name, releasing what is
+    /// held. Returns how many names were held. The service keeps running.
+    ///
+    /// # Errors
+    /// [`Error::ShutDown`](crate::Error::ShutDown) if the service is shut down.
+    pub async fn leave(&self) -> Result<usize> {
+        let shared = &self.shared;
+        shared.stop.cancel();
+        shared.finished.cancelled().await;
+        shared
+            .engine
+            .send(StopTask {
+                key: shared.membership.key.clone(),
+            })
+            .await?;
+        let names: Vec<LeaseName> = shared.view().competing.keys().cloned().collect();
+        let held = self.held().len();
+        shared.stop_names(names).await?;
+        shared.view().members.clear();
+        Ok(held)
+    }
+}
+
+impl LeaseService {
+    /// Starts sharded lease tasks: call it on every host with the same names. This host joins
+    /// the ring of its namespace and shard group with a membership lease, and competes only for
+    /// the names the ring assigns it; the other names wait in standby. Names move when hosts
+    /// join, leave or die; a lease is never held by two hosts at once.
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// use leasehold::{LeaseService, ShardOptions};
+    /// let service = LeaseService::builder("sqlite::memory:").build().await?;
+    /// let options = ShardOptions::new().on_acquired(|name, token, _cancel| {
+    ///     println!("{name}: mine (token {token})");
+    /// });
+    /// let shards = service.start_sharded(vec!["orders/eu", "orders/us"], options).await?;
+    /// let (token, _cancel) = shards.task("orders/eu").expect("started").acquired().await?;
+    /// assert!(token.get() > 0);
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Invalid`](crate::Error::Invalid) for a bad group or configuration;
+    /// [`Error::ShutDown`](crate::Error::ShutDown).
+    pub async fn start_sharded(
+        &self,
+        names: impl Into<NameSource>,
+        options: ShardOptions,
+    ) -> Result<ShardedTasks> {
+        let (engine, registry, service_config, events) = self.parts();
+        let config = options
+            .config
+            .clone()
+            .unwrap_or_else(|| service_config.clone());
+        config.validate()?;
+        let refresh = options.refresh.unwrap_or_else(|| config.term() / 3);
+        let membership = Membership::new(
+            self.namespace().clone(),
+            &options.group,
+            self.holder().clone(),
+        )?;
+        let poke = Arc::new(Notify::new());
+        let shared = Arc::new(Shared {
+            engine: engine.clone(),
+            registry: Arc::clone(registry),
+            events: events.clone(),
+            namespace: self.namespace().clone(),
+            membership,
+            config: config.clone(),
+            refresh,
+            options,
+            source: Mutex::new(names.into()),
+            view: Mutex::new(View::default()),
+            poke: Arc::clone(&poke),
+            stop: CancellationToken::new(),
+            finished: CancellationToken::new(),
+        });
+        // Any change of this host's own membership refreshes the view at once.
+        let listener: leasehold_actor::Listener = Arc::new(move |_, _| poke.notify_one());
+        engine
+            .send(StartTask {
+                key: shared.membership.key.clone(),
+                config,
+                listener,
+            })
+            .await??;
+        if !self.spawn_on_engine(Arc::clone(&shared).run()) {
+            return Err(crate::Error::ShutDown);
+        }
+        Ok(ShardedTasks { shared })
+    }
+}
