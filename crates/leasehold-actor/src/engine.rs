@@ -59,8 +59,8 @@ use crate::batcher::RenewBatcher;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct LeaseEngine {
-    holder: HolderId,
-    store: Arc<dyn LeaseStore>,
+    pub(crate) holder: HolderId,
+    pub(crate) store: Arc<dyn LeaseStore>,
     renewer: Addr<RenewBatcher>,
     registry: Arc<Registry>,
     tasks: HashMap<LeaseKey, Addr<LeaseActor>>,

@@ -20,6 +20,7 @@
 mod actor;
 mod batcher;
 mod engine;
+mod lock;
 mod registry;
 mod shard;
 
@@ -29,5 +30,8 @@ pub use actor::{
 };
 pub use batcher::{DEFAULT_BATCH_WINDOW, QueueRenew, RenewBatcher, RenewReply};
 pub use engine::{LeaseEngine, ListTasks, ReadDbNow, ReadRecord, ShutdownAll, StartTask, StopTask};
+pub use lock::{
+    AcquireLock, BeginFenced, ListLocks, ReleaseLock, RenewLock, WatchReleases, release_channel,
+};
 pub use registry::Registry;
 pub use shard::{ListLive, SetCompeting, StartShardTask};

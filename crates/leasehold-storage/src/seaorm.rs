@@ -309,6 +309,10 @@ fn key_values(key: &LeaseKey) -> [Value; 2] {
 
 #[async_trait]
 impl LeaseStore for SeaOrmStore {
+    fn sea_orm(&self) -> Option<&SeaOrmStore> {
+        Some(self)
+    }
+
     async fn try_acquire(
         &self,
         key: &LeaseKey,

@@ -44,6 +44,7 @@ mod builder;
 mod error;
 mod event;
 mod holder;
+mod lock;
 mod membership;
 mod runtime;
 mod service;
@@ -53,6 +54,10 @@ mod task;
 pub use builder::LeaseServiceBuilder;
 pub use error::{Error, Result};
 pub use event::LeaseEvent;
+pub use lock::{
+    DEFAULT_LOCK_NAMESPACE, DEFAULT_LOCK_RETRY_INTERVAL, DEFAULT_LOCK_TTL, LockError, LockGuard,
+    LockOutcome,
+};
 pub use service::LeaseService;
 pub use shard::{DEFAULT_SHARD_GROUP, NameSource, ShardOptions, ShardedTasks};
 pub use task::{LeaseTask, LeaseTaskOptions};
@@ -64,9 +69,10 @@ pub use leasehold_core::{
 };
 pub use leasehold_local as local;
 pub use leasehold_storage::{
-    AcquireOutcome, LeaseStore, MemoryStore, ReleaseOutcome, RenewItem, RenewOutcome, SeaOrmStore,
-    StoreBuilder, StoreError,
+    AcquireOutcome, FencedTransaction, LeaseStore, MemoryStore, ReleaseOutcome, RenewItem,
+    RenewOutcome, SeaOrmStore, StoreBuilder, StoreError,
 };
+pub use sea_orm;
 pub use tokio_util::sync::CancellationToken;
 
 /// The architecture of leasehold (`docs/ARCHITECTURE.md`): crates, data flow, the state machine,

@@ -60,6 +60,7 @@ struct Inner {
     events: broadcast::Sender<LeaseEvent>,
     tasks: DashMap<LeaseName, LeaseTask>,
     thread: Mutex<Option<EngineThread>>,
+    locks: crate::lock::LocalLocks,
 }
 
 impl std::fmt::Debug for EngineThread {
@@ -134,6 +135,7 @@ impl LeaseService {
                 events: broadcast::channel(EVENT_BUFFER).0,
                 tasks: DashMap::new(),
                 thread: Mutex::new(Some(thread)),
+                locks: crate::lock::LocalLocks::default(),
             }),
         })
     }
@@ -448,6 +450,18 @@ impl LeaseService {
         thread
             .as_ref()
             .is_some_and(|t| t.system.arbiter().spawn(fut))
+    }
+
+    pub(crate) fn engine(&self) -> &Addr<LeaseEngine> {
+        &self.inner.engine
+    }
+
+    pub(crate) fn registry(&self) -> &Arc<Registry> {
+        &self.inner.registry
+    }
+
+    pub(crate) fn locks(&self) -> &crate::lock::LocalLocks {
+        &self.inner.locks
     }
 
     fn is_shut_down(&self) -> bool {
