@@ -15,7 +15,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let leases = LocalLeases::new();
     for client in ["alice", "bob", "carol"] {
         leases.create(client, Duration::from_millis(500), move |lease| {
-            println!("session of {} expired ({:?}): closing its cursor", lease.name(), lease.cause());
+            println!(
+                "session of {} expired ({:?}): closing its cursor",
+                lease.name(),
+                lease.cause()
+            );
         })?;
         println!("opened a session for {client}");
     }

@@ -54,22 +54,32 @@ async fn node(url: &str, name: &'static str) -> Result<LeaseService, leasehold::
 
 fn db_arg() -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
-    args.iter().position(|a| a == "--db").and_then(|i| args.get(i + 1).cloned())
+    args.iter()
+        .position(|a| a == "--db")
+        .and_then(|i| args.get(i + 1).cloned())
 }
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = std::env::temp_dir().join(format!("leasehold-master-standby-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-    let url = db_arg().unwrap_or_else(|| format!("sqlite://{}?mode=rwc", dir.join("leases.db").display()));
+    let url = db_arg()
+        .unwrap_or_else(|| format!("sqlite://{}?mode=rwc", dir.join("leases.db").display()));
 
     let a = node(&url, "node-a").await?;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let b = node(&url, "node-b").await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
 
-    let (master, standby) = if a.has_lease("stream-job") { (a, b) } else { (b, a) };
-    println!("--- {} crashes without releasing its lease ---", master.holder());
+    let (master, standby) = if a.has_lease("stream-job") {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    println!(
+        "--- {} crashes without releasing its lease ---",
+        master.holder()
+    );
     master.abort_without_release().await;
     let crashed_at = standby.db_now().await?;
 
@@ -84,7 +94,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     tokio::time::sleep(Duration::from_secs(1)).await;
     let released = standby.shutdown().await?;
-    println!("--- {} shut down and released {released} lease(s) ---", standby.holder());
+    println!(
+        "--- {} shut down and released {released} lease(s) ---",
+        standby.holder()
+    );
     let _ = std::fs::remove_dir_all(dir);
     Ok(())
 }
