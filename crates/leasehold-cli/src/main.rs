@@ -5,8 +5,10 @@
 #![forbid(unsafe_code)]
 
 mod commands;
+mod demo;
 mod duration;
 mod torture;
+mod watch;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -109,6 +111,28 @@ pub enum Command {
         #[arg(long)]
         namespace: Option<String>,
     },
+    /// Watch the held leases live: a table redrawn every interval on a terminal (changes
+    /// highlighted), one line per change elsewhere.
+    #[command(after_help = "Example:\n  leasehold watch --namespace jobs --interval 500ms")]
+    Watch {
+        /// Only this namespace (default: every namespace).
+        #[arg(long)]
+        namespace: Option<String>,
+        /// Only names starting with this prefix.
+        #[arg(long, default_value = "")]
+        prefix: String,
+        /// Time between refreshes.
+        #[arg(long, default_value = "1s", value_parser = duration::parse, allow_hyphen_values = true)]
+        interval: Duration,
+        /// Stop after this many refreshes (default: run until interrupted).
+        #[arg(long)]
+        count: Option<u64>,
+    },
+    /// Three in-process nodes elect a master, shard 12 tasks, take a lock with a fenced write,
+    /// survive the master's crash and take the restarted node back. Runs on a temporary SQLite
+    /// file unless --db (or LEASEHOLD_DATABASE_URL) is given.
+    #[command(after_help = "Example:\n  cargo run --release -p leasehold-cli -- demo\n  leasehold --db postgres://postgres@127.0.0.1/test demo")]
+    Demo,
     /// Run the conformance suite against the database in a scratch namespace, and report the
     /// clock offset and round-trip time.
     #[command(after_help = "Example:\n  leasehold --db postgres://postgres@127.0.0.1/test check")]
