@@ -245,7 +245,7 @@ async fn torture(db: &str, args: &TortureArgs) -> Result<u8, Failure> {
     }
     let result = faults(&store, &mut workers, args).await;
     workers.stop_all();
-    let (kills, pauses) = result?;
+    let faults = result?;
 
     // Statements a killed client had sent may still be finishing on a server.
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -256,7 +256,10 @@ async fn torture(db: &str, args: &TortureArgs) -> Result<u8, Failure> {
         .map(|(_, token)| token)
         .sum();
     let findings = check::check(&rows);
-    println!("faults: {kills} kills, {pauses} pauses");
+    println!(
+        "faults: {} kills, {} pauses; workers that exited by themselves: {}",
+        faults.kills, faults.pauses, faults.exits
+    );
     println!("{findings}");
     for v in findings.violations.iter().take(20) {
         println!("VIOLATION {v}");
@@ -274,23 +277,44 @@ async fn torture(db: &str, args: &TortureArgs) -> Result<u8, Failure> {
     })
 }
 
-/// Injects faults until the time is up. Returns (kills, pauses).
+/// What the fault injector did.
+struct Faults {
+    kills: u64,
+    pauses: u64,
+    /// Workers that exited without being killed.
+    exits: u64,
+}
+
+/// Injects faults until the time is up.
 async fn faults(
     store: &SeaOrmStore,
     workers: &mut Workers,
     args: &TortureArgs,
-) -> Result<(u64, u64), Failure> {
+) -> Result<Faults, Failure> {
     let clock = MonotonicClock;
     let start = clock.now();
     let run_for = Duration::from_secs(args.secs);
     let term_ms = u64::try_from(args.term.as_millis()).unwrap_or(u64::MAX);
     // slot -> when to SIGCONT it
     let mut paused: HashMap<usize, Instant> = HashMap::new();
-    let (mut kills, mut pauses) = (0_u64, 0_u64);
+    let (mut kills, mut pauses, mut exits) = (0_u64, 0_u64, 0_u64);
     while clock.now() - start < run_for {
         let wait = Duration::from_millis(rand::rng().random_range(term_ms / 4..=term_ms / 2));
         tokio::time::sleep(wait).await;
         let now = clock.now();
+        // A worker that exited by itself (it could not connect, or it crashed) is restarted and
+        // counted: a run where workers die proves less than it seems.
+        for slot in 0..workers.slots.len() {
+            if let Ok(Some(status)) = workers.slots[slot].try_wait() {
+                eprintln!(
+                    "leasehold: torture worker {slot} exited by itself ({status}); restarting it"
+                );
+                exits += 1;
+                paused.remove(&slot);
+                let child = workers.spawn(slot)?;
+                workers.slots[slot] = child;
+            }
+        }
         paused.retain(|slot, until| {
             if *until <= now {
                 signal("-CONT", workers.slots[*slot].id());
@@ -337,5 +361,9 @@ async fn faults(
     for slot in paused.keys() {
         signal("-CONT", workers.slots[*slot].id());
     }
-    Ok((kills, pauses))
+    Ok(Faults {
+        kills,
+        pauses,
+        exits,
+    })
 }

@@ -186,10 +186,9 @@ fn a_nul_byte_cannot_even_reach_the_command() {
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{err}");
 }
 
-#[test]
-fn odd_but_valid_names_are_stored_and_listed_literally() {
-    let (dir, url) = temp_db("odd");
-    let db = rwc(&url);
+/// Locks odd names and namespaces under `base` and lists them back, literally.
+fn odd_names_round_trip(db: &str, base: &str) {
+    let odd = format!("{base}odd");
     let n255 = "y".repeat(255);
     let names = [
         "%",
@@ -203,40 +202,35 @@ fn odd_but_valid_names_are_stored_and_listed_literally() {
     ];
     for name in names {
         let out = ok(
-            &leasehold(&["--db", &db, "lock", "odd", name, "--holder", "h"]),
+            &leasehold(&["--db", db, "lock", &odd, name, "--holder", "h"]),
             name,
         );
         assert_eq!(out.trim(), "1", "{name}: the first token is 1");
     }
-    for ns in ["", "%", "_", "\\", "ünï 🦀"] {
-        ok(
-            &leasehold(&["--db", &db, "lock", ns, "n", "--holder", "h"]),
-            ns,
-        );
-    }
     let all = json_names(&ok(
-        &leasehold(&["--db", &db, "ls", "--namespace", "odd", "--json"]),
+        &leasehold(&["--db", db, "ls", "--namespace", &odd, "--json"]),
         "ls",
     ));
     let mut listed: Vec<&str> = all.iter().map(|(_, n)| n.as_str()).collect();
     let mut expected = names.to_vec();
     listed.sort_unstable();
     expected.sort_unstable();
-    assert_eq!(listed, expected);
+    assert_eq!(listed, expected, "{db}");
     for (prefix, only) in [
         ("%", vec!["%"]),
         ("_", vec!["_"]),
         ("a\\", vec!["a\\b"]),
         ("50%_", vec!["50%_off"]),
         ("🦀", vec!["🦀 crab"]),
+        ("é", vec!["é漢字"]),
     ] {
         let got = json_names(&ok(
             &leasehold(&[
                 "--db",
-                &db,
+                db,
                 "ls",
                 "--namespace",
-                "odd",
+                &odd,
                 "--prefix",
                 prefix,
                 "--json",
@@ -244,20 +238,57 @@ fn odd_but_valid_names_are_stored_and_listed_literally() {
             prefix,
         ));
         let got: Vec<&str> = got.iter().map(|(_, n)| n.as_str()).collect();
-        assert_eq!(got, only, "prefix {prefix:?} is literal");
+        assert_eq!(got, only, "{db}: prefix {prefix:?} is literal");
     }
-    for ns in ["%", "_", "\\", ""] {
+    let namespaces: Vec<String> = ["%", "_", "\\", " ünï 🦀"]
+        .iter()
+        .map(|s| format!("{base}{s}"))
+        .collect();
+    for ns in &namespaces {
+        ok(
+            &leasehold(&["--db", db, "lock", ns, "n", "--holder", "h"]),
+            ns,
+        );
+    }
+    for ns in &namespaces {
         let got = json_names(&ok(
-            &leasehold(&["--db", &db, "ls", "--namespace", ns, "--json"]),
+            &leasehold(&["--db", db, "ls", "--namespace", ns, "--json"]),
             ns,
         ));
         assert_eq!(
             got,
-            vec![(ns.to_owned(), "n".to_owned())],
-            "namespace {ns:?} is literal"
+            vec![(ns.clone(), "n".to_owned())],
+            "{db}: namespace {ns:?} is literal"
         );
     }
+}
+
+#[test]
+fn odd_but_valid_names_are_stored_and_listed_literally() {
+    let (dir, url) = temp_db("odd");
+    let db = rwc(&url);
+    odd_names_round_trip(&db, "");
+    // The default namespace is the empty string.
+    ok(
+        &leasehold(&["--db", &db, "lock", "", "n", "--holder", "h"]),
+        "empty namespace",
+    );
+    let got = json_names(&ok(
+        &leasehold(&["--db", &db, "ls", "--namespace", "", "--json"]),
+        "ls",
+    ));
+    assert_eq!(got, vec![(String::new(), "n".to_owned())]);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn odd_but_valid_names_round_trip_on_postgres_and_mysql() {
+    for var in [POSTGRES_ENV, MYSQL_ENV] {
+        if let Some(url) = backend_url(var) {
+            let base = format!("bad-input-{}-", std::process::id());
+            odd_names_round_trip(&url, &base);
+        }
+    }
 }
 
 #[test]

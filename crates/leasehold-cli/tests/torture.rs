@@ -65,6 +65,10 @@ fn torture(url: &str, secs: u64) -> Figures {
         violations: figure(line, "violations"),
     };
     assert_eq!(figures.violations, 0, "{stdout}");
+    assert!(
+        stdout.contains("workers that exited by themselves: 0"),
+        "a worker died without being killed: {stdout}{stderr}"
+    );
     assert!(figures.takeovers > 0, "no takeover happened: {stdout}");
     assert!(
         figures.acquisitions > figures.takeovers,
