@@ -1,0 +1,531 @@
+//! Rows measured through `LeaseService`: renewal cost of many held leases (with a counting store
+//! layer), has_lease, memory per held lease, failover; and the ring lookup.
+
+use std::collections::HashMap;
+use std::hash::BuildHasher;
+use std::hint::black_box;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use leasehold::{
+    AcquireOutcome, Clock, DbInstant, FencingToken, HolderId, LeaseConfig, LeaseKey, LeaseRecord,
+    LeaseService, LeaseStore, LeaseTaskOptions, MonotonicClock, Namespace, ReleaseOutcome,
+    RenewItem, RenewOutcome, StoreError, Term,
+};
+use leasehold_storage::Backend;
+
+use super::statements::{R, err};
+use super::{Ctx, Plan, Row, stats, stopwatch, timed};
+
+/// Rows per batched renewal statement on MySQL/MariaDB, which spends an UPDATE and a SELECT on
+/// each chunk (see `renew_many` in the storage crate).
+const MYSQL_CHUNK: u64 = 5_000;
+
+/// What the counting layer saw.
+#[derive(Default, Debug)]
+struct Counts {
+    renew_many: AtomicU64,
+    renew_many_items: AtomicU64,
+    statements: AtomicU64,
+    renew: AtomicU64,
+    nanos: AtomicU64,
+}
+
+impl Counts {
+    fn snapshot(&self) -> [u64; 5] {
+        [
+            self.renew_many.load(Ordering::SeqCst),
+            self.renew_many_items.load(Ordering::SeqCst),
+            self.statements.load(Ordering::SeqCst),
+            self.renew.load(Ordering::SeqCst),
+            self.nanos.load(Ordering::SeqCst),
+        ]
+    }
+}
+
+/// Counts renewal statements and the time they take; passes everything through.
+struct Counting {
+    inner: Arc<dyn LeaseStore>,
+    counts: Arc<Counts>,
+    mysql: bool,
+}
+
+impl Counting {
+    fn add_time(&self, d: Duration) {
+        let nanos = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        self.counts.nanos.fetch_add(nanos, Ordering::SeqCst);
+    }
+}
+
+#[async_trait]
+impl LeaseStore for Counting {
+    async fn try_acquire(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        term: Term,
+    ) -> Result<AcquireOutcome, StoreError> {
+        self.inner.try_acquire(key, holder, term).await
+    }
+    async fn begin_tenure(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        term: Term,
+    ) -> Result<AcquireOutcome, StoreError> {
+        self.inner.begin_tenure(key, holder, term).await
+    }
+    async fn renew(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        token: FencingToken,
+        term: Term,
+    ) -> Result<RenewOutcome, StoreError> {
+        let (out, d) = timed(self.inner.renew(key, holder, token, term)).await;
+        self.counts.renew.fetch_add(1, Ordering::SeqCst);
+        self.counts.statements.fetch_add(1, Ordering::SeqCst);
+        self.add_time(d);
+        out
+    }
+    async fn renew_many(
+        &self,
+        holder: &HolderId,
+        items: &[RenewItem],
+        term: Term,
+    ) -> Result<Vec<bool>, StoreError> {
+        let (out, d) = timed(self.inner.renew_many(holder, items, term)).await;
+        let n = items.len() as u64;
+        let c = &self.counts;
+        c.renew_many.fetch_add(1, Ordering::SeqCst);
+        c.renew_many_items.fetch_add(n, Ordering::SeqCst);
+        let statements = if self.mysql {
+            2 * n.div_ceil(MYSQL_CHUNK)
+        } else {
+            1
+        };
+        c.statements.fetch_add(statements, Ordering::SeqCst);
+        self.add_time(d);
+        out
+    }
+    async fn release(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        token: FencingToken,
+    ) -> Result<ReleaseOutcome, StoreError> {
+        self.inner.release(key, holder, token).await
+    }
+    async fn release_all(&self, holder: &HolderId) -> Result<u64, StoreError> {
+        self.inner.release_all(holder).await
+    }
+    async fn force_release(&self, key: &LeaseKey) -> Result<bool, StoreError> {
+        self.inner.force_release(key).await
+    }
+    async fn get(&self, key: &LeaseKey) -> Result<Option<LeaseRecord>, StoreError> {
+        self.inner.get(key).await
+    }
+    async fn list_valid(
+        &self,
+        namespace: Option<&Namespace>,
+        prefix: &str,
+    ) -> Result<Vec<LeaseRecord>, StoreError> {
+        self.inner.list_valid(namespace, prefix).await
+    }
+    async fn purge(
+        &self,
+        namespace: Option<&Namespace>,
+        older_than: Duration,
+    ) -> Result<u64, StoreError> {
+        self.inner.purge(namespace, older_than).await
+    }
+    async fn db_now(&self) -> Result<DbInstant, StoreError> {
+        self.inner.db_now().await
+    }
+}
+
+/// Resident set size of this process in bytes (from /proc/self/statm; 4 KiB pages assumed).
+fn rss() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = text.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
+}
+
+/// Term and renew interval of the renewal rows.
+const RENEW_TERM: Duration = Duration::from_secs(6);
+const RENEW_EVERY: Duration = Duration::from_secs(2);
+
+/// One held-leases service and what it measured.
+struct Held {
+    statements_per_interval: f64,
+    db_ms_per_interval: f64,
+    renew_many_calls: u64,
+    single_renews: u64,
+    acquire_wall: Duration,
+    bytes_per_lease: Option<f64>,
+    all_held: bool,
+    has_lease: Option<(super::Stats, super::Stats)>,
+}
+
+async fn hold(ctx: &Ctx, n: usize, measure_has_lease: bool) -> R<Held> {
+    let plan = ctx.plan;
+    let counts = Arc::new(Counts::default());
+    let layer_counts = Arc::clone(&counts);
+    let mysql = matches!(ctx.backend(), Backend::MariaDb | Backend::MySql);
+    let ns = ctx.namespace(&format!("held{n}"));
+    let service = LeaseService::builder(ctx.url.clone())
+        .table_prefix(ctx.prefix.clone())
+        .namespace(ns)
+        .config(
+            LeaseConfig::default()
+                .with_term(RENEW_TERM)
+                .with_renew_interval(RENEW_EVERY),
+        )
+        .store_layer(move |inner| {
+            Arc::new(Counting {
+                inner,
+                counts: Arc::clone(&layer_counts),
+                mysql,
+            })
+        })
+        .build()
+        .await
+        .map_err(err)?;
+    let before = rss();
+    let names: Vec<String> = (0..n).map(|i| format!("shard-{i:06}")).collect();
+    let start = stopwatch();
+    for name in &names {
+        service
+            .start_lease_task(name, LeaseTaskOptions::new())
+            .await
+            .map_err(err)?;
+    }
+    let deadline = Duration::from_secs(if plan.quick { 60 } else { 180 });
+    while !names.iter().all(|name| service.has_lease(name)) {
+        if start.elapsed() > deadline {
+            let held = names.iter().filter(|n| service.has_lease(n)).count();
+            let _ = service.shutdown().await;
+            return Err(format!("only {held} of {n} leases held after {deadline:?}"));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let acquire_wall = start.elapsed();
+    let after = rss();
+    let bytes_per_lease = match (before, after) {
+        (Some(b), Some(a)) => Some(a.saturating_sub(b) as f64 / n as f64),
+        _ => None,
+    };
+
+    let has_lease = if measure_has_lease {
+        Some(has_lease_figures(&service, &names, plan))
+    } else {
+        None
+    };
+
+    // Let the first renewal round after the grants pass, then count whole intervals.
+    tokio::time::sleep(RENEW_EVERY).await;
+    let c0 = counts.snapshot();
+    tokio::time::sleep(RENEW_EVERY * plan.intervals).await;
+    let c1 = counts.snapshot();
+    let all_held = names.iter().all(|name| service.has_lease(name));
+    let _ = service.shutdown().await;
+    let k = f64::from(plan.intervals);
+    Ok(Held {
+        statements_per_interval: (c1[2] - c0[2]) as f64 / k,
+        db_ms_per_interval: (c1[4] - c0[4]) as f64 / 1e6 / k,
+        renew_many_calls: c1[0] - c0[0],
+        single_renews: c1[3] - c0[3],
+        acquire_wall,
+        bytes_per_lease,
+        all_held,
+        has_lease,
+    })
+}
+
+/// has_lease ns/op over held names, and the floor: a `HashMap` lookup and a clock read.
+fn has_lease_figures(
+    service: &LeaseService,
+    names: &[String],
+    plan: Plan,
+) -> (super::Stats, super::Stats) {
+    let clock = MonotonicClock;
+    let far = clock.now() + Duration::from_secs(3600);
+    let map: HashMap<String, tokio::time::Instant> =
+        names.iter().map(|n| (n.clone(), far)).collect();
+    let mut ours = Vec::with_capacity(plan.batches);
+    let mut base = Vec::with_capacity(plan.batches);
+    let mut i = 0usize;
+    for _ in 0..plan.batches {
+        let start = stopwatch();
+        for _ in 0..plan.batch {
+            black_box(service.has_lease(black_box(&names[i % names.len()])));
+            i += 1;
+        }
+        ours.push(start.elapsed().as_secs_f64() * 1e9 / plan.batch as f64);
+        let start = stopwatch();
+        for _ in 0..plan.batch {
+            let name = black_box(&names[i % names.len()]);
+            black_box(map.get(name.as_str()).is_some_and(|d| clock.now() < *d));
+            i += 1;
+        }
+        base.push(start.elapsed().as_secs_f64() * 1e9 / plan.batch as f64);
+    }
+    (
+        stats(&mut ours).unwrap_or(super::Stats {
+            median: 0.0,
+            p99: 0.0,
+        }),
+        stats(&mut base).unwrap_or(super::Stats {
+            median: 0.0,
+            p99: 0.0,
+        }),
+    )
+}
+
+/// The one-statement-per-lease baseline: seconds per single renew, from a timed loop over up to
+/// `sample` leases held through the store.
+async fn single_renew_cost(ctx: &Ctx, sample: usize) -> R<f64> {
+    let store = &ctx.store;
+    let ns = ctx.namespace("loop");
+    let me = HolderId::new(format!("bench-loop-{}", std::process::id())).map_err(err)?;
+    let term = Term::new("term", Duration::from_secs(600)).map_err(err)?;
+    let items: Vec<R<RenewItem>> = futures::stream::iter(0..sample)
+        .map(|i| {
+            let (ns, me) = (&ns, &me);
+            async move {
+                let key = LeaseKey::parse(ns, &format!("loop-{i:06}")).map_err(err)?;
+                match store.try_acquire(&key, me, term).await.map_err(err)? {
+                    AcquireOutcome::Acquired { token, .. } => Ok(RenewItem { key, token }),
+                    other => Err(format!("loop grant refused: {other:?}")),
+                }
+            }
+        })
+        .buffer_unordered(4)
+        .collect()
+        .await;
+    let items = items.into_iter().collect::<R<Vec<_>>>()?;
+    let (out, d) = timed(async {
+        for it in &items {
+            if store
+                .renew(&it.key, &me, it.token, term)
+                .await
+                .map_err(err)?
+                != RenewOutcome::Renewed
+            {
+                return Err("loop renew lost".to_owned());
+            }
+        }
+        Ok(())
+    })
+    .await;
+    out?;
+    Ok(d.as_secs_f64() / sample.max(1) as f64)
+}
+
+fn one(v: f64) -> Option<super::Stats> {
+    Some(super::Stats { median: v, p99: v })
+}
+
+/// Renewal cost for 1,000 and 10,000 held leases, has_lease, and memory per held lease.
+pub(crate) async fn renewal_rows(ctx: &Ctx) -> Vec<Row> {
+    let plan = ctx.plan;
+    let single = single_renew_cost(ctx, plan.loop_sample).await;
+    let mut rows = Vec::new();
+    let mut has_lease_row = Row::skipped("has_lease", "ns/op", "not measured");
+    let mut memory_row = Row::skipped("memory_per_lease", "bytes/lease", "not measured");
+    for (n, stmt_name, db_name) in [
+        (1_000usize, "renewal_1k_statements", "renewal_1k_db_ms"),
+        (10_000, "renewal_10k_statements", "renewal_10k_db_ms"),
+    ] {
+        match hold(ctx, n, n == 1_000).await {
+            Ok(h) => {
+                let note = format!(
+                    "{n} leases, term {RENEW_TERM:?}, renew every {RENEW_EVERY:?}, {} interval(s): {} renew_many calls, {} single renews; all still held: {}; {n} grants took {:.1} s",
+                    plan.intervals,
+                    h.renew_many_calls,
+                    h.single_renews,
+                    h.all_held,
+                    h.acquire_wall.as_secs_f64()
+                );
+                rows.push(
+                    Row::new(stmt_name, "statements/interval")
+                        .measured(one(h.statements_per_interval))
+                        .against("one renew statement per lease", one(n as f64))
+                        .note(note.clone()),
+                );
+                let base = single.as_ref().ok().map(|s| s * 1e3 * n as f64);
+                rows.push(
+                    Row::new(db_name, "ms/interval")
+                        .measured(one(h.db_ms_per_interval))
+                        .against(
+                            format!(
+                                "one renew per lease, sequential (timed on {} leases, scaled)",
+                                plan.loop_sample
+                            ),
+                            base.and_then(one),
+                        )
+                        .note(match &single {
+                            Ok(_) => {
+                                "time spent in renew_many calls (request to answer)".to_owned()
+                            }
+                            Err(e) => format!("baseline not measured: {e}"),
+                        }),
+                );
+                if let Some((ours, base)) = h.has_lease {
+                    has_lease_row = Row::new("has_lease", "ns/op")
+                        .measured(Some(ours))
+                        .against("HashMap<String, Instant> lookup + clock read", Some(base))
+                        .rates(Some(1e9 / ours.median), Some(1e9 / base.median))
+                        .note(format!(
+                            "{n} held leases; {} batches of {} calls, ns per call per batch; goal ≤ 50 ns",
+                            plan.batches, plan.batch
+                        ));
+                }
+                if n == plan.memory_leases {
+                    memory_row = Row::new("memory_per_lease", "bytes/lease")
+                        .measured(h.bytes_per_lease.and_then(one))
+                        .against("goal 2 KiB", one(2048.0))
+                        .note(format!(
+                            "RSS after holding {n} leases in one service minus RSS after build, / {n}"
+                        ));
+                }
+            }
+            Err(e) => {
+                rows.push(Row::skipped(
+                    stmt_name,
+                    "statements/interval",
+                    format!("not measured: {e}"),
+                ));
+                rows.push(Row::skipped(
+                    db_name,
+                    "ms/interval",
+                    format!("not measured: {e}"),
+                ));
+            }
+        }
+    }
+    rows.push(has_lease_row);
+    rows.push(memory_row);
+    rows
+}
+
+/// Failover configuration: short term, short retry.
+const FAIL_TERM: Duration = Duration::from_secs(2);
+const FAIL_RETRY: Duration = Duration::from_millis(500);
+
+async fn failover_once(ctx: &Ctx, crash: bool, round: usize) -> R<Duration> {
+    let ns = ctx.namespace(&format!("failover{round}"));
+    let config = LeaseConfig::default()
+        .with_term(FAIL_TERM)
+        .with_retry_interval(FAIL_RETRY);
+    let build = |who: &str| {
+        LeaseService::builder(ctx.url.clone())
+            .table_prefix(ctx.prefix.clone())
+            .namespace(ns.clone())
+            .holder_id(format!("bench-{who}-{}-{round}", std::process::id()))
+            .config(config.clone())
+            .build()
+    };
+    let a = build("a").await.map_err(err)?;
+    let b = build("b").await.map_err(err)?;
+    let wait = Duration::from_secs(10);
+    let task_a = a
+        .start_lease_task("leader", LeaseTaskOptions::new())
+        .await
+        .map_err(err)?;
+    tokio::time::timeout(wait, task_a.acquired())
+        .await
+        .map_err(|_| "first holder never acquired".to_owned())?
+        .map_err(err)?;
+    let task_b = b
+        .start_lease_task("leader", LeaseTaskOptions::new())
+        .await
+        .map_err(err)?;
+    // Let the standby try (and be refused) before the holder goes away.
+    tokio::time::sleep(FAIL_RETRY * 2).await;
+    if b.has_lease("leader") {
+        return Err("the standby holds the lease before the failover".to_owned());
+    }
+    let start = stopwatch();
+    if crash {
+        a.abort_without_release().await;
+    } else {
+        a.shutdown().await.map_err(err)?;
+    }
+    let got = tokio::time::timeout(wait + FAIL_TERM, task_b.acquired()).await;
+    let elapsed = start.elapsed();
+    let _ = b.shutdown().await;
+    got.map_err(|_| "the standby never took over".to_owned())?
+        .map_err(err)?;
+    Ok(elapsed)
+}
+
+/// Failover after a crash and after a graceful shutdown.
+pub(crate) async fn failover_rows(ctx: &Ctx) -> Vec<Row> {
+    let unit = FAIL_TERM + FAIL_RETRY;
+    let mut rows = Vec::new();
+    for (name, crash) in [("failover_crash", true), ("failover_graceful", false)] {
+        let mut samples = Vec::new();
+        let mut error = None;
+        for round in 0..ctx.plan.failovers {
+            match failover_once(ctx, crash, round).await {
+                Ok(d) => samples.push(d.as_secs_f64() * 1e3),
+                Err(e) => error = Some(e),
+            }
+        }
+        let note = format!(
+            "{} of {} rounds; term {FAIL_TERM:?}, retry {FAIL_RETRY:?}; ratio is in units of term + retry{}",
+            samples.len(),
+            ctx.plan.failovers,
+            error.map(|e| format!("; failed: {e}")).unwrap_or_default()
+        );
+        rows.push(
+            Row::new(name, "ms")
+                .measured(stats(&mut samples))
+                .against("term + retry", one(unit.as_secs_f64() * 1e3))
+                .note(note),
+        );
+    }
+    rows
+}
+
+/// `HostRing::owner` with 10 hosts, next to hashing the name alone.
+pub(crate) fn ring_row(plan: Plan) -> Row {
+    let hosts: Vec<String> = (0..10).map(|i| format!("node-{i}:{}", 1000 + i)).collect();
+    let ring = leasehold_ring::HostRing::from_hosts(&hosts);
+    let names: Vec<String> = (0..20_000).map(|i| format!("orders/shard-{i}")).collect();
+    let hasher =
+        std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default();
+    let mut ours = Vec::with_capacity(plan.batches);
+    let mut base = Vec::with_capacity(plan.batches);
+    let mut i = 0usize;
+    for _ in 0..plan.batches {
+        let start = stopwatch();
+        for _ in 0..plan.batch {
+            black_box(ring.owner(black_box(&names[i % names.len()])));
+            i += 1;
+        }
+        ours.push(start.elapsed().as_secs_f64() * 1e9 / plan.batch as f64);
+        let start = stopwatch();
+        for _ in 0..plan.batch {
+            black_box(hasher.hash_one(black_box(names[i % names.len()].as_bytes())));
+            i += 1;
+        }
+        base.push(start.elapsed().as_secs_f64() * 1e9 / plan.batch as f64);
+    }
+    let ours = stats(&mut ours);
+    let base = stats(&mut base);
+    Row::new("ring_lookup", "ns/lookup")
+        .measured(ours)
+        .against("hashing the name alone (std SipHash)", base)
+        .rates(ours.map(|s| 1e9 / s.median), base.map(|s| 1e9 / s.median))
+        .note(format!(
+            "10 hosts × {} points; {} batches of {} lookups",
+            ring.point_count() / 10,
+            plan.batches,
+            plan.batch
+        ))
+}

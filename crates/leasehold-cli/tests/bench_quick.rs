@@ -1,0 +1,73 @@
+//! `leasehold bench --quick` completes and prints every row on SQLite (always) and on
+//! PostgreSQL / MySQL when their URLs are set. The figures themselves are not asserted.
+
+use std::process::Command;
+
+/// Every row `bench` prints, in any run.
+const ROWS: &[&str] = &[
+    "grant",
+    "renew",
+    "release",
+    "lock_spread",
+    "lock_hot",
+    "lock_spread_facade",
+    "lock_hot_facade",
+    "renewal_1k_statements",
+    "renewal_1k_db_ms",
+    "renewal_10k_statements",
+    "renewal_10k_db_ms",
+    "has_lease",
+    "memory_per_lease",
+    "failover_crash",
+    "failover_graceful",
+    "ring_lookup",
+    "lock_handoff",
+];
+
+fn bench_quick(url: &str) {
+    let out = Command::new(env!("CARGO_BIN_EXE_leasehold"))
+        .args(["--db", url, "bench", "--quick", "--json"])
+        .output()
+        .expect("run leasehold bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "bench --quick on {url} failed ({:?}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_str(&stdout).expect("bench --json prints JSON");
+    let names: Vec<&str> = doc["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .filter_map(|r| r["row"].as_str())
+        .collect();
+    for row in ROWS {
+        assert!(names.contains(row), "row {row} missing on {url}: {names:?}");
+    }
+    eprintln!("{stdout}");
+}
+
+#[test]
+fn quick_bench_on_sqlite() {
+    let dir = std::env::temp_dir().join(format!("leasehold-bench-quick-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let url = format!("sqlite://{}?mode=rwc", dir.join("leases.db").display());
+    bench_quick(&url);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn quick_bench_on_postgres() {
+    if let Some(url) = leasehold_storage::testing::backend_url("LEASEHOLD_TEST_POSTGRES") {
+        bench_quick(&url);
+    }
+}
+
+#[test]
+fn quick_bench_on_mysql() {
+    if let Some(url) = leasehold_storage::testing::backend_url("LEASEHOLD_TEST_MYSQL") {
+        bench_quick(&url);
+    }
+}
