@@ -280,6 +280,8 @@ struct Shared {
     source: Mutex<NameSource>,
     view: Mutex<View>,
     poke: Arc<Notify>,
+    /// One round at a time.
+    round: tokio::sync::Mutex<()>,
     stop: CancellationToken,
     finished: CancellationToken,
 }
@@ -337,6 +339,7 @@ impl Shared {
     /// One round: read the live members, build the ring, start new names, stop removed ones,
     /// and switch the others between competing and standby.
     async fn reconcile(&self) -> Result<()> {
+        let _round = self.round.lock().await;
         let self_live = self.registry.has_lease(&self.membership.key);
         let hosts = if self_live {
             let records = self
@@ -587,8 +590,9 @@ impl ShardedTasks {
 impl LeaseService {
     /// Starts sharded lease tasks: call it on every host with the same names. This host joins
     /// the ring of its namespace and shard group with a membership lease, and competes only for
-    /// the names the ring assigns it; the other names wait in standby. Names move when hosts
-    /// join, leave or die; a lease is never held by two hosts at once.
+    /// the names the ring assigns it; the other names wait in standby. Every name has a task
+    /// ([`ShardedTasks::task`]) when this returns. Names move when hosts join, leave or die; a
+    /// lease is never held by two hosts at once.
     ///
     /// # Examples
     /// ```
@@ -637,6 +641,7 @@ impl LeaseService {
             source: Mutex::new(names.into()),
             view: Mutex::new(View::default()),
             poke: Arc::clone(&poke),
+            round: tokio::sync::Mutex::new(()),
             stop: CancellationToken::new(),
             finished: CancellationToken::new(),
         });
@@ -649,6 +654,9 @@ impl LeaseService {
                 listener,
             })
             .await??;
+        // A first round here, so every name has a task (in standby until this host's
+        // membership is live) when this returns.
+        shared.reconcile().await?;
         if !self.spawn_on_engine(Arc::clone(&shared).run()) {
             return Err(crate::Error::ShutDown);
         }
