@@ -4,6 +4,7 @@
 //! not ours to unlock); 4 `torture` found a violation.
 #![forbid(unsafe_code)]
 
+mod bench;
 mod commands;
 mod demo;
 mod duration;
@@ -144,6 +145,9 @@ fn main() -> ExitCode {
     let parsed = parse();
     let cli = match parsed {
         Ok(Parsed::Cli(cli)) => cli,
+        Ok(Parsed::Bench(db, prefix, args)) => {
+            return run_on_runtime(async move { bench::run(&db, &prefix, &args).await });
+        }
         Ok(Parsed::Torture(db, args)) => return run_on_runtime(torture::run(&db, args)),
         Ok(Parsed::TortureWorker(db, args)) => {
             return run_on_runtime(torture::run_worker(&db, args));
@@ -173,6 +177,7 @@ enum Parsed {
     Cli(Cli),
     Torture(String, torture::TortureArgs),
     TortureWorker(String, torture::WorkerArgs),
+    Bench(String, String, bench::BenchArgs),
 }
 
 const TORTURE_HELP: &str = "Checked, per lease name, in database-time order (ties by insertion order):\n\
@@ -197,6 +202,11 @@ fn parse() -> Result<Parsed, clap::Error> {
                 .hide(true)
                 .after_help("Example:\n  (started by leasehold torture)"),
         );
+    let command = command.subcommand(
+        bench::BenchArgs::augment_args(clap::Command::new("bench"))
+            .about("Measure this database: store vs raw SQL, locks, renewal cost, failover, has_lease, ring, memory")
+            .after_help("Example:\n  leasehold --db postgres://postgres@127.0.0.1/test bench --quick --json"),
+    );
     let matches = command.try_get_matches()?;
     let db = |m: &ArgMatches| {
         m.get_one::<String>("db")
@@ -211,6 +221,11 @@ fn parse() -> Result<Parsed, clap::Error> {
         Some(("torture-worker", sub)) => Ok(Parsed::TortureWorker(
             db(sub),
             torture::WorkerArgs::from_arg_matches(sub)?,
+        )),
+        Some(("bench", sub)) => Ok(Parsed::Bench(
+            db(sub),
+            sub.get_one::<String>("table_prefix").cloned().unwrap_or_default(),
+            bench::BenchArgs::from_arg_matches(sub)?,
         )),
         _ => Ok(Parsed::Cli(Cli::from_arg_matches(&matches)?)),
     }
