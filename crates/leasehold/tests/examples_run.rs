@@ -1,0 +1,45 @@
+//! The examples that finish by themselves run and exit 0. `cargo test` builds every example
+//! before it runs the tests; this test runs the built binaries.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn example(name: &str) -> PathBuf {
+    // target/<profile>/deps/examples_run-… → target/<profile>/examples/<name>
+    let exe = std::env::current_exe().expect("test binary path");
+    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir").join("examples");
+    let path = dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        path.exists(),
+        "{} is not built: run the whole `cargo test -p leasehold` (it builds the examples), not only this test",
+        path.display()
+    );
+    path
+}
+
+fn runs(name: &str, args: &[&str], expect: &str) {
+    let out = Command::new(example(name)).args(args).env_remove("LEASEHOLD_DATABASE_URL").output().expect("run example");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{name} failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains(expect), "{name} did not print {expect:?}:\n{stdout}");
+}
+
+#[test]
+fn master_standby_fails_over() {
+    runs("master_standby", &[], "took over");
+}
+
+#[test]
+fn local_leases_expire_and_close() {
+    runs("local_leases", &[], "session of carol expired");
+}
+
+#[test]
+fn actix_web_leader_serves_work_only_as_leader() {
+    runs("actix_web_leader", &["--smoke"], "done by the leader");
+}
+
+#[test]
+fn shard_tasks_resplit_when_a_host_leaves() {
+    runs("shard_tasks", &[], "host-b leaves gracefully");
+}
