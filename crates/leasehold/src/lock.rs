@@ -12,6 +12,19 @@
 //! 3. While the lock is held by another holder, the task waits the retry interval (default
 //!    100 ms, Spring's `idleBetweenTries`), doubling up to 8× with ±25 % jitter, or less when a
 //!    PostgreSQL `NOTIFY` announces a release first.
+//!
+//! # Limits
+//! - The acquiring calls need a tokio runtime (plain tokio or actix): the grant request and the
+//!   guard's deadline timer run as tokio tasks.
+//! - On PostgreSQL each lock being waited for holds one pooled connection for `LISTEN` (one per
+//!   service and lock, not per task: local waiters queue). The listener starts after the first
+//!   refused attempt; a release in that gap is found by the next poll. Releases by
+//!   [`LeaseService::unlock`] of a [`LeaseService::hold_lock`] and tenures that merely lapse are
+//!   not announced: waiters find them by polling.
+//! - A lock's local deadline is `send time + ttl − min(ttl/10, 2 s)`; renew with
+//!   [`LockGuard::renew`] (or use [`LeaseService::hold_lock`]) for work longer than that.
+//! - Locks and lease tasks of one service on the same key exclude each other locally
+//!   ([`LockOutcome::HeldLocally`]).
 
 mod guard;
 mod hold;
@@ -102,7 +115,8 @@ type Queue = Arc<tokio::sync::Mutex<()>>;
 pub(crate) struct LocalLocks {
     queues: DashMap<LeaseKey, Weak<tokio::sync::Mutex<()>>>,
     held: DashMap<LeaseKey, Arc<HeldLock>>,
-    holds: DashMap<LeaseKey, ()>,
+    /// Locks held by a lease task, with the token of the current tenure.
+    holds: DashMap<LeaseKey, Arc<std::sync::atomic::AtomicI64>>,
     retry_millis: AtomicU64,
 }
 

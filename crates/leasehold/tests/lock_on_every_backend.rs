@@ -346,3 +346,34 @@ async fn fencing_example_rejects_the_stale_write() {
         assert_eq!(entries, ["written by B"], "{url}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_at_least_for_keeps_an_early_unlock_held_until_the_minimum() {
+    for url in urls() {
+        let ns = common::unique_namespace("lock-least");
+        let (a, b) = (service(&url).await, service(&url).await);
+        let ttl = Duration::from_secs(60);
+        let guard = a
+            .lock(&ns, "job", ttl)
+            .await
+            .expect("lock")
+            .expect("free")
+            .lock_at_least_for(Duration::from_millis(1500));
+        guard.unlock().await.expect("unlock");
+        assert!(
+            b.lock(&ns, "job", ttl).await.expect("lock").is_none(),
+            "{url}: released early"
+        );
+        let got = b
+            .try_locker(&ns, "job", Some(Duration::from_secs(20)), ttl)
+            .await
+            .expect("try_locker");
+        assert!(
+            got.is_some(),
+            "{url}: still held long after the minimum (not the ttl)"
+        );
+        drop(got);
+        a.shutdown().await.expect("shutdown");
+        b.shutdown().await.expect("shutdown");
+    }
+}

@@ -1,6 +1,7 @@
 //! Locks held in the background ([`LeaseService::hold_lock`]), prefix queries and fencing by name.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use leasehold_actor::{BeginFenced, ListLocks, Listener, StartTask, StopTask};
@@ -53,12 +54,15 @@ impl LeaseService {
             return Ok(None);
         };
         let (tx, mut rx) = watch::channel(None::<FencingToken>);
+        let current = Arc::new(AtomicI64::new(0));
+        let seen = Arc::clone(&current);
         let listener: Listener = Arc::new(move |_: &LeaseKey, n: &Notification| {
             if let Notification::Acquired { token, .. } = n {
+                seen.store(token.get(), Ordering::SeqCst);
                 tx.send_replace(Some(*token));
             }
         });
-        self.locks().holds.insert(key.clone(), ());
+        self.locks().holds.insert(key.clone(), current);
         let started = self
             .engine()
             .send(StartTask {
@@ -113,7 +117,7 @@ impl LeaseService {
         self.registry().has_lease_str(namespace, name)
     }
 
-    pub(crate) async fn stop_hold(&self, key: LeaseKey) -> Result<(), LockError> {
+    pub(crate) async fn stop_hold(&self, key: LeaseKey, token: i64) -> Result<(), LockError> {
         let live = self.registry().has_lease(&key);
         self.engine()
             .send(StopTask { key: key.clone() })
@@ -123,7 +127,7 @@ impl LeaseService {
             Ok(())
         } else {
             Err(LockError::LockLost {
-                token: FencingToken(0),
+                token: FencingToken(token),
                 key,
             })
         }

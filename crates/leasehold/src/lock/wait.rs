@@ -161,8 +161,9 @@ impl LeaseService {
         if let Some((_, held)) = self.locks().held.remove(&key) {
             return guard::release(self, &held).await;
         }
-        if self.locks().holds.remove(&key).is_some() {
-            return self.stop_hold(key).await;
+        if let Some((_, token)) = self.locks().holds.remove(&key) {
+            let token = token.load(std::sync::atomic::Ordering::SeqCst);
+            return self.stop_hold(key, token).await;
         }
         Err(LockError::NotHeld { key })
     }
