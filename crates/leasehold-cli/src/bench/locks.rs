@@ -188,7 +188,9 @@ pub(crate) async fn rows(ctx: &Ctx) -> Vec<Row> {
     let mut out = Vec::new();
     {
         let ns = ctx.namespace("spread");
+        super::step("lock_spread: store");
         let o = spread(&ours, &ns, plan).await;
+        super::step("lock_spread: baseline");
         let b = match &base {
             Ok(k) => spread(k, &ctx.namespace("spread-base"), plan).await,
             Err(e) => Err(e.clone()),
@@ -203,7 +205,9 @@ pub(crate) async fn rows(ctx: &Ctx) -> Vec<Row> {
     }
     {
         let ns = ctx.namespace("hot");
+        super::step("lock_hot: store");
         let o = hot(&ours, &ns, plan).await;
+        super::step("lock_hot: baseline");
         let b = match &base {
             Ok(k) => hot(k, &ctx.namespace("hot-base"), plan).await,
             Err(e) => Err(e.clone()),

@@ -197,13 +197,14 @@ async fn hold(ctx: &Ctx, n: usize, measure_has_lease: bool) -> R<Held> {
     let before = rss();
     let names: Vec<String> = (0..n).map(|i| format!("shard-{i:06}")).collect();
     let start = stopwatch();
+    super::step("  starting tasks");
     for name in &names {
         service
             .start_lease_task(name, LeaseTaskOptions::new())
             .await
             .map_err(err)?;
     }
-    let deadline = Duration::from_secs(if plan.quick { 60 } else { 180 });
+    let deadline = Duration::from_secs(if plan.quick { 60 } else { 600 });
     while !names.iter().all(|name| service.has_lease(name)) {
         if start.elapsed() > deadline {
             let held = names.iter().filter(|n| service.has_lease(n)).count();
@@ -213,6 +214,7 @@ async fn hold(ctx: &Ctx, n: usize, measure_has_lease: bool) -> R<Held> {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let acquire_wall = start.elapsed();
+    super::step("  all held");
     let after = rss();
     let bytes_per_lease = match (before, after) {
         (Some(b), Some(a)) => Some(a.saturating_sub(b) as f64 / n as f64),
@@ -231,6 +233,7 @@ async fn hold(ctx: &Ctx, n: usize, measure_has_lease: bool) -> R<Held> {
     tokio::time::sleep(RENEW_EVERY * plan.intervals).await;
     let c1 = counts.snapshot();
     let all_held = names.iter().all(|name| service.has_lease(name));
+    super::step("  shutting down");
     let _ = service.shutdown().await;
     let k = f64::from(plan.intervals);
     Ok(Held {
@@ -332,18 +335,25 @@ fn one(v: f64) -> Option<super::Stats> {
 /// Renewal cost for 1,000 and 10,000 held leases, has_lease, and memory per held lease.
 pub(crate) async fn renewal_rows(ctx: &Ctx) -> Vec<Row> {
     let plan = ctx.plan;
+    super::step("renewal: one renew per lease (baseline)");
     let single = single_renew_cost(ctx, plan.loop_sample).await;
     let mut rows = Vec::new();
     let mut has_lease_row = Row::skipped("has_lease", "ns/op", "not measured");
     let mut memory_row = Row::skipped("memory_per_lease", "bytes/lease", "not measured");
     for (n, stmt_name, db_name) in [
         (1_000usize, "renewal_1k_statements", "renewal_1k_db_ms"),
-        (10_000, "renewal_10k_statements", "renewal_10k_db_ms"),
+        (plan.large, "renewal_10k_statements", "renewal_10k_db_ms"),
     ] {
+        super::step(&format!("renewal: {n} leases held through LeaseService"));
         match hold(ctx, n, n == 1_000).await {
             Ok(h) => {
                 let note = format!(
-                    "{n} leases, term {RENEW_TERM:?}, renew every {RENEW_EVERY:?}, {} interval(s): {} renew_many calls, {} single renews; all still held: {}; {n} grants took {:.1} s",
+                    "{}{n} leases, term {RENEW_TERM:?}, renew every {RENEW_EVERY:?}, {} interval(s): {} renew_many calls, {} single renews; all still held: {}; {n} grants took {:.1} s",
+                    if n == 10_000 || n == 1_000 {
+                        ""
+                    } else {
+                        "QUICK RUN, fewer leases: "
+                    },
                     plan.intervals,
                     h.renew_many_calls,
                     h.single_renews,
@@ -384,7 +394,7 @@ pub(crate) async fn renewal_rows(ctx: &Ctx) -> Vec<Row> {
                             plan.batches, plan.batch
                         ));
                 }
-                if n == plan.memory_leases {
+                if n == plan.large {
                     memory_row = Row::new("memory_per_lease", "bytes/lease")
                         .measured(h.bytes_per_lease.and_then(one))
                         .against("goal 2 KiB", one(2048.0))

@@ -43,12 +43,49 @@ macro_rules! with_pool {
     };
 }
 
+/// What one bound parameter of a captured statement is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum P {
+    Ns,
+    Name,
+    Holder,
+    TermMs,
+    Token,
+    /// A constant the store binds (e.g. a flag), replayed as is.
+    Int(i32),
+}
+
+/// A captured statement: its text and what each parameter is.
+#[derive(Clone, Debug)]
+pub(crate) struct Stmt {
+    pub sql: String,
+    pub params: Vec<P>,
+}
+
 /// The statements the store issues, captured from it.
 #[derive(Clone)]
 pub(crate) struct Stmts {
-    pub acquire: String,
-    pub renew: String,
-    pub release: String,
+    pub acquire: Stmt,
+    pub renew: Stmt,
+    pub release: Stmt,
+}
+
+/// Builds the raw query for `stmt` with the same parameters in the same order and types.
+macro_rules! bind_all {
+    ($stmt:expr, $key:expr, $holder:expr, $term_ms:expr, $token:expr) => {{
+        let mut q = sqlx::query(sqlx::AssertSqlSafe($stmt.sql.as_str()));
+        for p in &$stmt.params {
+            q = match p {
+                P::Ns => q.bind($key.namespace.as_str()),
+                P::Name => q.bind($key.name.as_str()),
+                P::Holder => q.bind($holder),
+                P::TermMs => q.bind($term_ms),
+                P::Token => q.bind($token),
+                P::Int(v) => q.bind(*v),
+            };
+        }
+        q
+    }};
 }
 
 impl Raw {
@@ -64,17 +101,13 @@ impl Raw {
     /// The store's grant statement; the token if `holder` got it, `None` if someone else holds it.
     pub async fn try_grant(
         &self,
-        sql: &str,
+        sql: &Stmt,
         key: &LeaseKey,
         holder: &str,
         term_ms: i64,
     ) -> R<Option<i64>> {
         let row = with_pool!(self, p => {
-            let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(key.namespace.as_str())
-                .bind(key.name.as_str())
-                .bind(holder)
-                .bind(term_ms)
+            let row = bind_all!(sql, key, holder, term_ms, 0i64)
                 .fetch_optional(p)
                 .await
                 .map_err(err)?;
@@ -91,19 +124,14 @@ impl Raw {
 
     pub async fn renew(
         &self,
-        sql: &str,
+        sql: &Stmt,
         key: &LeaseKey,
         holder: &str,
         token: i64,
         term_ms: i64,
     ) -> R<()> {
         let n = with_pool!(self, p => {
-            sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(term_ms)
-                .bind(key.namespace.as_str())
-                .bind(key.name.as_str())
-                .bind(holder)
-                .bind(token)
+            bind_all!(sql, key, holder, term_ms, token)
                 .execute(p)
                 .await
                 .map_err(err)?
@@ -116,13 +144,9 @@ impl Raw {
         }
     }
 
-    pub async fn release(&self, sql: &str, key: &LeaseKey, holder: &str, token: i64) -> R<()> {
+    pub async fn release(&self, sql: &Stmt, key: &LeaseKey, holder: &str, token: i64) -> R<()> {
         let n = with_pool!(self, p => {
-            sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(key.namespace.as_str())
-                .bind(key.name.as_str())
-                .bind(holder)
-                .bind(token)
+            bind_all!(sql, key, holder, 0i64, token)
                 .execute(p)
                 .await
                 .map_err(err)?
@@ -155,33 +179,58 @@ pub(crate) async fn capture(store: &SeaOrmStore, ns: &str) -> R<Stmts> {
                 .to_owned(),
         );
     }
-    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    type Seen = Vec<(String, Vec<sea_orm::Value>)>;
+    let seen: Arc<Mutex<Seen>> = Arc::default();
     let mut conn = store.connection().clone();
     let sink = Arc::clone(&seen);
     conn.set_metric_callback(move |info| {
-        sink.lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(info.statement.sql.clone());
+        sink.lock().unwrap_or_else(PoisonError::into_inner).push((
+            info.statement.sql.clone(),
+            info.statement
+                .values
+                .as_ref()
+                .map(|v| v.0.clone())
+                .unwrap_or_default(),
+        ));
     });
     let spy = SeaOrmStore::with_backend(conn, store.table(), store.backend());
     let key = LeaseKey::parse(ns, "capture").map_err(err)?;
     let me = HolderId::new("bench-capture").map_err(err)?;
     let term = Term::new("term", Duration::from_secs(60)).map_err(err)?;
-    let last = || {
-        seen.lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pop()
-            .unwrap_or_default()
+    let term_ms = term.as_millis_i64();
+    let last = |token: i64| -> R<Stmt> {
+        let mut seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
+        if seen.len() != 1 {
+            return Err(format!(
+                "expected one statement per operation, the store issued {}",
+                seen.len()
+            ));
+        }
+        let (sql, values) = seen.pop().unwrap_or_default();
+        let params = values
+            .iter()
+            .map(|v| match v {
+                sea_orm::Value::String(Some(s)) if s == ns => Ok(P::Ns),
+                sea_orm::Value::String(Some(s)) if s == "capture" => Ok(P::Name),
+                sea_orm::Value::String(Some(s)) if s == "bench-capture" => Ok(P::Holder),
+                sea_orm::Value::BigInt(Some(v)) if *v == term_ms => Ok(P::TermMs),
+                sea_orm::Value::BigInt(Some(v)) if *v == token => Ok(P::Token),
+                sea_orm::Value::Int(Some(v)) => Ok(P::Int(*v)),
+                other => Err(format!("unrecognised parameter {other:?} in {sql}")),
+            })
+            .collect::<R<Vec<_>>>()?;
+        Ok(Stmt { sql, params })
     };
+    seen.lock().unwrap_or_else(PoisonError::into_inner).clear();
     let token = match spy.try_acquire(&key, &me, term).await.map_err(err)? {
         AcquireOutcome::Acquired { token, .. } => token,
         other => return Err(format!("capture grant refused: {other:?}")),
     };
-    let acquire = last();
+    let acquire = last(-1)?;
     spy.renew(&key, &me, token, term).await.map_err(err)?;
-    let renew = last();
+    let renew = last(token.get())?;
     spy.release(&key, &me, token).await.map_err(err)?;
-    let release = last();
+    let release = last(token.get())?;
     Ok(Stmts {
         acquire,
         renew,
@@ -233,10 +282,12 @@ const OPS: [&str; 3] = ["grant", "renew", "release"];
 pub(crate) async fn rows(ctx: &Ctx) -> Vec<Row> {
     match measure(ctx).await {
         Ok(rows) => rows,
-        Err(e) => OPS
-            .iter()
-            .map(|op| Row::skipped(op, "µs", format!("not measured: {e}")))
-            .collect(),
+        Err(e) => {
+            super::step(&format!("grant/renew/release: {e}"));
+            OPS.iter()
+                .map(|op| Row::skipped(op, "µs", format!("not measured: {e}")))
+                .collect()
+        }
     }
 }
 
