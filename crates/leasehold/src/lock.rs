@@ -99,6 +99,15 @@ pub enum LockOutcome {
 
 impl LockOutcome {
     /// The guard, if acquired.
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// let service = leasehold::LeaseService::builder("sqlite::memory:").build().await?;
+    /// let outcome = service.lock_outcome("ns", "a", std::time::Duration::from_secs(10)).await?;
+    /// assert!(outcome.into_guard().is_some());
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
     #[must_use]
     pub fn into_guard(self) -> Option<LockGuard> {
         match self {

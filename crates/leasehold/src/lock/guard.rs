@@ -325,7 +325,23 @@ impl LockGuard {
     /// lease table), connected on your runtime.
     ///
     /// # Examples
-    /// See `examples/fencing.rs`.
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use leasehold::sea_orm::ConnectionTrait;
+    /// use leasehold::{LeaseService, StoreBuilder};
+    /// # let dir = std::env::temp_dir().join(format!("leasehold-doc-fenced-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir)?;
+    /// # let url = format!("sqlite://{}?mode=rwc", dir.join("leases.db").display());
+    /// let service = LeaseService::builder(&url).build().await?;
+    /// let mine = StoreBuilder::new(&url).connect().await?; // my connection, my runtime
+    /// let guard = service.lock("ns", "ledger", std::time::Duration::from_secs(10)).await?.expect("free");
+    /// if let Some(txn) = guard.begin_fenced_on(&mine).await? {
+    ///     txn.execute_unprepared("CREATE TABLE IF NOT EXISTS ledger (entry TEXT)").await?;
+    ///     txn.commit().await?;
+    /// }
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
+    /// `examples/fencing.rs` shows a stale holder refused.
     ///
     /// # Errors
     /// [`crate::Error::Store`] when the database fails.
