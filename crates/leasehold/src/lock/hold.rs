@@ -16,7 +16,8 @@ impl LeaseService {
     /// Takes the lock `namespace`/`name` (one attempt) and, if it is ours, keeps it: a lease
     /// task with term `ttl` renews it in the background (every ttl/3) until
     /// [`LeaseService::unlock`] or shutdown. Answers the fencing token, or `None` when someone
-    /// else holds it. If a renewal fails past the local deadline the hold is lost
+    /// else holds it. Calling it again while the hold runs answers the current token (or `None`
+    /// while it is lost). If a renewal fails past the local deadline the hold is lost
     /// ([`LeaseService::has_hold_lock`] turns false) and the task competes for it again.
     /// Replaces the seeds' `ILeaseService.holdLock(name, lockName, lockTimeSecond)`.
     ///
@@ -41,8 +42,10 @@ impl LeaseService {
         ttl: Duration,
     ) -> Result<Option<FencingToken>> {
         let key = LeaseKey::parse(namespace, name)?;
-        if self.locks().holds.contains_key(&key) && self.registry().has_lease(&key) {
-            return Ok(None);
+        if let Some(current) = self.locks().holds.get(&key) {
+            // Already held in the background (or being competed for again after a loss).
+            let live = self.registry().has_lease(&key);
+            return Ok(live.then(|| FencingToken(current.load(Ordering::SeqCst))));
         }
         let retry = self.locks().retry().min(ttl / 4);
         let config = LeaseConfig::default()
