@@ -21,7 +21,9 @@
 //!   that checked `has_lease`, was paused (SIGSTOP) or delayed, and wrote after its tenure ended.
 //!   Nothing stops such a write; that is what fencing is for. `stale_inside` counts those that
 //!   landed inside another tenure's live span.
-//! - **stale_fenced_rejected**: fenced writes the fence refused.
+//! - **stale_fenced_rejected**: fenced writes the fence refused after their grant had ended (the
+//!   refusal row, inserted right after, finds the grant no longer live). Refusals while the grant
+//!   was live (SQLite's stale-snapshot `SQLITE_BUSY` under contention) are counted apart.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -39,8 +41,12 @@ pub struct Findings {
     pub unfenced: u64,
     /// Accepted fenced rows.
     pub fenced_accepted: u64,
-    /// Fenced writes the fence refused.
+    /// Fenced writes refused when their grant had ended (recorded with `grant_live` false).
     pub stale_fenced_rejected: u64,
+    /// Fenced writes refused while their grant was still live: on SQLite, a fenced transaction
+    /// whose read snapshot went stale because anyone wrote (another worker's log row) fails
+    /// with `SQLITE_BUSY` and is counted here. Safe (nothing was written), only pessimistic.
+    pub fenced_refused_live: u64,
     /// Unfenced rows written after their grant ended.
     pub stale_unfenced: u64,
     /// Stale unfenced rows inside another tenure's live span.
@@ -53,11 +59,13 @@ impl fmt::Display for Findings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "rows: unfenced {}, fenced accepted {}, fenced refused {}; tenures seen {}; \
-             stale_unfenced: {} (inside another holder's live tenure: {})",
+            "rows: unfenced {}, fenced accepted {}, fenced refused {} (of which while the grant \
+             was live: {}); tenures seen {}; stale_unfenced: {} (inside another holder's live \
+             tenure: {})",
             self.unfenced,
             self.fenced_accepted,
-            self.stale_fenced_rejected,
+            self.stale_fenced_rejected + self.fenced_refused_live,
+            self.fenced_refused_live,
             self.tenures,
             self.stale_unfenced,
             self.stale_inside
@@ -102,7 +110,11 @@ fn check_name(name: &str, rows: &[&Row], f: &mut Findings) {
     let mut highest: Option<&Row> = None;
     for r in rows.iter().filter(|r| r.fenced) {
         if !r.accepted {
-            f.stale_fenced_rejected += 1;
+            if r.grant_live {
+                f.fenced_refused_live += 1;
+            } else {
+                f.stale_fenced_rejected += 1;
+            }
             continue;
         }
         f.fenced_accepted += 1;
@@ -174,10 +186,12 @@ mod tests {
             row(4, "b", 2, "u", true),
             row(5, "b", 2, "f", true),
             row(6, "a", 1, "r", false),
+            row(7, "b", 2, "r", true),
         ];
         let f = check(&rows);
         assert!(f.violations.is_empty(), "{:?}", f.violations);
-        assert_eq!((f.tenures, f.takeovers, f.stale_fenced_rejected), (2, 1, 1));
+        assert_eq!((f.tenures, f.takeovers), (2, 1));
+        assert_eq!((f.stale_fenced_rejected, f.fenced_refused_live), (1, 1));
     }
 
     #[test]
