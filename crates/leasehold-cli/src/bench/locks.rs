@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::future::join_all;
+use leasehold::LeaseService;
 use leasehold_storage::{
     AcquireOutcome, Backend, HolderId, LeaseKey, LeaseStore, ReleaseOutcome, SeaOrmStore, Term,
 };
@@ -24,9 +25,12 @@ enum Kind {
     Store(Arc<SeaOrmStore>),
     Raw(Raw, Arc<Stmts>),
     Advisory(sea_orm::sqlx::PgPool),
+    /// The facade: `LeaseService::lock` + `LockGuard::unlock`.
+    Facade(LeaseService),
 }
 
 /// Pair latencies and the wall time of the whole run.
+#[derive(Clone)]
 struct Run {
     pairs: Vec<Duration>,
     wall: Duration,
@@ -58,6 +62,20 @@ async fn try_pair(kind: &Kind, key: &LeaseKey, me: &HolderId, term: Term) -> R<O
             {
                 Some(token) => {
                     raw.release(&s.release, key, me.as_str(), token).await?;
+                    Ok(Some(start.elapsed()))
+                }
+                None => Ok(None),
+            }
+        }
+        Kind::Facade(service) => {
+            let ttl = Duration::from_millis(u64::try_from(term.as_millis_i64()).unwrap_or(30_000));
+            match service
+                .lock(key.namespace.as_str(), key.name.as_str(), ttl)
+                .await
+                .map_err(err)?
+            {
+                Some(guard) => {
+                    guard.unlock().await.map_err(err)?;
                     Ok(Some(start.elapsed()))
                 }
                 None => Ok(None),
@@ -185,50 +203,188 @@ pub(crate) async fn rows(ctx: &Ctx) -> Vec<Row> {
                 .map(|s| Kind::Raw(Raw::of(&ctx.store), Arc::new(s))),
         )
     };
-    let mut out = Vec::new();
-    {
-        let ns = ctx.namespace("spread");
-        super::step("lock_spread: store");
-        let o = spread(&ours, &ns, plan).await;
-        super::step("lock_spread: baseline");
-        let b = match &base {
-            Ok(k) => spread(k, &ctx.namespace("spread-base"), plan).await,
-            Err(e) => Err(e.clone()),
-        };
-        out.push(row(
+    let facade = LeaseService::builder(ctx.url.clone())
+        .table_prefix(ctx.prefix.clone())
+        .build()
+        .await
+        .map_err(err);
+    super::step("lock_spread: store");
+    let spread_ours = spread(&ours, &ctx.namespace("spread"), plan).await;
+    super::step("lock_spread: baseline");
+    let spread_base = match &base {
+        Ok(k) => spread(k, &ctx.namespace("spread-base"), plan).await,
+        Err(e) => Err(e.clone()),
+    };
+    super::step("lock_hot: store");
+    let hot_ours = hot(&ours, &ctx.namespace("hot"), plan).await;
+    super::step("lock_hot: baseline");
+    let hot_base = match &base {
+        Ok(k) => hot(k, &ctx.namespace("hot-base"), plan).await,
+        Err(e) => Err(e.clone()),
+    };
+    super::step("lock_spread / lock_hot: facade");
+    let (spread_facade, hot_facade) = match &facade {
+        Ok(service) => {
+            let k = Kind::Facade(service.clone());
+            (
+                spread(&k, &ctx.namespace("spread-facade"), plan).await,
+                hot(&k, &ctx.namespace("hot-facade"), plan).await,
+            )
+        }
+        Err(e) => (Err(e.clone()), Err(e.clone())),
+    };
+    if let Ok(service) = &facade {
+        let _ = service.shutdown().await;
+    }
+    let spread_note = format!("{SPREAD_NAMES} names × {TASKS} tasks");
+    let hot_note = format!(
+        "one name × {TASKS} tasks (refused tries retried at once), up to {} pairs or {:?}",
+        plan.hot_pairs, plan.hot_budget
+    );
+    vec![
+        row(
             "lock_spread",
             base_name,
-            o,
-            b,
-            format!("{SPREAD_NAMES} names × {TASKS} tasks, try_acquire+release via SeaOrmStore"),
-        ));
-    }
-    {
-        let ns = ctx.namespace("hot");
-        super::step("lock_hot: store");
-        let o = hot(&ours, &ns, plan).await;
-        super::step("lock_hot: baseline");
-        let b = match &base {
-            Ok(k) => hot(k, &ctx.namespace("hot-base"), plan).await,
-            Err(e) => Err(e.clone()),
-        };
-        out.push(row(
+            spread_ours,
+            spread_base.clone(),
+            format!("{spread_note}, try_acquire+release via SeaOrmStore"),
+        ),
+        row(
             "lock_hot",
             base_name,
-            o,
-            b,
+            hot_ours,
+            hot_base.clone(),
+            format!("{hot_note}, via SeaOrmStore"),
+        ),
+        row(
+            "lock_spread_facade",
+            base_name,
+            spread_facade,
+            spread_base,
+            format!("{spread_note} on one LeaseService, lock+unlock"),
+        ),
+        row(
+            "lock_hot_facade",
+            base_name,
+            hot_facade,
+            hot_base,
             format!(
-                "one name × {TASKS} tasks (refused tries retried at once), up to {} pairs or {:?}",
-                plan.hot_pairs, plan.hot_budget
+                "{hot_note}, one LeaseService (its local queue answers HeldLocally while a task holds it)"
             ),
-        ));
+        ),
+    ]
+}
+
+/// One handoff: A holds, B waits in `try_locker`; from A's unlock call until B holds.
+async fn handoff_once(a: &LeaseService, b: &LeaseService, ns: &str) -> R<Duration> {
+    let ttl = Duration::from_secs(30);
+    let guard = a
+        .lock(ns, "handoff", ttl)
+        .await
+        .map_err(err)?
+        .ok_or("handoff: the first holder did not get the lock")?;
+    let waiter = {
+        let (b, ns) = (b.clone(), ns.to_owned());
+        tokio::spawn(async move {
+            b.try_locker(&ns, "handoff", Some(Duration::from_secs(20)), ttl)
+                .await
+        })
+    };
+    // Let the waiter be refused once and start waiting (and LISTEN on PostgreSQL).
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let start = stopwatch();
+    guard.unlock().await.map_err(err)?;
+    let got = waiter.await.map_err(err)?.map_err(err)?;
+    let elapsed = start.elapsed();
+    let got = got.ok_or("handoff: the waiter never got the lock")?;
+    got.unlock().await.map_err(err)?;
+    Ok(elapsed)
+}
+
+/// The same with `PgAdvisoryLock`: the waiter blocks in `pg_advisory_lock` on its own connection.
+async fn advisory_handoff_once(pool: &sea_orm::sqlx::PgPool, ns: &str) -> R<Duration> {
+    let lock = PgAdvisoryLock::new(format!("{ns}/handoff"));
+    let conn = pool.acquire().await.map_err(err)?;
+    let guard = lock.acquire(conn).await.map_err(err)?;
+    let waiter = {
+        let (pool, lock) = (pool.clone(), lock.clone());
+        tokio::spawn(async move {
+            let conn = pool.acquire().await.map_err(err)?;
+            let guard = lock.acquire(conn).await.map_err(err)?;
+            let at = stopwatch();
+            guard.release_now().await.map_err(err)?;
+            R::Ok(at)
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let start = stopwatch();
+    guard.release_now().await.map_err(err)?;
+    let at = waiter.await.map_err(err)??;
+    Ok(at.saturating_duration_since(start))
+}
+
+/// Lock handoff: release → the waiter holds, between two services (two holders, two engines,
+/// two pools) in this process.
+pub(crate) async fn handoff_row(ctx: &Ctx) -> Row {
+    let rounds = if ctx.plan.quick { 3 } else { 20 };
+    let build = |who: &str| {
+        LeaseService::builder(ctx.url.clone())
+            .table_prefix(ctx.prefix.clone())
+            .holder_id(format!("bench-handoff-{who}-{}", std::process::id()))
+            .build()
+    };
+    let (a, b) = match (build("a").await, build("b").await) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e), _) | (_, Err(e)) => {
+            return Row::skipped("lock_handoff", "ms", format!("not measured: {e}"));
+        }
+    };
+    let ns = ctx.namespace("handoff");
+    let mut ours = Vec::new();
+    let mut error = None;
+    for _ in 0..rounds {
+        match handoff_once(&a, &b, &ns).await {
+            Ok(d) => ours.push(d),
+            Err(e) => {
+                error = Some(e);
+                break;
+            }
+        }
     }
-    for name in ["lock_spread_facade", "lock_hot_facade"] {
-        out.push(Row::skipped(
-            name,
-            "µs/pair",
-            "pending: the facade's lock/unlock (crates/leasehold/src/lock.rs) does not exist yet",
-        ));
-    }
-    out
+    let _ = a.shutdown().await;
+    let _ = b.shutdown().await;
+    let mut base = Vec::new();
+    let base_name = if ctx.backend() == Backend::Postgres {
+        let pool = ctx
+            .store
+            .connection()
+            .get_postgres_connection_pool()
+            .clone();
+        for _ in 0..rounds {
+            match advisory_handoff_once(&pool, &ns).await {
+                Ok(d) => base.push(d),
+                Err(e) => {
+                    error = Some(format!("baseline: {e}"));
+                    break;
+                }
+            }
+        }
+        "PgAdvisoryLock: waiter blocked in pg_advisory_lock"
+    } else {
+        ""
+    };
+    let ms = |d: &[Duration]| d.iter().map(|d| d.as_secs_f64() * 1e3).collect::<Vec<_>>();
+    Row::new("lock_handoff", "ms")
+        .measured(stats(&mut ms(&ours)))
+        .against(base_name, stats(&mut ms(&base)))
+        .note(format!(
+            "{} handoffs between two LeaseServices in one process (unlock call → try_locker returns){}{}; goal median ≤ 5 ms on PostgreSQL",
+            ours.len(),
+            if ctx.backend() == Backend::Postgres {
+                "; woken by NOTIFY"
+            } else {
+                "; the waiter polls (100 ms doubling, no NOTIFY on this backend)"
+            },
+            error.map(|e| format!("; failed: {e}")).unwrap_or_default()
+        ))
 }
