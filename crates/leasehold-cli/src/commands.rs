@@ -175,7 +175,12 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             Ok(0)
         }
         Command::Check => check(&cli).await,
-        Command::Watch { namespace, prefix, interval, count } => {
+        Command::Watch {
+            namespace,
+            prefix,
+            interval,
+            count,
+        } => {
             let ns = namespace.as_deref().map(Namespace::new).transpose()?;
             Term::new("interval", *interval)?;
             let store = open(&cli, false).await?;
@@ -188,9 +193,14 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             let (url, dir) = if explicit {
                 (cli.db.clone(), None)
             } else {
-                let dir = std::env::temp_dir().join(format!("leasehold-demo-{}", std::process::id()));
-                std::fs::create_dir_all(&dir).map_err(|e| Failure::Args(format!("cannot create {}: {e}", dir.display())))?;
-                (format!("sqlite://{}?mode=rwc", dir.join("demo.db").display()), Some(dir))
+                let dir =
+                    std::env::temp_dir().join(format!("leasehold-demo-{}", std::process::id()));
+                std::fs::create_dir_all(&dir)
+                    .map_err(|e| Failure::Args(format!("cannot create {}: {e}", dir.display())))?;
+                (
+                    format!("sqlite://{}?mode=rwc", dir.join("demo.db").display()),
+                    Some(dir),
+                )
             };
             let code = crate::demo::run(url).await;
             if let Some(dir) = dir {

@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use leasehold::{
-    FencingToken, LeaseConfig, LeaseService, LeaseTaskOptions, LockGuard, ShardOptions, ShardedTasks,
+    FencingToken, LeaseConfig, LeaseService, LeaseTaskOptions, LockGuard, ShardOptions,
+    ShardedTasks,
 };
 use leasehold_core::{Clock, MonotonicClock};
 use leasehold_storage::{LeaseStore, SeaOrmStore, StoreBuilder};
@@ -25,9 +26,21 @@ const NODES: [&str; 3] = ["node-a", "node-b", "node-c"];
 /// Something that happened, sent from the nodes' callbacks to the printer.
 #[derive(Debug)]
 enum Happening {
-    Acquired { node: &'static str, name: String, token: FencingToken },
-    Lost { node: &'static str, name: String, reason: String },
-    Note { node: &'static str, text: String, token: Option<FencingToken> },
+    Acquired {
+        node: &'static str,
+        name: String,
+        token: FencingToken,
+    },
+    Lost {
+        node: &'static str,
+        name: String,
+        reason: String,
+    },
+    Note {
+        node: &'static str,
+        text: String,
+        token: Option<FencingToken>,
+    },
     /// The cluster has formed: task moves are counted from here on (the first node to start
     /// briefly runs every task until the others join).
     Formed { node: &'static str },
@@ -65,32 +78,61 @@ async fn start_node(
     node: &'static str,
     tx: &mpsc::UnboundedSender<Happening>,
 ) -> Result<Node, leasehold::Error> {
-    let service = LeaseService::builder(url).namespace(namespace).holder_id(node).config(config()).build().await?;
+    let service = LeaseService::builder(url)
+        .namespace(namespace)
+        .holder_id(node)
+        .config(config())
+        .build()
+        .await?;
     let (t1, t2, t3, t4) = (tx.clone(), tx.clone(), tx.clone(), tx.clone());
     let master = LeaseTaskOptions::new()
         .on_acquired(move |token, _cancel| {
-            let _ = t1.send(Happening::Acquired { node, name: MASTER.into(), token });
+            let _ = t1.send(Happening::Acquired {
+                node,
+                name: MASTER.into(),
+                token,
+            });
         })
         .on_lost(move |reason| {
-            let _ = t2.send(Happening::Lost { node, name: MASTER.into(), reason: format!("{reason:?}") });
+            let _ = t2.send(Happening::Lost {
+                node,
+                name: MASTER.into(),
+                reason: format!("{reason:?}"),
+            });
         });
     service.start_lease_task(MASTER, master).await?;
     let shards = ShardOptions::new()
         .refresh_interval(Duration::from_millis(400))
         .on_acquired(move |task, token, _cancel| {
-            let _ = t3.send(Happening::Acquired { node, name: task.to_owned(), token });
+            let _ = t3.send(Happening::Acquired {
+                node,
+                name: task.to_owned(),
+                token,
+            });
         })
         .on_lost(move |task, reason| {
-            let _ = t4.send(Happening::Lost { node, name: task.to_owned(), reason: format!("{reason:?}") });
+            let _ = t4.send(Happening::Lost {
+                node,
+                name: task.to_owned(),
+                reason: format!("{reason:?}"),
+            });
         });
     let shards = service.start_sharded(task_names(), shards).await?;
     Ok(Node { service, shards })
 }
 
 /// Prints the timeline and keeps the tally.
-async fn printer(store: SeaOrmStore, mut rx: mpsc::UnboundedReceiver<Happening>, tally: Arc<Mutex<Tally>>) {
+async fn printer(
+    store: SeaOrmStore,
+    mut rx: mpsc::UnboundedReceiver<Happening>,
+    tally: Arc<Mutex<Tally>>,
+) {
     while let Some(h) = rx.recv().await {
-        let at = store.db_now().await.map(|t| t.to_string()).unwrap_or_else(|_| "?".into());
+        let at = store
+            .db_now()
+            .await
+            .map(|t| t.to_string())
+            .unwrap_or_else(|_| "?".into());
         let time = at.get(11..23).unwrap_or(&at).to_owned();
         let mut t = tally.lock().unwrap_or_else(PoisonError::into_inner);
         let line = match &h {
@@ -107,14 +149,23 @@ async fn printer(store: SeaOrmStore, mut rx: mpsc::UnboundedReceiver<Happening>,
                 format!("{node:<7} {what:<40} token {token}")
             }
             Happening::Acquired { node, name, token } => {
-                let moved = t.task_holder.insert(name.clone(), node).is_some_and(|prev| prev != *node);
+                let moved = t
+                    .task_holder
+                    .insert(name.clone(), node)
+                    .is_some_and(|prev| prev != *node);
                 if moved {
                     t.tasks_moved += 1;
                 }
-                let what = if moved { format!("takes {name} (moved)") } else { format!("runs {name}") };
+                let what = if moved {
+                    format!("takes {name} (moved)")
+                } else {
+                    format!("runs {name}")
+                };
                 format!("{node:<7} {what:<40} token {token}")
             }
-            Happening::Lost { node, name, reason } => format!("{node:<7} {:<40}", format!("stops {name} ({reason})")),
+            Happening::Lost { node, name, reason } => {
+                format!("{node:<7} {:<40}", format!("stops {name} ({reason})"))
+            }
             Happening::Formed { node } => {
                 t.tasks_moved = 0;
                 format!("{node:<7} cluster formed: 1 master, {TASKS} tasks on 3 nodes")
@@ -130,11 +181,21 @@ async fn printer(store: SeaOrmStore, mut rx: mpsc::UnboundedReceiver<Happening>,
 }
 
 /// Counts instants at which two nodes believe they hold one name.
-async fn sampler(nodes: Arc<Mutex<Vec<Option<LeaseService>>>>, doubles: Arc<Mutex<u64>>, stop: tokio_util_stop::Stop) {
+async fn sampler(
+    nodes: Arc<Mutex<Vec<Option<LeaseService>>>>,
+    doubles: Arc<Mutex<u64>>,
+    stop: tokio_util_stop::Stop,
+) {
     let mut names = task_names();
     names.push(MASTER.into());
     while !stop.is_set() {
-        let live: Vec<LeaseService> = nodes.lock().unwrap_or_else(PoisonError::into_inner).iter().flatten().cloned().collect();
+        let live: Vec<LeaseService> = nodes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .flatten()
+            .cloned()
+            .collect();
         for name in &names {
             if live.iter().filter(|s| s.has_lease(name)).count() > 1 {
                 *doubles.lock().unwrap_or_else(PoisonError::into_inner) += 1;
@@ -162,7 +223,11 @@ mod tokio_util_stop {
 }
 
 /// Polls `cond` every 50 ms until it holds or `within` passes.
-async fn wait_until(what: &str, within: Duration, mut cond: impl FnMut() -> bool) -> Result<(), String> {
+async fn wait_until(
+    what: &str,
+    within: Duration,
+    mut cond: impl FnMut() -> bool,
+) -> Result<(), String> {
     let clock = MonotonicClock;
     let deadline = clock.now() + within;
     while clock.now() < deadline {
@@ -176,13 +241,23 @@ async fn wait_until(what: &str, within: Duration, mut cond: impl FnMut() -> bool
 
 /// Whether every task is held by exactly one of `nodes` and the master lease by one.
 fn settled(nodes: &[Option<LeaseService>], expect_on: &[&str]) -> bool {
-    let live: Vec<&LeaseService> = nodes.iter().flatten().filter(|s| expect_on.contains(&s.holder().as_str())).collect();
+    let live: Vec<&LeaseService> = nodes
+        .iter()
+        .flatten()
+        .filter(|s| expect_on.contains(&s.holder().as_str()))
+        .collect();
     let one = |name: &str| live.iter().filter(|s| s.has_lease(name)).count() == 1;
-    one(MASTER) && task_names().iter().all(|n| one(n)) && live.iter().all(|s| task_names().iter().any(|n| s.has_lease(n)))
+    one(MASTER)
+        && task_names().iter().all(|n| one(n))
+        && live
+            .iter()
+            .all(|s| task_names().iter().any(|n| s.has_lease(n)))
 }
 
 fn master_of(nodes: &[Option<LeaseService>]) -> Option<usize> {
-    nodes.iter().position(|s| s.as_ref().is_some_and(|s| s.has_lease(MASTER)))
+    nodes
+        .iter()
+        .position(|s| s.as_ref().is_some_and(|s| s.has_lease(MASTER)))
 }
 
 /// Runs the demo; returns the exit code.
@@ -199,8 +274,14 @@ pub async fn run(url: String) -> u8 {
 
 async fn demo(url: String) -> Result<bool, String> {
     let namespace = format!("demo-{}", std::process::id());
-    let store = StoreBuilder::new(url.clone()).connect().await.map_err(|e| format!("demo: {e}"))?;
-    println!("leasehold demo on {:?} (namespace {namespace}); times are the database's clock\n", store.backend());
+    let store = StoreBuilder::new(url.clone())
+        .connect()
+        .await
+        .map_err(|e| format!("demo: {e}"))?;
+    println!(
+        "leasehold demo on {:?} (namespace {namespace}); times are the database's clock\n",
+        store.backend()
+    );
     let ledger = "leasehold_demo_ledger";
     store
         .connection()
@@ -212,21 +293,48 @@ async fn demo(url: String) -> Result<bool, String> {
     let tally = Arc::new(Mutex::new(Tally::default()));
     let printing = tokio::spawn(printer(store.clone(), rx, Arc::clone(&tally)));
     let note = |node: &'static str, text: &str, token: Option<FencingToken>| {
-        let _ = tx.send(Happening::Note { node, text: text.to_owned(), token });
+        let _ = tx.send(Happening::Note {
+            node,
+            text: text.to_owned(),
+            token,
+        });
     };
 
     let mut nodes: Vec<Node> = Vec::new();
     for name in NODES {
-        nodes.push(start_node(&url, &namespace, name, &tx).await.map_err(|e| format!("demo: {e}"))?);
+        nodes.push(
+            start_node(&url, &namespace, name, &tx)
+                .await
+                .map_err(|e| format!("demo: {e}"))?,
+        );
     }
-    let services = Arc::new(Mutex::new(nodes.iter().map(|n| Some(n.service.clone())).collect::<Vec<_>>()));
+    let services = Arc::new(Mutex::new(
+        nodes
+            .iter()
+            .map(|n| Some(n.service.clone()))
+            .collect::<Vec<_>>(),
+    ));
     let doubles = Arc::new(Mutex::new(0u64));
     let stop = tokio_util_stop::Stop::default();
-    let sampling = tokio::spawn(sampler(Arc::clone(&services), Arc::clone(&doubles), stop.clone()));
-    let snapshot = || services.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    let sampling = tokio::spawn(sampler(
+        Arc::clone(&services),
+        Arc::clone(&doubles),
+        stop.clone(),
+    ));
+    let snapshot = || {
+        services
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    };
 
     // 1. Election and sharding.
-    wait_until("a master and all twelve tasks spread over three nodes", Duration::from_secs(20), || settled(&snapshot(), &NODES)).await?;
+    wait_until(
+        "a master and all twelve tasks spread over three nodes",
+        Duration::from_secs(60),
+        || settled(&snapshot(), &NODES),
+    )
+    .await?;
     let m = master_of(&snapshot()).ok_or("demo: no master")?;
     let master_name = NODES[m];
     let _ = tx.send(Happening::Formed { node: master_name });
@@ -241,39 +349,91 @@ async fn demo(url: String) -> Result<bool, String> {
     let token = guard.token();
     note(master_name, &format!("locks {LOCK}"), Some(token));
     fenced_write(&guard, &store, ledger, master_name).await?;
-    note(master_name, "fenced write to the ledger: accepted", Some(token));
+    note(
+        master_name,
+        "fenced write to the ledger: accepted",
+        Some(token),
+    );
 
     // 3. The master crashes: no release.
-    note(master_name, "CRASHES (no release; its grants lapse by the database clock)", None);
+    note(
+        master_name,
+        "CRASHES (no release; its grants lapse by the database clock)",
+        None,
+    );
     nodes[m].service.abort_without_release().await;
     services.lock().unwrap_or_else(PoisonError::into_inner)[m] = None;
-    let survivors: Vec<&str> = NODES.iter().copied().filter(|n| *n != master_name).collect();
-    wait_until("a new master and the tasks re-spread over the survivors", Duration::from_secs(20), || settled(&snapshot(), &survivors)).await?;
+    let survivors: Vec<&str> = NODES
+        .iter()
+        .copied()
+        .filter(|n| *n != master_name)
+        .collect();
+    wait_until(
+        "a new master and the tasks re-spread over the survivors",
+        Duration::from_secs(60),
+        || settled(&snapshot(), &survivors),
+    )
+    .await?;
     let m2 = master_of(&snapshot()).ok_or("demo: no master after the crash")?;
 
     // 4. The lock moves on; the crashed master's late write is fenced off.
     let guard2 = nodes[m2]
         .service
-        .try_locker("demo-locks", LOCK, Some(Duration::from_secs(10)), Duration::from_secs(30))
+        .try_locker(
+            "demo-locks",
+            LOCK,
+            Some(Duration::from_secs(10)),
+            Duration::from_secs(30),
+        )
         .await
         .map_err(|e| format!("demo: try_locker: {e}"))?
         .ok_or("demo: the ledger lock never freed")?;
-    note(NODES[m2], &format!("locks {LOCK} after its ttl lapsed"), Some(guard2.token()));
-    match guard.begin_fenced_on(&store).await.map_err(|e| format!("demo: {e}"))? {
-        None => note(master_name, "late fenced write with the old token: REJECTED", Some(token)),
+    note(
+        NODES[m2],
+        &format!("locks {LOCK} after its ttl lapsed"),
+        Some(guard2.token()),
+    );
+    match guard
+        .begin_fenced_on(&store)
+        .await
+        .map_err(|e| format!("demo: {e}"))?
+    {
+        None => note(
+            master_name,
+            "late fenced write with the old token: REJECTED",
+            Some(token),
+        ),
         Some(_) => return Err("demo: a stale fenced write was let through".into()),
     }
     fenced_write(&guard2, &store, ledger, NODES[m2]).await?;
-    note(NODES[m2], "fenced write to the ledger: accepted", Some(guard2.token()));
-    guard2.unlock().await.map_err(|e| format!("demo: unlock: {e}"))?;
+    note(
+        NODES[m2],
+        "fenced write to the ledger: accepted",
+        Some(guard2.token()),
+    );
+    guard2
+        .unlock()
+        .await
+        .map_err(|e| format!("demo: unlock: {e}"))?;
 
     // 5. The crashed node restarts with the same holder id and rejoins.
     note(master_name, "restarts and rejoins", None);
-    nodes[m] = start_node(&url, &namespace, master_name, &tx).await.map_err(|e| format!("demo: {e}"))?;
+    nodes[m] = start_node(&url, &namespace, master_name, &tx)
+        .await
+        .map_err(|e| format!("demo: {e}"))?;
     services.lock().unwrap_or_else(PoisonError::into_inner)[m] = Some(nodes[m].service.clone());
-    wait_until("the restarted node to take its share back", Duration::from_secs(20), || settled(&snapshot(), &NODES)).await?;
+    wait_until(
+        "the restarted node to take its share back",
+        Duration::from_secs(60),
+        || settled(&snapshot(), &NODES),
+    )
+    .await?;
     let share = nodes[m].shards.held().len();
-    note(master_name, &format!("back in the ring, running {share} tasks"), None);
+    note(
+        master_name,
+        &format!("back in the ring, running {share} tasks"),
+        None,
+    );
 
     // Wind down.
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -294,7 +454,12 @@ async fn demo(url: String) -> Result<bool, String> {
     Ok(doubles == 0 && t.failovers >= 1 && t.tasks_moved >= 1)
 }
 
-async fn fenced_write(guard: &LockGuard, store: &SeaOrmStore, ledger: &str, writer: &str) -> Result<(), String> {
+async fn fenced_write(
+    guard: &LockGuard,
+    store: &SeaOrmStore,
+    ledger: &str,
+    writer: &str,
+) -> Result<(), String> {
     let txn = guard
         .begin_fenced_on(store)
         .await
@@ -302,11 +467,17 @@ async fn fenced_write(guard: &LockGuard, store: &SeaOrmStore, ledger: &str, writ
         .ok_or("demo: our own fenced write was refused")?;
     let backend = txn.get_database_backend();
     let sql = match backend {
-        sea_orm::DbBackend::Postgres => format!("INSERT INTO {ledger} (writer, token) VALUES ($1, $2)"),
+        sea_orm::DbBackend::Postgres => {
+            format!("INSERT INTO {ledger} (writer, token) VALUES ($1, $2)")
+        }
         _ => format!("INSERT INTO {ledger} (writer, token) VALUES (?, ?)"),
     };
-    txn.execute_raw(sea_orm::Statement::from_sql_and_values(backend, sql, [writer.into(), guard.token().get().into()]))
-        .await
-        .map_err(|e| format!("demo: ledger insert: {e}"))?;
+    txn.execute_raw(sea_orm::Statement::from_sql_and_values(
+        backend,
+        sql,
+        [writer.into(), guard.token().get().into()],
+    ))
+    .await
+    .map_err(|e| format!("demo: ledger insert: {e}"))?;
     txn.commit().await.map_err(|e| format!("demo: {e}"))
 }

@@ -34,12 +34,21 @@ pub async fn watch(
         let now = store.db_now().await?;
         let frame: Frame = rows
             .iter()
-            .map(|r| ((r.key.namespace.to_string(), r.key.name.to_string()), (r.holder.to_string(), r.token.get())))
+            .map(|r| {
+                (
+                    (r.key.namespace.to_string(), r.key.name.to_string()),
+                    (r.holder.to_string(), r.token.get()),
+                )
+            })
             .collect();
         let mut out = std::io::stdout().lock();
         if tty {
             let _ = write!(out, "\x1b[2J\x1b[H");
-            let _ = writeln!(out, "leasehold watch  {now}  {} held  (Ctrl-C to stop)\n", rows.len());
+            let _ = writeln!(
+                out,
+                "leasehold watch  {now}  {} held  (Ctrl-C to stop)\n",
+                rows.len()
+            );
             let _ = write!(out, "{}", table(&rows, previous.as_ref()));
         } else {
             for line in changes(previous.as_ref(), &frame, &rows) {
@@ -79,8 +88,15 @@ fn changes(previous: Option<&Frame>, frame: &Frame, rows: &[LeaseRecord]) -> Vec
     }
     for ((ns, name), (holder, token)) in before {
         if !frame.contains_key(&(ns.clone(), name.clone())) {
-            let key = if ns.is_empty() { name.clone() } else { format!("{ns}/{name}") };
-            lines.push(format!("{:<10} {key}  holder {holder}  token {token}", "ended"));
+            let key = if ns.is_empty() {
+                name.clone()
+            } else {
+                format!("{ns}/{name}")
+            };
+            lines.push(format!(
+                "{:<10} {key}  holder {holder}  token {token}",
+                "ended"
+            ));
         }
     }
     lines
@@ -88,10 +104,14 @@ fn changes(previous: Option<&Frame>, frame: &Frame, rows: &[LeaseRecord]) -> Vec
 
 /// The terminal table, changed rows highlighted.
 fn table(rows: &[LeaseRecord], previous: Option<&Frame>) -> String {
-    let mut s = format!("{:<20} {:<28} {:<30} {:>7} {:>10}\n", "NAMESPACE", "NAME", "HOLDER", "TOKEN", "TIME LEFT");
+    let mut s = format!(
+        "{:<20} {:<28} {:<30} {:>7} {:>10}\n",
+        "NAMESPACE", "NAME", "HOLDER", "TOKEN", "TIME LEFT"
+    );
     for r in rows {
         let k = (r.key.namespace.to_string(), r.key.name.to_string());
-        let changed = previous.is_some_and(|p| p.get(&k) != Some(&(r.holder.to_string(), r.token.get())));
+        let changed =
+            previous.is_some_and(|p| p.get(&k) != Some(&(r.holder.to_string(), r.token.get())));
         let line = format!(
             "{:<20} {:<28} {:<30} {:>7} {:>10}",
             r.key.namespace.as_str(),

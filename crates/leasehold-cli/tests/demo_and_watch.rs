@@ -22,12 +22,18 @@ fn demo_fails_over_moves_tasks_and_never_has_two_holders() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "demo failed: {stdout}\n{stderr}");
-    let line = stdout.lines().find(|l| l.starts_with("demo: ")).expect("summary line");
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("demo: "))
+        .expect("summary line");
     assert_eq!(summary_field(line, "double_holders"), 0, "{stdout}");
     assert!(summary_field(line, "failovers") >= 1, "{line}");
     assert!(summary_field(line, "tasks_moved") >= 1, "{line}");
     assert!(summary_field(line, "masters") >= 2, "{line}");
-    assert!(stdout.contains("REJECTED"), "the stale fenced write was not shown rejected:\n{stdout}");
+    assert!(
+        stdout.contains("REJECTED"),
+        "the stale fenced write was not shown rejected:\n{stdout}"
+    );
 }
 
 #[test]
@@ -35,17 +41,52 @@ fn watch_prints_changes_as_plain_lines_off_a_terminal() {
     let dir = std::env::temp_dir().join(format!("leasehold-watch-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
     let url = format!("sqlite://{}?mode=rwc", dir.join("w.db").display());
-    let lock = leasehold().args(["--db", &url, "lock", "jobs", "report%1", "--holder", "ops", "--ttl", "1m"]).output().expect("lock");
-    assert!(lock.status.success(), "{}", String::from_utf8_lossy(&lock.stderr));
+    let lock = leasehold()
+        .args([
+            "--db", &url, "lock", "jobs", "report%1", "--holder", "ops", "--ttl", "1m",
+        ])
+        .output()
+        .expect("lock");
+    assert!(
+        lock.status.success(),
+        "{}",
+        String::from_utf8_lossy(&lock.stderr)
+    );
     let out = leasehold()
-        .args(["--db", &url, "watch", "--namespace", "jobs", "--interval", "100ms", "--count", "2"])
+        .args([
+            "--db",
+            &url,
+            "watch",
+            "--namespace",
+            "jobs",
+            "--interval",
+            "100ms",
+            "--count",
+            "2",
+        ])
         .output()
         .expect("watch");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(lines.len(), 1, "one change (the held lock), then nothing new: {stdout}");
-    assert!(lines[0].contains("held") && lines[0].contains("jobs/report%1") && lines[0].contains("holder ops"), "{stdout}");
-    assert!(!stdout.contains('\x1b'), "escape codes off a terminal: {stdout:?}");
+    assert_eq!(
+        lines.len(),
+        1,
+        "one change (the held lock), then nothing new: {stdout}"
+    );
+    assert!(
+        lines[0].contains("held")
+            && lines[0].contains("jobs/report%1")
+            && lines[0].contains("holder ops"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains('\x1b'),
+        "escape codes off a terminal: {stdout:?}"
+    );
     let _ = std::fs::remove_dir_all(dir);
 }
