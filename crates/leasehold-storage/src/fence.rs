@@ -7,15 +7,18 @@
 //! transaction began, and no other holder can take the lease over until it ends (the takeover's
 //! upsert waits for the row lock). A stale holder gets `None` and writes nothing.
 //!
-//! On SQLite there are no row locks; writers are serialized instead. A fenced transaction that
-//! checked the row and then writes after another process took the lease over fails with
-//! `SQLITE_BUSY` (a WAL read snapshot cannot be upgraded once stale), so the stale write is
-//! refused with an error rather than committed.
+//! On SQLite there are no row locks: the fenced transaction begins `IMMEDIATE`, taking the
+//! database's write lock before it checks the tenure, so a takeover by another process waits
+//! (up to the busy timeout) until the fenced transaction ends, just as it waits for the row lock
+//! on PostgreSQL and MySQL.
 
 use std::ops::Deref;
 
 use leasehold_core::{FencingToken, HolderId, LeaseKey};
-use sea_orm::{ConnectionTrait, DatabaseTransaction, Statement, TransactionTrait};
+use sea_orm::{
+    ConnectionTrait, DatabaseTransaction, SqliteTransactionMode, Statement, TransactionOptions,
+    TransactionTrait,
+};
 
 use crate::sql::Dialect;
 use crate::{SeaOrmStore, StoreError};
@@ -39,8 +42,7 @@ impl FencedTransaction {
     /// Commits the statements run in the transaction.
     ///
     /// # Errors
-    /// The database's error (on SQLite, `database is locked` when another writer took the lease in
-    /// the meantime: the write did not happen).
+    /// The database's error.
     pub async fn commit(self) -> Result<(), StoreError> {
         self.txn
             .commit()
@@ -111,9 +113,14 @@ impl SeaOrmStore {
         token: FencingToken,
     ) -> Result<Option<FencedTransaction>, StoreError> {
         let op = "begin_fenced";
+        let options = TransactionOptions {
+            sqlite_transaction_mode: (self.sql.dialect == Dialect::Sqlite)
+                .then_some(SqliteTransactionMode::Immediate),
+            ..TransactionOptions::default()
+        };
         let txn = self
             .connection()
-            .begin()
+            .begin_with_options(options)
             .await
             .map_err(|e| StoreError::db(op, self.table(), e))?;
         let lock = match self.sql.dialect {
