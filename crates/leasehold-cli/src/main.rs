@@ -224,7 +224,9 @@ fn parse() -> Result<Parsed, clap::Error> {
         )),
         Some(("bench", sub)) => Ok(Parsed::Bench(
             db(sub),
-            sub.get_one::<String>("table_prefix").cloned().unwrap_or_default(),
+            sub.get_one::<String>("table_prefix")
+                .cloned()
+                .unwrap_or_default(),
             bench::BenchArgs::from_arg_matches(sub)?,
         )),
         _ => Ok(Parsed::Cli(Cli::from_arg_matches(&matches)?)),
