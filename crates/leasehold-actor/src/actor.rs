@@ -152,7 +152,9 @@ impl LeaseActor {
         match cmd {
             Command::TryAcquire { req, term } => {
                 log::trace!("{key}: begin_tenure {req} as {holder} for {term:?}");
-                let fut = async move { store.begin_tenure(&key, &holder, term).await };
+                let fut = crate::detached::detached("try_acquire", async move {
+                    store.begin_tenure(&key, &holder, term).await
+                });
                 ctx.spawn(
                     actix::fut::wrap_future(fut).map(move |result, act: &mut Self, ctx| {
                         let result = act.failure("acquire", result);
@@ -182,7 +184,9 @@ impl LeaseActor {
                         },
                     ));
                 } else {
-                    let fut = async move { store.renew(&key, &holder, token, term).await };
+                    let fut = crate::detached::detached("renew", async move {
+                        store.renew(&key, &holder, token, term).await
+                    });
                     ctx.spawn(actix::fut::wrap_future(fut).map(
                         move |result, act: &mut Self, ctx| {
                             let result = act.failure("renew", result);
@@ -193,7 +197,9 @@ impl LeaseActor {
             }
             Command::Release { req, token } => {
                 log::trace!("{key}: release {req} of token {token}");
-                let fut = async move { store.release(&key, &holder, token).await };
+                let fut = crate::detached::detached("release", async move {
+                    store.release(&key, &holder, token).await
+                });
                 ctx.spawn(
                     actix::fut::wrap_future(fut).map(move |result, act: &mut Self, ctx| {
                         let result = act.failure("release", result);

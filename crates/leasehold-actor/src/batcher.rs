@@ -76,11 +76,12 @@ impl RenewBatcher {
         }
     }
 
-    fn flush(&mut self, ctx: &mut Context<Self>) {
+    fn flush(&mut self) {
         self.flush_scheduled = false;
         for ((holder, term), waiting) in self.queued.drain() {
             let store = Arc::clone(&self.store);
-            ctx.spawn(actix::fut::wrap_future(async move {
+            // A tokio task, not an actor future: see `crate::detached`.
+            tokio::spawn(async move {
                 let items: Vec<RenewItem> = waiting.iter().map(|(i, _)| i.clone()).collect();
                 log::trace!("renew_many: {} leases of {holder}", items.len());
                 match store.renew_many(&holder, &items, term).await {
@@ -102,7 +103,7 @@ impl RenewBatcher {
                         }
                     }
                 }
-            }));
+            });
         }
     }
 }
@@ -121,7 +122,7 @@ impl Handler<QueueRenew> for RenewBatcher {
             .push((msg.item, msg.reply));
         if !self.flush_scheduled {
             self.flush_scheduled = true;
-            ctx.run_later(self.window, |act, ctx| act.flush(ctx));
+            ctx.run_later(self.window, |act, _ctx| act.flush());
         }
     }
 }

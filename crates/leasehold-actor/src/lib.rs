@@ -19,6 +19,7 @@
 
 mod actor;
 mod batcher;
+mod detached;
 mod engine;
 mod lock;
 mod registry;

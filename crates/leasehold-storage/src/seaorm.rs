@@ -154,10 +154,15 @@ impl SeaOrmStore {
         values: Vec<Value>,
     ) -> Result<Option<QueryResult>, StoreError> {
         log::trace!("{op}: {sql}");
-        self.db
-            .query_one_raw(self.stmt(sql, values))
-            .await
-            .map_err(self.err(op))
+        let mut attempt = 0;
+        loop {
+            match self.db.query_one_raw(self.stmt(sql, values.clone())).await {
+                Err(e) if is_deadlock(&e) && attempt < DEADLOCK_RETRIES => {
+                    attempt = backoff(op, attempt).await;
+                }
+                other => return other.map_err(self.err(op)),
+            }
+        }
     }
 
     async fn all(
@@ -167,10 +172,15 @@ impl SeaOrmStore {
         values: Vec<Value>,
     ) -> Result<Vec<QueryResult>, StoreError> {
         log::trace!("{op}: {sql}");
-        self.db
-            .query_all_raw(self.stmt(sql, values))
-            .await
-            .map_err(self.err(op))
+        let mut attempt = 0;
+        loop {
+            match self.db.query_all_raw(self.stmt(sql, values.clone())).await {
+                Err(e) if is_deadlock(&e) && attempt < DEADLOCK_RETRIES => {
+                    attempt = backoff(op, attempt).await;
+                }
+                other => return other.map_err(self.err(op)),
+            }
+        }
     }
 
     async fn exec(
@@ -180,11 +190,15 @@ impl SeaOrmStore {
         values: Vec<Value>,
     ) -> Result<u64, StoreError> {
         log::trace!("{op}: {sql}");
-        self.db
-            .execute_raw(self.stmt(sql, values))
-            .await
-            .map(|r| r.rows_affected())
-            .map_err(self.err(op))
+        let mut attempt = 0;
+        loop {
+            match self.db.execute_raw(self.stmt(sql, values.clone())).await {
+                Err(e) if is_deadlock(&e) && attempt < DEADLOCK_RETRIES => {
+                    attempt = backoff(op, attempt).await;
+                }
+                other => return other.map(|r| r.rows_affected()).map_err(self.err(op)),
+            }
+        }
     }
 
     /// The grant statement behind `try_acquire` (`keep_own`: a live grant of ours keeps its
@@ -250,11 +264,27 @@ impl SeaOrmStore {
             return self.one("try_acquire", &self.sql.acquire, values).await;
         }
         let op = "try_acquire";
-        let txn = self.db.begin().await.map_err(self.err(op))?;
-        log::trace!("{op}: {}", self.sql.acquire);
+        let mut attempt = 0;
+        loop {
+            match self.upsert_in_transaction(values.clone(), key).await {
+                Err(e) if is_deadlock(&e) && attempt < DEADLOCK_RETRIES => {
+                    attempt = backoff(op, attempt).await;
+                }
+                other => return other.map_err(self.err(op)),
+            }
+        }
+    }
+
+    /// Oracle MySQL's grant: the upsert and the read of its row, in one transaction.
+    async fn upsert_in_transaction(
+        &self,
+        values: Vec<Value>,
+        key: &LeaseKey,
+    ) -> Result<Option<QueryResult>, sea_orm::DbErr> {
+        let txn = self.db.begin().await?;
+        log::trace!("try_acquire: {}", self.sql.acquire);
         txn.execute_raw(self.stmt(&self.sql.acquire, values))
-            .await
-            .map_err(self.err(op))?;
+            .await?;
         let read = format!(
             "SELECT holder, version, lease_end_time FROM {} WHERE namespace = ? AND lease_name = ?",
             self.table
@@ -264,11 +294,30 @@ impl SeaOrmStore {
                 &read,
                 vec![key.namespace.as_str().into(), key.name.as_str().into()],
             ))
-            .await
-            .map_err(self.err(op))?;
-        txn.commit().await.map_err(self.err(op))?;
+            .await?;
+        txn.commit().await?;
         Ok(row)
     }
+}
+
+/// How often a statement chosen as a deadlock victim is retried. InnoDB picks a victim when
+/// concurrent upserts of one unique key lock each other's gaps; PostgreSQL can too. The victim's
+/// statement was rolled back whole, so running it again is safe.
+const DEADLOCK_RETRIES: u32 = 8;
+
+fn is_deadlock(e: &sea_orm::DbErr) -> bool {
+    let m = e.to_string();
+    m.contains("Deadlock found")
+        || m.contains("deadlock detected")
+        || m.contains("40001")
+        || m.contains("40P01")
+}
+
+/// Waits a little (growing, 1–8 ms) before retrying a deadlock victim; returns the next attempt.
+async fn backoff(op: &str, attempt: u32) -> u32 {
+    log::debug!("{op}: deadlock victim, retrying (attempt {})", attempt + 1);
+    tokio::time::sleep(std::time::Duration::from_millis(1 << attempt.min(3))).await;
+    attempt + 1
 }
 
 fn get<T: sea_orm::TryGetable>(

@@ -189,20 +189,42 @@ async fn sqlite_takeover_waits_for_open_fenced_transaction() {
     std::fs::create_dir_all(&dir).expect("dir");
     let url = format!("sqlite://{}?mode=rwc", dir.join("f.db").display());
     let store = StoreBuilder::new(&url).connect().await.expect("connect");
-    let other = StoreBuilder::new(&url).connect().await.expect("second pool, as another process");
+    let other = StoreBuilder::new(&url)
+        .connect()
+        .await
+        .expect("second pool, as another process");
     let key = LeaseKey::parse("fence.wait.sqlite", "ledger").expect("key");
-    let (a, b) = (HolderId::new("a").expect("a"), HolderId::new("b").expect("b"));
+    let (a, b) = (
+        HolderId::new("a").expect("a"),
+        HolderId::new("b").expect("b"),
+    );
     let ta = grant(&store, &key, &a, 200).await;
-    let txn = store.begin_fenced(&key, &a, ta).await.expect("begin").expect("live");
+    let txn = store
+        .begin_fenced(&key, &a, ta)
+        .await
+        .expect("begin")
+        .expect("live");
     tokio::time::sleep(Duration::from_millis(400)).await; // a's grant has now expired
     let (key2, b2) = (key.clone(), b.clone());
     let takeover = tokio::spawn(async move {
-        other.try_acquire(&key2, &b2, Term::new("term", Duration::from_secs(60)).expect("term")).await
+        other
+            .try_acquire(
+                &key2,
+                &b2,
+                Term::new("term", Duration::from_secs(60)).expect("term"),
+            )
+            .await
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!takeover.is_finished(), "takeover did not wait for the open fenced transaction");
+    assert!(
+        !takeover.is_finished(),
+        "takeover did not wait for the open fenced transaction"
+    );
     txn.commit().await.expect("commit");
     let got = takeover.await.expect("join").expect("acquire");
-    assert!(matches!(got, AcquireOutcome::Acquired { token, .. } if token > ta), "{got:?}");
+    assert!(
+        matches!(got, AcquireOutcome::Acquired { token, .. } if token > ta),
+        "{got:?}"
+    );
     let _ = std::fs::remove_dir_all(dir);
 }
