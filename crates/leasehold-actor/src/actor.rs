@@ -220,15 +220,21 @@ impl LeaseActor {
             Command::SetDeadline(deadline) => self.registry.set(&self.key, deadline),
             Command::Notify(n) => {
                 self.log(&n);
+                crate::metrics::notification(&n);
                 (self.listener)(&self.key, &n);
             }
         }
     }
 
     /// Logs a store error and turns it into what the machine understands.
-    fn failure<T>(&self, what: &str, result: Result<T, StoreError>) -> Result<T, StoreFailure> {
+    fn failure<T>(
+        &self,
+        what: &'static str,
+        result: Result<T, StoreError>,
+    ) -> Result<T, StoreFailure> {
         result.map_err(|e| {
             log::warn!("{}: {what} failed: {e}", self.key);
+            crate::metrics::store_error(what);
             StoreFailure::new(e.to_string())
         })
     }

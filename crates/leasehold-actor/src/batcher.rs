@@ -84,7 +84,12 @@ impl RenewBatcher {
             tokio::spawn(async move {
                 let items: Vec<RenewItem> = waiting.iter().map(|(i, _)| i.clone()).collect();
                 log::trace!("renew_many: {} leases of {holder}", items.len());
-                match store.renew_many(&holder, &items, term).await {
+                let clock = leasehold_core::MonotonicClock;
+                let started = leasehold_core::Clock::now(&clock);
+                let answer = store.renew_many(&holder, &items, term).await;
+                let elapsed = leasehold_core::Clock::now(&clock) - started;
+                crate::metrics::renew_batch(items.len(), elapsed, answer.is_ok());
+                match answer {
                     Ok(renewed) => {
                         for (i, (_, reply)) in waiting.into_iter().enumerate() {
                             let outcome = if renewed.get(i).copied().unwrap_or(false) {

@@ -22,6 +22,7 @@ mod batcher;
 mod detached;
 mod engine;
 mod lock;
+pub mod metrics;
 mod registry;
 mod shard;
 

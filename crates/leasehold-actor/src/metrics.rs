@@ -1,0 +1,82 @@
+//! Counters and histograms through the [`metrics`](https://docs.rs/metrics) facade, when the
+//! `metrics` cargo feature is on (it is by default in the `leasehold` facade). Install any
+//! exporter (Prometheus, StatsD, …) as the global recorder and these appear; without a recorder
+//! they cost a check of an atomic.
+//!
+//! | name | kind | labels | what |
+//! |---|---|---|---|
+//! | `leasehold_grants_total` | counter | | tenures begun by this process |
+//! | `leasehold_losses_total` | counter | `reason` | tenures lost (`deadline_passed`, `ended_at_store`) |
+//! | `leasehold_releases_total` | counter | | tenures released |
+//! | `leasehold_store_errors_total` | counter | `op` | failed store calls of the engine |
+//! | `leasehold_renew_batch_leases` | histogram | | leases per batched renewal statement |
+//! | `leasehold_renew_batch_seconds` | histogram | | latency of one batched renewal |
+//! | `leasehold_renew_batches_total` | counter | `outcome` | batched renewals (`ok`, `error`) |
+
+use std::time::Duration;
+
+use leasehold_core::{LossReason, Notification};
+
+/// The metric names, for dashboards and tests.
+pub const METRIC_NAMES: &[&str] = &[
+    "leasehold_grants_total",
+    "leasehold_losses_total",
+    "leasehold_releases_total",
+    "leasehold_store_errors_total",
+    "leasehold_renew_batch_leases",
+    "leasehold_renew_batch_seconds",
+    "leasehold_renew_batches_total",
+];
+
+/// Counts a notification of the lease machine.
+pub(crate) fn notification(n: &Notification) {
+    #[cfg(feature = "metrics")]
+    match n {
+        Notification::Acquired { .. } => metrics::counter!("leasehold_grants_total").increment(1),
+        Notification::Lost { reason, .. } => {
+            metrics::counter!("leasehold_losses_total", "reason" => reason_label(*reason))
+                .increment(1);
+        }
+        Notification::Released { .. } => metrics::counter!("leasehold_releases_total").increment(1),
+        Notification::Renewed { .. } | Notification::HolderChanged { .. } => {}
+    }
+    #[cfg(not(feature = "metrics"))]
+    let _ = n;
+}
+
+/// Counts a failed store call.
+pub(crate) fn store_error(op: &'static str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("leasehold_store_errors_total", "op" => op).increment(1);
+    #[cfg(not(feature = "metrics"))]
+    let _ = op;
+}
+
+/// Records one batched renewal.
+pub(crate) fn renew_batch(leases: usize, elapsed: Duration, ok: bool) {
+    #[cfg(feature = "metrics")]
+    {
+        #[allow(clippy::cast_precision_loss)] // a batch is far below 2^52 leases
+        metrics::histogram!("leasehold_renew_batch_leases").record(leases as f64);
+        metrics::histogram!("leasehold_renew_batch_seconds").record(elapsed.as_secs_f64());
+        metrics::counter!("leasehold_renew_batches_total", "outcome" => if ok { "ok" } else { "error" })
+            .increment(1);
+    }
+    #[cfg(not(feature = "metrics"))]
+    let _ = (leases, elapsed, ok);
+}
+
+#[cfg(feature = "metrics")]
+fn reason_label(reason: LossReason) -> &'static str {
+    match reason {
+        LossReason::DeadlinePassed => "deadline_passed",
+        LossReason::EndedAtStore => "ended_at_store",
+        _ => "other",
+    }
+}
+
+#[cfg(not(feature = "metrics"))]
+#[allow(dead_code)]
+fn reason_label(_: LossReason) -> &'static str {
+    "other"
+}
