@@ -25,7 +25,10 @@ async fn work(service: web::Data<LeaseService>) -> HttpResponse {
     if service.has_lease(LEADER) {
         HttpResponse::Ok().body(format!("done by the leader {}\n", service.holder()))
     } else {
-        HttpResponse::ServiceUnavailable().body(format!("{} is not the leader; try the other instance\n", service.holder()))
+        HttpResponse::ServiceUnavailable().body(format!(
+            "{} is not the leader; try the other instance\n",
+            service.holder()
+        ))
     }
 }
 
@@ -38,21 +41,29 @@ async fn status(service: web::Data<LeaseService>) -> HttpResponse {
             record.time_left(),
             service.holder()
         )),
-        Ok(None) => HttpResponse::Ok().body(format!("no leader right now; this instance: {}\n", service.holder())),
+        Ok(None) => HttpResponse::Ok().body(format!(
+            "no leader right now; this instance: {}\n",
+            service.holder()
+        )),
         Err(e) => HttpResponse::InternalServerError().body(format!("cannot read the lease: {e}\n")),
     }
 }
 
 fn arg(name: &str) -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
-    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1).cloned())
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
 }
 
 /// One plain HTTP/1.1 request to ourselves (no client dependency for a smoke test).
 fn request(port: u16, method: &str, path: &str) -> std::io::Result<String> {
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port))?;
     s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(s, "{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")?;
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )?;
     let mut out = String::new();
     s.read_to_string(&mut out)?;
     Ok(out)
@@ -63,21 +74,39 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let smoke = std::env::args().any(|a| a == "--smoke");
     let dir = std::env::temp_dir().join(format!("leasehold-web-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-    let url = arg("--db").unwrap_or_else(|| format!("sqlite://{}?mode=rwc", dir.join("leader.db").display()));
-    let port: u16 = if smoke { 0 } else { arg("--port").and_then(|p| p.parse().ok()).unwrap_or(8080) };
+    let url = arg("--db")
+        .unwrap_or_else(|| format!("sqlite://{}?mode=rwc", dir.join("leader.db").display()));
+    let port: u16 = if smoke {
+        0
+    } else {
+        arg("--port").and_then(|p| p.parse().ok()).unwrap_or(8080)
+    };
 
-    let service = LeaseService::builder(&url).config(LeaseConfig::default().with_term(Duration::from_secs(10))).build().await?;
+    let service = LeaseService::builder(&url)
+        .config(LeaseConfig::default().with_term(Duration::from_secs(10)))
+        .build()
+        .await?;
     let task = service
-        .start_lease_task(LEADER, LeaseTaskOptions::new().on_acquired(|token, _| println!("this instance leads (token {token})")))
+        .start_lease_task(
+            LEADER,
+            LeaseTaskOptions::new()
+                .on_acquired(|token, _| println!("this instance leads (token {token})")),
+        )
         .await?;
     let data = web::Data::new(service.clone());
     let server = HttpServer::new(move || {
-        App::new().app_data(data.clone()).route("/work", web::post().to(work)).route("/status", web::get().to(status))
+        App::new()
+            .app_data(data.clone())
+            .route("/work", web::post().to(work))
+            .route("/status", web::get().to(status))
     })
     .workers(1)
     .bind(("127.0.0.1", port))?;
     let bound = server.addrs()[0].port();
-    println!("listening on http://127.0.0.1:{bound} as {}", service.holder());
+    println!(
+        "listening on http://127.0.0.1:{bound} as {}",
+        service.holder()
+    );
     let server = server.run();
 
     if smoke {
@@ -85,16 +114,26 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         tokio::spawn(server);
         tokio::time::timeout(Duration::from_secs(10), task.acquired()).await??;
         let (work, status) = tokio::task::spawn_blocking(move || {
-            Ok::<_, std::io::Error>((request(bound, "POST", "/work")?, request(bound, "GET", "/status")?))
+            Ok::<_, std::io::Error>((
+                request(bound, "POST", "/work")?,
+                request(bound, "GET", "/status")?,
+            ))
         })
         .await??;
-        print!("POST /work -> {}GET /status -> {}", last_line(&work), last_line(&status));
-        let ok = work.starts_with("HTTP/1.1 200") && status.contains(&format!("leader: {}", service.holder()));
+        print!(
+            "POST /work -> {}GET /status -> {}",
+            last_line(&work),
+            last_line(&status)
+        );
+        let ok = work.starts_with("HTTP/1.1 200")
+            && status.contains(&format!("leader: {}", service.holder()));
         handle.stop(true).await;
         service.shutdown().await?;
         let _ = std::fs::remove_dir_all(&dir);
         if !ok {
-            return Err("smoke test: the leader did not answer /work or /status as expected".into());
+            return Err(
+                "smoke test: the leader did not answer /work or /status as expected".into(),
+            );
         }
         return Ok(());
     }

@@ -7,7 +7,11 @@ use std::process::Command;
 fn example(name: &str) -> PathBuf {
     // target/<profile>/deps/examples_run-… → target/<profile>/examples/<name>
     let exe = std::env::current_exe().expect("test binary path");
-    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir").join("examples");
+    let dir = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target dir")
+        .join("examples");
     let path = dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
     assert!(
         path.exists(),
@@ -18,10 +22,21 @@ fn example(name: &str) -> PathBuf {
 }
 
 fn runs(name: &str, args: &[&str], expect: &str) {
-    let out = Command::new(example(name)).args(args).env_remove("LEASEHOLD_DATABASE_URL").output().expect("run example");
+    let out = Command::new(example(name))
+        .args(args)
+        .env_remove("LEASEHOLD_DATABASE_URL")
+        .output()
+        .expect("run example");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{name} failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.contains(expect), "{name} did not print {expect:?}:\n{stdout}");
+    assert!(
+        out.status.success(),
+        "{name} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains(expect),
+        "{name} did not print {expect:?}:\n{stdout}"
+    );
 }
 
 #[test]
@@ -42,4 +57,9 @@ fn actix_web_leader_serves_work_only_as_leader() {
 #[test]
 fn shard_tasks_resplit_when_a_host_leaves() {
     runs("shard_tasks", &[], "host-b leaves gracefully");
+}
+
+#[test]
+fn fencing_rejects_the_stale_write() {
+    runs("fencing", &[], "stale write");
 }
