@@ -136,37 +136,28 @@ async fn mysql() {
     stale_write_refused(&url, "my").await;
 }
 
-/// While a fenced transaction is open, a takeover waits for it: the stale write and the new
-/// tenure cannot interleave (PostgreSQL row lock).
-#[tokio::test]
-async fn postgres_takeover_waits_for_open_fenced_transaction() {
-    let Some(url) = backend_url(POSTGRES_ENV) else {
-        return;
-    };
-    let store = StoreBuilder::new(&url).connect().await.expect("connect");
-    let key =
-        LeaseKey::parse(&format!("fence.wait.{}", std::process::id()), "ledger").expect("key");
+/// While a fenced transaction of `store` is open, a takeover through `other` (another pool, as
+/// another process would have) waits for it: the stale write and the new tenure cannot interleave.
+async fn takeover_waits_for_open_fenced_transaction(
+    store: &SeaOrmStore,
+    other: SeaOrmStore,
+    ns: &str,
+) {
+    let key = LeaseKey::parse(ns, "ledger").expect("key");
     let (a, b) = (
         HolderId::new("a").expect("a"),
         HolderId::new("b").expect("b"),
     );
-    let ta = grant(&store, &key, &a, 200).await;
+    let ta = grant(store, &key, &a, 200).await;
     let txn = store
         .begin_fenced(&key, &a, ta)
         .await
         .expect("begin")
         .expect("live");
     tokio::time::sleep(Duration::from_millis(400)).await; // a's grant has now expired
-    let store2 = store.clone();
-    let (key2, b2) = (key.clone(), b.clone());
     let takeover = tokio::spawn(async move {
-        store2
-            .try_acquire(
-                &key2,
-                &b2,
-                Term::new("term", Duration::from_secs(60)).expect("term"),
-            )
-            .await
+        let term = Term::new("term", Duration::from_secs(60)).expect("term");
+        other.try_acquire(&key, &b, term).await
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
@@ -181,8 +172,26 @@ async fn postgres_takeover_waits_for_open_fenced_transaction() {
     );
 }
 
-/// SQLite: while a fenced transaction is open, a takeover from another connection waits for it
-/// (the fenced transaction holds the write lock from its start).
+/// PostgreSQL: the fenced transaction holds the lease row's lock.
+#[tokio::test]
+async fn postgres_takeover_waits_for_open_fenced_transaction() {
+    let Some(url) = backend_url(POSTGRES_ENV) else {
+        return;
+    };
+    let store = StoreBuilder::new(&url).connect().await.expect("connect");
+    let other = StoreBuilder::new(&url)
+        .connect()
+        .await
+        .expect("second pool");
+    takeover_waits_for_open_fenced_transaction(
+        &store,
+        other,
+        &format!("fence.wait.pg.{}", std::process::id()),
+    )
+    .await;
+}
+
+/// SQLite: the fenced transaction holds the write lock from its start (`BEGIN IMMEDIATE`).
 #[tokio::test]
 async fn sqlite_takeover_waits_for_open_fenced_transaction() {
     let dir = std::env::temp_dir().join(format!("leasehold-fence-wait-{}", std::process::id()));
@@ -192,39 +201,7 @@ async fn sqlite_takeover_waits_for_open_fenced_transaction() {
     let other = StoreBuilder::new(&url)
         .connect()
         .await
-        .expect("second pool, as another process");
-    let key = LeaseKey::parse("fence.wait.sqlite", "ledger").expect("key");
-    let (a, b) = (
-        HolderId::new("a").expect("a"),
-        HolderId::new("b").expect("b"),
-    );
-    let ta = grant(&store, &key, &a, 200).await;
-    let txn = store
-        .begin_fenced(&key, &a, ta)
-        .await
-        .expect("begin")
-        .expect("live");
-    tokio::time::sleep(Duration::from_millis(400)).await; // a's grant has now expired
-    let (key2, b2) = (key.clone(), b.clone());
-    let takeover = tokio::spawn(async move {
-        other
-            .try_acquire(
-                &key2,
-                &b2,
-                Term::new("term", Duration::from_secs(60)).expect("term"),
-            )
-            .await
-    });
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(
-        !takeover.is_finished(),
-        "takeover did not wait for the open fenced transaction"
-    );
-    txn.commit().await.expect("commit");
-    let got = takeover.await.expect("join").expect("acquire");
-    assert!(
-        matches!(got, AcquireOutcome::Acquired { token, .. } if token > ta),
-        "{got:?}"
-    );
+        .expect("second pool");
+    takeover_waits_for_open_fenced_transaction(&store, other, "fence.wait.sqlite").await;
     let _ = std::fs::remove_dir_all(dir);
 }
