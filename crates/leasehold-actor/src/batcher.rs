@@ -10,8 +10,19 @@ use leasehold_core::{HolderId, RenewOutcome, StoreFailure, Term};
 use leasehold_storage::{LeaseStore, RenewItem};
 use tokio::sync::oneshot;
 
-/// The default coalescing window of [`RenewBatcher`]: 10 ms.
+/// The default minimum coalescing window of [`RenewBatcher`]: 10 ms.
 pub const DEFAULT_BATCH_WINDOW: Duration = Duration::from_millis(10);
+
+/// The window also grows with the term: a renewal may wait up to `term / TERM_WINDOW_DIVISOR`
+/// for others to join it. Renewals due within that span merge, so a steady population of leases
+/// renews in at most about `renew_interval / window` statements per interval (10 with the
+/// default renew interval of term / 3), however spread out their grants were.
+///
+/// Waiting is safe: the lease machine computed the tenure's local deadline from the instant it
+/// *asked* for the renewal, so a later statement only makes that deadline conservative; and with
+/// the default config a renewal that waited still goes out two thirds of a term before the
+/// deadline.
+pub const TERM_WINDOW_DIVISOR: u32 = 30;
 
 /// The answer to one [`QueueRenew`].
 pub type RenewReply = Result<RenewOutcome, StoreFailure>;
@@ -35,8 +46,8 @@ impl Message for QueueRenew {
 
 type Waiting = Vec<(RenewItem, oneshot::Sender<RenewReply>)>;
 
-/// Coalesces renewals: the first [`QueueRenew`] opens a window (default
-/// [`DEFAULT_BATCH_WINDOW`]); when it closes, every renewal queued meanwhile goes out as one
+/// Coalesces renewals: the first [`QueueRenew`] opens a window (the configured minimum, default
+/// [`DEFAULT_BATCH_WINDOW`], or `term / `[`TERM_WINDOW_DIVISOR`] if longer); when it closes, every renewal queued meanwhile goes out as one
 /// [`LeaseStore::renew_many`] per holder and term, and each answer is routed back to its sender.
 /// So 10,000 leases renewed every 10 s cost a handful of statements per renew interval.
 ///
@@ -121,13 +132,15 @@ impl Handler<QueueRenew> for RenewBatcher {
     type Result = ();
 
     fn handle(&mut self, msg: QueueRenew, ctx: &mut Context<Self>) {
+        let msg_term = msg.term.duration();
         self.queued
             .entry((msg.holder, msg.term))
             .or_default()
             .push((msg.item, msg.reply));
         if !self.flush_scheduled {
             self.flush_scheduled = true;
-            ctx.run_later(self.window, |act, _ctx| act.flush());
+            let window = self.window.max(msg_term / TERM_WINDOW_DIVISOR);
+            ctx.run_later(window, |act, _ctx| act.flush());
         }
     }
 }

@@ -30,7 +30,9 @@ pub use actor::{
     AbandonLease, CompeteLease, LeaseActor, LeaseStatus, Listener, QueryLease, ReleaseLease,
     StandByLease, StartLease, StopLease,
 };
-pub use batcher::{DEFAULT_BATCH_WINDOW, QueueRenew, RenewBatcher, RenewReply};
+pub use batcher::{
+    DEFAULT_BATCH_WINDOW, QueueRenew, RenewBatcher, RenewReply, TERM_WINDOW_DIVISOR,
+};
 pub use engine::{LeaseEngine, ListTasks, ReadDbNow, ReadRecord, ShutdownAll, StartTask, StopTask};
 pub use lock::{
     AcquireLock, BeginFenced, ListLocks, ReleaseLock, RenewLock, WatchReleases, release_channel,
