@@ -1,6 +1,6 @@
 //! The SeaORM store: SQLite, PostgreSQL and MySQL/MariaDB.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -461,33 +461,47 @@ impl LeaseStore for SeaOrmStore {
                 mark(rows)?;
             }
             Dialect::MySql { .. } => {
-                for chunk in items.chunks(MYSQL_RENEW_CHUNK) {
-                    let mut tuples = Vec::with_capacity(chunk.len() * 3);
-                    for it in chunk {
-                        tuples.push(it.key.namespace.as_str().into());
-                        tuples.push(it.key.name.as_str().into());
-                        tuples.push(it.token.get().into());
+                let mut by_namespace: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+                for (i, it) in items.iter().enumerate() {
+                    by_namespace
+                        .entry(it.key.namespace.as_str())
+                        .or_default()
+                        .push(i);
+                }
+                for (ns, indices) in by_namespace {
+                    for chunk in indices.chunks(MYSQL_RENEW_CHUNK) {
+                        let names: Vec<Value> = chunk
+                            .iter()
+                            .map(|&i| items[i].key.name.as_str().into())
+                            .collect();
+                        let mut values: Vec<Value> = vec![
+                            term.as_millis_i64().into(),
+                            ns.into(),
+                            holder.as_str().into(),
+                        ];
+                        values.extend(names.iter().cloned());
+                        let sql = self.sql.renew_many(&self.table, chunk.len());
+                        self.exec("renew_many", &sql, values).await?;
+                        // No UPDATE … RETURNING: read back which are ours, live, and of this token.
+                        let mut values: Vec<Value> = vec![ns.into(), holder.as_str().into()];
+                        values.extend(names);
+                        let sql = self.sql.renewed_mysql(&self.table, chunk.len());
+                        let live: HashMap<String, i64> = self
+                            .all("renew_many", &sql, values)
+                            .await?
+                            .iter()
+                            .map(|r| {
+                                Ok((
+                                    get(r, "renew_many", "lease_name")?,
+                                    get(r, "renew_many", "version")?,
+                                ))
+                            })
+                            .collect::<Result<_, StoreError>>()?;
+                        for &i in chunk {
+                            let it = &items[i];
+                            renewed[i] = live.get(it.key.name.as_str()) == Some(&it.token.get());
+                        }
                     }
-                    let mut values: Vec<Value> =
-                        vec![term.as_millis_i64().into(), holder.as_str().into()];
-                    values.extend(tuples.iter().cloned());
-                    self.exec(
-                        "renew_many",
-                        &self.sql.renew_many(&self.table, chunk.len()),
-                        values,
-                    )
-                    .await?;
-                    // MySQL has no UPDATE … RETURNING: read back which of them are ours and live.
-                    let mut values: Vec<Value> = vec![holder.as_str().into()];
-                    values.extend(tuples);
-                    let rows = self
-                        .all(
-                            "renew_many",
-                            &self.sql.renewed_mysql(&self.table, chunk.len()),
-                            values,
-                        )
-                        .await?;
-                    mark(rows)?;
                 }
             }
         }

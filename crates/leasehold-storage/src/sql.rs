@@ -191,11 +191,16 @@ impl Sql {
                  AND holder = ? AND status = 1 AND lease_end_time > {now} \
                  RETURNING namespace, lease_name"
             ),
+            // One namespace per statement and a plain `lease_name IN (…)`: a range on the unique
+            // key with a third of the placeholders of a `(namespace, lease_name, version)` row
+            // list. The version is checked on the rows read back (`renewed_mysql`); a row of this
+            // holder with another version is this holder's own newer tenure, which the extension
+            // cannot harm.
             Dialect::MySql { .. } => format!(
                 "UPDATE {table} SET lease_end_time = {now} + ?, gmt_modified = {now} \
-                 WHERE holder = ? AND status = 1 AND lease_end_time > {now} \
-                 AND (namespace, lease_name, version) IN ({})",
-                tuples(n)
+                 WHERE namespace = ? AND holder = ? AND status = 1 AND lease_end_time > {now} \
+                 AND lease_name IN ({})",
+                placeholders(n)
             ),
         }
     }
@@ -203,10 +208,10 @@ impl Sql {
     /// MySQL: which of `n` items are held by the holder now (run right after the batched UPDATE).
     pub(crate) fn renewed_mysql(&self, table: &str, n: usize) -> String {
         format!(
-            "SELECT namespace, lease_name FROM {table} WHERE holder = ? AND status = 1 AND lease_end_time > {} \
-             AND (namespace, lease_name, version) IN ({})",
+            "SELECT lease_name, version FROM {table} WHERE namespace = ? AND holder = ? AND status = 1 \
+             AND lease_end_time > {} AND lease_name IN ({})",
             self.now,
-            tuples(n)
+            placeholders(n)
         )
     }
 
@@ -219,13 +224,13 @@ impl Sql {
     }
 }
 
-fn tuples(n: usize) -> String {
-    let mut s = String::with_capacity(n * 10);
+fn placeholders(n: usize) -> String {
+    let mut s = String::with_capacity(n * 2);
     for i in 0..n {
         if i > 0 {
             s.push(',');
         }
-        s.push_str("(?,?,?)");
+        s.push('?');
     }
     s
 }
