@@ -16,9 +16,11 @@
 //! | `ring_lookup` | ns per `HostRing::owner`, 10 hosts | hashing the name alone |
 //! | `memory_per_lease` | bytes of RSS per held lease | the 2 KiB goal |
 //! | `lock_handoff` | unlock → the waiter in `try_locker` holds, two services | `PgAdvisoryLock` handoff on PostgreSQL |
+//! | `lock_handoff_processes` | the same between this process and a `bench-peer` child, half a ping-pong round trip | `PgAdvisoryLock` ping-pong on PostgreSQL, `lock_handoff` elsewhere |
 //!
 //! Wall time is read in one place, [`stopwatch`].
 
+mod handoff_processes;
 mod locks;
 mod service;
 mod statements;
@@ -28,6 +30,8 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use leasehold_storage::{Backend, SeaOrmStore, StoreBuilder};
+
+pub use handoff_processes::{PeerArgs, run as run_peer};
 
 /// Options of `leasehold bench`.
 #[derive(Debug, Clone, Args)]
@@ -356,7 +360,10 @@ pub async fn run(db: &str, table_prefix: &str, args: &BenchArgs) -> u8 {
     rows.extend(service::failover_rows(&ctx).await);
     rows.push(service::ring_row(plan));
     progress("lock handoff");
-    rows.push(locks::handoff_row(&ctx).await);
+    let handoff = locks::handoff_row(&ctx).await;
+    progress("lock handoff between processes");
+    let handoff_processes = handoff_processes::row(&ctx, &handoff).await;
+    rows.extend([handoff, handoff_processes]);
     statements::cleanup(&ctx).await;
     ctx.store.connection().clone().close().await.ok();
 

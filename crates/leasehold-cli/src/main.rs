@@ -148,6 +148,9 @@ fn main() -> ExitCode {
         Ok(Parsed::Bench(db, prefix, args)) => {
             return run_on_runtime(async move { bench::run(&db, &prefix, &args).await });
         }
+        Ok(Parsed::BenchPeer(db, prefix, args)) => {
+            return run_on_runtime(async move { bench::run_peer(&db, &prefix, &args).await });
+        }
         Ok(Parsed::Torture(db, args)) => return run_on_runtime(torture::run(&db, args)),
         Ok(Parsed::TortureWorker(db, args)) => {
             return run_on_runtime(torture::run_worker(&db, args));
@@ -178,6 +181,7 @@ enum Parsed {
     Torture(String, torture::TortureArgs),
     TortureWorker(String, torture::WorkerArgs),
     Bench(String, String, bench::BenchArgs),
+    BenchPeer(String, String, bench::PeerArgs),
 }
 
 const TORTURE_HELP: &str = "Checked, per lease name, in database-time order (ties by insertion order):\n\
@@ -206,8 +210,17 @@ fn parse() -> Result<Parsed, clap::Error> {
         bench::BenchArgs::augment_args(clap::Command::new("bench"))
             .about("Measure this database: store vs raw SQL, locks, renewal cost, failover, has_lease, ring, memory")
             .after_help("Example:\n  leasehold --db postgres://postgres@127.0.0.1/test bench --quick --json"),
+    ).subcommand(
+        bench::PeerArgs::augment_args(clap::Command::new("bench-peer"))
+            .hide(true)
+            .after_help("Example:\n  (started by leasehold bench)"),
     );
     let matches = command.try_get_matches()?;
+    let prefix = |m: &ArgMatches| {
+        m.get_one::<String>("table_prefix")
+            .cloned()
+            .unwrap_or_default()
+    };
     let db = |m: &ArgMatches| {
         m.get_one::<String>("db")
             .cloned()
@@ -224,10 +237,13 @@ fn parse() -> Result<Parsed, clap::Error> {
         )),
         Some(("bench", sub)) => Ok(Parsed::Bench(
             db(sub),
-            sub.get_one::<String>("table_prefix")
-                .cloned()
-                .unwrap_or_default(),
+            prefix(sub),
             bench::BenchArgs::from_arg_matches(sub)?,
+        )),
+        Some(("bench-peer", sub)) => Ok(Parsed::BenchPeer(
+            db(sub),
+            prefix(sub),
+            bench::PeerArgs::from_arg_matches(sub)?,
         )),
         _ => Ok(Parsed::Cli(Cli::from_arg_matches(&matches)?)),
     }

@@ -22,6 +22,7 @@ const ROWS: &[&str] = &[
     "failover_graceful",
     "ring_lookup",
     "lock_handoff",
+    "lock_handoff_processes",
 ];
 
 fn bench_quick(url: &str) {
