@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use leasehold_core::ValidationError;
-use sea_orm::{ConnectOptions, Database};
+use sea_orm::{ConnectOptions, Database, DbErr};
 
 use crate::error::redact;
 use crate::{SeaOrmStore, StoreError};
@@ -133,13 +133,22 @@ impl StoreBuilder {
         let url = self.url.trim().to_owned();
         let lower = url.to_ascii_lowercase();
         let sqlite = lower.starts_with("sqlite:");
-        if !(sqlite
-            || lower.starts_with("postgres://")
-            || lower.starts_with("postgresql://")
-            || lower.starts_with("mysql://"))
+        let postgres = lower.starts_with("postgres://") || lower.starts_with("postgresql://");
+        let mysql = lower.starts_with("mysql://");
+        if !((sqlite && cfg!(feature = "sqlite"))
+            || (postgres && cfg!(feature = "postgres"))
+            || (mysql && cfg!(feature = "mysql")))
         {
             return Err(StoreError::UnsupportedUrl { url: redact(&url) });
         }
+        // The pool retries a refused connection until its acquire timeout, which suits a server
+        // restarting under running leases but not a wrong host or port at startup.
+        probe(&url, self.connect_timeout)
+            .await
+            .map_err(|source| StoreError::Connect {
+                url: redact(&url),
+                source,
+            })?;
         let memory = sqlite && (lower.contains(":memory:") || lower.contains("mode=memory"));
         let mut opt = ConnectOptions::new(url.clone());
         opt.sqlx_logging(false)
@@ -185,5 +194,51 @@ impl StoreBuilder {
             Err(e) => return Err(e),
         }
         Ok(store)
+    }
+}
+
+/// Opens one connection to a PostgreSQL or MySQL `url` outside any pool and closes it, so that an
+/// unreachable server (connection refused, unknown host, no answer within `timeout`) is an error
+/// at once instead of after the pool's acquire timeout. An error the server itself sends (unknown
+/// database, bad password, starting up, too many connections) is left to the pool, which fails
+/// the permanent ones at once and retries the transient ones as before. SQLite opens a file and
+/// fails at once anyway.
+async fn probe(url: &str, timeout: Duration) -> Result<(), DbErr> {
+    #[cfg(feature = "postgres")]
+    if url.to_ascii_lowercase().starts_with("postgres") {
+        return probe_with::<sea_orm::sqlx::postgres::PgConnectOptions>(url, timeout).await;
+    }
+    #[cfg(feature = "mysql")]
+    if url.to_ascii_lowercase().starts_with("mysql") {
+        return probe_with::<sea_orm::sqlx::mysql::MySqlConnectOptions>(url, timeout).await;
+    }
+    let _ = (url, timeout);
+    Ok(())
+}
+
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+async fn probe_with<O>(url: &str, timeout: Duration) -> Result<(), DbErr>
+where
+    O: sea_orm::sqlx::ConnectOptions,
+    O::Connection: Sized,
+{
+    use sea_orm::sqlx::{Connection, Error};
+    let conn_err = |e: Error| DbErr::Conn(sea_orm::RuntimeErr::SqlxError(e.into()));
+    let options = url
+        .parse::<O>()
+        .map_err(conn_err)?
+        .disable_statement_logging();
+    match tokio::time::timeout(timeout, options.connect()).await {
+        Ok(Ok(conn)) => {
+            // Nothing depends on a clean goodbye.
+            let _ = conn.close().await;
+            Ok(())
+        }
+        // The server answered: the pool decides (it retries the transient ones, fails the rest).
+        Ok(Err(Error::Database(_))) => Ok(()),
+        Ok(Err(e)) => Err(conn_err(e)),
+        Err(_) => Err(DbErr::Conn(sea_orm::RuntimeErr::Internal(format!(
+            "no connection within the connect timeout ({timeout:?})"
+        )))),
     }
 }
