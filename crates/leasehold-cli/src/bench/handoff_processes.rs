@@ -4,9 +4,9 @@
 //! One round, driven by lines on the peer's stdin and stdout (no shared clock needed):
 //!
 //! 1. this process holds `ping` and sends `go`;
-//! 2. the peer takes `pong`, starts waiting for `ping` in `try_locker`, lets it be refused once
-//!    and start waiting (400 ms, as `lock_handoff`), and prints `waiting`;
-//! 3. this process starts waiting for `pong` the same way, then unlocks `ping` at t0;
+//! 2. the peer takes `pong`, starts waiting for `ping` in `try_locker` and prints `waiting`;
+//! 3. this process starts waiting for `pong` the same way, lets both waiters be refused once and
+//!    start waiting (400 ms, as `lock_handoff`), then unlocks `ping` at t0;
 //! 4. the peer gets `ping` and at once unlocks `pong`, then `ping`, and prints `done`;
 //! 5. this process holds `pong` at t1: t1 − t0 is two handoffs, each a waiter in another process
 //!    that was already waiting. The sample is (t1 − t0) / 2.
@@ -79,7 +79,13 @@ impl Peer {
             PeerMode::Advisory => "advisory",
         };
         let mut child = Command::new(exe)
-            .args(["--db", &ctx.url, "--table-prefix", &ctx.prefix, "bench-peer"])
+            .args([
+                "--db",
+                &ctx.url,
+                "--table-prefix",
+                &ctx.prefix,
+                "bench-peer",
+            ])
             .args(["--namespace", ns, "--mode", mode])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -222,7 +228,11 @@ async fn play(ctx: &Ctx, ns: &str, mode: PeerMode, rounds: usize) -> R<Vec<Durat
             outcome?;
         }
         PeerMode::Advisory => {
-            let pool = ctx.store.connection().get_postgres_connection_pool().clone();
+            let pool = ctx
+                .store
+                .connection()
+                .get_postgres_connection_pool()
+                .clone();
             for _ in 0..rounds {
                 halves.push(advisory_round(&mut peer, &pool, ns).await? / 2);
             }
@@ -241,7 +251,14 @@ fn ms(d: &[Duration]) -> Vec<f64> {
 /// PostgreSQL.
 pub(crate) async fn row(ctx: &Ctx, in_process: &Row) -> Row {
     let rounds = if ctx.plan.quick { 3 } else { 20 };
-    let ours = match play(ctx, &ctx.namespace("handoff-proc"), PeerMode::Service, rounds).await {
+    let ours = match play(
+        ctx,
+        &ctx.namespace("handoff-proc"),
+        PeerMode::Service,
+        rounds,
+    )
+    .await
+    {
         Ok(d) => d,
         Err(e) => return Row::skipped(ROW, "ms", format!("not measured: {e}")),
     };
@@ -373,7 +390,6 @@ async fn peer_round(service: &LeaseService, ns: &str) -> R<()> {
             ping.unlock().await.map_err(err)
         })
     };
-    tokio::time::sleep(SETTLE).await;
     println!("waiting");
     waiter.await.map_err(err)?
 }
@@ -393,7 +409,6 @@ async fn peer_advisory_round(pool: &PgPool, ns: &str) -> R<()> {
             R::Ok(())
         })
     };
-    tokio::time::sleep(SETTLE).await;
     println!("waiting");
     waiter.await.map_err(err)?
 }
