@@ -19,7 +19,10 @@ use crate::{SeaOrmStore, StoreError};
 ///   loss takes every process of that machine down with it), a 5 s busy timeout, 4 connections;
 ///   in-memory SQLite: one connection that never expires (each connection would be its own
 ///   database);
-/// - PostgreSQL / MySQL: 10 connections, 5 s connect timeout;
+/// - PostgreSQL / MySQL: 10 connections, 5 s connect timeout; one connection is opened outside
+///   the pool first, so a refused connection or an unknown host fails [`StoreBuilder::connect`]
+///   at once (once running, the pool keeps retrying a refused connection until the acquire
+///   timeout, which rides out a database restart);
 /// - the lease table is created if missing, unless [`StoreBuilder::migrate`] is `false`.
 ///
 /// # Examples
@@ -79,7 +82,8 @@ impl StoreBuilder {
         self
     }
 
-    /// How long to wait for a new connection (default 5 s).
+    /// How long [`StoreBuilder::connect`] waits for the server to answer its first connection
+    /// before giving up with [`StoreError::Connect`] (default 5 s).
     pub fn connect_timeout(mut self, d: Duration) -> Self {
         self.connect_timeout = d;
         self
@@ -124,10 +128,12 @@ impl StoreBuilder {
     /// Connects, creates the table if asked to, and checks its columns.
     ///
     /// # Errors
-    /// [`StoreError::Invalid`] for a bad prefix, [`StoreError::UnsupportedUrl`],
-    /// [`StoreError::Connect`] when the database cannot be reached, [`StoreError::Schema`] when
-    /// the table is missing or has other columns, [`StoreError::ReadOnly`] when the table is
-    /// missing and cannot be created.
+    /// [`StoreError::Invalid`] for a bad prefix; [`StoreError::UnsupportedUrl`] for another
+    /// scheme or a backend this build leaves out (cargo features `sqlite`, `postgres`, `mysql`);
+    /// [`StoreError::Connect`] when the database cannot be reached: at once for a refused
+    /// connection, an unknown host or database, or bad credentials, after the connect timeout
+    /// for a server that never answers; [`StoreError::Schema`] when the table is missing or has
+    /// other columns; [`StoreError::ReadOnly`] when the table is missing and cannot be created.
     pub async fn connect(self) -> Result<SeaOrmStore, StoreError> {
         let table = self.table_name()?;
         let url = self.url.trim().to_owned();
