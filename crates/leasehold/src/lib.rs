@@ -37,6 +37,14 @@
 //!   without it lets the leases lapse after their term.
 //!
 //! Actix applications can also drive the actors directly: see [`engine`].
+//!
+//! # Features
+//! - `sqlite`, `postgres`, `mysql` (all on by default): the database backends. Build with
+//!   `default-features = false` and name the ones you use; a URL of a backend left out is
+//!   [`StoreError::UnsupportedUrl`]. On PostgreSQL, lock waiters are also woken by
+//!   `LISTEN`/`NOTIFY` (elsewhere, and as the fallback, they poll).
+//! - `metrics` (on by default): counters and histograms through the `metrics` facade (names in
+//!   [`engine::metrics`]).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -2,9 +2,11 @@
 
 use std::time::Duration;
 
+#[cfg(feature = "postgres")]
 use leasehold_actor::WatchReleases;
 use leasehold_core::LeaseKey;
 use rand::Rng;
+use tokio::sync::mpsc;
 
 use super::{DEFAULT_LOCK_NAMESPACE, LockError, LockGuard, LockOutcome, guard, ttl_term};
 use crate::{LeaseService, Result};
@@ -74,11 +76,7 @@ impl LeaseService {
             }
             if !watched {
                 watched = true;
-                releases = self
-                    .engine()
-                    .send(WatchReleases { key: key.clone() })
-                    .await
-                    .map_err(crate::Error::from)?;
+                releases = self.watch_releases(&key).await?;
             }
             let jitter = rand::rng().random_range(0.75..1.25);
             let mut pause = backoff.mul_f64(jitter);
@@ -97,6 +95,22 @@ impl LeaseService {
                 None => sleep.await,
             }
         }
+    }
+
+    /// Wake-ups when any process releases `key`: PostgreSQL `LISTEN` through the engine, `None`
+    /// (poll only) on other backends.
+    #[cfg(feature = "postgres")]
+    async fn watch_releases(&self, key: &LeaseKey) -> Result<Option<mpsc::Receiver<()>>> {
+        Ok(self
+            .engine()
+            .send(WatchReleases { key: key.clone() })
+            .await?)
+    }
+
+    /// Without the `postgres` feature there is nothing to listen to: waiters poll.
+    #[cfg(not(feature = "postgres"))]
+    async fn watch_releases(&self, _key: &LeaseKey) -> Result<Option<mpsc::Receiver<()>>> {
+        Ok(None)
     }
 
     /// PowerJob's `LockService.tryLock(name, maxLockTime)`: one attempt at the lock `name` in
