@@ -37,5 +37,5 @@ pub use engine::{LeaseEngine, ListTasks, ReadDbNow, ReadRecord, ShutdownAll, Sta
 pub use lock::{
     AcquireLock, BeginFenced, ListLocks, ReleaseLock, RenewLock, WatchReleases, release_channel,
 };
-pub use registry::Registry;
+pub use registry::{NamespaceDeadlines, Registry};
 pub use shard::{ListLive, SetCompeting, StartShardTask};

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use actix::Addr;
 use dashmap::DashMap;
 use leasehold_actor::{
-    LeaseEngine, ListTasks, ReadDbNow, ReadRecord, Registry, ShutdownAll, StartTask, StopTask,
+    LeaseEngine, ListTasks, ReadDbNow, NamespaceDeadlines, ReadRecord, Registry, ShutdownAll, StartTask, StopTask,
 };
 use leasehold_core::{
     DbInstant, HolderId, LeaseConfig, LeaseKey, LeaseName, LeaseRecord, MonotonicClock, Namespace,
@@ -54,6 +54,8 @@ pub struct LeaseService {
 struct Inner {
     engine: Addr<LeaseEngine>,
     registry: Arc<Registry>,
+    /// The registry's deadlines of `namespace`: `has_lease` looks the name up here directly.
+    deadlines: Arc<NamespaceDeadlines>,
     holder: HolderId,
     namespace: Namespace,
     config: LeaseConfig,
@@ -125,10 +127,12 @@ impl LeaseService {
         let registry = Arc::new(Registry::new(Arc::new(MonotonicClock)));
         let (engine, thread) = runtime::start(spec, Arc::clone(&registry)).await?;
         log::info!("{holder}: lease service started");
+        let deadlines = registry.namespace(&namespace);
         Ok(Self {
             inner: Arc::new(Inner {
                 engine,
                 registry,
+                deadlines,
                 holder,
                 namespace,
                 config,
@@ -217,7 +221,7 @@ impl LeaseService {
             .or_insert_with(|| LeaseTask {
                 key: key.clone(),
                 state: TaskState::new(),
-                registry: Arc::clone(&self.inner.registry),
+                deadlines: Arc::clone(&self.inner.deadlines),
             })
             .clone();
         let listener = task::listener(
@@ -293,9 +297,7 @@ impl LeaseService {
     /// ```
     #[must_use]
     pub fn has_lease(&self, name: &str) -> bool {
-        self.inner
-            .registry
-            .has_lease_str(self.inner.namespace.as_str(), name)
+        self.inner.deadlines.has_lease(name)
     }
 
     /// Who holds `name` according to the database now, with the fencing token and end time;

@@ -412,7 +412,7 @@ impl Shared {
                 LeaseTask {
                     key,
                     state,
-                    registry: Arc::clone(&self.registry),
+                    deadlines: self.registry.namespace(&self.namespace),
                 },
             );
         }

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use leasehold_actor::{Listener, Registry};
+use leasehold_actor::{Listener, NamespaceDeadlines};
 use leasehold_core::{FencingToken, HolderId, LeaseConfig, LeaseKey, LossReason, Notification};
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
@@ -215,7 +215,8 @@ pub(crate) fn listener(
 pub struct LeaseTask {
     pub(crate) key: LeaseKey,
     pub(crate) state: Arc<TaskState>,
-    pub(crate) registry: Arc<Registry>,
+    /// The registry's deadlines of the key's namespace.
+    pub(crate) deadlines: Arc<NamespaceDeadlines>,
 }
 
 impl LeaseTask {
@@ -250,7 +251,7 @@ impl LeaseTask {
     /// ```
     #[must_use]
     pub fn has_lease(&self) -> bool {
-        self.registry.has_lease(&self.key)
+        self.deadlines.has_lease(self.key.name.as_str())
     }
 
     /// The fencing token of the current tenure, if one is live.

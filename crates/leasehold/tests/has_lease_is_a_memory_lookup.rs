@@ -25,24 +25,30 @@ async fn has_lease_cost_per_call() {
         .await
         .expect("start");
     task.acquired().await.expect("held");
-    let n = 2_000_000_u32;
-    let start = MonotonicClock.now();
-    let mut held = 0_u32;
-    for _ in 0..n {
-        held += u32::from(service.has_lease(std::hint::black_box("lease-500")));
-    }
-    let per_call = (MonotonicClock.now() - start) / n;
-    assert_eq!(held, n);
-    eprintln!("has_lease: {per_call:?} per call with 1,000 leases held");
+    // Batches of 20,000 calls; the fastest and the median batch, in ns per call (the fastest
+    // batch is the one least disturbed by other processes on a shared machine).
+    let per_call = |f: &mut dyn FnMut() -> bool| {
+        let mut batches = Vec::new();
+        for _ in 0..200 {
+            let start = MonotonicClock.now();
+            let mut held = 0_u32;
+            for _ in 0..20_000 {
+                held += u32::from(f());
+            }
+            batches.push((MonotonicClock.now() - start).as_nanos() as f64 / 20_000.0);
+            assert_eq!(held, 20_000);
+        }
+        batches.sort_by(f64::total_cmp);
+        (batches[0], batches[batches.len() / 2])
+    };
+    let (best, median) = per_call(&mut || service.has_lease(std::hint::black_box("lease-500")));
+    eprintln!("has_lease: {best:.1} ns per call (fastest batch), {median:.1} ns (median batch), 1,000 leases held");
+    let (best, median) = per_call(&mut || task.has_lease());
+    eprintln!("LeaseTask::has_lease: {best:.1} ns (fastest batch), {median:.1} ns (median batch)");
     // Of which the clock read (tokio's Instant; with tokio's test-util feature, as in this test
     // build, it also looks for a paused clock):
-    let start = MonotonicClock.now();
-    for _ in 0..n {
-        std::hint::black_box(MonotonicClock.now());
-    }
-    eprintln!(
-        "clock read: {:?} per call",
-        (MonotonicClock.now() - start) / n
-    );
+    let deadline = MonotonicClock.now() + Duration::from_secs(3600);
+    let (best, median) = per_call(&mut || std::hint::black_box(MonotonicClock.now()) < deadline);
+    eprintln!("clock read: {best:.1} ns (fastest batch), {median:.1} ns (median batch)");
     service.shutdown().await.expect("shutdown");
 }
