@@ -61,7 +61,7 @@ use crate::batcher::RenewBatcher;
 pub struct LeaseEngine {
     pub(crate) holder: HolderId,
     pub(crate) store: Arc<dyn LeaseStore>,
-    renewer: Addr<RenewBatcher>,
+    renewer: Arc<Addr<RenewBatcher>>,
     registry: Arc<Registry>,
     tasks: HashMap<LeaseKey, Addr<LeaseActor>>,
     started: u64,
@@ -89,7 +89,7 @@ impl LeaseEngine {
         Self {
             holder,
             store,
-            renewer,
+            renewer: Arc::new(renewer),
             registry,
             tasks: HashMap::new(),
             started: 0,
@@ -195,7 +195,7 @@ impl LeaseEngine {
             Arc::clone(&self.registry),
             listener,
         )?
-        .with_renewer(self.renewer.clone());
+        .with_shared_renewer(Arc::clone(&self.renewer));
         let addr = actor.start();
         log::debug!("{key}: lease task started");
         self.tasks.insert(key, addr.clone());

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock};
 
 use dashmap::DashMap;
-use leasehold_core::{Clock, LeaseKey, Namespace};
+use leasehold_core::{Clock, LeaseKey, LeaseName, Namespace};
 use tokio::time::Instant;
 
 /// The hasher of the registry's maps: foldhash, a few nanoseconds for a short name where the
@@ -50,7 +50,7 @@ pub struct Registry {
     /// of a lookup.
     default_namespace: Arc<NamespaceDeadlines>,
     /// Every other namespace.
-    namespaces: RwLock<HashMap<Box<str>, Arc<NamespaceDeadlines>, FastHash>>,
+    namespaces: RwLock<HashMap<Namespace, Arc<NamespaceDeadlines>, FastHash>>,
     clock: Arc<dyn Clock>,
 }
 
@@ -58,7 +58,7 @@ pub struct Registry {
 /// [`Registry::namespace`]; it stays valid (and shared with the registry) for the registry's
 /// lifetime.
 pub struct NamespaceDeadlines {
-    deadlines: DashMap<Box<str>, Instant, FastHash>,
+    deadlines: DashMap<LeaseName, Instant, FastHash>,
     clock: Arc<dyn Clock>,
 }
 
@@ -95,17 +95,17 @@ impl NamespaceDeadlines {
         self.deadlines.get(name).map(|d| *d)
     }
 
-    fn set(&self, name: &str, deadline: Option<Instant>) {
+    fn set(&self, name: &LeaseName, deadline: Option<Instant>) {
         match deadline {
             Some(d) => {
-                if let Some(mut slot) = self.deadlines.get_mut(name) {
+                if let Some(mut slot) = self.deadlines.get_mut(name.as_str()) {
                     *slot = d;
                 } else {
-                    self.deadlines.insert(name.into(), d);
+                    self.deadlines.insert(name.clone(), d);
                 }
             }
             None => {
-                self.deadlines.remove(name);
+                self.deadlines.remove(name.as_str());
             }
         }
     }
@@ -138,8 +138,10 @@ impl Registry {
 
     fn read(
         &self,
-    ) -> std::sync::RwLockReadGuard<'_, HashMap<Box<str>, Arc<NamespaceDeadlines>, FastHash>> {
-        self.namespaces.read().unwrap_or_else(PoisonError::into_inner)
+    ) -> std::sync::RwLockReadGuard<'_, HashMap<Namespace, Arc<NamespaceDeadlines>, FastHash>> {
+        self.namespaces
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     fn find(&self, namespace: &str) -> Option<Arc<NamespaceDeadlines>> {
@@ -161,7 +163,7 @@ impl Registry {
             .write()
             .unwrap_or_else(PoisonError::into_inner);
         Arc::clone(
-            map.entry(namespace.as_str().into())
+            map.entry(namespace.clone())
                 .or_insert_with(|| NamespaceDeadlines::new(&self.clock)),
         )
     }
@@ -196,8 +198,8 @@ impl Registry {
     /// Records (`Some`) or clears (`None`) the local deadline of `key`.
     pub fn set(&self, key: &LeaseKey, deadline: Option<Instant>) {
         match (self.find(key.namespace.as_str()), deadline) {
-            (Some(ns), _) => ns.set(key.name.as_str(), deadline),
-            (None, Some(_)) => self.namespace(&key.namespace).set(key.name.as_str(), deadline),
+            (Some(ns), _) => ns.set(&key.name, deadline),
+            (None, Some(_)) => self.namespace(&key.namespace).set(&key.name, deadline),
             (None, None) => {}
         }
     }
@@ -217,13 +219,13 @@ impl Registry {
         let map = self.read();
         let mut held = Vec::new();
         let all = std::iter::once(("", &self.default_namespace))
-            .chain(map.iter().map(|(namespace, ns)| (&**namespace, ns)));
+            .chain(map.iter().map(|(namespace, ns)| (namespace.as_str(), ns)));
         for (namespace, ns) in all {
             for entry in ns.deadlines.iter() {
                 if now < *entry.value() {
                     // Both parts were validated when the key was set.
-                    if let Ok(key) = LeaseKey::parse(namespace, entry.key()) {
-                        held.push(key);
+                    if let Ok(namespace) = Namespace::new(namespace) {
+                        held.push(LeaseKey::new(namespace, entry.key().clone()));
                     }
                 }
             }

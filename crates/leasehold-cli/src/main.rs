@@ -132,7 +132,9 @@ pub enum Command {
     /// Three in-process nodes elect a master, shard 12 tasks, take a lock with a fenced write,
     /// survive the master's crash and take the restarted node back. Runs on a temporary SQLite
     /// file unless --db (or LEASEHOLD_DATABASE_URL) is given.
-    #[command(after_help = "Example:\n  cargo run --release -p leasehold-cli -- demo\n  leasehold --db postgres://postgres@127.0.0.1/test demo")]
+    #[command(
+        after_help = "Example:\n  cargo run --release -p leasehold-cli -- demo\n  leasehold --db postgres://postgres@127.0.0.1/test demo"
+    )]
     Demo,
     /// Run the conformance suite against the database in a scratch namespace, and report the
     /// clock offset and round-trip time.

@@ -1,6 +1,7 @@
 //! Validated names: namespaces, lease names and holder ids, sized to their database columns.
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::ValidationError;
 
@@ -36,8 +37,11 @@ fn check(
 macro_rules! name_type {
     ($(#[$doc:meta])* $ty:ident, $field:literal, $max:expr, $allow_empty:expr) => {
         $(#[$doc])*
+        ///
+        /// Shared, immutable text: a clone is a reference count, not a copy (every lease keeps
+        /// its names in several places: the engine, its actor, the service's task map, events).
         #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        pub struct $ty(String);
+        pub struct $ty(Arc<str>);
 
         impl $ty {
             /// Validates and wraps the value.
@@ -48,7 +52,7 @@ macro_rules! name_type {
             pub fn new(value: impl Into<String>) -> Result<Self, ValidationError> {
                 let value = value.into();
                 check($field, &value, $max, $allow_empty)?;
-                Ok(Self(value))
+                Ok(Self(Arc::from(value)))
             }
 
             /// The value as a string slice.
@@ -61,6 +65,14 @@ macro_rules! name_type {
         impl fmt::Display for $ty {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str(&self.0)
+            }
+        }
+
+        /// Hashes and compares exactly like the `str`, so maps keyed by it can be searched with
+        /// a `&str`.
+        impl std::borrow::Borrow<str> for $ty {
+            fn borrow(&self) -> &str {
+                &self.0
             }
         }
 
@@ -103,7 +115,7 @@ impl Namespace {
     /// The default namespace, the empty string.
     #[must_use]
     pub fn default_namespace() -> Self {
-        Self(String::new())
+        Self(Arc::from(""))
     }
 }
 

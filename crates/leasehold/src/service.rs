@@ -5,7 +5,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use actix::Addr;
 use dashmap::DashMap;
 use leasehold_actor::{
-    LeaseEngine, ListTasks, ReadDbNow, NamespaceDeadlines, ReadRecord, Registry, ShutdownAll, StartTask, StopTask,
+    LeaseEngine, ListTasks, NamespaceDeadlines, ReadDbNow, ReadRecord, Registry, ShutdownAll,
+    StartTask, StopTask,
 };
 use leasehold_core::{
     DbInstant, HolderId, LeaseConfig, LeaseKey, LeaseName, LeaseRecord, MonotonicClock, Namespace,

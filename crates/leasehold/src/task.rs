@@ -1,10 +1,10 @@
 //! Lease tasks: options with callbacks, and the handle given back.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use leasehold_actor::{Listener, NamespaceDeadlines};
 use leasehold_core::{FencingToken, HolderId, LeaseConfig, LeaseKey, LossReason, Notification};
-use tokio::sync::{broadcast, watch};
+use tokio::sync::{Notify, broadcast};
 use tokio_util::sync::CancellationToken;
 
 use crate::{Error, LeaseEvent, Result};
@@ -118,27 +118,77 @@ impl LeaseTaskOptions {
 #[derive(Debug, Clone)]
 pub(crate) enum Tenure {
     Waiting,
-    Held(FencingToken, CancellationToken),
+    /// A live tenure, and its cancellation token once somebody asked for it (a token is about
+    /// 100 bytes; most tasks of a large sharded set never ask).
+    Held(FencingToken, Option<CancellationToken>),
     Stopped,
 }
 
 /// The shared state of one task, written by its listener on the engine thread.
+///
+/// A mutex and a [`Notify`] rather than a `watch` channel: this is kept for every task, and a
+/// `watch` channel's shared part is about 350 bytes (eight `Notify`s for its receivers), most of
+/// a lease's memory budget.
 #[derive(Debug)]
 pub(crate) struct TaskState {
-    pub(crate) tenure: watch::Sender<Tenure>,
+    tenure: Mutex<Tenure>,
+    changed: Notify,
 }
 
 impl TaskState {
     pub(crate) fn new() -> Arc<Self> {
         Arc::new(Self {
-            tenure: watch::Sender::new(Tenure::Waiting),
+            tenure: Mutex::new(Tenure::Waiting),
+            changed: Notify::new(),
         })
     }
 
-    /// Ends the current tenure (if any): cancels its token.
+    fn lock(&self) -> std::sync::MutexGuard<'_, Tenure> {
+        self.tenure.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Ends the current tenure (if any): cancels its token, and wakes whoever waits for a change.
     pub(crate) fn end(&self, next: Tenure) {
-        if let Tenure::Held(_, cancel) = self.tenure.send_replace(next) {
+        let previous = std::mem::replace(&mut *self.lock(), next);
+        self.changed.notify_waiters();
+        if let Tenure::Held(_, Some(cancel)) = previous {
             cancel.cancel();
+        }
+    }
+
+    /// The live tenure's fencing token, if any.
+    pub(crate) fn token(&self) -> Option<FencingToken> {
+        match *self.lock() {
+            Tenure::Held(token, _) => Some(token),
+            _ => None,
+        }
+    }
+
+    /// The live tenure's token and cancellation token (made now if nobody asked before);
+    /// `Err(true)` while waiting for a tenure, `Err(false)` once stopped.
+    pub(crate) fn held(&self) -> std::result::Result<(FencingToken, CancellationToken), bool> {
+        match &mut *self.lock() {
+            Tenure::Held(token, cancel) => Ok((
+                *token,
+                cancel.get_or_insert_with(CancellationToken::new).clone(),
+            )),
+            Tenure::Waiting => Err(true),
+            Tenure::Stopped => Err(false),
+        }
+    }
+
+    /// Waits until a tenure is live (`Some`) or the task stopped (`None`).
+    pub(crate) async fn settled(&self) -> Option<(FencingToken, CancellationToken)> {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            // Registered before the state is read, so a change in between is not missed.
+            changed.as_mut().enable();
+            match self.held() {
+                Ok(held) => return Some(held),
+                Err(false) => return None,
+                Err(true) => changed.await,
+            }
         }
     }
 }
@@ -156,10 +206,13 @@ pub(crate) fn listener(
         let (key, holder) = (key.clone(), holder.clone());
         let event = match *n {
             Notification::Acquired { token, .. } => {
-                let cancel = CancellationToken::new();
-                state.end(Tenure::Held(token, cancel.clone()));
-                if let Some(f) = &on_acquired {
-                    f(token, cancel);
+                match &on_acquired {
+                    Some(f) => {
+                        let cancel = CancellationToken::new();
+                        state.end(Tenure::Held(token, Some(cancel.clone())));
+                        f(token, cancel);
+                    }
+                    None => state.end(Tenure::Held(token, None)),
                 }
                 LeaseEvent::Acquired { key, token, holder }
             }
@@ -268,10 +321,7 @@ impl LeaseTask {
     /// ```
     #[must_use]
     pub fn token(&self) -> Option<FencingToken> {
-        match &*self.state.tenure.borrow() {
-            Tenure::Held(token, _) if self.has_lease() => Some(*token),
-            _ => None,
-        }
+        self.state.token().filter(|_| self.has_lease())
     }
 
     /// The cancellation token of the current tenure: cancelled when the tenure ends. When no
@@ -291,9 +341,9 @@ impl LeaseTask {
     /// ```
     #[must_use]
     pub fn cancellation_token(&self) -> CancellationToken {
-        match &*self.state.tenure.borrow() {
-            Tenure::Held(_, cancel) => cancel.clone(),
-            _ => {
+        match self.state.held() {
+            Ok((_, cancel)) => cancel,
+            Err(_) => {
                 let c = CancellationToken::new();
                 c.cancel();
                 c
@@ -320,14 +370,9 @@ impl LeaseTask {
     /// # Cancel safety
     /// Cancel safe: dropping the future only stops waiting.
     pub async fn acquired(&self) -> Result<(FencingToken, CancellationToken)> {
-        let mut rx = self.state.tenure.subscribe();
-        let seen = rx
-            .wait_for(|t| !matches!(t, Tenure::Waiting))
-            .await
-            .map(|t| t.clone());
-        match seen {
-            Ok(Tenure::Held(token, cancel)) => Ok((token, cancel)),
-            _ => Err(Error::TaskStopped {
+        match self.state.settled().await {
+            Some(held) => Ok(held),
+            None => Err(Error::TaskStopped {
                 key: self.key.clone(),
             }),
         }

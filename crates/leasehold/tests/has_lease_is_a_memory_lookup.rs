@@ -42,7 +42,9 @@ async fn has_lease_cost_per_call() {
         (batches[0], batches[batches.len() / 2])
     };
     let (best, median) = per_call(&mut || service.has_lease(std::hint::black_box("lease-500")));
-    eprintln!("has_lease: {best:.1} ns per call (fastest batch), {median:.1} ns (median batch), 1,000 leases held");
+    eprintln!(
+        "has_lease: {best:.1} ns per call (fastest batch), {median:.1} ns (median batch), 1,000 leases held"
+    );
     let (best, median) = per_call(&mut || task.has_lease());
     eprintln!("LeaseTask::has_lease: {best:.1} ns (fastest batch), {median:.1} ns (median batch)");
     // Of which the clock read (tokio's Instant; with tokio's test-util feature, as in this test
