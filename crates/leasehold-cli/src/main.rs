@@ -16,6 +16,18 @@ use std::time::Duration;
 
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
+/// The system allocator, counting bytes allocated and freed: `leasehold bench` reads the heap
+/// bytes one held lease costs from it (a few relaxed atomic additions per allocation).
+#[global_allocator]
+static ALLOCATOR: &stats_alloc::StatsAlloc<std::alloc::System> = &stats_alloc::INSTRUMENTED_SYSTEM;
+
+/// Heap bytes live now in this process (Rust allocations; C libraries such as SQLite allocate
+/// outside it).
+pub(crate) fn heap_bytes() -> i64 {
+    let s = ALLOCATOR.stats();
+    s.bytes_allocated as i64 - s.bytes_deallocated as i64 + s.bytes_reallocated as i64
+}
+
 /// Default database: a SQLite file in the current directory, created if missing.
 pub const DEFAULT_DB: &str = "sqlite://leasehold.db?mode=rwc";
 
