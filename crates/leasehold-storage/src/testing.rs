@@ -1,4 +1,5 @@
-//! The conformance suite every [`LeaseStore`] passes.
+//! The conformance suite every [`LeaseStore`] passes, and [`CountingStore`], a store wrapper that
+//! counts calls and can fail, stall or observe them.
 //!
 //! Each check runs in a namespace of its own (`{base}.{check}`), so suites against one database
 //! can run side by side with each other and with real traffic. Time-dependent checks use short
@@ -28,6 +29,9 @@ use leasehold_core::{
 use crate::LeaseStore;
 
 mod checks;
+mod counting;
+
+pub use counting::{Call, CountingStore, Op, StoreCounts};
 
 /// The result of one check.
 #[derive(Debug, Clone)]

@@ -1,0 +1,513 @@
+//! [`CountingStore`]: a [`LeaseStore`] that passes every call to another store and counts it,
+//! with hooks to fail, stall or observe calls.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::future::BoxFuture;
+use leasehold_core::{
+    AcquireOutcome, Clock, DbInstant, FencingToken, HolderId, LeaseKey, LeaseRecord,
+    MonotonicClock, Namespace, ReleaseOutcome, RenewOutcome, Term,
+};
+
+use crate::{LeaseStore, RenewItem, StoreError};
+
+/// A method of [`LeaseStore`], as counted by [`CountingStore`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Op {
+    /// [`LeaseStore::try_acquire`].
+    TryAcquire,
+    /// [`LeaseStore::begin_tenure`].
+    BeginTenure,
+    /// [`LeaseStore::renew`].
+    Renew,
+    /// [`LeaseStore::renew_many`].
+    RenewMany,
+    /// [`LeaseStore::release`].
+    Release,
+    /// [`LeaseStore::release_all`].
+    ReleaseAll,
+    /// [`LeaseStore::force_release`].
+    ForceRelease,
+    /// [`LeaseStore::get`].
+    Get,
+    /// [`LeaseStore::list_valid`].
+    ListValid,
+    /// [`LeaseStore::purge`].
+    Purge,
+    /// [`LeaseStore::db_now`].
+    DbNow,
+}
+
+impl Op {
+    /// Every method, in the trait's order.
+    pub const ALL: [Op; 11] = [
+        Op::TryAcquire,
+        Op::BeginTenure,
+        Op::Renew,
+        Op::RenewMany,
+        Op::Release,
+        Op::ReleaseAll,
+        Op::ForceRelease,
+        Op::Get,
+        Op::ListValid,
+        Op::Purge,
+        Op::DbNow,
+    ];
+
+    /// The method's name, e.g. `"renew_many"`.
+    ///
+    /// # Examples
+    /// ```
+    /// use leasehold_storage::testing::Op;
+    /// assert_eq!(Op::RenewMany.name(), "renew_many");
+    /// assert_eq!(Op::RenewMany.to_string(), "renew_many");
+    /// ```
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Op::TryAcquire => "try_acquire",
+            Op::BeginTenure => "begin_tenure",
+            Op::Renew => "renew",
+            Op::RenewMany => "renew_many",
+            Op::Release => "release",
+            Op::ReleaseAll => "release_all",
+            Op::ForceRelease => "force_release",
+            Op::Get => "get",
+            Op::ListValid => "list_valid",
+            Op::Purge => "purge",
+            Op::DbNow => "db_now",
+        }
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What a [`CountingStore`] saw: per method, the calls the inner store answered and the time
+/// they took; and the items passed to [`LeaseStore::renew_many`].
+///
+/// A call is counted when the inner store answers it (`Ok` or `Err`), together with its time. A
+/// call refused by the [`before_call`](CountingStore::before_call) hook, or dropped before the
+/// answer, is not counted. Share one `Arc<StoreCounts>` between the store (often built inside a
+/// `store_layer` closure) and the test that reads it; subtract two readings to count a window.
+///
+/// # Examples
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::Arc;
+/// use leasehold_storage::testing::{CountingStore, Op, StoreCounts};
+/// use leasehold_storage::{LeaseStore, MemoryStore};
+///
+/// let counts = Arc::new(StoreCounts::default());
+/// let store = CountingStore::new(Arc::new(MemoryStore::new()), Arc::clone(&counts));
+/// store.db_now().await?;
+/// assert_eq!(counts.calls(Op::DbNow), 1);
+/// assert_eq!(counts.calls(Op::Renew), 0);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Default)]
+pub struct StoreCounts {
+    calls: [AtomicU64; Op::ALL.len()],
+    nanos: [AtomicU64; Op::ALL.len()],
+    renew_many_items: AtomicU64,
+}
+
+impl StoreCounts {
+    /// How many calls of `op` the inner store answered.
+    #[must_use]
+    pub fn calls(&self, op: Op) -> u64 {
+        self.calls[op as usize].load(Ordering::SeqCst)
+    }
+
+    /// The time spent in the inner store on calls of `op`, from request to answer.
+    #[must_use]
+    pub fn time(&self, op: Op) -> Duration {
+        Duration::from_nanos(self.nanos[op as usize].load(Ordering::SeqCst))
+    }
+
+    /// How many items all answered [`LeaseStore::renew_many`] calls carried.
+    #[must_use]
+    pub fn renew_many_items(&self) -> u64 {
+        self.renew_many_items.load(Ordering::SeqCst)
+    }
+
+    fn record(&self, op: Op, items: usize, elapsed: Duration) {
+        let i = op as usize;
+        self.calls[i].fetch_add(1, Ordering::SeqCst);
+        if op == Op::RenewMany {
+            self.renew_many_items
+                .fetch_add(items as u64, Ordering::SeqCst);
+        }
+        let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+        self.nanos[i].fetch_add(nanos, Ordering::SeqCst);
+    }
+}
+
+/// One call the inner store answered, as shown to an [`after_call`](CountingStore::after_call)
+/// observer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Call {
+    /// The method.
+    pub op: Op,
+    /// The number of items of a [`LeaseStore::renew_many`] call; 0 for every other method.
+    pub items: usize,
+    /// From request to answer.
+    pub elapsed: Duration,
+    /// Whether the answer was `Ok`.
+    pub ok: bool,
+}
+
+type BeforeCall = Arc<dyn Fn(Op) -> BoxFuture<'static, Result<(), StoreError>> + Send + Sync>;
+type AfterCall = Arc<dyn Fn(&Call) + Send + Sync>;
+
+/// A [`LeaseStore`] that passes every call to an inner store and counts it in [`StoreCounts`].
+///
+/// Two optional hooks make it a test double as well:
+/// - [`before_call`](Self::before_call) runs before each call reaches the inner store; an `Err`
+///   is returned in place of the answer (an injected failure), and a hook that never finishes
+///   makes the store hang. It can also delay calls.
+/// - [`after_call`](Self::after_call) sees each answered [`Call`], after it is counted.
+///
+/// It does not forward [`LeaseStore::sea_orm`]: like any wrapping store that does not, an engine
+/// built on it goes without fencing and PostgreSQL `NOTIFY`. Clones share the inner store, the
+/// counts and the hooks.
+///
+/// # Examples
+/// Count renewals and fail every release, as a database that went away would:
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use leasehold_storage::testing::{CountingStore, Op, StoreCounts};
+/// use leasehold_storage::{
+///     AcquireOutcome, HolderId, LeaseKey, LeaseStore, MemoryStore, RenewItem, StoreError, Term,
+/// };
+///
+/// let counts = Arc::new(StoreCounts::default());
+/// let store = CountingStore::new(Arc::new(MemoryStore::new()), Arc::clone(&counts))
+///     .before_call(|op| async move {
+///         match op {
+///             Op::Release => Err(StoreError::Unexpected {
+///                 op: "release",
+///                 detail: "injected failure".to_owned(),
+///             }),
+///             _ => Ok(()),
+///         }
+///     });
+/// let (key, me) = (LeaseKey::parse("jobs", "nightly")?, HolderId::new("host-a")?);
+/// let term = Term::new("term", Duration::from_secs(30))?;
+/// let AcquireOutcome::Acquired { token, .. } = store.try_acquire(&key, &me, term).await? else {
+///     panic!("a free lease is granted");
+/// };
+/// let items = [RenewItem { key: key.clone(), token }];
+/// assert_eq!(store.renew_many(&me, &items, term).await?, [true]);
+/// assert!(store.release(&key, &me, token).await.is_err());
+///
+/// assert_eq!(counts.calls(Op::TryAcquire), 1);
+/// assert_eq!((counts.calls(Op::RenewMany), counts.renew_many_items()), (1, 1));
+/// assert_eq!(counts.calls(Op::Release), 0, "refused before the inner store");
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct CountingStore {
+    inner: Arc<dyn LeaseStore>,
+    counts: Arc<StoreCounts>,
+    before: Option<BeforeCall>,
+    after: Option<AfterCall>,
+}
+
+impl fmt::Debug for CountingStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CountingStore")
+            .field("counts", &self.counts)
+            .field("before_call", &self.before.is_some())
+            .field("after_call", &self.after.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl CountingStore {
+    /// Wraps `inner`, counting into `counts`, without hooks.
+    #[must_use]
+    pub fn new(inner: Arc<dyn LeaseStore>, counts: Arc<StoreCounts>) -> Self {
+        Self {
+            inner,
+            counts,
+            before: None,
+            after: None,
+        }
+    }
+
+    /// The counts this store records into.
+    #[must_use]
+    pub fn counts(&self) -> &Arc<StoreCounts> {
+        &self.counts
+    }
+
+    /// Runs `hook` before every call, with the method about to be called; replaces any earlier
+    /// hook. The call reaches the inner store once the hook's future returns `Ok`; an `Err` is the
+    /// call's answer (not counted). The hook is called when the call is first polled.
+    ///
+    /// # Examples
+    /// Delay every grant by 400 ms:
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use leasehold_storage::MemoryStore;
+    /// use leasehold_storage::testing::{CountingStore, Op};
+    ///
+    /// let slow = CountingStore::new(Arc::new(MemoryStore::new()), Arc::default())
+    ///     .before_call(|op| async move {
+    ///         if matches!(op, Op::TryAcquire | Op::BeginTenure) {
+    ///             tokio::time::sleep(Duration::from_millis(400)).await;
+    ///         }
+    ///         Ok(())
+    ///     });
+    /// ```
+    #[must_use]
+    pub fn before_call<F>(mut self, hook: impl Fn(Op) -> F + Send + Sync + 'static) -> Self
+    where
+        F: Future<Output = Result<(), StoreError>> + Send + 'static,
+    {
+        self.before = Some(Arc::new(move |op| Box::pin(hook(op))));
+        self
+    }
+
+    /// Runs `observer` after every call the inner store answered, once it is counted; replaces
+    /// any earlier observer.
+    ///
+    /// # Examples
+    /// Log the size and time of every batched renewal:
+    /// ```
+    /// use std::sync::Arc;
+    /// use leasehold_storage::MemoryStore;
+    /// use leasehold_storage::testing::{CountingStore, Op};
+    ///
+    /// let store = CountingStore::new(Arc::new(MemoryStore::new()), Arc::default())
+    ///     .after_call(|call| {
+    ///         if call.op == Op::RenewMany {
+    ///             eprintln!("renew_many of {} items took {:?}", call.items, call.elapsed);
+    ///         }
+    ///     });
+    /// ```
+    #[must_use]
+    pub fn after_call(mut self, observer: impl Fn(&Call) + Send + Sync + 'static) -> Self {
+        self.after = Some(Arc::new(observer));
+        self
+    }
+
+    /// Runs the before hook, then `call` on the inner store, timing and counting it.
+    async fn pass<T>(
+        &self,
+        op: Op,
+        items: usize,
+        call: impl Future<Output = Result<T, StoreError>> + Send,
+    ) -> Result<T, StoreError> {
+        if let Some(before) = &self.before {
+            before(op).await?;
+        }
+        let clock = MonotonicClock;
+        let start = clock.now();
+        let answer = call.await;
+        let elapsed = clock.now() - start;
+        self.counts.record(op, items, elapsed);
+        if let Some(after) = &self.after {
+            after(&Call {
+                op,
+                items,
+                elapsed,
+                ok: answer.is_ok(),
+            });
+        }
+        answer
+    }
+}
+
+#[async_trait]
+impl LeaseStore for CountingStore {
+    async fn try_acquire(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        term: Term,
+    ) -> Result<AcquireOutcome, StoreError> {
+        let call = self.inner.try_acquire(key, holder, term);
+        self.pass(Op::TryAcquire, 0, call).await
+    }
+
+    async fn begin_tenure(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        term: Term,
+    ) -> Result<AcquireOutcome, StoreError> {
+        let call = self.inner.begin_tenure(key, holder, term);
+        self.pass(Op::BeginTenure, 0, call).await
+    }
+
+    async fn renew(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        token: FencingToken,
+        term: Term,
+    ) -> Result<RenewOutcome, StoreError> {
+        let call = self.inner.renew(key, holder, token, term);
+        self.pass(Op::Renew, 0, call).await
+    }
+
+    async fn renew_many(
+        &self,
+        holder: &HolderId,
+        items: &[RenewItem],
+        term: Term,
+    ) -> Result<Vec<bool>, StoreError> {
+        let call = self.inner.renew_many(holder, items, term);
+        self.pass(Op::RenewMany, items.len(), call).await
+    }
+
+    async fn release(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        token: FencingToken,
+    ) -> Result<ReleaseOutcome, StoreError> {
+        let call = self.inner.release(key, holder, token);
+        self.pass(Op::Release, 0, call).await
+    }
+
+    async fn release_all(&self, holder: &HolderId) -> Result<u64, StoreError> {
+        let call = self.inner.release_all(holder);
+        self.pass(Op::ReleaseAll, 0, call).await
+    }
+
+    async fn force_release(&self, key: &LeaseKey) -> Result<bool, StoreError> {
+        let call = self.inner.force_release(key);
+        self.pass(Op::ForceRelease, 0, call).await
+    }
+
+    async fn get(&self, key: &LeaseKey) -> Result<Option<LeaseRecord>, StoreError> {
+        let call = self.inner.get(key);
+        self.pass(Op::Get, 0, call).await
+    }
+
+    async fn list_valid(
+        &self,
+        namespace: Option<&Namespace>,
+        prefix: &str,
+    ) -> Result<Vec<LeaseRecord>, StoreError> {
+        let call = self.inner.list_valid(namespace, prefix);
+        self.pass(Op::ListValid, 0, call).await
+    }
+
+    async fn purge(
+        &self,
+        namespace: Option<&Namespace>,
+        older_than: Duration,
+    ) -> Result<u64, StoreError> {
+        let call = self.inner.purge(namespace, older_than);
+        self.pass(Op::Purge, 0, call).await
+    }
+
+    async fn db_now(&self) -> Result<DbInstant, StoreError> {
+        let call = self.inner.db_now();
+        self.pass(Op::DbNow, 0, call).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::MemoryStore;
+
+    fn store() -> (CountingStore, Arc<StoreCounts>) {
+        let counts = Arc::new(StoreCounts::default());
+        let store = CountingStore::new(Arc::new(MemoryStore::new()), Arc::clone(&counts));
+        (store, counts)
+    }
+
+    #[test]
+    fn op_indices_follow_all() {
+        for (i, op) in Op::ALL.iter().enumerate() {
+            assert_eq!(*op as usize, i, "{op}");
+        }
+    }
+
+    #[tokio::test]
+    async fn counts_each_method_and_renew_many_items() -> Result<(), Box<dyn std::error::Error>> {
+        let (store, counts) = store();
+        let me = HolderId::new("a")?;
+        let term = Term::new("term", Duration::from_secs(60))?;
+        let mut items = Vec::new();
+        for name in ["x", "y", "z"] {
+            let key = LeaseKey::parse("ns", name)?;
+            let AcquireOutcome::Acquired { token, .. } =
+                store.begin_tenure(&key, &me, term).await?
+            else {
+                return Err("not granted".into());
+            };
+            items.push(RenewItem { key, token });
+        }
+        store.renew_many(&me, &items, term).await?;
+        store.renew_many(&me, &items[..1], term).await?;
+        store.release_all(&me).await?;
+        assert_eq!(counts.calls(Op::BeginTenure), 3);
+        assert_eq!(counts.calls(Op::RenewMany), 2);
+        assert_eq!(counts.renew_many_items(), 4);
+        assert_eq!(counts.calls(Op::ReleaseAll), 1);
+        assert_eq!(counts.calls(Op::TryAcquire), 0);
+        assert_eq!(counts.time(Op::Renew), Duration::ZERO);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_refused_call_is_answered_by_the_hook_and_not_counted() {
+        let (store, counts) = store();
+        let store = store.before_call(|op| async move {
+            Err(StoreError::Unexpected {
+                op: op.name(),
+                detail: "injected failure".to_owned(),
+            })
+        });
+        let err = store.db_now().await.expect_err("refused");
+        assert!(matches!(err, StoreError::Unexpected { op: "db_now", .. }));
+        assert_eq!(counts.calls(Op::DbNow), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_observer_sees_every_answered_call() {
+        let seen: Arc<Mutex<Vec<Call>>> = Arc::default();
+        let log = Arc::clone(&seen);
+        let (store, counts) = store();
+        let store = store
+            .before_call(|_| async {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                Ok(())
+            })
+            .after_call(move |call| log.lock().expect("log").push(*call));
+        store.db_now().await.expect("answered");
+        let seen = seen.lock().expect("log").clone();
+        assert_eq!(seen.len(), 1);
+        assert_eq!(
+            (seen[0].op, seen[0].items, seen[0].ok),
+            (Op::DbNow, 0, true)
+        );
+        assert!(
+            seen[0].elapsed < Duration::from_secs(1),
+            "the hook's delay is not the store's time"
+        );
+        assert_eq!(counts.time(Op::DbNow), seen[0].elapsed);
+    }
+}
