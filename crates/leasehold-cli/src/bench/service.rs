@@ -8,14 +8,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use futures::StreamExt;
 use leasehold::{
-    AcquireOutcome, Clock, DbInstant, FencingToken, HolderId, LeaseConfig, LeaseKey, LeaseRecord,
-    LeaseService, LeaseStore, LeaseTaskOptions, MonotonicClock, Namespace, ReleaseOutcome,
-    RenewItem, RenewOutcome, StoreError, Term,
+    AcquireOutcome, Clock, HolderId, LeaseConfig, LeaseKey, LeaseService, LeaseStore,
+    LeaseTaskOptions, MonotonicClock, RenewItem, RenewOutcome, Term,
 };
 use leasehold_storage::Backend;
+use leasehold_storage::testing::{CountingStore, Op, StoreCounts};
 
 use super::statements::{R, err};
 use super::{Ctx, Plan, Row, stats, stopwatch, timed};
@@ -24,126 +23,46 @@ use super::{Ctx, Plan, Row, stats, stopwatch, timed};
 /// each chunk (see `renew_many` in the storage crate).
 const MYSQL_CHUNK: u64 = 5_000;
 
-/// What the counting layer saw.
-#[derive(Default, Debug)]
-struct Counts {
-    renew_many: AtomicU64,
-    renew_many_items: AtomicU64,
+/// What the counting store layer saw: its per-method counts, and the renewal statements sent.
+#[derive(Default)]
+struct RenewalCounts {
+    store: Arc<StoreCounts>,
     statements: AtomicU64,
-    renew: AtomicU64,
-    nanos: AtomicU64,
 }
 
-impl Counts {
-    fn snapshot(&self) -> [u64; 5] {
-        [
-            self.renew_many.load(Ordering::SeqCst),
-            self.renew_many_items.load(Ordering::SeqCst),
-            self.statements.load(Ordering::SeqCst),
-            self.renew.load(Ordering::SeqCst),
-            self.nanos.load(Ordering::SeqCst),
-        ]
-    }
+/// One reading of [`RenewalCounts`].
+#[derive(Clone, Copy)]
+struct Reading {
+    renew_many: u64,
+    statements: u64,
+    renew: u64,
+    time: Duration,
 }
 
-/// Counts renewal statements and the time they take; passes everything through.
-struct Counting {
-    inner: Arc<dyn LeaseStore>,
-    counts: Arc<Counts>,
-    mysql: bool,
-}
+impl RenewalCounts {
+    /// A counting layer over `inner`. A single renew is one statement; a `renew_many` is one,
+    /// or on MySQL/MariaDB two per chunk of [`MYSQL_CHUNK`] items.
+    fn layer(self: &Arc<Self>, inner: Arc<dyn LeaseStore>, mysql: bool) -> CountingStore {
+        let counts = Arc::clone(self);
+        CountingStore::new(inner, Arc::clone(&self.store)).after_call(move |call| {
+            let n = match call.op {
+                Op::Renew => 1,
+                Op::RenewMany if mysql => 2 * (call.items as u64).div_ceil(MYSQL_CHUNK),
+                Op::RenewMany => 1,
+                _ => 0,
+            };
+            counts.statements.fetch_add(n, Ordering::SeqCst);
+        })
+    }
 
-impl Counting {
-    fn add_time(&self, d: Duration) {
-        let nanos = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-        self.counts.nanos.fetch_add(nanos, Ordering::SeqCst);
-    }
-}
-
-#[async_trait]
-impl LeaseStore for Counting {
-    async fn try_acquire(
-        &self,
-        key: &LeaseKey,
-        holder: &HolderId,
-        term: Term,
-    ) -> Result<AcquireOutcome, StoreError> {
-        self.inner.try_acquire(key, holder, term).await
-    }
-    async fn begin_tenure(
-        &self,
-        key: &LeaseKey,
-        holder: &HolderId,
-        term: Term,
-    ) -> Result<AcquireOutcome, StoreError> {
-        self.inner.begin_tenure(key, holder, term).await
-    }
-    async fn renew(
-        &self,
-        key: &LeaseKey,
-        holder: &HolderId,
-        token: FencingToken,
-        term: Term,
-    ) -> Result<RenewOutcome, StoreError> {
-        let (out, d) = timed(self.inner.renew(key, holder, token, term)).await;
-        self.counts.renew.fetch_add(1, Ordering::SeqCst);
-        self.counts.statements.fetch_add(1, Ordering::SeqCst);
-        self.add_time(d);
-        out
-    }
-    async fn renew_many(
-        &self,
-        holder: &HolderId,
-        items: &[RenewItem],
-        term: Term,
-    ) -> Result<Vec<bool>, StoreError> {
-        let (out, d) = timed(self.inner.renew_many(holder, items, term)).await;
-        let n = items.len() as u64;
-        let c = &self.counts;
-        c.renew_many.fetch_add(1, Ordering::SeqCst);
-        c.renew_many_items.fetch_add(n, Ordering::SeqCst);
-        let statements = if self.mysql {
-            2 * n.div_ceil(MYSQL_CHUNK)
-        } else {
-            1
-        };
-        c.statements.fetch_add(statements, Ordering::SeqCst);
-        self.add_time(d);
-        out
-    }
-    async fn release(
-        &self,
-        key: &LeaseKey,
-        holder: &HolderId,
-        token: FencingToken,
-    ) -> Result<ReleaseOutcome, StoreError> {
-        self.inner.release(key, holder, token).await
-    }
-    async fn release_all(&self, holder: &HolderId) -> Result<u64, StoreError> {
-        self.inner.release_all(holder).await
-    }
-    async fn force_release(&self, key: &LeaseKey) -> Result<bool, StoreError> {
-        self.inner.force_release(key).await
-    }
-    async fn get(&self, key: &LeaseKey) -> Result<Option<LeaseRecord>, StoreError> {
-        self.inner.get(key).await
-    }
-    async fn list_valid(
-        &self,
-        namespace: Option<&Namespace>,
-        prefix: &str,
-    ) -> Result<Vec<LeaseRecord>, StoreError> {
-        self.inner.list_valid(namespace, prefix).await
-    }
-    async fn purge(
-        &self,
-        namespace: Option<&Namespace>,
-        older_than: Duration,
-    ) -> Result<u64, StoreError> {
-        self.inner.purge(namespace, older_than).await
-    }
-    async fn db_now(&self) -> Result<DbInstant, StoreError> {
-        self.inner.db_now().await
+    fn read(&self) -> Reading {
+        let s = &self.store;
+        Reading {
+            renew_many: s.calls(Op::RenewMany),
+            statements: self.statements.load(Ordering::SeqCst),
+            renew: s.calls(Op::Renew),
+            time: s.time(Op::Renew) + s.time(Op::RenewMany),
+        }
     }
 }
 
@@ -173,7 +92,7 @@ struct Held {
 
 async fn hold(ctx: &Ctx, n: usize, measure_has_lease: bool) -> R<Held> {
     let plan = ctx.plan;
-    let counts = Arc::new(Counts::default());
+    let counts = Arc::new(RenewalCounts::default());
     let layer_counts = Arc::clone(&counts);
     let mysql = matches!(ctx.backend(), Backend::MariaDb | Backend::MySql);
     let ns = ctx.namespace(&format!("held{n}"));
@@ -185,13 +104,7 @@ async fn hold(ctx: &Ctx, n: usize, measure_has_lease: bool) -> R<Held> {
                 .with_term(RENEW_TERM)
                 .with_renew_interval(RENEW_EVERY),
         )
-        .store_layer(move |inner| {
-            Arc::new(Counting {
-                inner,
-                counts: Arc::clone(&layer_counts),
-                mysql,
-            })
-        })
+        .store_layer(move |inner| Arc::new(layer_counts.layer(inner, mysql)))
         .build()
         .await
         .map_err(err)?;
@@ -233,18 +146,18 @@ async fn hold(ctx: &Ctx, n: usize, measure_has_lease: bool) -> R<Held> {
 
     // Let the first renewal round after the grants pass, then count whole intervals.
     tokio::time::sleep(RENEW_EVERY).await;
-    let c0 = counts.snapshot();
+    let c0 = counts.read();
     tokio::time::sleep(RENEW_EVERY * plan.intervals).await;
-    let c1 = counts.snapshot();
+    let c1 = counts.read();
     let all_held = names.iter().all(|name| service.has_lease(name));
     super::step("  shutting down");
     let _ = service.shutdown().await;
     let k = f64::from(plan.intervals);
     Ok(Held {
-        statements_per_interval: (c1[2] - c0[2]) as f64 / k,
-        db_ms_per_interval: (c1[4] - c0[4]) as f64 / 1e6 / k,
-        renew_many_calls: c1[0] - c0[0],
-        single_renews: c1[3] - c0[3],
+        statements_per_interval: (c1.statements - c0.statements) as f64 / k,
+        db_ms_per_interval: (c1.time - c0.time).as_nanos() as f64 / 1e6 / k,
+        renew_many_calls: c1.renew_many - c0.renew_many,
+        single_renews: c1.renew - c0.renew,
         acquire_wall,
         bytes_per_lease,
         heap_per_lease,
