@@ -6,14 +6,14 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{CountingStore, Counts};
 use leasehold::{LeaseConfig, LeaseEvent, LeaseService, LeaseTaskOptions};
+use leasehold_storage::testing::{CountingStore, Op, StoreCounts};
 
 const LEASES: usize = 1000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thousand_leases_renewed_in_a_handful_of_statements() {
-    let counts = Arc::new(Counts::default());
+    let counts = Arc::new(StoreCounts::default());
     let layer_counts = Arc::clone(&counts);
     let service = LeaseService::builder(common::sqlite_file_url("batch"))
         .config(
@@ -41,13 +41,12 @@ async fn thousand_leases_renewed_in_a_handful_of_statements() {
         waited += 1;
     }
 
-    let get = |c: &std::sync::atomic::AtomicU64| Counts::get(c);
-    let (calls0, items0) = (get(&counts.renew_many), get(&counts.renew_many_items));
+    let (calls0, items0) = (counts.calls(Op::RenewMany), counts.renew_many_items());
     tokio::time::sleep(Duration::from_millis(3500)).await;
-    let calls = get(&counts.renew_many) - calls0;
-    let items = get(&counts.renew_many_items) - items0;
+    let calls = counts.calls(Op::RenewMany) - calls0;
+    let items = counts.renew_many_items() - items0;
 
-    assert_eq!(get(&counts.renew), 0, "no single-lease renewals");
+    assert_eq!(counts.calls(Op::Renew), 0, "no single-lease renewals");
     assert!(
         items >= 2 * LEASES as u64,
         "every lease renewed at least twice ({items} renewals)"
@@ -63,6 +62,6 @@ async fn thousand_leases_renewed_in_a_handful_of_statements() {
     eprintln!("{calls} renew_many statements for {items} renewals of {LEASES} leases");
 
     assert_eq!(service.shutdown().await.expect("shutdown"), LEASES as u64);
-    assert_eq!(get(&counts.release_all), 1);
-    assert_eq!(get(&counts.release), 0, "released in one statement");
+    assert_eq!(counts.calls(Op::ReleaseAll), 1);
+    assert_eq!(counts.calls(Op::Release), 0, "released in one statement");
 }

@@ -5,12 +5,10 @@
 
 mod common;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use common::{sqlite_file_url, unique_namespace};
-use leasehold::{DbInstant, LeaseConfig, LeaseEvent, LeaseService, LeaseTask, LeaseTaskOptions};
+use common::{DoubleHolderSampler, Doubles, sqlite_file_url, unique_namespace};
+use leasehold::{LeaseConfig, LeaseEvent, LeaseService, LeaseTask, LeaseTaskOptions};
 use leasehold_storage::testing::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 
 const TERM: Duration = Duration::from_secs(2);
@@ -50,27 +48,6 @@ fn ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).expect("small")
 }
 
-/// Samples every service's `has_lease` until stopped; records the database time of every sample
-/// in which more than one held the lease.
-fn sample(
-    services: Vec<LeaseService>,
-    observer: LeaseService,
-    stop: Arc<AtomicBool>,
-) -> tokio::task::JoinHandle<(u64, Vec<DbInstant>)> {
-    tokio::spawn(async move {
-        let (mut samples, mut both) = (0_u64, Vec::new());
-        while !stop.load(Ordering::SeqCst) {
-            let holding = services.iter().filter(|s| s.has_lease(NAME)).count();
-            samples += 1;
-            if holding > 1 {
-                both.push(observer.db_now().await.expect("db time"));
-            }
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        (samples, both)
-    })
-}
-
 async fn failover(url: &str, backend: &str) {
     let ns = unique_namespace(backend);
     // Built one after the other: the first one creates the table.
@@ -94,11 +71,14 @@ async fn failover(url: &str, backend: &str) {
         .await
         .expect("start");
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let sampler = sample(
+    // Every 2 ms: how many services hold the lease; the database time of every sample in which
+    // more than one did.
+    let sampler = DoubleHolderSampler::start(
         vec![a.clone(), b.clone(), c.clone()],
         observer.clone(),
-        Arc::clone(&stop),
+        vec![NAME.to_owned()],
+        Duration::from_millis(2),
+        Doubles::AsSeen,
     );
 
     // Standbys stay standbys while the holder renews.
@@ -172,8 +152,11 @@ async fn failover(url: &str, backend: &str) {
         "taken over only after the old grant ended"
     );
 
-    stop.store(true, Ordering::SeqCst);
-    let (samples, both) = sampler.await.expect("sampler");
+    let mut sampled = sampler.stop().await;
+    let (samples, both) = (
+        sampled.rounds,
+        sampled.doubles.remove(NAME).unwrap_or_default(),
+    );
     assert!(samples > 100, "sampled only {samples} times");
     if let (Some(first), Some(last)) = (both.first(), both.last()) {
         assert!(

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::Actor;
-use common::{Mode, SwitchableStore};
+use common::{Mode, Switch};
 use leasehold::engine::{LeaseActor, Listener, QueryLease, Registry, StartLease, StopLease};
 use leasehold::{
     Clock, DbInstant, HolderId, LeaseConfig, LeaseKey, LossReason, MemoryStore, MonotonicClock,
@@ -21,7 +21,7 @@ const TERM: Duration = Duration::from_secs(3);
 const MARGIN: Duration = Duration::from_millis(300);
 
 struct Rig {
-    store: SwitchableStore,
+    switch: Switch,
     registry: Arc<Registry>,
     key: LeaseKey,
     notes: mpsc::UnboundedReceiver<(Instant, Notification)>,
@@ -38,7 +38,7 @@ fn paused_memory_store() -> MemoryStore {
 }
 
 fn rig() -> Rig {
-    let store = SwitchableStore::new(Arc::new(paused_memory_store()));
+    let switch = Switch::default();
     let registry = Arc::new(Registry::new(Arc::new(MonotonicClock)));
     let key = LeaseKey::parse("", "leader").expect("valid key");
     let (tx, notes) = mpsc::unbounded_channel();
@@ -55,7 +55,7 @@ fn rig() -> Rig {
         HolderId::new("holder-a").expect("valid holder"),
         &config,
         7,
-        Arc::new(store.clone()),
+        Arc::new(switch.wrap(Arc::new(paused_memory_store()))),
         Arc::clone(&registry),
         listener,
     )
@@ -63,7 +63,7 @@ fn rig() -> Rig {
     .start();
     actor.do_send(StartLease);
     Rig {
-        store,
+        switch,
         registry,
         key,
         notes,
@@ -93,7 +93,7 @@ async fn lapse_and_recover(mode: Mode) {
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert!(rig.registry.has_lease(&rig.key));
 
-    rig.store.set(mode);
+    rig.switch.set(mode);
     let deadline = rig
         .registry
         .deadline(&rig.key)
@@ -131,7 +131,7 @@ async fn lapse_and_recover(mode: Mode) {
     // Keeps trying while the store is down, without a hot loop, and gets it back afterwards.
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert!(!rig.registry.has_lease(&rig.key));
-    rig.store.set(Mode::Healthy);
+    rig.switch.set(Mode::Healthy);
     let back = MonotonicClock.now();
     acquired(&mut rig).await;
     assert!(rig.registry.has_lease(&rig.key));

@@ -7,14 +7,9 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
-use common::{Mode, SwitchableStore};
-use leasehold::{
-    AcquireOutcome, Clock, DbInstant, FencingToken, HolderId, LeaseKey, LeaseRecord, LeaseService,
-    LeaseStore, MonotonicClock, Namespace, ReleaseOutcome, RenewItem, RenewOutcome, StoreError,
-    Term,
-};
-use leasehold_storage::testing::backend_url;
+use common::{Mode, Switch};
+use leasehold::{Clock, LeaseService, LeaseStore, MonotonicClock};
+use leasehold_storage::testing::{CountingStore, Op, backend_url};
 
 fn urls() -> Vec<String> {
     let mut urls = vec![common::sqlite_file_url("lockhold")];
@@ -27,14 +22,10 @@ fn urls() -> Vec<String> {
 async fn hold_lock_outlives_its_ttl_and_ends_at_the_local_deadline_when_the_database_fails() {
     for url in urls() {
         let ns = common::unique_namespace("lock-hold");
-        let switches: Arc<std::sync::Mutex<Vec<SwitchableStore>>> = Arc::default();
-        let collected = Arc::clone(&switches);
+        let switch = Switch::default();
+        let layer = switch.clone();
         let a = LeaseService::builder(url.clone())
-            .store_layer(move |inner| {
-                let s = SwitchableStore::new(inner);
-                collected.lock().expect("switches").push(s.clone());
-                Arc::new(s) as Arc<dyn LeaseStore>
-            })
+            .store_layer(move |inner| Arc::new(layer.wrap(inner)) as Arc<dyn LeaseStore>)
             .build()
             .await
             .expect("service");
@@ -56,14 +47,7 @@ async fn hold_lock_outlives_its_ttl_and_ends_at_the_local_deadline_when_the_data
         );
 
         // The database goes away: the hold ends at the local deadline (within one ttl).
-        let set = |mode| {
-            switches
-                .lock()
-                .expect("switches")
-                .iter()
-                .for_each(|s| s.set(mode))
-        };
-        set(Mode::Failing);
+        switch.set(Mode::Failing);
         let clock = MonotonicClock;
         let give_up = clock.now() + ttl * 4;
         while a.has_hold_lock(&ns, "held") && clock.now() < give_up {
@@ -80,7 +64,7 @@ async fn hold_lock_outlives_its_ttl_and_ends_at_the_local_deadline_when_the_data
             ),
             "{url}"
         );
-        set(Mode::Healthy);
+        switch.set(Mode::Healthy);
         a.shutdown().await.expect("shutdown");
         b.shutdown().await.expect("shutdown");
     }
@@ -160,76 +144,16 @@ async fn a_release_wakes_local_waiters_at_once_and_remote_ones_on_postgres() {
     }
 }
 
-/// Delays every grant, so the caller can give up before the answer arrives.
-struct SlowGrants(Arc<dyn LeaseStore>);
-
-#[async_trait]
-impl LeaseStore for SlowGrants {
-    async fn try_acquire(
-        &self,
-        k: &LeaseKey,
-        h: &HolderId,
-        t: Term,
-    ) -> Result<AcquireOutcome, StoreError> {
-        tokio::time::sleep(Duration::from_millis(400)).await;
-        self.0.try_acquire(k, h, t).await
-    }
-    async fn begin_tenure(
-        &self,
-        k: &LeaseKey,
-        h: &HolderId,
-        t: Term,
-    ) -> Result<AcquireOutcome, StoreError> {
-        tokio::time::sleep(Duration::from_millis(400)).await;
-        self.0.begin_tenure(k, h, t).await
-    }
-    async fn renew(
-        &self,
-        k: &LeaseKey,
-        h: &HolderId,
-        f: FencingToken,
-        t: Term,
-    ) -> Result<RenewOutcome, StoreError> {
-        self.0.renew(k, h, f, t).await
-    }
-    async fn renew_many(
-        &self,
-        h: &HolderId,
-        i: &[RenewItem],
-        t: Term,
-    ) -> Result<Vec<bool>, StoreError> {
-        self.0.renew_many(h, i, t).await
-    }
-    async fn release(
-        &self,
-        k: &LeaseKey,
-        h: &HolderId,
-        f: FencingToken,
-    ) -> Result<ReleaseOutcome, StoreError> {
-        self.0.release(k, h, f).await
-    }
-    async fn release_all(&self, h: &HolderId) -> Result<u64, StoreError> {
-        self.0.release_all(h).await
-    }
-    async fn force_release(&self, k: &LeaseKey) -> Result<bool, StoreError> {
-        self.0.force_release(k).await
-    }
-    async fn get(&self, k: &LeaseKey) -> Result<Option<LeaseRecord>, StoreError> {
-        self.0.get(k).await
-    }
-    async fn list_valid(
-        &self,
-        n: Option<&Namespace>,
-        p: &str,
-    ) -> Result<Vec<LeaseRecord>, StoreError> {
-        self.0.list_valid(n, p).await
-    }
-    async fn purge(&self, n: Option<&Namespace>, o: Duration) -> Result<u64, StoreError> {
-        self.0.purge(n, o).await
-    }
-    async fn db_now(&self) -> Result<DbInstant, StoreError> {
-        self.0.db_now().await
-    }
+/// `inner` with every grant delayed, so the caller can give up before the answer arrives.
+fn slow_grants(inner: Arc<dyn LeaseStore>) -> Arc<dyn LeaseStore> {
+    Arc::new(
+        CountingStore::new(inner, Arc::default()).before_call(|op| async move {
+            if matches!(op, Op::TryAcquire | Op::BeginTenure) {
+                tokio::time::sleep(Duration::from_millis(400)).await;
+            }
+            Ok(())
+        }),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -237,7 +161,7 @@ async fn a_grant_answered_after_the_caller_gave_up_is_released() {
     for url in urls() {
         let ns = common::unique_namespace("lock-late");
         let slow = LeaseService::builder(url.clone())
-            .store_layer(|inner| Arc::new(SlowGrants(inner)) as Arc<dyn LeaseStore>)
+            .store_layer(slow_grants)
             .build()
             .await
             .expect("service");

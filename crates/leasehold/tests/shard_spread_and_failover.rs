@@ -6,12 +6,10 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use common::{sqlite_file_url, unique_namespace};
-use leasehold::{DbInstant, LeaseConfig, LeaseService, ShardOptions, ShardedTasks};
+use common::{DoubleHolderSampler, Doubles, Sampled, sqlite_file_url, unique_namespace};
+use leasehold::{LeaseConfig, LeaseService, ShardOptions, ShardedTasks};
 use leasehold_ring::HostRing;
 use leasehold_storage::testing::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 
@@ -96,31 +94,6 @@ fn owner(ring: &HostRing, name: &str) -> String {
     ring.owner(name).expect("a host").to_owned()
 }
 
-/// Samples every name on every service until stopped. A name seen with two holders is read again
-/// at once; if it still has two, the database time is recorded.
-fn sample(
-    services: Vec<LeaseService>,
-    observer: LeaseService,
-    stop: Arc<AtomicBool>,
-) -> tokio::task::JoinHandle<(u64, BTreeMap<String, Vec<DbInstant>>)> {
-    tokio::spawn(async move {
-        let (mut rounds, mut doubles) = (0_u64, BTreeMap::<String, Vec<DbInstant>>::new());
-        let names = names();
-        while !stop.load(Ordering::SeqCst) {
-            for n in &names {
-                let count = || services.iter().filter(|s| s.has_lease(n)).count();
-                if count() > 1 && count() > 1 {
-                    let at = observer.db_now().await.expect("db time");
-                    doubles.entry(n.clone()).or_default().push(at);
-                }
-            }
-            rounds += 1;
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        (rounds, doubles)
-    })
-}
-
 fn count_of(held: &BTreeMap<String, String>, holder: &LeaseService) -> usize {
     held.values()
         .filter(|h| *h == holder.holder().as_str())
@@ -135,8 +108,15 @@ async fn shard(url: &str, backend: &str) {
     let c = service(url, &ns, "c").await;
     let d = service(url, &ns, "d").await;
     let all = vec![a.clone(), b.clone(), c.clone(), d.clone()];
-    let stop = Arc::new(AtomicBool::new(false));
-    let sampler = sample(all.clone(), observer.clone(), Arc::clone(&stop));
+    // Every name on every service, every 5 ms. A name seen with two holders is read again at
+    // once; if it still has two, the database time is recorded.
+    let sampler = DoubleHolderSampler::start(
+        all.clone(),
+        observer.clone(),
+        names(),
+        Duration::from_millis(5),
+        Doubles::Reread,
+    );
 
     // Three hosts spread the names by the ring, each within a sane balance bound.
     let t0 = observer.db_now().await.expect("db time");
@@ -241,8 +221,7 @@ async fn shard(url: &str, backend: &str) {
         }
     }
 
-    stop.store(true, Ordering::SeqCst);
-    let (rounds, doubles) = sampler.await.expect("sampler");
+    let Sampled { rounds, doubles } = sampler.stop().await;
     assert!(rounds > 20, "sampled only {rounds} rounds");
     for (n, at) in &doubles {
         let (first, last) = (at[0], at[at.len() - 1]);
