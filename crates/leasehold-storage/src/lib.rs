@@ -6,7 +6,8 @@
 //! - [`SeaOrmStore`]: the store on SQLite, PostgreSQL and MySQL/MariaDB, opened with
 //!   [`StoreBuilder`].
 //! - [`MemoryStore`]: the same semantics in memory, for simulations and tests.
-//! - [`testing`]: the conformance suite every store passes.
+//! - [`testing`]: the conformance suite every store passes, and `CountingStore`, a wrapper that
+//!   counts and times every call and can fail, hang or delay them (for tests and benches).
 //!
 //! # Rules every store keeps
 //! 1. Expiry is computed and compared by the database's clock inside each statement.
