@@ -151,6 +151,7 @@ impl LeaseActor {
     }
 
     fn execute(&mut self, now: Instant, cmd: Command, ctx: &mut Context<Self>) {
+        let limit = self.machine.config().request_timeout();
         let (key, holder, store) = (
             self.key.clone(),
             self.holder.clone(),
@@ -159,7 +160,7 @@ impl LeaseActor {
         match cmd {
             Command::TryAcquire { req, term } => {
                 log::trace!("{key}: begin_tenure {req} as {holder} for {term:?}");
-                let fut = crate::detached::detached("try_acquire", async move {
+                let fut = crate::detached::detached("try_acquire", limit, async move {
                     store.begin_tenure(&key, &holder, term).await
                 });
                 ctx.spawn(
@@ -191,7 +192,7 @@ impl LeaseActor {
                         },
                     ));
                 } else {
-                    let fut = crate::detached::detached("renew", async move {
+                    let fut = crate::detached::detached("renew", limit, async move {
                         store.renew(&key, &holder, token, term).await
                     });
                     ctx.spawn(actix::fut::wrap_future(fut).map(
@@ -204,7 +205,7 @@ impl LeaseActor {
             }
             Command::Release { req, token } => {
                 log::trace!("{key}: release {req} of token {token}");
-                let fut = crate::detached::detached("release", async move {
+                let fut = crate::detached::detached("release", limit, async move {
                     store.release(&key, &holder, token).await
                 });
                 ctx.spawn(

@@ -6,17 +6,35 @@
 //! context, so an in-flight statement at shutdown is abandoned quietly (its outcome is unknown,
 //! which the lease machine already handles).
 
+//!
+//! Each call is also abandoned at the lease's request timeout, when the machine stops waiting for
+//! it anyway. Without that, a burst larger than the pool can serve within the timeout (100,000
+//! tasks started at once) collapsed: calls the machine had given up on stayed queued for a
+//! connection, were executed long after, and every retry queued behind them, so almost no grant
+//! arrived in time (measured: 40,000 leases never all held, the process at 1.8 GB). Dropped, a
+//! call still waiting for a connection leaves the queue, and the pool only serves fresh requests.
+
 use std::future::Future;
+use std::time::Duration;
 
 use leasehold_storage::StoreError;
 
-/// Runs `fut` as a task of the current tokio runtime and awaits it.
-pub(crate) async fn detached<T, F>(op: &'static str, fut: F) -> Result<T, StoreError>
+/// Runs `fut` as a task of the current tokio runtime and awaits it, abandoning it after `limit`.
+pub(crate) async fn detached<T, F>(
+    op: &'static str,
+    limit: Duration,
+    fut: F,
+) -> Result<T, StoreError>
 where
     T: Send + 'static,
     F: Future<Output = Result<T, StoreError>> + Send + 'static,
 {
-    match tokio::spawn(fut).await {
+    let bounded = async move {
+        tokio::time::timeout(limit, fut)
+            .await
+            .unwrap_or(Err(StoreError::TimedOut { op, after: limit }))
+    };
+    match tokio::spawn(bounded).await {
         Ok(result) => result,
         Err(e) => Err(StoreError::Unexpected {
             op,

@@ -46,6 +46,10 @@ pub struct BenchArgs {
     /// --quick). The rows keep their names (`renewal_10k_…`); their notes give the count.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub leases: Option<u32>,
+    /// Lease term of the renewal rows, in seconds (default 6; renewals every third of it). One
+    /// service renews leases / (term / 3) per second: a longer term for very many leases.
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(3..=3600))]
+    pub term: Option<u64>,
 }
 
 /// Sizes of one run.
@@ -72,6 +76,8 @@ pub(crate) struct Plan {
     /// Leases held by the large renewal row (10,000; fewer in a quick run), whose service also
     /// gives the memory row.
     pub large: usize,
+    /// Term of the renewal rows' leases.
+    pub renew_term: Duration,
 }
 
 const FULL: Plan = Plan {
@@ -87,6 +93,7 @@ const FULL: Plan = Plan {
     batch: 1_000,
     batches: 2_000,
     large: 10_000,
+    renew_term: Duration::from_secs(6),
 };
 
 const QUICK: Plan = Plan {
@@ -102,6 +109,7 @@ const QUICK: Plan = Plan {
     batch: 1_000,
     batches: 100,
     large: 2_000,
+    renew_term: Duration::from_secs(6),
 };
 
 /// Whether progress lines go to stderr (not with `--json`).
@@ -329,6 +337,9 @@ pub async fn run(db: &str, table_prefix: &str, args: &BenchArgs) -> u8 {
     let mut plan = if args.quick { QUICK } else { FULL };
     if let Some(n) = args.leases {
         plan.large = n as usize;
+    }
+    if let Some(secs) = args.term {
+        plan.renew_term = Duration::from_secs(secs);
     }
     // The lock rows exhaust the pool on purpose: keep sqlx's slow-acquire warnings out of the
     // output unless asked for with RUST_LOG.

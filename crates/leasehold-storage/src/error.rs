@@ -67,6 +67,16 @@ pub enum StoreError {
         /// What was unexpected.
         detail: String,
     },
+    /// The call got no answer within the caller's limit and was abandoned (dropped: a statement
+    /// still queued for a connection never runs; one already sent may or may not have taken
+    /// effect, so its outcome is unknown).
+    #[error("no answer during {op} within {after:?}: abandoned, outcome unknown")]
+    TimedOut {
+        /// The store operation.
+        op: &'static str,
+        /// The limit that passed.
+        after: std::time::Duration,
+    },
 }
 
 impl StoreError {

@@ -74,8 +74,10 @@ fn rss() -> Option<u64> {
 }
 
 /// Term and renew interval of the renewal rows.
-const RENEW_TERM: Duration = Duration::from_secs(6);
-const RENEW_EVERY: Duration = Duration::from_secs(2);
+/// (The term is `plan.renew_term`, 6 s unless `--term`; renewals every third of it.)
+fn renew_every(plan: Plan) -> Duration {
+    plan.renew_term / 3
+}
 
 /// One held-leases service and what it measured.
 struct Held {
@@ -101,8 +103,8 @@ async fn hold(ctx: &Ctx, n: usize, measure_has_lease: bool) -> R<Held> {
         .namespace(ns)
         .config(
             LeaseConfig::default()
-                .with_term(RENEW_TERM)
-                .with_renew_interval(RENEW_EVERY),
+                .with_term(plan.renew_term)
+                .with_renew_interval(renew_every(plan)),
         )
         .store_layer(move |inner| Arc::new(layer_counts.layer(inner, mysql)))
         .build()
@@ -145,9 +147,9 @@ async fn hold(ctx: &Ctx, n: usize, measure_has_lease: bool) -> R<Held> {
     };
 
     // Let the first renewal round after the grants pass, then count whole intervals.
-    tokio::time::sleep(RENEW_EVERY).await;
+    tokio::time::sleep(renew_every(plan)).await;
     let c0 = counts.read();
-    tokio::time::sleep(RENEW_EVERY * plan.intervals).await;
+    tokio::time::sleep(renew_every(plan) * plan.intervals).await;
     let c1 = counts.read();
     let all_held = names.iter().all(|name| service.has_lease(name));
     super::step("  shutting down");
@@ -266,7 +268,7 @@ pub(crate) async fn renewal_rows(ctx: &Ctx) -> Vec<Row> {
         match hold(ctx, n, n == 1_000).await {
             Ok(h) => {
                 let note = format!(
-                    "{}{n} leases, term {RENEW_TERM:?}, renew every {RENEW_EVERY:?}, {} interval(s): {} renew_many calls, {} single renews; all still held: {}; {n} grants took {:.1} s",
+                    "{}{n} leases, term {:?}, renew every {:?}, {} interval(s): {} renew_many calls, {} single renews; all still held: {}; {n} grants took {:.1} s",
                     if n == 10_000 || n == 1_000 {
                         ""
                     } else if plan.quick {
@@ -274,6 +276,8 @@ pub(crate) async fn renewal_rows(ctx: &Ctx) -> Vec<Row> {
                     } else {
                         "--leases: "
                     },
+                    plan.renew_term,
+                    renew_every(plan),
                     plan.intervals,
                     h.renew_many_calls,
                     h.single_renews,
