@@ -178,34 +178,44 @@ fn has_lease_figures(
     let far = clock.now() + Duration::from_secs(3600);
     let map: HashMap<String, tokio::time::Instant> =
         names.iter().map(|n| (n.clone(), far)).collect();
-    let mut ours = Vec::with_capacity(plan.batches);
-    let mut base = Vec::with_capacity(plan.batches);
+    let (ours, base) = interleaved(
+        plan,
+        names,
+        |name| service.has_lease(name),
+        |name| map.get(name).is_some_and(|d| clock.now() < *d),
+    );
+    let zero = super::Stats {
+        median: 0.0,
+        p99: 0.0,
+    };
+    (ours.unwrap_or(zero), base.unwrap_or(zero))
+}
+
+/// ns per call of `ours` and of `base`, in alternating batches of `plan.batch` calls over
+/// `names` in turn (so both see the same load and the same cache), `plan.batches` of each.
+fn interleaved<A, B>(
+    plan: Plan,
+    names: &[String],
+    ours: impl Fn(&str) -> A,
+    base: impl Fn(&str) -> B,
+) -> (Option<super::Stats>, Option<super::Stats>) {
+    /// ns per call of one batch of `f`, continuing over `names` from `i`.
+    fn batch<T>(plan: Plan, names: &[String], i: &mut usize, f: &impl Fn(&str) -> T) -> f64 {
+        let start = stopwatch();
+        for _ in 0..plan.batch {
+            black_box(f(black_box(names[*i % names.len()].as_str())));
+            *i += 1;
+        }
+        start.elapsed().as_secs_f64() * 1e9 / plan.batch as f64
+    }
+    let mut ours_ns = Vec::with_capacity(plan.batches);
+    let mut base_ns = Vec::with_capacity(plan.batches);
     let mut i = 0usize;
     for _ in 0..plan.batches {
-        let start = stopwatch();
-        for _ in 0..plan.batch {
-            black_box(service.has_lease(black_box(&names[i % names.len()])));
-            i += 1;
-        }
-        ours.push(start.elapsed().as_secs_f64() * 1e9 / plan.batch as f64);
-        let start = stopwatch();
-        for _ in 0..plan.batch {
-            let name = black_box(&names[i % names.len()]);
-            black_box(map.get(name.as_str()).is_some_and(|d| clock.now() < *d));
-            i += 1;
-        }
-        base.push(start.elapsed().as_secs_f64() * 1e9 / plan.batch as f64);
+        ours_ns.push(batch(plan, names, &mut i, &ours));
+        base_ns.push(batch(plan, names, &mut i, &base));
     }
-    (
-        stats(&mut ours).unwrap_or(super::Stats {
-            median: 0.0,
-            p99: 0.0,
-        }),
-        stats(&mut base).unwrap_or(super::Stats {
-            median: 0.0,
-            p99: 0.0,
-        }),
-    )
+    (stats(&mut ours_ns), stats(&mut base_ns))
 }
 
 /// The one-statement-per-lease baseline: seconds per single renew, from a timed loop over up to
@@ -435,25 +445,12 @@ pub(crate) fn ring_row(plan: Plan) -> Row {
     let names: Vec<String> = (0..20_000).map(|i| format!("orders/shard-{i}")).collect();
     let hasher =
         std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default();
-    let mut ours = Vec::with_capacity(plan.batches);
-    let mut base = Vec::with_capacity(plan.batches);
-    let mut i = 0usize;
-    for _ in 0..plan.batches {
-        let start = stopwatch();
-        for _ in 0..plan.batch {
-            black_box(ring.owner(black_box(&names[i % names.len()])));
-            i += 1;
-        }
-        ours.push(start.elapsed().as_secs_f64() * 1e9 / plan.batch as f64);
-        let start = stopwatch();
-        for _ in 0..plan.batch {
-            black_box(hasher.hash_one(black_box(names[i % names.len()].as_bytes())));
-            i += 1;
-        }
-        base.push(start.elapsed().as_secs_f64() * 1e9 / plan.batch as f64);
-    }
-    let ours = stats(&mut ours);
-    let base = stats(&mut base);
+    let (ours, base) = interleaved(
+        plan,
+        &names,
+        |name| ring.owner(name),
+        |name| hasher.hash_one(name.as_bytes()),
+    );
     Row::new("ring_lookup", "ns/lookup")
         .measured(ours)
         .against("hashing the name alone (std SipHash)", base)
