@@ -154,16 +154,23 @@ async fn spread(kind: &Kind, prefix: &str, plan: Plan) -> R<Run> {
         }
     }))
     .await;
-    let wall = start.elapsed();
-    let mut pairs = Vec::new();
-    for r in results {
-        pairs.extend(r?);
+    Run::collect(results, start, &refused)
+}
+
+impl Run {
+    /// The pairs of every task (or the first task's error), with the wall time since `start`.
+    fn collect(results: Vec<R<Vec<Duration>>>, start: Instant, refused: &AtomicUsize) -> R<Run> {
+        let wall = start.elapsed();
+        let mut pairs = Vec::new();
+        for r in results {
+            pairs.extend(r?);
+        }
+        Ok(Run {
+            pairs,
+            wall,
+            refused: refused.load(Ordering::Relaxed),
+        })
     }
-    Ok(Run {
-        pairs,
-        wall,
-        refused: refused.load(Ordering::Relaxed),
-    })
 }
 
 async fn hot(kind: &Kind, prefix: &str, plan: Plan) -> R<Run> {
@@ -197,16 +204,7 @@ async fn hot(kind: &Kind, prefix: &str, plan: Plan) -> R<Run> {
         }
     }))
     .await;
-    let wall = start.elapsed();
-    let mut pairs = Vec::new();
-    for r in results {
-        pairs.extend(r?);
-    }
-    Ok(Run {
-        pairs,
-        wall,
-        refused: refused.load(Ordering::Relaxed),
-    })
+    Run::collect(results, start, &refused)
 }
 
 /// Median and p99 in µs, as leasehold's `bench::stats` computes them.
