@@ -16,6 +16,8 @@ pub(crate) enum Op {
     Acquire(Term),
     Renew(FencingToken, Term),
     Release(FencingToken),
+    /// A release that keeps a minimum hold: the grant is shortened to this term.
+    ReleaseAfter(FencingToken, Term),
 }
 
 /// What becomes of the answer of an applied request.

@@ -378,6 +378,7 @@ impl<'c> World<'c> {
             Command::TryAcquire { req, term } => (req, Op::Acquire(term)),
             Command::Renew { req, token, term } => (req, Op::Renew(token, term)),
             Command::Release { req, token } => (req, Op::Release(token)),
+            Command::ReleaseAfter { req, token, after } => (req, Op::ReleaseAfter(token, after)),
             Command::WakeAt(local) => {
                 let h = &mut self.holders[holder];
                 let slot = &mut h.slots[name];
@@ -466,6 +467,14 @@ impl<'c> World<'c> {
             Op::Release(token) => {
                 now(self.store.release(key, &r.holder_id, *token)).map(Outcome::Release)
             }
+            Op::ReleaseAfter(token, after) => {
+                now(self.store.renew(key, &r.holder_id, *token, *after)).map(|o| {
+                    Outcome::Release(match o {
+                        RenewOutcome::Renewed => leasehold_core::ReleaseOutcome::Released,
+                        RenewOutcome::Lost => leasehold_core::ReleaseOutcome::NotHeld,
+                    })
+                })
+            }
         };
         let row = self.row(r.name);
         if let Err(v) = self.tokens.on_row(self.now, r.name, row.as_ref()) {
@@ -474,6 +483,11 @@ impl<'c> World<'c> {
         let ends = match &result {
             Ok(Outcome::Acquire(AcquireOutcome::Acquired { until, .. })) => Some(*until),
             Ok(Outcome::Renew(RenewOutcome::Renewed)) => row.as_ref().map(|r| r.until),
+            Ok(Outcome::Release(leasehold_core::ReleaseOutcome::Released))
+                if matches!(r.op, Op::ReleaseAfter(..)) =>
+            {
+                row.as_ref().map(|r| r.until)
+            }
             _ => None,
         };
         if let Some(until) = ends {
@@ -577,7 +591,7 @@ fn answer(op: &Op, req: leasehold_core::RequestId, e: StoreFailure) -> Event {
             req,
             result: Err(e),
         },
-        Op::Release(_) => Event::ReleaseResult {
+        Op::Release(_) | Op::ReleaseAfter(..) => Event::ReleaseResult {
             req,
             result: Err(e),
         },

@@ -4,7 +4,7 @@ use std::fmt;
 
 use tokio::time::Instant;
 
-use crate::{AcquireOutcome, FencingToken, HolderId, ReleaseOutcome, RenewOutcome, Term};
+use crate::{AcquireOutcome, DbInstant, FencingToken, HolderId, ReleaseOutcome, RenewOutcome, Term};
 
 /// Identifies one request the machine asked for. Fresh for every request, increasing; a result
 /// whose id is not the outstanding request is stale and ignored.
@@ -94,6 +94,29 @@ pub enum Event {
     /// Give the lease up for good: like [`Event::Release`], and [`Event::Start`] is ignored
     /// afterwards. See [`LeaseMachine::is_finished`](super::LeaseMachine::is_finished).
     Stop,
+    /// One attempt, as a lock takes it: like [`Event::Start`], but a refusal
+    /// ([`Notification::Refused`]), a failed attempt ([`Notification::AttemptFailed`]) or a later
+    /// loss ends in *Released* instead of competing again. Ignored unless *Idle* or *Released*
+    /// with nothing left to settle.
+    TryOnce,
+    /// Renew now (a lock renewed on request): in *Held*, sends [`Command::Renew`] at once;
+    /// ignored elsewhere (a renewal already outstanding answers for it).
+    RenewNow,
+    /// Whether the machine renews by itself one renew interval after each successful request
+    /// (the default, and what a lease task does) or only on [`Event::RenewNow`] (a lock). Turned
+    /// on while *Held*, the next renewal is sent at once.
+    SetAutoRenew(bool),
+    /// Keep competing after a loss or a refusal (what a lease task does); turned on by
+    /// [`Event::Start`] too. A hold switches a lock to it.
+    SetCompete(bool),
+    /// Like [`Event::Release`], but the grant must not end before `not_before` (local monotonic
+    /// clock; ShedLock's `lockAtLeastFor`): the tenure ends here at once, and the release is sent
+    /// as [`Command::ReleaseAfter`] for the time still left, so the row lapses then.
+    ReleaseNotBefore(Instant),
+    /// End the live tenure at once for `reason` (for example a panicking callback): the deadline
+    /// is cleared, [`Notification::Lost`] emitted, the grant released, and the machine competes
+    /// again if it competes at all. Ignored when no tenure is live.
+    EndTenure(LossReason),
 }
 
 /// Something the actor must do, in the order given. The machine never waits on a command: the
@@ -123,6 +146,18 @@ pub enum Command {
         req: RequestId,
         /// The tenure to release.
         token: FencingToken,
+    },
+    /// Shorten tenure `token` to end `after` from now by the store's clock (a renewal for
+    /// `after`), so it lapses then: a release that keeps a minimum hold. Answer with
+    /// [`Event::ReleaseResult`] (`Released` when the renewal succeeded, `NotHeld` when the
+    /// tenure had ended).
+    ReleaseAfter {
+        /// The request id to answer with.
+        req: RequestId,
+        /// The tenure to release.
+        token: FencingToken,
+        /// How long the grant still lasts.
+        after: Term,
     },
     /// Deliver [`Event::Timer`] at this instant (at once if it has passed). The actor keeps one
     /// timer: each `WakeAt` replaces the previous one.
@@ -159,6 +194,30 @@ pub enum Notification {
         /// Why.
         reason: LossReason,
     },
+    /// A tenure given up on request (release, stop, standby or [`Event::EndTenure`]) ended here:
+    /// emitted right after [`Command::SetDeadline`]`(None)` and before the release is sent.
+    /// Everything that believes in the tenure must stop believing now.
+    Ended {
+        /// The tenure that ended.
+        token: FencingToken,
+    },
+    /// The single attempt of [`Event::TryOnce`] found the lease held by someone (possibly this
+    /// holder, in another tenure).
+    Refused {
+        /// Who holds it.
+        holder: HolderId,
+        /// Their tenure's token.
+        token: FencingToken,
+        /// When their grant ends, by the database's clock.
+        until: DbInstant,
+    },
+    /// The single attempt of [`Event::TryOnce`] failed: the store failed, did not answer within
+    /// the request timeout, or answered too late to hold anything. A grant it may have made is
+    /// released (or lapses).
+    AttemptFailed {
+        /// What went wrong.
+        error: StoreFailure,
+    },
     /// A tenure given up on request (release, stop or standby) has been settled with the store:
     /// released, found already ended, or abandoned to lapse after release attempts failed until
     /// its local deadline.
@@ -185,6 +244,9 @@ pub enum LossReason {
     /// The store answered the renewal with [`RenewOutcome::Lost`]: the grant had lapsed, been
     /// released or been taken over.
     EndedAtStore,
+    /// A callback of the application panicked while handling the tenure; the tenure was ended
+    /// and released (see [`Event::EndTenure`]).
+    CallbackPanicked,
 }
 
 /// The state of a [`LeaseMachine`](super::LeaseMachine), as seen from outside. The lifecycle is

@@ -76,6 +76,22 @@ use rng::XorShift;
 /// Given up for good, with the same clean-up as *Released*; `Start` and `Compete` are ignored.
 /// [`LeaseMachine::is_finished`] tells when nothing is left to settle.
 ///
+/// # Modes: lease task, lock, hold
+/// A **lease task** ([`Event::Start`]) competes until it wins, renews by itself and competes
+/// again after a loss. A **lock** takes one attempt ([`Event::TryOnce`]): a refusal is
+/// [`Notification::Refused`] (holder, token, end), a failure [`Notification::AttemptFailed`],
+/// and after either (or a later loss) the machine rests in *Released*. With
+/// [`Event::SetAutoRenew`]`(false)` it renews only on [`Event::RenewNow`]; a **hold** switches a
+/// lock to automatic renewal (and [`Event::SetCompete`]`(true)` to competing again after a loss).
+/// [`Event::ReleaseNotBefore`] gives a tenure up now but lets its grant run until a minimum hold
+/// has passed ([`Command::ReleaseAfter`]); [`Event::EndTenure`] ends a tenure from outside (a
+/// panicking callback).
+///
+/// # Belief
+/// Whenever a tenure ends here, [`Command::SetDeadline`]`(None)` comes first, then
+/// [`Notification::Lost`] (it ended by itself) or [`Notification::Ended`] (it was given up),
+/// and only then any release; [`Notification::Released`] later says the release has settled.
+///
 /// # Examples
 ///
 /// ```
@@ -115,10 +131,11 @@ use rng::XorShift;
 /// assert_eq!(cmds[0], Command::SetDeadline(Some(t0 + secs(38))));
 /// assert_eq!(machine.state(), State::Held);
 ///
-/// // Stop: the deadline is cleared at once, the release is sent.
+/// // Stop: the deadline is cleared and the end announced at once, then the release is sent.
 /// let cmds = machine.handle(t0 + secs(12), Event::Stop);
 /// assert_eq!(cmds[0], Command::SetDeadline(None));
-/// let Command::Release { req, .. } = cmds[1] else { unreachable!() };
+/// assert_eq!(cmds[1], Command::Notify(Notification::Ended { token }));
+/// let Command::Release { req, .. } = cmds[2] else { unreachable!() };
 /// assert!(!machine.holds(t0 + secs(12)) && !machine.is_finished());
 /// let result = Ok(ReleaseOutcome::Released);
 /// let cmds = machine.handle(t0 + secs(12), Event::ReleaseResult { req, result });
@@ -137,6 +154,10 @@ pub struct LeaseMachine {
     armed: Option<Instant>,
     /// The other holder and tenure last seen in a `HeldBy`; `None` when unknown or ours.
     seen: Option<(HolderId, FencingToken)>,
+    /// Renew by itself (a lease task), or only on `RenewNow` (a lock).
+    auto_renew: bool,
+    /// Compete again after a refusal or a loss (a lease task), or rest (a lock's `TryOnce`).
+    compete: bool,
 }
 
 impl LeaseMachine {
@@ -155,6 +176,8 @@ impl LeaseMachine {
             rng: XorShift::new(seed),
             armed: None,
             seen: None,
+            auto_renew: true,
+            compete: true,
         })
     }
 
@@ -246,6 +269,12 @@ impl LeaseMachine {
 
     /// Every transition, in one match.
     fn step(&mut self, now: Instant, event: Event, out: &mut Vec<Command>) {
+        match event {
+            Event::Start => self.compete = true,
+            Event::SetCompete(on) => self.compete = on,
+            Event::SetAutoRenew(on) => self.auto_renew = on,
+            _ => {}
+        }
         let phase = std::mem::replace(&mut self.phase, Phase::Idle);
         self.phase = match (phase, event) {
             // Whatever happens at or after the local deadline, the tenure ends first; then the
@@ -259,8 +288,20 @@ impl LeaseMachine {
 
             (Phase::Idle, Event::Start) => self.send_acquire(now, 0, out),
             (
+                Phase::Idle
+                | Phase::Resting {
+                    rest: Rest::Released,
+                    cleanup: Cleanup::Done,
+                    ..
+                },
+                Event::TryOnce,
+            ) => {
+                self.compete = false;
+                self.send_acquire(now, 0, out)
+            }
+            (
                 Phase::Idle | Phase::Lost { .. },
-                ev @ (Event::StandBy | Event::Release | Event::Stop),
+                ev @ (Event::StandBy | Event::Release | Event::ReleaseNotBefore(_) | Event::Stop),
             ) => self.rest(now, Rest::of(&ev), Cleanup::Done, false, out),
 
             // Applying.
@@ -273,12 +314,29 @@ impl LeaseMachine {
             ) if req == p.req => match result {
                 Ok(AcquireOutcome::Acquired { token, .. }) => {
                     let deadline = self.deadline_after(p.sent);
-                    if deadline <= now {
+                    if deadline <= now && !self.compete {
+                        let tenure = Tenure { token, deadline };
+                        let release = self.start_release(now, tenure, false, out);
+                        let message = "granted too late to hold anything".to_owned();
+                        self.attempt_failed(now, message, Cleanup::Release(release), out)
+                    } else if deadline <= now {
                         // Answered too late to hold anything: a failed attempt.
                         self.backoff_applying(now, attempt)
                     } else {
                         self.grant(p, Tenure { token, deadline }, out)
                     }
+                }
+                Ok(AcquireOutcome::HeldBy {
+                    holder,
+                    token,
+                    until,
+                }) if !self.compete => {
+                    out.push(Command::Notify(Notification::Refused {
+                        holder,
+                        token,
+                        until,
+                    }));
+                    self.rest(now, Rest::Released, Cleanup::Done, false, out)
                 }
                 Ok(AcquireOutcome::HeldBy { holder, token, .. }) => {
                     if self.seen.as_ref() != Some(&(holder.clone(), token)) {
@@ -294,8 +352,21 @@ impl LeaseMachine {
                         attempt: 0,
                     }
                 }
+                Err(e) if !self.compete => {
+                    self.attempt_failed(now, e.message().to_owned(), Cleanup::Done, out)
+                }
                 Err(_) => self.backoff_applying(now, attempt),
             },
+            (
+                Phase::Applying {
+                    next: Try::InFlight(p),
+                    ..
+                },
+                Event::Timer,
+            ) if now >= self.timeout_of(p) && !self.compete => {
+                let message = "no answer within the request timeout".to_owned();
+                self.attempt_failed(now, message, Cleanup::Acquire(p), out)
+            }
             (
                 Phase::Applying {
                     next: Try::InFlight(p),
@@ -312,7 +383,7 @@ impl LeaseMachine {
             ) if now >= at => self.send_acquire(now, attempt, out),
             (
                 Phase::Applying { next, .. },
-                ev @ (Event::StandBy | Event::Release | Event::Stop),
+                ev @ (Event::StandBy | Event::Release | Event::ReleaseNotBefore(_) | Event::Stop),
             ) => {
                 let cleanup = match next {
                     Try::InFlight(p) => Cleanup::Acquire(p),
@@ -345,7 +416,7 @@ impl LeaseMachine {
                     }));
                     Phase::Held {
                         tenure,
-                        renew_at: p.sent + self.config.renew_interval(),
+                        renew_at: self.renew_at(p.sent, tenure),
                     }
                 }
                 Ok(RenewOutcome::Lost) => {
@@ -371,11 +442,29 @@ impl LeaseMachine {
             ) if now >= at => self.send_renew(now, tenure, attempt, out),
             (
                 Phase::Held { tenure, .. } | Phase::Renewing { tenure, .. },
-                ev @ (Event::StandBy | Event::Release | Event::Stop),
+                ev @ (Event::StandBy | Event::Release | Event::ReleaseNotBefore(_) | Event::Stop),
             ) => {
+                let not_before = match ev {
+                    Event::ReleaseNotBefore(at) => Some(at),
+                    _ => None,
+                };
+                let cleanup = self.give_up(now, tenure, not_before, out);
+                self.rest(now, Rest::of(&ev), cleanup, false, out)
+            }
+            (Phase::Held { tenure, .. }, Event::RenewNow) => self.send_renew(now, tenure, 0, out),
+            (Phase::Held { tenure, .. }, Event::SetAutoRenew(on)) => Phase::Held {
+                tenure,
+                renew_at: if on { now } else { tenure.deadline },
+            },
+            (Phase::Held { tenure, .. } | Phase::Renewing { tenure, .. }, Event::EndTenure(reason)) => {
                 out.push(Command::SetDeadline(None));
-                let release = self.start_release(now, tenure, true, out);
-                self.rest(now, Rest::of(&ev), Cleanup::Release(release), false, out)
+                out.push(Command::Notify(Notification::Lost {
+                    token: tenure.token,
+                    reason,
+                }));
+                let release = self.start_release(now, tenure, false, out);
+                let resume = self.compete;
+                self.rest(now, Rest::Released, Cleanup::Release(release), resume, out)
             }
 
             // Lost.
@@ -466,7 +555,7 @@ impl LeaseMachine {
                     cleanup,
                     ..
                 },
-                ev @ (Event::StandBy | Event::Release),
+                ev @ (Event::StandBy | Event::Release | Event::ReleaseNotBefore(_)),
             ) => self.rest(now, Rest::of(&ev), cleanup, false, out),
             (
                 Phase::Resting {

@@ -36,6 +36,8 @@ pub(super) struct Releasing {
     pub(super) attempt: u32,
     /// Whether to notify `Released` when settled (not for a grant that was never announced).
     pub(super) notify: bool,
+    /// The grant must last at least until then (a minimum hold): released as a shortening.
+    pub(super) not_before: Option<Instant>,
 }
 
 /// What is left to settle with the store after giving the lease up.
@@ -60,7 +62,7 @@ impl Rest {
     pub(super) fn of(event: &Event) -> Rest {
         match event {
             Event::StandBy => Rest::Standby,
-            Event::Release => Rest::Released,
+            Event::Release | Event::ReleaseNotBefore(_) => Rest::Released,
             _ => Rest::Stopped,
         }
     }

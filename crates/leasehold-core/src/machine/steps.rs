@@ -110,8 +110,56 @@ impl LeaseMachine {
         }
         Phase::Held {
             tenure,
-            renew_at: p.sent + self.config.renew_interval(),
+            renew_at: self.renew_at(p.sent, tenure),
         }
+    }
+
+    /// When a tenure earned by a request sent at `sent` is renewed next: one renew interval
+    /// later when renewing by itself, else never (the deadline comes first).
+    pub(super) fn renew_at(&self, sent: Instant, tenure: Tenure) -> Instant {
+        if self.auto_renew {
+            sent + self.config.renew_interval()
+        } else {
+            tenure.deadline
+        }
+    }
+
+    /// Gives the live `tenure` up: the deadline is cleared and the end announced at once,
+    /// before the release (or the shortening to `not_before`) is sent.
+    pub(super) fn give_up(
+        &mut self,
+        now: Instant,
+        tenure: Tenure,
+        not_before: Option<Instant>,
+        out: &mut Vec<Command>,
+    ) -> Cleanup {
+        out.push(Command::SetDeadline(None));
+        out.push(Command::Notify(Notification::Ended {
+            token: tenure.token,
+        }));
+        let release = Releasing {
+            token: tenure.token,
+            next: Try::At(now),
+            give_up_at: tenure.deadline,
+            attempt: 0,
+            notify: true,
+            not_before,
+        };
+        Cleanup::Release(self.send_release(now, release, out))
+    }
+
+    /// The single attempt of `TryOnce` failed: say so and rest, settling `cleanup`.
+    pub(super) fn attempt_failed(
+        &mut self,
+        now: Instant,
+        message: String,
+        cleanup: Cleanup,
+        out: &mut Vec<Command>,
+    ) -> Phase {
+        out.push(Command::Notify(Notification::AttemptFailed {
+            error: super::StoreFailure::new(message),
+        }));
+        self.rest(now, Rest::Released, cleanup, false, out)
     }
 
     pub(super) fn send_renew(
@@ -154,6 +202,13 @@ impl LeaseMachine {
     ) -> Phase {
         out.push(Command::SetDeadline(None));
         out.push(Command::Notify(Notification::Lost { token, reason }));
+        if !self.compete {
+            return Phase::Resting {
+                rest: Rest::Released,
+                cleanup: Cleanup::Done,
+                resume: false,
+            };
+        }
         Phase::Lost {
             retry_at: now + self.rng.jitter(self.config.retry_interval()),
         }
@@ -173,6 +228,7 @@ impl LeaseMachine {
             give_up_at: tenure.deadline,
             attempt: 0,
             notify,
+            not_before: None,
         };
         self.send_release(now, r, out)
     }
@@ -184,9 +240,21 @@ impl LeaseMachine {
         out: &mut Vec<Command>,
     ) -> Releasing {
         let p = self.pending(now);
-        out.push(Command::Release {
-            req: p.req,
-            token: r.token,
+        let keep = r
+            .not_before
+            .map(|at| at.saturating_duration_since(now))
+            .filter(|left| *left >= MIN_INTERVAL)
+            .and_then(|left| crate::Term::new("minimum hold", left).ok());
+        out.push(match keep {
+            Some(after) => Command::ReleaseAfter {
+                req: p.req,
+                token: r.token,
+                after,
+            },
+            None => Command::Release {
+                req: p.req,
+                token: r.token,
+            },
         });
         Releasing {
             next: Try::InFlight(p),

@@ -11,6 +11,7 @@ use super::*;
 use crate::{Clock, DbInstant, ManualClock, ReleaseOutcome};
 
 mod giving_up;
+mod lock_modes;
 mod random;
 mod tenure;
 

@@ -76,6 +76,9 @@ fn stop_while_held_clears_the_deadline_at_once_then_reports_released() {
         cmds,
         [
             Command::SetDeadline(None),
+            Command::Notify(Notification::Ended {
+                token: FencingToken(7)
+            }),
             Command::Release {
                 req: RequestId(2),
                 token: FencingToken(7)
@@ -148,9 +151,12 @@ fn release_then_start_competes_again_after_the_release_settles() {
     let now = t0 + secs(1);
     let cmds = m.handle(now, Event::Release);
     assert_eq!(
-        cmds[..2],
+        cmds[..3],
         [
             Command::SetDeadline(None),
+            Command::Notify(Notification::Ended {
+                token: FencingToken(7)
+            }),
             Command::Release {
                 req: RequestId(2),
                 token: FencingToken(7)
@@ -188,9 +194,12 @@ fn standby_drops_the_lease_and_compete_resumes() {
     m.handle(t0 + secs(10), Event::Timer); // renewal in flight
     let cmds = m.handle(now, Event::StandBy);
     assert_eq!(
-        cmds[..2],
+        cmds[..3],
         [
             Command::SetDeadline(None),
+            Command::Notify(Notification::Ended {
+                token: FencingToken(7)
+            }),
             Command::Release {
                 req: RequestId(3),
                 token: FencingToken(7)

@@ -15,7 +15,7 @@ enum Asked {
 #[test]
 fn randomized_runs_never_hold_at_or_after_the_deadline() {
     // How often each notification was seen over all runs: the runs must cover every outcome.
-    let mut seen = [0_usize; 6];
+    let mut seen = [0_usize; 9];
     for seed in 0..300_u64 {
         let mut rng = XorShift::new(seed);
         let (mut m, t0) = machine_with(&config().with_request_timeout(secs(1 + seed % 40)));
@@ -33,7 +33,9 @@ fn randomized_runs_never_hold_at_or_after_the_deadline() {
                         assert!(m.holds(now), "renewal only while held");
                         asked.push(Asked::Renew(*req));
                     }
-                    Command::Release { req, .. } => asked.push(Asked::Release(*req)),
+                    Command::Release { req, .. } | Command::ReleaseAfter { req, .. } => {
+                        asked.push(Asked::Release(*req));
+                    }
                     Command::WakeAt(at) => armed = Some(*at),
                     Command::SetDeadline(d) => published = *d,
                     Command::Notify(n) => {
@@ -47,7 +49,14 @@ fn randomized_runs_never_hold_at_or_after_the_deadline() {
                             Notification::Lost { .. } => 3,
                             Notification::Released { .. } => 4,
                             Notification::HolderChanged { .. } => 5,
+                            Notification::Ended { .. } => 6,
+                            Notification::Refused { .. } => 7,
+                            Notification::AttemptFailed { .. } => 8,
                         }] += 1;
+                        // A tenure ends (Ended, Lost) only after its deadline was cleared.
+                        if matches!(n, Notification::Ended { .. } | Notification::Lost { .. }) {
+                            assert_eq!(published, None, "seed {seed}: ended while published");
+                        }
                         if let Notification::Acquired { local_deadline, .. }
                         | Notification::Renewed { local_deadline, .. } = n
                         {
@@ -58,7 +67,8 @@ fn randomized_runs_never_hold_at_or_after_the_deadline() {
                 }
                 if let Command::TryAcquire { req, .. }
                 | Command::Renew { req, .. }
-                | Command::Release { req, .. } = c
+                | Command::Release { req, .. }
+                | Command::ReleaseAfter { req, .. } = c
                 {
                     assert!(req.get() > last_req, "request ids increase");
                     last_req = req.get();
@@ -114,8 +124,19 @@ fn randomized_runs_never_hold_at_or_after_the_deadline() {
                         },
                     }
                 }
-                8 => [Event::StandBy, Event::Compete, Event::Release, Event::Start]
-                    [(rng.next_u64() % 4) as usize]
+                8 => [
+                    Event::StandBy,
+                    Event::Compete,
+                    Event::Release,
+                    Event::Start,
+                    Event::TryOnce,
+                    Event::RenewNow,
+                    Event::SetAutoRenew(false),
+                    Event::SetAutoRenew(true),
+                    Event::ReleaseNotBefore(now + ms(rng.next_u64() % 3_000)),
+                    Event::EndTenure(LossReason::CallbackPanicked),
+                    Event::SetCompete(false),
+                ][(rng.next_u64() % 11) as usize]
                     .clone(),
                 _ => Event::Timer,
             };

@@ -1,0 +1,222 @@
+//! The modes a lock needs: one attempt, renewal on request, a hold switched to automatic
+//! renewal, a release that keeps a minimum hold, and a tenure ended from outside.
+
+use super::*;
+
+/// `TryOnce` at `t0`, granted token 7 at `t0 + 100 ms` (deadline `t0 + 28 s`).
+fn lock(m: &mut LeaseMachine, t0: Instant) {
+    let cmds = m.handle(t0, Event::TryOnce);
+    assert_eq!(
+        cmds,
+        [
+            Command::TryAcquire {
+                req: RequestId(1),
+                term: term()
+            },
+            Command::WakeAt(t0 + TIMEOUT)
+        ]
+    );
+    let cmds = m.handle(t0 + ms(100), acquired(1, granted(7)));
+    let deadline = t0 + secs(28);
+    assert_eq!(
+        cmds,
+        [
+            Command::SetDeadline(Some(deadline)),
+            Command::Notify(Notification::Acquired {
+                token: FencingToken(7),
+                local_deadline: deadline
+            }),
+            Command::WakeAt(t0 + secs(10)),
+        ]
+    );
+}
+
+#[test]
+fn try_once_refused_rests_and_reports_who_holds_it() {
+    let (mut m, t0) = machine();
+    m.handle(t0, Event::TryOnce);
+    let holder = HolderId::new("other").expect("holder");
+    let cmds = m.handle(t0 + ms(5), acquired(1, held_by("other", 3)));
+    assert_eq!(
+        cmds,
+        [Command::Notify(Notification::Refused {
+            holder,
+            token: FencingToken(3),
+            until: DbInstant(0)
+        })]
+    );
+    assert_eq!(m.state(), State::Released);
+    assert_eq!(m.handle(t0 + secs(60), Event::Timer), [], "no retry");
+}
+
+#[test]
+fn try_once_failure_reports_the_error_and_does_not_retry() {
+    let (mut m, t0) = machine();
+    m.handle(t0, Event::TryOnce);
+    let cmds = m.handle(t0 + ms(5), acquired(1, Err(failure())));
+    assert_eq!(
+        cmds,
+        [Command::Notify(Notification::AttemptFailed { error: failure() })]
+    );
+    assert_eq!(m.state(), State::Released);
+}
+
+#[test]
+fn try_once_timeout_fails_and_a_late_grant_is_released_silently() {
+    let (mut m, t0) = machine();
+    m.handle(t0, Event::TryOnce);
+    let cmds = m.handle(t0 + TIMEOUT, Event::Timer);
+    assert!(matches!(
+        cmds[..],
+        [Command::Notify(Notification::AttemptFailed { .. }), Command::WakeAt(_)]
+    ));
+    let cmds = m.handle(t0 + TIMEOUT + ms(1), acquired(1, granted(9)));
+    assert_eq!(
+        cmds[0],
+        Command::Release {
+            req: RequestId(2),
+            token: FencingToken(9)
+        }
+    );
+    assert!(!m.holds(t0 + TIMEOUT + ms(1)));
+    let cmds = m.handle(t0 + TIMEOUT + ms(2), released(2, Ok(ReleaseOutcome::Released)));
+    assert_eq!(cmds, [], "never announced, so no Released either");
+}
+
+#[test]
+fn a_lock_renews_only_on_request_and_is_lost_at_its_deadline() {
+    let (mut m, t0) = machine();
+    m.handle(t0, Event::SetAutoRenew(false));
+    let cmds = m.handle(t0, Event::TryOnce);
+    assert_eq!(cmds[1], Command::WakeAt(t0 + TIMEOUT));
+    let cmds = m.handle(t0 + ms(100), acquired(1, granted(7)));
+    assert_eq!(cmds[2], Command::WakeAt(t0 + secs(28)), "only the deadline");
+    // Renew on request: sent at once, the deadline moves to its send time + term - margin.
+    let cmds = m.handle(t0 + secs(5), Event::RenewNow);
+    assert_eq!(
+        cmds[0],
+        Command::Renew {
+            req: RequestId(2),
+            token: FencingToken(7),
+            term: term()
+        }
+    );
+    let cmds = m.handle(t0 + secs(5), renewed(2, Ok(RenewOutcome::Renewed)));
+    assert_eq!(cmds[0], Command::SetDeadline(Some(t0 + secs(33))));
+    assert_eq!(cmds.last(), Some(&Command::WakeAt(t0 + secs(33))));
+    // Nothing renews it again: at the deadline it is lost, and a lock does not compete again.
+    let cmds = m.handle(t0 + secs(33), Event::Timer);
+    assert_eq!(
+        cmds,
+        [
+            Command::SetDeadline(None),
+            Command::Notify(Notification::Lost {
+                token: FencingToken(7),
+                reason: LossReason::DeadlinePassed
+            })
+        ]
+    );
+    assert_eq!(m.state(), State::Released);
+    assert_eq!(m.handle(t0 + secs(90), Event::Timer), []);
+}
+
+#[test]
+fn a_hold_switches_a_lock_to_automatic_renewal_at_once() {
+    let (mut m, t0) = machine();
+    m.handle(t0, Event::SetAutoRenew(false));
+    lock_manual(&mut m, t0);
+    let cmds = m.handle(t0 + secs(1), Event::SetAutoRenew(true));
+    assert_eq!(cmds, [Command::WakeAt(t0 + secs(1))], "renew now");
+    let cmds = m.handle(t0 + secs(1), Event::Timer);
+    assert!(matches!(cmds[0], Command::Renew { .. }));
+    let cmds = m.handle(t0 + secs(1), renewed(2, Ok(RenewOutcome::Renewed)));
+    assert_eq!(cmds.last(), Some(&Command::WakeAt(t0 + secs(11))));
+}
+
+fn lock_manual(m: &mut LeaseMachine, t0: Instant) {
+    m.handle(t0, Event::TryOnce);
+    let cmds = m.handle(t0 + ms(100), acquired(1, granted(7)));
+    assert_eq!(cmds.last(), Some(&Command::WakeAt(t0 + secs(28))));
+}
+
+#[test]
+fn release_not_before_ends_the_tenure_now_and_shortens_the_grant() {
+    let (mut m, t0) = machine();
+    lock(&mut m, t0);
+    let cmds = m.handle(t0 + secs(2), Event::ReleaseNotBefore(t0 + secs(7)));
+    assert_eq!(
+        cmds[..3],
+        [
+            Command::SetDeadline(None),
+            Command::Notify(Notification::Ended {
+                token: FencingToken(7)
+            }),
+            Command::ReleaseAfter {
+                req: RequestId(2),
+                token: FencingToken(7),
+                after: Term::new("left", secs(5)).expect("term")
+            }
+        ]
+    );
+    assert!(!m.holds(t0 + secs(2)));
+    let cmds = m.handle(t0 + secs(2), released(2, Ok(ReleaseOutcome::Released)));
+    assert_eq!(
+        cmds,
+        [Command::Notify(Notification::Released {
+            token: FencingToken(7)
+        })]
+    );
+}
+
+#[test]
+fn release_not_before_a_past_instant_is_a_plain_release() {
+    let (mut m, t0) = machine();
+    lock(&mut m, t0);
+    let cmds = m.handle(t0 + secs(2), Event::ReleaseNotBefore(t0 + secs(1)));
+    assert_eq!(
+        cmds[2],
+        Command::Release {
+            req: RequestId(2),
+            token: FencingToken(7)
+        }
+    );
+}
+
+#[test]
+fn end_tenure_loses_at_once_releases_and_a_task_competes_again() {
+    let (mut m, t0) = machine();
+    hold(&mut m, t0);
+    let cmds = m.handle(t0 + secs(1), Event::EndTenure(LossReason::CallbackPanicked));
+    assert_eq!(
+        cmds[..3],
+        [
+            Command::SetDeadline(None),
+            Command::Notify(Notification::Lost {
+                token: FencingToken(7),
+                reason: LossReason::CallbackPanicked
+            }),
+            Command::Release {
+                req: RequestId(2),
+                token: FencingToken(7)
+            }
+        ]
+    );
+    let cmds = m.handle(t0 + secs(1), released(2, Ok(ReleaseOutcome::Released)));
+    assert!(
+        matches!(cmds[0], Command::TryAcquire { req: RequestId(3), .. }),
+        "{cmds:?}"
+    );
+}
+
+#[test]
+fn a_lock_that_loses_at_the_store_rests() {
+    let (mut m, t0) = machine();
+    lock(&mut m, t0);
+    m.handle(t0 + secs(10), Event::Timer);
+    let cmds = m.handle(t0 + secs(10), renewed(2, Ok(RenewOutcome::Lost)));
+    assert_eq!(cmds.len(), 2);
+    assert_eq!(m.state(), State::Released);
+    // Start makes it a task again: it competes.
+    let cmds = m.handle(t0 + secs(11), Event::Start);
+    assert!(matches!(cmds[0], Command::TryAcquire { .. }));
+}
