@@ -1,55 +1,64 @@
 //! One actor per lease: it runs the lease machine's commands.
 
+use std::any::Any;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
+use std::time::Duration;
 
 use actix::prelude::*;
 use leasehold_core::{
-    Command, Event, FencingToken, HolderId, LeaseConfig, LeaseKey, LeaseMachine, Notification,
-    State, StoreFailure, ValidationError,
+    Command, Event, FencingToken, HolderId, LeaseConfig, LeaseKey, LeaseMachine, LossReason,
+    Notification, ReleaseOutcome, RenewOutcome, State, StoreFailure, ValidationError,
 };
 use leasehold_storage::{LeaseStore, RenewItem, StoreError};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::Registry;
 use crate::batcher::{QueueRenew, RenewBatcher};
+use crate::bell::Bell;
+use crate::lock::{Attempt, RenewAnswer};
+use crate::{Belief, Registry};
 
 /// Told about every [`Notification`] of a lease, on the actor's thread. Keep it short and
-/// non-blocking: hand work over to a task or a channel.
+/// non-blocking: hand work over to a task or a channel. A panic in it ends the tenure
+/// ([`LossReason::CallbackPanicked`]) and is logged; the actor goes on.
 pub type Listener = Arc<dyn Fn(&LeaseKey, &Notification) + Send + Sync>;
+
+/// Told once, when the actor has stopped (the engine removes it from its book).
+pub(crate) type OnExit = Box<dyn FnOnce() + Send>;
 
 /// The actor that holds one lease: it feeds events to a [`LeaseMachine`] and executes the
 /// commands that come out. It decides nothing itself.
 ///
-/// - Store requests run as futures spawned on the actor; their results come back as events.
-///   Renewals go through the [`RenewBatcher`] when one is given, else straight to the store.
-/// - One timer at a time: each [`Command::WakeAt`] cancels the pending wake-up and schedules a
-///   new one (`ctx.run_later`).
-/// - [`Command::SetDeadline`] goes to the [`Registry`], [`Command::Notify`] to the [`Listener`]
-///   (and the log: grants and releases at info, losses and store errors at warn, statements at
-///   trace).
+/// - Store requests run as tokio tasks, each abandoned at the request timeout; their results
+///   come back as events. Renewals go through the [`RenewBatcher`] when one is given.
+/// - One timer at a time: each [`Command::WakeAt`] replaces the pending wake-up.
+/// - [`Command::SetDeadline`] goes to the [`Registry`] and the [`Belief`] in the same step: a
+///   tenure's cancellation token is cancelled when its deadline is cleared, before any release
+///   is sent. [`Command::Notify`] goes to the [`Listener`] (and the log).
 ///
 /// Actix applications drive it with messages: [`StartLease`], [`ReleaseLease`], [`StopLease`],
-/// [`AbandonLease`] and [`QueryLease`].
+/// [`AbandonLease`] and [`QueryLease`]; locks add the messages of [`crate::lock`].
 ///
 /// # Lifecycle
 /// ## Started
-/// Idle: nothing is sent until [`StartLease`].
+/// Idle: nothing is sent until [`StartLease`] (or a lock's single attempt).
 /// ## Competing and holding
 /// After [`StartLease`]: acquires, renews, retries with jittered backoff, as the machine says.
 /// [`ReleaseLease`] gives the lease up and keeps the actor alive (start again with
 /// [`StartLease`]).
 /// ## Stopping
-/// After [`StopLease`]: the lease is released if held; the actor stops once the release has
-/// settled (at the local deadline at the latest) and then answers every `StopLease` waiting.
-/// [`AbandonLease`] stops at once without telling the store (the grant lapses there).
+/// After [`StopLease`]: the tenure ends at once, the lease is released if held, and the actor
+/// stops once the release has settled (at the local deadline at the latest), then answers every
+/// `StopLease` waiting. [`AbandonLease`] ends the tenure and stops at once without telling the
+/// store. A lock's actor stops by itself once its tenure has ended and settled.
 ///
 /// # Examples
 /// ```
 /// use std::sync::Arc;
 /// use std::time::Duration;
 /// use actix::Actor;
-/// use leasehold_actor::{LeaseActor, Listener, QueryLease, Registry, StartLease, StopLease};
+/// use leasehold_actor::{Belief, LeaseActor, Listener, QueryLease, Registry, StartLease, StopLease};
 /// use leasehold_core::{HolderId, LeaseConfig, LeaseKey, MonotonicClock, State};
 /// use leasehold_storage::MemoryStore;
 ///
@@ -57,19 +66,21 @@ pub type Listener = Arc<dyn Fn(&LeaseKey, &Notification) + Send + Sync>;
 ///     let registry = Arc::new(Registry::new(Arc::new(MonotonicClock)));
 ///     let key = LeaseKey::parse("", "leader")?;
 ///     let listener: Listener = Arc::new(|_, _| {});
+///     let belief = Belief::new(Default::default(), Arc::new(MonotonicClock));
 ///     let actor = LeaseActor::new(
 ///         key.clone(), HolderId::new("worker-1")?, &LeaseConfig::default(), 1,
 ///         Arc::new(MemoryStore::new()), Arc::clone(&registry), listener,
 ///     )?
+///     .with_belief(Arc::clone(&belief))
 ///     .start();
 ///     actor.send(StartLease).await?;
-///     while !registry.has_lease(&key) {
-///         tokio::time::sleep(Duration::from_millis(5)).await;
-///     }
+///     let (token, cancel) = belief.settled().await.expect("held");
+///     assert!(registry.has_lease(&key) && !cancel.is_cancelled());
 ///     let status = actor.send(QueryLease).await?;
-///     assert_eq!(status.state, State::Held);
+///     assert_eq!((status.state, status.token), (State::Held, Some(token)));
 ///     let (done, stopped) = tokio::sync::oneshot::channel();
 ///     actor.send(StopLease { done: Some(done) }).await?;
+///     assert!(cancel.is_cancelled(), "ended before the release was even answered");
 ///     stopped.await?;
 ///     Ok::<(), Box<dyn std::error::Error>>(())
 /// })?;
@@ -83,8 +94,20 @@ pub struct LeaseActor {
     renewer: Option<Arc<Addr<RenewBatcher>>>,
     registry: Arc<Registry>,
     listener: Listener,
+    belief: Arc<Belief>,
+    bell: Option<Arc<Bell>>,
     timer: Option<SpawnHandle>,
     on_stopped: Vec<oneshot::Sender<()>>,
+    on_exit: Option<OnExit>,
+    /// Dropped when the actor stops (a lock's place in the local queue).
+    keep: Option<Box<dyn Any + Send>>,
+    /// The answer to a lock's single attempt, once it is known.
+    attempt: Option<oneshot::Sender<Attempt>>,
+    renewals: Vec<oneshot::Sender<RenewAnswer>>,
+    unlock: Option<oneshot::Sender<Result<ReleaseOutcome, StoreFailure>>>,
+    /// Stop once the tenure has ended and settled (a lock, or a hold being unlocked).
+    single_use: bool,
+    stop_when_resting: bool,
 }
 
 impl std::fmt::Debug for LeaseActor {
@@ -112,6 +135,7 @@ impl LeaseActor {
         registry: Arc<Registry>,
         listener: Listener,
     ) -> Result<Self, ValidationError> {
+        let belief = Belief::new(Default::default(), Arc::clone(registry.clock()));
         Ok(Self {
             key,
             holder,
@@ -120,8 +144,17 @@ impl LeaseActor {
             renewer: None,
             registry,
             listener,
+            belief,
+            bell: None,
             timer: None,
             on_stopped: Vec::new(),
+            on_exit: None,
+            keep: None,
+            attempt: None,
+            renewals: Vec::new(),
+            unlock: None,
+            single_use: false,
+            stop_when_resting: false,
         })
     }
 
@@ -139,19 +172,91 @@ impl LeaseActor {
         self
     }
 
+    /// Publishes the tenure to `belief` (shared with the handles given to the application).
+    #[must_use]
+    pub fn with_belief(mut self, belief: Arc<Belief>) -> Self {
+        self.belief = belief;
+        self
+    }
+
+    pub(crate) fn with_bell(mut self, bell: Option<Arc<Bell>>) -> Self {
+        self.bell = bell;
+        self
+    }
+
+    pub(crate) fn on_exit(mut self, f: OnExit) -> Self {
+        self.on_exit = Some(f);
+        self
+    }
+
+    pub(crate) fn keep(&mut self, keep: Option<Box<dyn Any + Send>>) {
+        self.keep = keep;
+    }
+
     /// Feeds one event to the machine at the current instant and executes its commands.
-    fn feed(&mut self, event: Event, ctx: &mut Context<Self>) {
+    pub(crate) fn feed(&mut self, event: Event, ctx: &mut Context<Self>) {
+        if let Event::ReleaseResult { result, .. } = &event {
+            self.release_answered(result);
+        }
         let now = self.registry.clock().now();
-        for cmd in self.machine.handle(now, event) {
-            self.execute(now, cmd, ctx);
+        let cmds = self.machine.handle(now, event);
+        for i in 0..cmds.len() {
+            if let (
+                Command::SetDeadline(None),
+                Some(Command::Notify(Notification::Ended { token })),
+            ) = (&cmds[i], cmds.get(i + 1))
+            {
+                self.belief.give_up(*token);
+            }
+            if let Command::SetDeadline(Some(deadline)) = cmds[i] {
+                // The belief moves first, so no handle sees the registry ahead of it.
+                match cmds.get(i + 1) {
+                    Some(Command::Notify(Notification::Acquired { token, .. })) => {
+                        self.belief.begin(*token, deadline);
+                    }
+                    Some(Command::Notify(Notification::Renewed { token, .. })) => {
+                        self.belief.renewed(*token, deadline);
+                    }
+                    _ => {}
+                }
+            }
+            self.execute(now, cmds[i].clone(), ctx);
+        }
+        if self.stop_when_resting && matches!(self.machine.state(), State::Released) {
+            self.stop_when_resting = false;
+            self.feed(Event::Stop, ctx);
+            return;
         }
         if self.machine.is_finished() {
             ctx.stop();
         }
     }
 
+    fn limit(&self) -> Duration {
+        self.machine.config().request_timeout()
+    }
+
+    /// Runs a store call as a bounded task and feeds its answer back.
+    fn call<T, F>(
+        &mut self,
+        ctx: &mut Context<Self>,
+        op: &'static str,
+        fut: F,
+        back: impl FnOnce(Result<T, StoreFailure>) -> Event + 'static,
+    ) where
+        T: Send + 'static,
+        F: std::future::Future<Output = Result<T, StoreError>> + Send + 'static,
+    {
+        let fut = crate::detached::detached(op, self.limit(), fut);
+        ctx.spawn(
+            actix::fut::wrap_future(fut).map(move |result, act: &mut Self, ctx| {
+                let result = act.failure(op, result);
+                act.feed(back(result), ctx);
+            }),
+        );
+    }
+
     fn execute(&mut self, now: Instant, cmd: Command, ctx: &mut Context<Self>) {
-        let limit = self.machine.config().request_timeout();
         let (key, holder, store) = (
             self.key.clone(),
             self.holder.clone(),
@@ -160,15 +265,11 @@ impl LeaseActor {
         match cmd {
             Command::TryAcquire { req, term } => {
                 log::trace!("{key}: begin_tenure {req} as {holder} for {term:?}");
-                let fut = crate::detached::detached("try_acquire", limit, async move {
-                    store.begin_tenure(&key, &holder, term).await
+                let fut = async move { store.begin_tenure(&key, &holder, term).await };
+                self.call(ctx, "acquire", fut, move |result| Event::AcquireResult {
+                    req,
+                    result,
                 });
-                ctx.spawn(
-                    actix::fut::wrap_future(fut).map(move |result, act: &mut Self, ctx| {
-                        let result = act.failure("acquire", result);
-                        act.feed(Event::AcquireResult { req, result }, ctx);
-                    }),
-                );
             }
             Command::Renew { req, token, term } => {
                 log::trace!("{key}: renew {req} of token {token}");
@@ -192,28 +293,40 @@ impl LeaseActor {
                         },
                     ));
                 } else {
-                    let fut = crate::detached::detached("renew", limit, async move {
-                        store.renew(&key, &holder, token, term).await
+                    let fut = async move { store.renew(&key, &holder, token, term).await };
+                    self.call(ctx, "renew", fut, move |result| Event::RenewResult {
+                        req,
+                        result,
                     });
-                    ctx.spawn(actix::fut::wrap_future(fut).map(
-                        move |result, act: &mut Self, ctx| {
-                            let result = act.failure("renew", result);
-                            act.feed(Event::RenewResult { req, result }, ctx);
-                        },
-                    ));
                 }
             }
             Command::Release { req, token } => {
                 log::trace!("{key}: release {req} of token {token}");
-                let fut = crate::detached::detached("release", limit, async move {
-                    store.release(&key, &holder, token).await
+                let bell = self.bell.clone();
+                let fut = async move {
+                    let outcome = store.release(&key, &holder, token).await?;
+                    if let (ReleaseOutcome::Released, Some(bell)) = (outcome, bell) {
+                        bell.ring(&key);
+                    }
+                    Ok(outcome)
+                };
+                self.call(ctx, "release", fut, move |result| Event::ReleaseResult {
+                    req,
+                    result,
                 });
-                ctx.spawn(
-                    actix::fut::wrap_future(fut).map(move |result, act: &mut Self, ctx| {
-                        let result = act.failure("release", result);
-                        act.feed(Event::ReleaseResult { req, result }, ctx);
-                    }),
-                );
+            }
+            Command::ReleaseAfter { req, token, after } => {
+                log::trace!("{key}: release {req} of token {token} after {after:?}");
+                let fut = async move {
+                    Ok(match store.renew(&key, &holder, token, after).await? {
+                        RenewOutcome::Renewed => ReleaseOutcome::Released,
+                        RenewOutcome::Lost => ReleaseOutcome::NotHeld,
+                    })
+                };
+                self.call(ctx, "release", fut, move |result| Event::ReleaseResult {
+                    req,
+                    result,
+                });
             }
             Command::WakeAt(at) => {
                 if let Some(handle) = self.timer.take() {
@@ -225,12 +338,77 @@ impl LeaseActor {
                     act.feed(Event::Timer, ctx);
                 }));
             }
-            Command::SetDeadline(deadline) => self.registry.set(&self.key, deadline),
-            Command::Notify(n) => {
-                self.log(&n);
-                crate::metrics::notification(&n);
-                (self.listener)(&self.key, &n);
+            Command::SetDeadline(deadline) => {
+                self.registry.set(&self.key, deadline);
+                if deadline.is_none() {
+                    self.belief.end();
+                }
             }
+            Command::Notify(n) => self.notify(&n, ctx),
+        }
+    }
+
+    fn notify(&mut self, n: &Notification, ctx: &mut Context<Self>) {
+        self.log(n);
+        crate::metrics::notification(n);
+        match n {
+            Notification::Acquired {
+                token,
+                local_deadline,
+            } => self.answer_attempt(Attempt::Acquired {
+                token: *token,
+                local_deadline: *local_deadline,
+            }),
+            Notification::Refused {
+                holder,
+                token,
+                until,
+            } => self.answer_attempt(Attempt::Refused {
+                holder: holder.clone(),
+                token: *token,
+                until: *until,
+            }),
+            Notification::AttemptFailed { error } => {
+                self.answer_attempt(Attempt::Failed(error.clone()));
+            }
+            Notification::Renewed { .. } => {
+                for reply in self.renewals.drain(..) {
+                    let _ = reply.send(RenewAnswer::Renewed);
+                }
+            }
+            Notification::Lost { .. } | Notification::Ended { .. } => {
+                for reply in self.renewals.drain(..) {
+                    let _ = reply.send(RenewAnswer::Lost);
+                }
+            }
+            Notification::Released { .. } | Notification::HolderChanged { .. } => {}
+        }
+        if self.single_use
+            && matches!(
+                n,
+                Notification::Refused { .. }
+                    | Notification::AttemptFailed { .. }
+                    | Notification::Lost { .. }
+                    | Notification::Released { .. }
+            )
+        {
+            self.stop_when_resting = true;
+        }
+        let listener = Arc::clone(&self.listener);
+        let key = &self.key;
+        if catch_unwind(AssertUnwindSafe(|| listener(key, n))).is_err() {
+            log::error!(
+                "{key}: a callback panicked handling {n:?}; the tenure is ended (CallbackPanicked)"
+            );
+            if self.machine.token().is_some() {
+                ctx.notify(EndTenure(LossReason::CallbackPanicked));
+            }
+        }
+    }
+
+    fn answer_attempt(&mut self, attempt: Attempt) {
+        if let Some(reply) = self.attempt.take() {
+            let _ = reply.send(attempt);
         }
     }
 
@@ -257,12 +435,57 @@ impl LeaseActor {
             Notification::Lost { token, reason } => {
                 log::warn!("{key}: lost by {} (token {token}): {reason:?}", self.holder);
             }
+            Notification::Ended { token } => log::debug!("{key}: tenure {token} ended here"),
             Notification::Released { token } => log::info!("{key}: released (token {token})"),
+            Notification::Refused { holder, token, .. } => {
+                log::debug!("{key}: refused, held by {holder} (token {token})");
+            }
+            Notification::AttemptFailed { error } => log::debug!("{key}: attempt failed: {error}"),
             Notification::HolderChanged { holder, token } => match holder {
                 Some(h) => log::info!("{key}: held by {h} (token {token})"),
                 None => log::info!("{key}: taken over by {} (token {token})", self.holder),
             },
         }
+    }
+
+    /// Answers a pending unlock with the store's answer to its release.
+    pub(crate) fn release_answered(&mut self, result: &Result<ReleaseOutcome, StoreFailure>) {
+        if let Some(reply) = self.unlock.take() {
+            let _ = reply.send(result.clone());
+        }
+    }
+
+    pub(crate) fn set_attempt(&mut self, reply: oneshot::Sender<Attempt>) {
+        self.attempt = Some(reply);
+        self.single_use = true;
+    }
+
+    pub(crate) fn add_renewal(&mut self, reply: oneshot::Sender<RenewAnswer>) {
+        self.renewals.push(reply);
+    }
+
+    pub(crate) fn set_unlock(
+        &mut self,
+        reply: Option<oneshot::Sender<Result<ReleaseOutcome, StoreFailure>>>,
+    ) {
+        self.unlock = reply;
+        self.single_use = true;
+    }
+
+    pub(crate) fn set_single_use(&mut self, on: bool) {
+        self.single_use = on;
+    }
+
+    pub(crate) fn belief(&self) -> &Arc<Belief> {
+        &self.belief
+    }
+
+    /// The tenure the machine holds now, to release it by token.
+    pub(crate) fn live_tenure(&self) -> Option<RenewItem> {
+        self.machine.token().map(|token| RenewItem {
+            key: self.key.clone(),
+            token,
+        })
     }
 }
 
@@ -270,8 +493,22 @@ impl Actor for LeaseActor {
     type Context = Context<Self>;
 
     fn stopped(&mut self, _ctx: &mut Self::Context) {
+        if self.machine.local_deadline().is_some() {
+            self.registry.set(&self.key, None);
+        }
+        self.belief.finish();
+        self.keep = None;
+        self.answer_attempt(Attempt::Failed(StoreFailure::new(
+            "the lease actor stopped",
+        )));
+        for reply in self.renewals.drain(..) {
+            let _ = reply.send(RenewAnswer::Lost);
+        }
         for done in self.on_stopped.drain(..) {
             let _ = done.send(());
+        }
+        if let Some(exit) = self.on_exit.take() {
+            exit();
         }
     }
 }
@@ -298,8 +535,8 @@ pub struct StandByLease;
 #[rtype(result = "()")]
 pub struct CompeteLease;
 
-/// Give the lease up for good: released if held, then the actor stops. `done` (if any) is
-/// signalled when the actor has stopped, after the release has settled.
+/// Give the lease up for good: the tenure ends at once, released if held, then the actor
+/// stops. `done` (if any) is signalled when the actor has stopped, after the release settled.
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
 pub struct StopLease {
@@ -307,12 +544,17 @@ pub struct StopLease {
     pub done: Option<oneshot::Sender<()>>,
 }
 
-/// Stop at once without telling the store: the registry forgets the lease now, and the grant
-/// lapses at the database after its term (or is released by a
-/// [`LeaseStore::release_all`] the caller sends).
+/// End the tenure and stop at once without telling the store: the registry forgets the lease
+/// and every handle stops believing now. Answers the tenure the machine held, if any, so the
+/// caller can release exactly that tenure (the grant lapses at the database otherwise).
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "Option<RenewItem>")]
+pub struct AbandonLease;
+
+/// End the live tenure now for `0` (see [`Event::EndTenure`]).
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "()")]
-pub struct AbandonLease;
+pub struct EndTenure(pub LossReason);
 
 /// Ask for the lease's current [`LeaseStatus`].
 #[derive(Debug, Clone, Copy, Message)]
@@ -369,12 +611,20 @@ impl Handler<StopLease> for LeaseActor {
 }
 
 impl Handler<AbandonLease> for LeaseActor {
-    type Result = ();
-    fn handle(&mut self, _: AbandonLease, ctx: &mut Context<Self>) {
-        if self.machine.local_deadline().is_some() {
-            self.registry.set(&self.key, None);
-        }
+    type Result = MessageResult<AbandonLease>;
+    fn handle(&mut self, _: AbandonLease, ctx: &mut Context<Self>) -> Self::Result {
+        let live = self.live_tenure();
+        self.registry.set(&self.key, None);
+        self.belief.finish();
         ctx.stop();
+        MessageResult(live)
+    }
+}
+
+impl Handler<EndTenure> for LeaseActor {
+    type Result = ();
+    fn handle(&mut self, msg: EndTenure, ctx: &mut Context<Self>) {
+        self.feed(Event::EndTenure(msg.0), ctx);
     }
 }
 

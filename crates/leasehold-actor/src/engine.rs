@@ -1,31 +1,98 @@
-//! The engine: the actor that owns every [`LeaseActor`] of one holder.
+//! The engine: the actor that owns every [`LeaseActor`] of one holder, and the only book of
+//! running tenures.
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::Arc;
+use std::time::Duration;
 
 use actix::prelude::*;
 use futures::future::join_all;
 use leasehold_core::{DbInstant, HolderId, LeaseConfig, LeaseKey, LeaseRecord, ValidationError};
 use leasehold_storage::{LeaseStore, StoreError};
-use tokio::sync::oneshot;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
-use crate::Registry;
 use crate::actor::{AbandonLease, LeaseActor, Listener, StartLease, StopLease};
 use crate::batcher::RenewBatcher;
+use crate::bell::Bell;
+use crate::detached::detached;
+use crate::{Belief, Registry};
 
-/// Owns the [`LeaseActor`] of every lease task of one holder, and the stores they use.
+/// What a key of the book is used for. A key owned by one is refused to every other.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Owner {
+    /// A lease task (`start_lease_task`).
+    Task,
+    /// A name of a sharded set in this shard group.
+    Shard(String),
+    /// This host's membership lease of a shard group.
+    Membership(String),
+    /// A lock taken once (`lock`, `try_locker`, `try_lock`).
+    Lock,
+    /// A lock renewed in the background (`hold_lock`).
+    Hold,
+}
+
+impl std::fmt::Display for Owner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Owner::Task => f.write_str("a lease task"),
+            Owner::Shard(g) => write!(f, "the sharded tasks of group {g:?}"),
+            Owner::Membership(g) => write!(f, "the membership of shard group {g:?}"),
+            Owner::Lock => f.write_str("a lock"),
+            Owner::Hold => f.write_str("a held lock (hold_lock)"),
+        }
+    }
+}
+
+/// Why the engine refused to start something.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// The key is already used by another feature of this service.
+    #[error("{key} is already used by {owner} of this service")]
+    Owned {
+        /// The key.
+        key: LeaseKey,
+        /// What uses it.
+        owner: Owner,
+    },
+    /// The configuration was refused.
+    #[error(transparent)]
+    Invalid(#[from] ValidationError),
+    /// The engine is shutting down.
+    #[error("the engine is shutting down")]
+    ShuttingDown,
+}
+
+/// One entry of the book: the owner, the actor, and whether it is stopping.
+pub(crate) struct Entry {
+    pub(crate) owner: Owner,
+    pub(crate) addr: Addr<LeaseActor>,
+    pub(crate) belief: Arc<Belief>,
+    id: u64,
+    stopping: bool,
+    /// `true` once the actor has stopped.
+    stopped: watch::Receiver<bool>,
+}
+
+/// Owns the [`LeaseActor`] of every tenure of one holder (lease tasks, sharded names,
+/// membership, locks, holds), the stores they use, and the book `key -> (owner, actor)`.
 ///
-/// Messages: [`StartTask`], [`StopTask`], [`ShutdownAll`], [`ReadRecord`], [`ReadDbNow`],
-/// [`ListTasks`].
+/// A key stays in the book until its actor has stopped (its release settled), so a new start of
+/// the same key waits for the old one instead of racing it; a key owned by one feature is
+/// refused to another ([`EngineError::Owned`]). Every store call of the engine runs through one
+/// bounded primitive (a tokio task abandoned at the request timeout).
 ///
 /// # Lifecycle
 /// ## Running
-/// Starts and stops lease actors on request; requests through the main store, renewals
-/// through the [`RenewBatcher`] (which may use a store of its own).
+/// Starts and stops lease actors on request; requests through the main store, renewals through
+/// the [`RenewBatcher`] (which may use a store of its own).
 /// ## After [`ShutdownAll`]
-/// Every actor has been abandoned and everything the holder held released in one statement;
-/// the engine keeps answering, with no tasks.
+/// Every tenure has ended (tokens cancelled), every actor has stopped, and exactly the tenures
+/// the engine held were released; starts are refused.
 ///
 /// # Examples
 /// Inside an actix application's own `System`:
@@ -33,7 +100,7 @@ use crate::batcher::RenewBatcher;
 /// use std::sync::Arc;
 /// use std::time::Duration;
 /// use actix::Actor;
-/// use leasehold_actor::{LeaseEngine, Listener, Registry, RenewBatcher, ShutdownAll, StartTask, StopTask};
+/// use leasehold_actor::{LeaseEngine, Listener, Owner, Registry, RenewBatcher, ShutdownAll, StartTask, StopTask};
 /// use leasehold_core::{HolderId, LeaseConfig, LeaseKey, MonotonicClock, Notification};
 /// use leasehold_storage::{LeaseStore, MemoryStore};
 ///
@@ -46,13 +113,13 @@ use crate::batcher::RenewBatcher;
 ///
 ///     let key = LeaseKey::parse("", "leader")?;
 ///     let listener: Listener = Arc::new(|key: &LeaseKey, n: &Notification| println!("{key}: {n:?}"));
-///     let config = LeaseConfig::default();
-///     assert!(engine.send(StartTask { key: key.clone(), config, listener }).await??);
-///     while !registry.has_lease(&key) {
-///         tokio::time::sleep(Duration::from_millis(5)).await;
-///     }
-///     assert!(engine.send(StopTask { key: key.clone() }).await?);
-///     assert!(!registry.has_lease(&key));
+///     let start = StartTask::new(key.clone(), LeaseConfig::default(), listener);
+///     let (belief, started) = engine.send(start).await??;
+///     assert!(started);
+///     belief.settled().await.expect("held");
+///     assert!(registry.has_lease(&key));
+///     assert!(engine.send(StopTask { key: key.clone(), owner: Owner::Task }).await?);
+///     assert!(!registry.has_lease(&key) && !belief.holds());
 ///     assert_eq!(engine.send(ShutdownAll).await??, 0);
 ///     Ok::<(), Box<dyn std::error::Error>>(())
 /// })?;
@@ -63,22 +130,31 @@ pub struct LeaseEngine {
     pub(crate) store: Arc<dyn LeaseStore>,
     renewer: Arc<Addr<RenewBatcher>>,
     registry: Arc<Registry>,
-    tasks: HashMap<LeaseKey, Addr<LeaseActor>>,
+    pub(crate) book: HashMap<LeaseKey, Entry>,
     started: u64,
+    pub(crate) limit: Duration,
+    /// The parent of every tenure's cancellation token.
+    pub(crate) service: CancellationToken,
+    pub(crate) bell: Option<Arc<Bell>>,
+    shut_down: bool,
 }
 
 impl std::fmt::Debug for LeaseEngine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LeaseEngine")
             .field("holder", &self.holder)
-            .field("tasks", &self.tasks.len())
+            .field("book", &self.book.len())
             .finish_non_exhaustive()
     }
 }
 
+/// The bound of the engine's own store calls when none is configured.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
 impl LeaseEngine {
     /// An engine for `holder`: requests go to `store`, renewals through `renewer`, deadlines to
-    /// `registry`.
+    /// `registry`. Its own store calls (reads, listings, shutdown's release) are bounded by
+    /// [`DEFAULT_REQUEST_TIMEOUT`] unless [`LeaseEngine::with_request_timeout`] says otherwise.
     #[must_use]
     pub fn new(
         holder: HolderId,
@@ -86,14 +162,34 @@ impl LeaseEngine {
         renewer: Addr<RenewBatcher>,
         registry: Arc<Registry>,
     ) -> Self {
+        let bell = Bell::for_store(&store, DEFAULT_REQUEST_TIMEOUT);
         Self {
             holder,
             store,
             renewer: Arc::new(renewer),
             registry,
-            tasks: HashMap::new(),
+            book: HashMap::new(),
             started: 0,
+            limit: DEFAULT_REQUEST_TIMEOUT,
+            service: CancellationToken::new(),
+            bell,
+            shut_down: false,
         }
+    }
+
+    /// Bounds the engine's own store calls by `limit`.
+    #[must_use]
+    pub fn with_request_timeout(mut self, limit: Duration) -> Self {
+        self.limit = limit;
+        self.bell = Bell::for_store(&self.store, limit);
+        self
+    }
+
+    /// Every tenure's cancellation token is a child of `service`: cancelling it ends them all.
+    #[must_use]
+    pub fn with_service_token(mut self, service: CancellationToken) -> Self {
+        self.service = service;
+        self
     }
 
     /// A jitter seed that differs between holders, leases and restarts.
@@ -101,16 +197,144 @@ impl LeaseEngine {
         self.started += 1;
         std::collections::hash_map::RandomState::new().hash_one((&self.holder, key, self.started))
     }
+
+    /// Starts an idle actor for `key` owned by `owner` and enters it in the book. The caller
+    /// has checked that the key is free.
+    pub(crate) fn spawn_actor(
+        &mut self,
+        key: LeaseKey,
+        owner: Owner,
+        config: &LeaseConfig,
+        listener: Listener,
+        belief: Option<Arc<Belief>>,
+        ctx: &mut Context<Self>,
+        setup: impl FnOnce(&mut LeaseActor),
+    ) -> Result<(Addr<LeaseActor>, Arc<Belief>), EngineError> {
+        if self.shut_down {
+            return Err(EngineError::ShuttingDown);
+        }
+        let seed = self.seed(&key);
+        let id = self.started;
+        let belief = belief.unwrap_or_else(|| {
+            Belief::new(self.service.clone(), Arc::clone(self.registry.clock()))
+        });
+        let engine = ctx.address();
+        let (done, stopped) = watch::channel(false);
+        let exit_key = key.clone();
+        let mut actor = LeaseActor::new(
+            key.clone(),
+            self.holder.clone(),
+            config,
+            seed,
+            Arc::clone(&self.store),
+            Arc::clone(&self.registry),
+            listener,
+        )?
+        .with_shared_renewer(Arc::clone(&self.renewer))
+        .with_belief(Arc::clone(&belief))
+        .with_bell(self.bell.clone())
+        .on_exit(Box::new(move || {
+            let _ = done.send(true);
+            engine.do_send(ActorStopped { key: exit_key, id });
+        }));
+        setup(&mut actor);
+        let addr = actor.start();
+        log::debug!("{key}: actor started for {owner}");
+        self.book.insert(
+            key,
+            Entry {
+                owner,
+                addr: addr.clone(),
+                belief: Arc::clone(&belief),
+                id,
+                stopping: false,
+                stopped,
+            },
+        );
+        Ok((addr, belief))
+    }
+
+    /// What the book says about `key` for a new start by `owner`: `Ok(None)` when free,
+    /// `Ok(Some(entry))` when `owner` itself runs it, `Err` when another owner does. A stopping
+    /// entry answers its stop signal in `Wait`.
+    pub(crate) fn lookup(&self, key: &LeaseKey, owner: &Owner) -> Lookup {
+        match self.book.get(key) {
+            None => Lookup::Free,
+            Some(e) if e.stopping => Lookup::Wait(e.stopped.clone()),
+            Some(e) if &e.owner == owner => Lookup::Mine(Arc::clone(&e.belief)),
+            Some(e) => Lookup::Other(e.owner.clone()),
+        }
+    }
+
+    /// Marks `key` as stopping and sends the stop; answers the stop signal. `None` when the key
+    /// is not owned by `owner`.
+    pub(crate) fn stop_entry(
+        &mut self,
+        key: &LeaseKey,
+        owner: &Owner,
+    ) -> Option<watch::Receiver<bool>> {
+        let entry = self.book.get_mut(key).filter(|e| &e.owner == owner)?;
+        if !entry.stopping {
+            entry.stopping = true;
+            entry.addr.do_send(StopLease { done: None });
+        }
+        Some(entry.stopped.clone())
+    }
+
+    /// The store requests go to.
+    pub(crate) fn store(&self) -> Arc<dyn LeaseStore> {
+        Arc::clone(&self.store)
+    }
+}
+
+/// The book's answer for a start.
+pub(crate) enum Lookup {
+    Free,
+    Mine(Arc<Belief>),
+    Other(Owner),
+    /// The key's actor is stopping: wait for this, then look again.
+    Wait(watch::Receiver<bool>),
+}
+
+/// Waits until a stop signal says stopped (or its actor is gone).
+pub(crate) async fn stopped(mut rx: watch::Receiver<bool>) {
+    let _ = rx.wait_for(|s| *s).await;
 }
 
 impl Actor for LeaseEngine {
     type Context = Context<Self>;
+
+    fn stopped(&mut self, _ctx: &mut Self::Context) {
+        // The system is going away: every tenure ends now.
+        self.service.cancel();
+        if let Some(bell) = &self.bell {
+            bell.stop();
+        }
+    }
 }
 
-/// Start a lease task for `key` unless one is running. Answers `Ok(true)` if started,
-/// `Ok(false)` if one was already running.
+/// The actor of `key` stopped (sent by the actor itself): its entry leaves the book.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub(crate) struct ActorStopped {
+    key: LeaseKey,
+    id: u64,
+}
+
+impl Handler<ActorStopped> for LeaseEngine {
+    type Result = ();
+    fn handle(&mut self, msg: ActorStopped, _ctx: &mut Context<Self>) {
+        if self.book.get(&msg.key).is_some_and(|e| e.id == msg.id) {
+            self.book.remove(&msg.key);
+        }
+    }
+}
+
+/// Start a lease task for `key` (owned by `owner`), competing at once unless `compete` is
+/// false (then in standby, for sharded names). Answers the task's [`Belief`] and whether it was
+/// started (`false`: the same owner runs it already, the belief is that task's).
 #[derive(Message)]
-#[rtype(result = "Result<bool, ValidationError>")]
+#[rtype(result = "Result<(Arc<Belief>, bool), EngineError>")]
 pub struct StartTask {
     /// The lease.
     pub key: LeaseKey,
@@ -118,31 +342,154 @@ pub struct StartTask {
     pub config: LeaseConfig,
     /// Told about its notifications.
     pub listener: Listener,
+    /// What runs it.
+    pub owner: Owner,
+    /// Whether to compete now (else stand by).
+    pub compete: bool,
+    /// The belief to publish the task's tenures to (made by the engine when `None`).
+    pub belief: Option<Arc<Belief>>,
+}
+
+impl StartTask {
+    /// A lease task ([`Owner::Task`]) competing at once.
+    #[must_use]
+    pub fn new(key: LeaseKey, config: LeaseConfig, listener: Listener) -> Self {
+        Self {
+            key,
+            config,
+            listener,
+            owner: Owner::Task,
+            compete: true,
+            belief: None,
+        }
+    }
 }
 
 impl std::fmt::Debug for StartTask {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StartTask")
             .field("key", &self.key)
-            .field("config", &self.config)
+            .field("owner", &self.owner)
+            .field("compete", &self.compete)
             .finish_non_exhaustive()
     }
 }
 
-/// Stop the lease task of `key`, releasing the lease if held. Answers once the actor has
-/// stopped: `true` if there was a task.
+impl Handler<StartTask> for LeaseEngine {
+    type Result = ResponseFuture<Result<(Arc<Belief>, bool), EngineError>>;
+
+    fn handle(&mut self, msg: StartTask, ctx: &mut Context<Self>) -> Self::Result {
+        match self.lookup(&msg.key, &msg.owner) {
+            Lookup::Mine(belief) => Box::pin(async move { Ok((belief, false)) }),
+            Lookup::Other(owner) => {
+                let key = msg.key;
+                Box::pin(async move { Err(EngineError::Owned { key, owner }) })
+            }
+            Lookup::Wait(rx) => {
+                let engine = ctx.address();
+                Box::pin(async move {
+                    stopped(rx).await;
+                    engine
+                        .send(msg)
+                        .await
+                        .map_err(|_| EngineError::ShuttingDown)?
+                })
+            }
+            Lookup::Free => {
+                let compete = msg.compete;
+                let started = self.spawn_actor(
+                    msg.key,
+                    msg.owner,
+                    &msg.config,
+                    msg.listener,
+                    msg.belief,
+                    ctx,
+                    |_| {},
+                );
+                Box::pin(async move {
+                    let (addr, belief) = started?;
+                    if compete {
+                        addr.do_send(StartLease);
+                    } else {
+                        addr.do_send(crate::StandByLease);
+                    }
+                    Ok((belief, true))
+                })
+            }
+        }
+    }
+}
+
+/// Stop the task of `key` run by `owner`: its tenure ends at once and is released if held.
+/// Answers once the actor has stopped: `true` if there was such a task. A key run by another
+/// owner is left alone (`false`).
 #[derive(Debug, Message)]
 #[rtype(result = "bool")]
 pub struct StopTask {
     /// The lease.
     pub key: LeaseKey,
+    /// Who runs it.
+    pub owner: Owner,
 }
 
-/// Abandon every task and release everything the holder holds with one
-/// [`LeaseStore::release_all`]. Answers how many leases were released.
+impl Handler<StopTask> for LeaseEngine {
+    type Result = ResponseFuture<bool>;
+
+    fn handle(&mut self, msg: StopTask, _ctx: &mut Context<Self>) -> Self::Result {
+        match self.stop_entry(&msg.key, &msg.owner) {
+            None => Box::pin(async { false }),
+            Some(rx) => Box::pin(async move {
+                stopped(rx).await;
+                true
+            }),
+        }
+    }
+}
+
+/// End every tenure (every token cancelled, every handle stops believing), stop every actor,
+/// then release exactly the tenures the engine held, in one statement where the backend
+/// allows. Answers how many were released. Starts are refused afterwards.
 #[derive(Debug, Message)]
 #[rtype(result = "Result<u64, StoreError>")]
 pub struct ShutdownAll;
+
+impl Handler<ShutdownAll> for LeaseEngine {
+    type Result = ResponseFuture<Result<u64, StoreError>>;
+
+    fn handle(&mut self, _: ShutdownAll, _ctx: &mut Context<Self>) -> Self::Result {
+        self.shut_down = true;
+        self.service.cancel();
+        self.registry.clear();
+        for entry in self.book.values() {
+            entry.belief.finish();
+        }
+        if let Some(bell) = &self.bell {
+            bell.stop();
+        }
+        let actors: Vec<_> = self.book.values().map(|e| e.addr.clone()).collect();
+        let (store, holder, limit) = (Arc::clone(&self.store), self.holder.clone(), self.limit);
+        Box::pin(async move {
+            let held: Vec<_> = join_all(actors.iter().map(|a| a.send(AbandonLease)))
+                .await
+                .into_iter()
+                .filter_map(|r| r.ok().flatten())
+                .collect();
+            if held.is_empty() {
+                return Ok(0);
+            }
+            log::trace!("release_many of {} tenures of {holder}", held.len());
+            // One statement per few thousand rows: the bound grows with the batch.
+            let chunks = u32::try_from(held.len() / 1000).unwrap_or(u32::MAX);
+            let limit = limit.saturating_mul(chunks.saturating_add(1));
+            let n = detached("release_many", limit, async move {
+                store.release_many(&holder, &held).await
+            })
+            .await?;
+            log::info!("shut down, released {n} leases");
+            Ok(n)
+        })
+    }
+}
 
 /// Read one lease row from the store.
 #[derive(Debug, Message)]
@@ -152,125 +499,49 @@ pub struct ReadRecord {
     pub key: LeaseKey,
 }
 
+impl Handler<ReadRecord> for LeaseEngine {
+    type Result = ResponseFuture<Result<Option<LeaseRecord>, StoreError>>;
+
+    fn handle(&mut self, msg: ReadRecord, _ctx: &mut Context<Self>) -> Self::Result {
+        let store = self.store();
+        Box::pin(detached("get", self.limit, async move {
+            store.get(&msg.key).await
+        }))
+    }
+}
+
 /// Read the store's clock.
 #[derive(Debug, Message)]
 #[rtype(result = "Result<DbInstant, StoreError>")]
 pub struct ReadDbNow;
 
-/// The keys of the running tasks.
-#[derive(Debug, Message)]
-#[rtype(result = "Vec<LeaseKey>")]
-pub struct ListTasks;
-
-impl Handler<StartTask> for LeaseEngine {
-    type Result = Result<bool, ValidationError>;
-
-    fn handle(&mut self, msg: StartTask, _ctx: &mut Context<Self>) -> Self::Result {
-        let Some(addr) = self.spawn_actor(msg.key, &msg.config, msg.listener)? else {
-            return Ok(false);
-        };
-        addr.do_send(StartLease);
-        Ok(true)
-    }
-}
-
-impl LeaseEngine {
-    /// Starts an idle actor for `key` and registers it, unless a task is running (`None`).
-    pub(crate) fn spawn_actor(
-        &mut self,
-        key: LeaseKey,
-        config: &LeaseConfig,
-        listener: Listener,
-    ) -> Result<Option<Addr<LeaseActor>>, ValidationError> {
-        if self.tasks.get(&key).is_some_and(Addr::connected) {
-            return Ok(None);
-        }
-        let seed = self.seed(&key);
-        let actor = LeaseActor::new(
-            key.clone(),
-            self.holder.clone(),
-            config,
-            seed,
-            Arc::clone(&self.store),
-            Arc::clone(&self.registry),
-            listener,
-        )?
-        .with_shared_renewer(Arc::clone(&self.renewer));
-        let addr = actor.start();
-        log::debug!("{key}: lease task started");
-        self.tasks.insert(key, addr.clone());
-        Ok(Some(addr))
-    }
-
-    /// The running actor of `key`, if any.
-    pub(crate) fn task(&self, key: &LeaseKey) -> Option<&Addr<LeaseActor>> {
-        self.tasks.get(key)
-    }
-
-    /// The store requests go to.
-    pub(crate) fn store(&self) -> Arc<dyn LeaseStore> {
-        Arc::clone(&self.store)
-    }
-}
-
-impl Handler<StopTask> for LeaseEngine {
-    type Result = ResponseFuture<bool>;
-
-    fn handle(&mut self, msg: StopTask, _ctx: &mut Context<Self>) -> Self::Result {
-        let Some(addr) = self.tasks.remove(&msg.key) else {
-            return Box::pin(async { false });
-        };
-        let (done, stopped) = oneshot::channel();
-        addr.do_send(StopLease { done: Some(done) });
-        Box::pin(async move {
-            // An error means the actor is gone already, which is what we wait for.
-            let _ = stopped.await;
-            true
-        })
-    }
-}
-
-impl Handler<ShutdownAll> for LeaseEngine {
-    type Result = ResponseFuture<Result<u64, StoreError>>;
-
-    fn handle(&mut self, _: ShutdownAll, _ctx: &mut Context<Self>) -> Self::Result {
-        self.registry.clear();
-        let actors: Vec<_> = self.tasks.drain().map(|(_, addr)| addr).collect();
-        let store = Arc::clone(&self.store);
-        let holder = self.holder.clone();
-        Box::pin(async move {
-            // Abandon first, so no renewal or acquire races the release below.
-            join_all(actors.iter().map(|a| a.send(AbandonLease))).await;
-            log::trace!("release_all for {holder}");
-            let n = store.release_all(&holder).await?;
-            log::info!("{holder}: shut down, released {n} leases");
-            Ok(n)
-        })
-    }
-}
-
-impl Handler<ReadRecord> for LeaseEngine {
-    type Result = ResponseFuture<Result<Option<LeaseRecord>, StoreError>>;
-
-    fn handle(&mut self, msg: ReadRecord, _ctx: &mut Context<Self>) -> Self::Result {
-        let store = Arc::clone(&self.store);
-        Box::pin(async move { store.get(&msg.key).await })
-    }
-}
-
 impl Handler<ReadDbNow> for LeaseEngine {
     type Result = ResponseFuture<Result<DbInstant, StoreError>>;
 
     fn handle(&mut self, _: ReadDbNow, _ctx: &mut Context<Self>) -> Self::Result {
-        let store = Arc::clone(&self.store);
-        Box::pin(async move { store.db_now().await })
+        let store = self.store();
+        Box::pin(detached("db_now", self.limit, async move {
+            store.db_now().await
+        }))
     }
+}
+
+/// The keys of the running tasks owned by `owner`.
+#[derive(Debug, Message)]
+#[rtype(result = "Vec<LeaseKey>")]
+pub struct ListTasks {
+    /// Whose.
+    pub owner: Owner,
 }
 
 impl Handler<ListTasks> for LeaseEngine {
     type Result = Vec<LeaseKey>;
 
-    fn handle(&mut self, _: ListTasks, _ctx: &mut Context<Self>) -> Vec<LeaseKey> {
-        self.tasks.keys().cloned().collect()
+    fn handle(&mut self, msg: ListTasks, _ctx: &mut Context<Self>) -> Vec<LeaseKey> {
+        self.book
+            .iter()
+            .filter(|(_, e)| e.owner == msg.owner && !e.stopping)
+            .map(|(k, _)| k.clone())
+            .collect()
     }
 }

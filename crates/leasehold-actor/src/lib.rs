@@ -1,24 +1,27 @@
-//! leasehold's engine on actix: one [`LeaseActor`] per lease that runs the pure
+//! leasehold's engine on actix: one [`LeaseActor`] per tenure-bearing key that runs the pure
 //! [`LeaseMachine`](leasehold_core::LeaseMachine)'s commands, the [`Registry`] that answers
-//! `has_lease` from memory, the [`RenewBatcher`] that turns many renewals into one statement,
-//! and the [`LeaseEngine`] that owns them for one holder.
+//! `has_lease` from memory, the [`Belief`] every handle reads, the [`RenewBatcher`] that turns
+//! many renewals into one statement, and the [`LeaseEngine`] that owns them for one holder and
+//! keeps the only book of running tenures.
 //!
 //! Data flows one way: a message becomes an [`Event`](leasehold_core::Event), the machine
 //! decides, the actor turns the resulting [`Command`](leasehold_core::Command)s into store calls,
-//! timers, registry updates and notifications; store answers come back as events.
+//! timers, registry and belief updates and notifications; store answers come back as events.
+//! Lease tasks, sharded names, membership, locks and holds are all lease actors.
 //!
 //! Actors need a running actix `System`. The `leasehold` facade runs one on a thread of its own;
 //! actix applications can start these actors in their own system and talk to them by messages:
 //! [`StartLease`], [`ReleaseLease`], [`StopLease`], [`AbandonLease`], [`QueryLease`] for a
 //! [`LeaseActor`]; [`StartTask`], [`StopTask`], [`ShutdownAll`], [`ReadRecord`], [`ReadDbNow`],
-//! [`ListTasks`] for a [`LeaseEngine`]; [`QueueRenew`] for the [`RenewBatcher`]. Sharded lease
-//! tasks add [`StandByLease`] / [`CompeteLease`] for a [`LeaseActor`] and [`StartShardTask`],
-//! [`SetCompeting`], [`ListLive`] for a [`LeaseEngine`].
+//! [`ListTasks`], [`TakeLock`], [`SetCompeting`], [`ListLive`] for a [`LeaseEngine`];
+//! [`QueueRenew`] for the [`RenewBatcher`].
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod actor;
 mod batcher;
+mod belief;
+mod bell;
 mod detached;
 mod engine;
 mod lock;
@@ -27,15 +30,22 @@ mod registry;
 mod shard;
 
 pub use actor::{
-    AbandonLease, CompeteLease, LeaseActor, LeaseStatus, Listener, QueryLease, ReleaseLease,
-    StandByLease, StartLease, StopLease,
+    AbandonLease, CompeteLease, EndTenure, LeaseActor, LeaseStatus, Listener, QueryLease,
+    ReleaseLease, StandByLease, StartLease, StopLease,
 };
 pub use batcher::{
     DEFAULT_BATCH_WINDOW, QueueRenew, RenewBatcher, RenewReply, TERM_WINDOW_DIVISOR,
 };
-pub use engine::{LeaseEngine, ListTasks, ReadDbNow, ReadRecord, ShutdownAll, StartTask, StopTask};
+pub use belief::{Belief, cancelled};
+pub use bell::{Bell, release_channel};
+pub use detached::detached;
+pub use engine::{
+    DEFAULT_REQUEST_TIMEOUT, EngineError, LeaseEngine, ListTasks, Owner, ReadDbNow, ReadRecord,
+    ShutdownAll, StartTask, StopTask,
+};
 pub use lock::{
-    AcquireLock, BeginFenced, ListLocks, ReleaseLock, RenewLock, WatchReleases, release_channel,
+    Attempt, BeginFenced, FindLock, HoldLock, KeepUntilStopped, ListLocks, MakeHold, RenewAnswer,
+    RenewLockNow, TakeLock, TakenLock, UnlockLock, WatchReleases,
 };
 pub use registry::{NamespaceDeadlines, Registry};
-pub use shard::{ListLive, SetCompeting, StartShardTask};
+pub use shard::{ListLive, SetCompeting};

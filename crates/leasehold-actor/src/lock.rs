@@ -1,89 +1,287 @@
-//! Locks on the engine: one-shot grants, releases (with a PostgreSQL `NOTIFY`), renewals,
-//! prefix listings, release watches (PostgreSQL `LISTEN`) and fenced transactions.
+//! Locks on the engine: a lock is a lease actor whose machine takes one attempt, renews on
+//! request and stops once its tenure has ended and settled. A hold is a lock switched to
+//! automatic renewal. Also: prefix listings, release watches and fenced transactions.
 //!
-//! Every store call runs on the engine's runtime, where the store's connections live; the
-//! `leasehold` facade sends these messages and awaits the answers.
+//! Every store call runs on the engine's runtime, bounded by the request timeout.
 
 use std::any::Any;
 use std::sync::Arc;
 
 use actix::prelude::*;
 use leasehold_core::{
-    AcquireOutcome, FencingToken, LeaseKey, LeaseRecord, Namespace, ReleaseOutcome, RenewOutcome,
-    Term,
+    DbInstant, Event, FencingToken, HolderId, LeaseConfig, LeaseKey, LeaseRecord, Namespace,
+    ReleaseOutcome, StoreFailure,
 };
-use leasehold_storage::{Backend, FencedTransaction, LeaseStore, SeaOrmStore, StoreError};
-use sea_orm::{ConnectionTrait, DbBackend, Statement};
-use tokio::sync::mpsc;
+use leasehold_storage::{FencedTransaction, StoreError};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
 
-use crate::LeaseEngine;
+use crate::Belief;
+use crate::actor::{LeaseActor, Listener};
+use crate::detached::detached;
+use crate::engine::{EngineError, LeaseEngine, Lookup, Owner, stopped};
 
-/// The PostgreSQL channel on which lock releases are announced.
-const CHANNEL: &str = "leasehold_lock_released";
-
-/// The `NOTIFY` channel and payload announcing that `key` (in `table`) was released: the table's
-/// and namespace's lengths, then the three strings, so no name can be mistaken for another.
-#[must_use]
-pub fn release_channel(table: &str, key: &LeaseKey) -> (&'static str, String) {
-    let (ns, name) = (key.namespace.as_str(), key.name.as_str());
-    (
-        CHANNEL,
-        format!("{}:{}:{table}{ns}{name}", table.len(), ns.len()),
-    )
+/// The answer of a lock's single attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Attempt {
+    /// The lock is ours until `local_deadline` unless renewed.
+    Acquired {
+        /// The tenure's fencing token.
+        token: FencingToken,
+        /// Its local deadline.
+        local_deadline: Instant,
+    },
+    /// Someone holds it.
+    Refused {
+        /// Who.
+        holder: HolderId,
+        /// Their tenure's token.
+        token: FencingToken,
+        /// When their grant ends, by the database's clock.
+        until: DbInstant,
+    },
+    /// The store failed or did not answer in time; a grant it may have made is released.
+    Failed(StoreFailure),
 }
 
-/// Grant `key` to the engine's holder for `ttl` as a **new tenure** (a new fencing token), if
-/// it is free, released or expired. Answers the store's outcome.
-///
-/// The facade lets only one task of a process ask for one lock at a time, so a new tenure never
-/// takes a lock from a task of the same process.
-#[derive(Debug, Message)]
-#[rtype(result = "Result<AcquireOutcome, StoreError>")]
-pub struct AcquireLock {
+/// The answer to a renewal on request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RenewAnswer {
+    /// Renewed: the deadline moved.
+    Renewed,
+    /// The tenure had ended (lapsed, released, taken over) before it could be renewed.
+    Lost,
+}
+
+/// Take the lock `key` once, as a lease actor of its own ([`Owner::Lock`]). Answers the
+/// actor, its [`Belief`] and the receiver of the attempt's [`Attempt`]; the key is refused
+/// with [`EngineError::Owned`] when anything of this service uses it (another lock included).
+pub struct TakeLock {
     /// The lock.
     pub key: LeaseKey,
-    /// How long the grant lasts, by the database's clock.
-    pub ttl: Term,
+    /// The lock's configuration (its term is the ttl).
+    pub config: LeaseConfig,
+    /// Told about its notifications.
+    pub listener: Listener,
+    /// The belief to publish the lock's tenure to (made by the engine when `None`).
+    pub belief: Option<Arc<Belief>>,
 }
 
-/// Release the tenure `token` of `key`; with `keep_for`, instead shorten it to end `keep_for`
-/// from now (a minimum hold), after which it lapses. On PostgreSQL a release is announced with
-/// `pg_notify` right after the statement. `hold` is dropped only once the store has answered
-/// (the facade passes its local queue permit, so the next local waiter starts after the
-/// release).
-#[derive(Message)]
-#[rtype(result = "Result<ReleaseOutcome, StoreError>")]
-pub struct ReleaseLock {
-    /// The lock.
-    pub key: LeaseKey,
-    /// The tenure.
-    pub token: FencingToken,
-    /// End the tenure this long from now instead of at once.
-    pub keep_for: Option<Term>,
-    /// Kept alive until the store has answered.
-    pub hold: Option<Box<dyn Any + Send>>,
-}
-
-impl std::fmt::Debug for ReleaseLock {
+impl std::fmt::Debug for TakeLock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ReleaseLock")
+        f.debug_struct("TakeLock")
             .field("key", &self.key)
-            .field("token", &self.token)
-            .field("keep_for", &self.keep_for)
             .finish_non_exhaustive()
     }
 }
 
-/// Extend the tenure `token` of `key` to `ttl` from now.
+/// What [`TakeLock`] answers.
+pub type TakenLock = (Addr<LeaseActor>, Arc<Belief>, oneshot::Receiver<Attempt>);
+
+impl Message for TakeLock {
+    type Result = Result<TakenLock, EngineError>;
+}
+
+impl Handler<TakeLock> for LeaseEngine {
+    type Result = ResponseFuture<Result<TakenLock, EngineError>>;
+
+    fn handle(&mut self, msg: TakeLock, ctx: &mut Context<Self>) -> Self::Result {
+        match self.lookup(&msg.key, &Owner::Lock) {
+            Lookup::Free => {}
+            Lookup::Mine(..) => {
+                let key = msg.key;
+                return Box::pin(async move {
+                    Err(EngineError::Owned {
+                        key,
+                        owner: Owner::Lock,
+                    })
+                });
+            }
+            Lookup::Other(owner) => {
+                let key = msg.key;
+                return Box::pin(async move { Err(EngineError::Owned { key, owner }) });
+            }
+            Lookup::Wait(rx) => {
+                // The previous tenure of this key is settling here (its release answered a
+                // moment ago, as a rule): wait for it at most one request timeout, then try.
+                let (engine, limit, key) = (ctx.address(), self.limit, msg.key.clone());
+                return Box::pin(async move {
+                    if tokio::time::timeout(limit, stopped(rx)).await.is_err() {
+                        return Err(EngineError::Owned {
+                            key,
+                            owner: Owner::Lock,
+                        });
+                    }
+                    engine
+                        .send(msg)
+                        .await
+                        .map_err(|_| EngineError::ShuttingDown)?
+                });
+            }
+        }
+        let (reply, attempt) = oneshot::channel();
+        let TakeLock {
+            key,
+            config,
+            listener,
+            belief,
+        } = msg;
+        let started = self.spawn_actor(key, Owner::Lock, &config, listener, belief, ctx, |actor| {
+            actor.set_attempt(reply);
+        });
+        Box::pin(async move {
+            let (addr, belief) = started?;
+            addr.do_send(TryLock);
+            Ok((addr, belief, attempt))
+        })
+    }
+}
+
+/// Keep `0` until the actor stops (the facade's local queue permit of a granted lock, so the
+/// next local waiter starts only once this tenure has ended and settled).
+pub struct KeepUntilStopped(pub Box<dyn Any + Send>);
+
+impl Message for KeepUntilStopped {
+    type Result = ();
+}
+
+impl std::fmt::Debug for KeepUntilStopped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KeepUntilStopped")
+    }
+}
+
+impl Handler<KeepUntilStopped> for LeaseActor {
+    type Result = ();
+    fn handle(&mut self, msg: KeepUntilStopped, _ctx: &mut Context<Self>) {
+        self.keep(Some(msg.0));
+    }
+}
+
+/// A lock actor's single attempt (sent by [`TakeLock`]).
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub(crate) struct TryLock;
+
+impl Handler<TryLock> for LeaseActor {
+    type Result = ();
+    fn handle(&mut self, _: TryLock, ctx: &mut Context<Self>) {
+        self.feed(Event::SetAutoRenew(false), ctx);
+        self.feed(Event::TryOnce, ctx);
+    }
+}
+
+/// Renew the lock's tenure `token` now; the answer comes on `reply` ([`RenewAnswer::Lost`] at
+/// once when that tenure is not the live one).
 #[derive(Debug, Message)]
-#[rtype(result = "Result<RenewOutcome, StoreError>")]
-pub struct RenewLock {
+#[rtype(result = "()")]
+pub struct RenewLockNow {
+    /// The tenure the caller believes in.
+    pub token: FencingToken,
+    /// The answer.
+    pub reply: oneshot::Sender<RenewAnswer>,
+}
+
+impl Handler<RenewLockNow> for LeaseActor {
+    type Result = ();
+    fn handle(&mut self, msg: RenewLockNow, ctx: &mut Context<Self>) {
+        if !self.belief().holds_token(msg.token) {
+            let _ = msg.reply.send(RenewAnswer::Lost);
+            return;
+        }
+        self.add_renewal(msg.reply);
+        self.feed(Event::RenewNow, ctx);
+    }
+}
+
+/// Release the lock's tenure `token`, not before `not_before` (a minimum hold), then stop the
+/// actor. The tenure ends here at once; `reply` (if any) gets the store's answer to the release,
+/// or `NotHeld` at once when that tenure had already ended.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct UnlockLock {
+    /// The tenure the caller believes in.
+    pub token: FencingToken,
+    /// Keep the grant until then (local monotonic clock).
+    pub not_before: Option<Instant>,
+    /// The store's answer.
+    pub reply: Option<oneshot::Sender<Result<ReleaseOutcome, StoreFailure>>>,
+}
+
+impl Handler<UnlockLock> for LeaseActor {
+    type Result = ();
+    fn handle(&mut self, msg: UnlockLock, ctx: &mut Context<Self>) {
+        if !self.belief().holds_token(msg.token) {
+            if let Some(reply) = msg.reply {
+                let _ = reply.send(Ok(ReleaseOutcome::NotHeld));
+            }
+            // Whatever is left (a tenure past its deadline) is ended and settled.
+            self.set_single_use(true);
+            self.feed(Event::Stop, ctx);
+            return;
+        }
+        self.set_unlock(msg.reply);
+        match msg.not_before {
+            Some(at) => self.feed(Event::ReleaseNotBefore(at), ctx),
+            None => self.feed(Event::Release, ctx),
+        }
+    }
+}
+
+/// Turn a lock into a hold: renewed by itself (every ttl/3), competing again after a loss.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct HoldLock;
+
+impl Handler<HoldLock> for LeaseActor {
+    type Result = ();
+    fn handle(&mut self, _: HoldLock, ctx: &mut Context<Self>) {
+        self.set_single_use(false);
+        self.feed(Event::SetCompete(true), ctx);
+        self.feed(Event::SetAutoRenew(true), ctx);
+    }
+}
+
+/// Turn the lock actor of `key` into a hold in the book ([`Owner::Hold`]) and tell it
+/// ([`HoldLock`]). Answers whether the key was a lock of this service.
+#[derive(Debug, Message)]
+#[rtype(result = "bool")]
+pub struct MakeHold {
     /// The lock.
     pub key: LeaseKey,
-    /// The tenure.
-    pub token: FencingToken,
-    /// The new grant's length.
-    pub ttl: Term,
+}
+
+impl Handler<MakeHold> for LeaseEngine {
+    type Result = bool;
+    fn handle(&mut self, msg: MakeHold, _ctx: &mut Context<Self>) -> bool {
+        match self.book.get_mut(&msg.key) {
+            Some(e) if e.owner == Owner::Lock => {
+                e.owner = Owner::Hold;
+                e.addr.do_send(HoldLock);
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The actor, belief and owner of the lock or hold of `key` of this service, if any (one that
+/// is stopping counts: it is being released).
+#[derive(Debug, Message)]
+#[rtype(result = "Option<(Addr<LeaseActor>, Arc<Belief>, Owner)>")]
+pub struct FindLock {
+    /// The lock.
+    pub key: LeaseKey,
+}
+
+impl Handler<FindLock> for LeaseEngine {
+    type Result = Option<(Addr<LeaseActor>, Arc<Belief>, Owner)>;
+    fn handle(&mut self, msg: FindLock, _ctx: &mut Context<Self>) -> Self::Result {
+        self.book
+            .get(&msg.key)
+            .filter(|e| matches!(e.owner, Owner::Lock | Owner::Hold))
+            .map(|e| (e.addr.clone(), Arc::clone(&e.belief), e.owner.clone()))
+    }
 }
 
 /// The held locks in `namespace` whose names start with `prefix`.
@@ -96,9 +294,19 @@ pub struct ListLocks {
     pub prefix: String,
 }
 
-/// Watch for releases of `key` announced by any process (PostgreSQL `LISTEN`). Answers `None`
-/// on other backends (waiters poll). The watch holds one pooled connection and ends when the
-/// receiver is dropped.
+impl Handler<ListLocks> for LeaseEngine {
+    type Result = ResponseFuture<Result<Vec<LeaseRecord>, StoreError>>;
+
+    fn handle(&mut self, msg: ListLocks, _ctx: &mut Context<Self>) -> Self::Result {
+        let store = self.store();
+        Box::pin(detached("list_valid", self.limit, async move {
+            store.list_valid(Some(&msg.namespace), &msg.prefix).await
+        }))
+    }
+}
+
+/// Watch for releases of `key` announced by any process (PostgreSQL `LISTEN`, one listener per
+/// service on a connection of its own). Answers `None` on other backends (waiters poll).
 #[derive(Debug, Message)]
 #[rtype(result = "Option<mpsc::Receiver<()>>")]
 pub struct WatchReleases {
@@ -106,8 +314,17 @@ pub struct WatchReleases {
     pub key: LeaseKey,
 }
 
+impl Handler<WatchReleases> for LeaseEngine {
+    type Result = Option<mpsc::Receiver<()>>;
+
+    fn handle(&mut self, msg: WatchReleases, _ctx: &mut Context<Self>) -> Self::Result {
+        Some(self.bell.as_ref()?.watch(&msg.key))
+    }
+}
+
 /// Open a [`FencedTransaction`] for the tenure `token` of `key` on the engine's store
-/// (see [`SeaOrmStore::begin_fenced`]); an error when the store is not a [`SeaOrmStore`].
+/// (see [`leasehold_storage::SeaOrmStore::begin_fenced`]); an error when the store is not a
+/// SeaORM store. Bounded by the request timeout.
 #[derive(Debug, Message)]
 #[rtype(result = "Result<Option<FencedTransaction>, StoreError>")]
 pub struct BeginFenced {
@@ -117,142 +334,13 @@ pub struct BeginFenced {
     pub token: FencingToken,
 }
 
-fn postgres(store: &Arc<dyn LeaseStore>) -> Option<SeaOrmStore> {
-    store
-        .sea_orm()
-        .filter(|s| s.backend() == Backend::Postgres)
-        .cloned()
-}
-
-async fn notify_release(store: &SeaOrmStore, key: &LeaseKey) {
-    let (channel, payload) = release_channel(store.table(), key);
-    let stmt = Statement::from_sql_and_values(
-        DbBackend::Postgres,
-        "SELECT pg_notify($1, $2)",
-        [channel.into(), payload.into()],
-    );
-    // Waiters poll as well: a lost notification only delays them.
-    if let Err(e) = store.connection().execute_raw(stmt).await {
-        log::debug!("{key}: pg_notify after release failed: {e}");
-    }
-}
-
-impl Handler<AcquireLock> for LeaseEngine {
-    type Result = ResponseFuture<Result<AcquireOutcome, StoreError>>;
-
-    fn handle(&mut self, msg: AcquireLock, _ctx: &mut Context<Self>) -> Self::Result {
-        let (store, holder) = (Arc::clone(&self.store), self.holder.clone());
-        Box::pin(async move { store.begin_tenure(&msg.key, &holder, msg.ttl).await })
-    }
-}
-
-impl Handler<ReleaseLock> for LeaseEngine {
-    type Result = ResponseFuture<Result<ReleaseOutcome, StoreError>>;
-
-    fn handle(&mut self, msg: ReleaseLock, _ctx: &mut Context<Self>) -> Self::Result {
-        let (store, holder) = (Arc::clone(&self.store), self.holder.clone());
-        Box::pin(async move {
-            let ReleaseLock {
-                key,
-                token,
-                keep_for,
-                hold,
-            } = msg;
-            let outcome = match keep_for {
-                Some(rest) => {
-                    let outcome = store.renew(&key, &holder, token, rest).await?;
-                    if outcome == RenewOutcome::Renewed {
-                        // Local waiters too wait for the minimum hold to pass.
-                        actix::spawn(async move {
-                            tokio::time::sleep(rest.duration()).await;
-                            drop(hold);
-                        });
-                        return Ok(ReleaseOutcome::Released);
-                    }
-                    ReleaseOutcome::NotHeld
-                }
-                None => {
-                    let outcome = store.release(&key, &holder, token).await?;
-                    if outcome == ReleaseOutcome::Released
-                        && let Some(pg) = postgres(&store)
-                    {
-                        notify_release(&pg, &key).await;
-                    }
-                    outcome
-                }
-            };
-            drop(hold);
-            Ok(outcome)
-        })
-    }
-}
-
-impl Handler<RenewLock> for LeaseEngine {
-    type Result = ResponseFuture<Result<RenewOutcome, StoreError>>;
-
-    fn handle(&mut self, msg: RenewLock, _ctx: &mut Context<Self>) -> Self::Result {
-        let (store, holder) = (Arc::clone(&self.store), self.holder.clone());
-        Box::pin(async move { store.renew(&msg.key, &holder, msg.token, msg.ttl).await })
-    }
-}
-
-impl Handler<ListLocks> for LeaseEngine {
-    type Result = ResponseFuture<Result<Vec<LeaseRecord>, StoreError>>;
-
-    fn handle(&mut self, msg: ListLocks, _ctx: &mut Context<Self>) -> Self::Result {
-        let store = Arc::clone(&self.store);
-        Box::pin(async move { store.list_valid(Some(&msg.namespace), &msg.prefix).await })
-    }
-}
-
-impl Handler<WatchReleases> for LeaseEngine {
-    type Result = Option<mpsc::Receiver<()>>;
-
-    fn handle(&mut self, msg: WatchReleases, _ctx: &mut Context<Self>) -> Self::Result {
-        let pg = postgres(&self.store)?;
-        let (tx, rx) = mpsc::channel(1);
-        actix::spawn(async move {
-            let (channel, payload) = release_channel(pg.table(), &msg.key);
-            let pool = pg.connection().get_postgres_connection_pool();
-            let mut listener = match sea_orm::sqlx::postgres::PgListener::connect_with(pool).await {
-                Ok(l) => l,
-                Err(e) => {
-                    log::debug!("{}: LISTEN unavailable, polling only: {e}", msg.key);
-                    return;
-                }
-            };
-            if let Err(e) = listener.listen(channel).await {
-                log::debug!("{}: LISTEN failed, polling only: {e}", msg.key);
-                return;
-            }
-            loop {
-                tokio::select! {
-                    () = tx.closed() => return,
-                    n = listener.recv() => match n {
-                        Ok(n) if n.payload() == payload => {
-                            // Full means a wake-up is pending already.
-                            let _ = tx.try_send(());
-                        }
-                        Ok(_) => {}
-                        Err(e) => {
-                            log::debug!("{}: LISTEN ended, polling only: {e}", msg.key);
-                            return;
-                        }
-                    },
-                }
-            }
-        });
-        Some(rx)
-    }
-}
-
 impl Handler<BeginFenced> for LeaseEngine {
     type Result = ResponseFuture<Result<Option<FencedTransaction>, StoreError>>;
 
     fn handle(&mut self, msg: BeginFenced, _ctx: &mut Context<Self>) -> Self::Result {
         let store = self.store.sea_orm().cloned();
         let holder = self.holder.clone();
-        Box::pin(async move {
+        Box::pin(detached("begin_fenced", self.limit, async move {
             let Some(store) = store else {
                 return Err(StoreError::Unexpected {
                     op: "begin_fenced",
@@ -260,6 +348,6 @@ impl Handler<BeginFenced> for LeaseEngine {
                 });
             };
             store.begin_fenced(&msg.key, &holder, msg.token).await
-        })
+        }))
     }
 }

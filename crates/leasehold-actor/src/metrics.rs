@@ -38,7 +38,11 @@ pub(crate) fn notification(n: &Notification) {
                 .increment(1);
         }
         Notification::Released { .. } => metrics::counter!("leasehold_releases_total").increment(1),
-        Notification::Renewed { .. } | Notification::HolderChanged { .. } => {}
+        Notification::Renewed { .. }
+        | Notification::HolderChanged { .. }
+        | Notification::Ended { .. }
+        | Notification::Refused { .. }
+        | Notification::AttemptFailed { .. } => {}
     }
     #[cfg(not(feature = "metrics"))]
     let _ = n;

@@ -108,10 +108,11 @@ impl Holder {
                     release @ Command::Release { .. } if self.held_back.is_none() => {
                         self.held_back = Some(release);
                     }
-                    Command::Release { req, .. } => events.push_back(Event::ReleaseResult {
-                        req,
-                        result: Err(StoreFailure::new("connection reset")),
-                    }),
+                    Command::Release { req, .. } | Command::ReleaseAfter { req, .. } => events
+                        .push_back(Event::ReleaseResult {
+                            req,
+                            result: Err(StoreFailure::new("connection reset")),
+                        }),
                     Command::SetDeadline(_) | Command::Notify(_) => {}
                 }
             }

@@ -1,6 +1,7 @@
 //! The facade's error type.
 
-use leasehold_core::{LeaseKey, ValidationError};
+use leasehold_actor::{EngineError, Owner};
+use leasehold_core::{HolderId, LeaseKey, ValidationError};
 use leasehold_storage::StoreError;
 
 /// What went wrong in a [`LeaseService`](crate::LeaseService) call.
@@ -22,6 +23,24 @@ pub enum Error {
         /// The lease of the task.
         key: LeaseKey,
     },
+    /// The key is already used by another feature of this service (a lease task, a lock, a
+    /// hold, sharded names or membership): one key carries one tenure per service. Nothing was
+    /// started or changed.
+    #[error("{key} is already used by {owner} of this service")]
+    KeyInUse {
+        /// The key.
+        key: LeaseKey,
+        /// What uses it.
+        owner: Owner,
+    },
+    /// Another live service of this process has this holder id: two services with one holder
+    /// id would renew, release and fence each other's tenures. Give each its own id (the
+    /// default is unique), or shut the other down first.
+    #[error("another live lease service of this process has the holder id {holder}")]
+    HolderInUse {
+        /// The holder id.
+        holder: HolderId,
+    },
     /// The engine thread could not be started.
     #[error("could not start the leasehold engine thread: {0}")]
     Thread(#[source] std::io::Error),
@@ -30,6 +49,16 @@ pub enum Error {
 impl From<actix::MailboxError> for Error {
     fn from(_: actix::MailboxError) -> Self {
         Error::ShutDown
+    }
+}
+
+impl From<EngineError> for Error {
+    fn from(e: EngineError) -> Self {
+        match e {
+            EngineError::Owned { key, owner } => Error::KeyInUse { key, owner },
+            EngineError::Invalid(v) => Error::Invalid(v),
+            _ => Error::ShutDown,
+        }
     }
 }
 

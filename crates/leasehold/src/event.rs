@@ -36,6 +36,17 @@ pub enum LeaseEvent {
         /// Why.
         reason: LossReason,
     },
+    /// A tenure given up on request (stop, standby, shutdown) ended here: treat the lease as
+    /// not held from now on. Sent before the release; [`LeaseEvent::Released`] follows once
+    /// the release has settled.
+    Ended {
+        /// The lease.
+        key: LeaseKey,
+        /// The tenure given up.
+        token: FencingToken,
+        /// This holder.
+        holder: HolderId,
+    },
     /// A tenure given up on request has been settled with the store.
     Released {
         /// The lease.
@@ -64,6 +75,7 @@ impl LeaseEvent {
             LeaseEvent::Acquired { key, .. }
             | LeaseEvent::Renewed { key, .. }
             | LeaseEvent::Lost { key, .. }
+            | LeaseEvent::Ended { key, .. }
             | LeaseEvent::Released { key, .. }
             | LeaseEvent::HolderChanged { key, .. } => key,
         }

@@ -2,47 +2,52 @@
 //! `holdLock`, `hasHoldLock`, `queryLockedInstanceByNamePrefix`, PowerJob's `tryLock`/`unlock`,
 //! ShedLock's `lockAtLeastFor` and Spring's `JdbcLockRegistry`.
 //!
+//! # A lock is a lease
+//! Every lock is a lease actor of the engine, driven by the same [`LeaseMachine`] as a lease
+//! task, in its lock mode: one attempt (a refusal says who holds it), renewal only on request
+//! ([`LockGuard::renew`]), released on unlock (keeping a minimum hold with
+//! [`LockGuard::lock_at_least_for`]). Its local deadline is `send time + ttl − margin`
+//! (margin ttl/10, at most 2 s), as for any lease; at that instant [`LockGuard::is_held`] turns
+//! false and the guard's cancellation token is cancelled. [`LeaseService::hold_lock`] switches
+//! the same actor to automatic renewal. Nothing else keeps a deadline.
+//!
 //! # How a lock is taken
 //! 1. Tasks of one service waiting for one lock queue on a local fair mutex, so only one of them
-//!    talks to the database at a time; a local release hands over as soon as the release
-//!    statement is done, without waiting for a poll.
+//!    talks to the database at a time; the permit stays with the lock's actor until its tenure
+//!    has ended and settled, so the next local waiter starts right after a release (or at the
+//!    local deadline of a lock that lapsed), never while a live guard holds it.
 //! 2. The task at the head asks the engine for a grant (a new tenure: a new fencing token). The
-//!    request runs in a task of its own; if the caller's future is dropped before the answer
-//!    arrives, a grant that arrives anyway is released at once.
+//!    request runs on the engine thread; if the caller's future is dropped, a grant that arrives
+//!    anyway is released at once.
 //! 3. While the lock is held by another holder, the task waits the retry interval (default
 //!    100 ms, Spring's `idleBetweenTries`), doubling up to 8× with ±25 % jitter, or less when a
-//!    PostgreSQL `NOTIFY` announces a release first.
+//!    PostgreSQL `NOTIFY` announces a release first (one `LISTEN` per service, on a connection
+//!    of its own).
 //!
 //! # Limits
-//! - The acquiring calls need a tokio runtime (plain tokio or actix): the grant request and the
-//!   guard's deadline timer run as tokio tasks.
-//! - On PostgreSQL each lock being waited for holds one pooled connection for `LISTEN` (one per
-//!   service and lock, not per task: local waiters queue). The listener starts after the first
-//!   refused attempt; a release in that gap is found by the next poll. Releases by
-//!   [`LeaseService::unlock`] of a [`LeaseService::hold_lock`] and tenures that merely lapse are
-//!   not announced: waiters find them by polling.
-//! - A lock's local deadline is `send time + ttl − min(ttl/10, 2 s)`; renew with
-//!   [`LockGuard::renew`] (or use [`LeaseService::hold_lock`]) for work longer than that.
-//! - Locks and lease tasks of one service on the same key exclude each other locally
-//!   ([`LockOutcome::HeldLocally`]).
+//! - One key carries one tenure per service: a lock on a key that a lease task, a hold or
+//!   sharded names of the same service use is refused with [`Error::KeyInUse`]; a lock held by
+//!   another task of the same service is [`LockOutcome::HeldLocally`].
+//! - Releases of tenures that merely lapse are not announced: waiters find them by polling.
+//!
+//! [`LeaseMachine`]: leasehold_core::LeaseMachine
 
 mod guard;
 mod hold;
 mod wait;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use actix::{Handler, Message};
 use dashmap::DashMap;
-use leasehold_actor::{AcquireLock, LeaseEngine};
-use leasehold_core::{AcquireOutcome, DbInstant, FencingToken, HolderId, LeaseKey, Term};
+use leasehold_actor::{Attempt, EngineError, KeepUntilStopped, Owner, TakeLock};
+use leasehold_core::{
+    DbInstant, FencingToken, HolderId, LeaseConfig, LeaseKey, Term, ValidationError,
+};
 use tokio::sync::{OwnedMutexGuard, oneshot};
-use tokio::time::Instant;
 
 pub use guard::LockGuard;
-use guard::{HeldLock, spawn_deadline_timer};
 
 use crate::{Error, LeaseService, Result};
 
@@ -119,13 +124,10 @@ impl LockOutcome {
 
 type Queue = Arc<tokio::sync::Mutex<()>>;
 
-/// Per-service lock state: local queues, held locks, held-in-background locks.
+/// Per-service lock state: the local queues (the engine's book has the locks themselves).
 #[derive(Debug)]
 pub(crate) struct LocalLocks {
     queues: DashMap<LeaseKey, Weak<tokio::sync::Mutex<()>>>,
-    held: DashMap<LeaseKey, Arc<HeldLock>>,
-    /// Locks held by a lease task, with the token of the current tenure.
-    holds: DashMap<LeaseKey, Arc<std::sync::atomic::AtomicI64>>,
     retry_millis: AtomicU64,
 }
 
@@ -133,8 +135,6 @@ impl Default for LocalLocks {
     fn default() -> Self {
         Self {
             queues: DashMap::new(),
-            held: DashMap::new(),
-            holds: DashMap::new(),
             retry_millis: AtomicU64::new(millis(DEFAULT_LOCK_RETRY_INTERVAL)),
         }
     }
@@ -158,40 +158,32 @@ impl LocalLocks {
         q
     }
 
-    pub(crate) fn forget(&self, held: &Arc<HeldLock>) {
-        self.held.remove_if(&held.key, |_, h| Arc::ptr_eq(h, held));
-    }
-
     fn retry(&self) -> Duration {
         Duration::from_millis(self.retry_millis.load(Ordering::Relaxed))
     }
 }
 
-/// How long a lock of `ttl` is believed locally after its request was sent.
-pub(crate) fn local_term(ttl: Term) -> Duration {
-    let ttl = ttl.duration();
-    ttl - (ttl / 10).clamp(Duration::from_millis(1), Duration::from_secs(2))
+/// The configuration of a lock of `ttl`: its term is the ttl, its requests are bounded by the
+/// service's request timeout (at most a third of the ttl).
+pub(crate) fn lock_config(ttl: Duration, request_timeout: Duration) -> Result<LeaseConfig> {
+    let ttl_term = Term::new("ttl", ttl)?;
+    let min = leasehold_core::config::MIN_INTERVAL;
+    let renew = (ttl_term.duration() / 3).max(min);
+    let config = LeaseConfig::default()
+        .with_term(ttl_term.duration())
+        .with_retry_interval((renew / 2).max(min))
+        .with_request_timeout(request_timeout.min(renew));
+    config.validate().map_err(|e| {
+        Error::Invalid(ValidationError::Relation {
+            field: "ttl",
+            reason: format!("{ttl:?} is too short for a lock: {e}"),
+        })
+    })?;
+    Ok(config)
 }
 
-/// Sends `msg` from a task of its own and waits for the answer: the engine's answer is received
-/// even if the caller stops waiting.
-async fn detached<M>(service: &LeaseService, msg: M) -> Result<M::Result>
-where
-    M: Message + Send + 'static,
-    M::Result: Send,
-    LeaseEngine: Handler<M>,
-{
-    let engine = service.engine().clone();
-    let (tx, rx) = oneshot::channel();
-    tokio::spawn(async move {
-        let _ = tx.send(engine.send(msg).await);
-    });
-    Ok(rx.await.map_err(|_| Error::ShutDown)??)
-}
-
-fn ttl_term(ttl: Duration) -> Result<Term> {
-    Ok(Term::new("ttl", ttl)?)
-}
+/// What one attempt came to, with the local queue's permit when it was not used up.
+pub(crate) type Tried = (LockOutcome, Option<OwnedMutexGuard<()>>);
 
 impl LeaseService {
     /// Sets the first wait between attempts of [`LeaseService::try_locker`] (default 100 ms).
@@ -267,57 +259,68 @@ impl LeaseService {
         ttl: Duration,
     ) -> Result<LockOutcome> {
         let key = LeaseKey::parse(namespace, name)?;
-        let ttl = ttl_term(ttl)?;
+        let config = lock_config(ttl, self.request_timeout())?;
         let Ok(permit) = self.locks().queue(&key).try_lock_owned() else {
             return Ok(LockOutcome::HeldLocally);
         };
-        Ok(self.attempt(&key, ttl, permit).await?.0)
+        Ok(self.attempt(&key, config, permit).await?.0)
     }
 
     /// One attempt with the local queue's permit in hand; the permit comes back unless the
-    /// lock was acquired (then the guard keeps it) or the answer was lost.
-    async fn attempt(
+    /// lock was acquired (then it stays with the lock's actor until its tenure has settled).
+    ///
+    /// The attempt runs on the engine thread and hands its answer over a channel: if this
+    /// future is dropped, a guard made from a late grant is dropped there, which releases it.
+    pub(crate) async fn attempt(
         &self,
         key: &LeaseKey,
-        ttl: Term,
+        config: LeaseConfig,
         permit: OwnedMutexGuard<()>,
-    ) -> Result<(LockOutcome, Option<OwnedMutexGuard<()>>)> {
-        if self.registry().has_lease(key) || self.locks().held.contains_key(key) {
-            return Ok((LockOutcome::HeldLocally, Some(permit)));
-        }
-        let engine = self.engine().clone();
+    ) -> Result<Tried> {
         let (tx, rx) = oneshot::channel();
-        let msg = AcquireLock {
+        let (service, key2) = (self.clone(), key.clone());
+        let spawned = self.spawn_on_engine(async move {
+            let _ = tx.send(service.attempt_on_engine(key2, config, permit).await);
+        });
+        if !spawned {
+            return Err(Error::ShutDown);
+        }
+        rx.await.map_err(|_| Error::ShutDown)?
+    }
+
+    async fn attempt_on_engine(
+        &self,
+        key: LeaseKey,
+        config: LeaseConfig,
+        permit: OwnedMutexGuard<()>,
+    ) -> Result<Tried> {
+        let ttl = config.term();
+        let msg = TakeLock {
             key: key.clone(),
-            ttl,
+            config,
+            listener: Arc::new(|_, _| {}),
+            belief: Some(self.new_belief()),
         };
         let sent = self.registry().clock().now();
-        let task_key = key.clone();
-        tokio::spawn(async move {
-            let answer = engine.send(msg).await;
-            if let Err((Ok(Ok(AcquireOutcome::Acquired { token, .. })), permit)) =
-                tx.send((answer, permit))
-            {
-                // The caller is gone: give the grant back at once.
-                engine.do_send(leasehold_actor::ReleaseLock {
-                    key: task_key,
-                    token,
-                    keep_for: None,
-                    hold: Some(Box::new(permit)),
-                });
+        let (addr, belief, attempt) = match self.engine().send(msg).await? {
+            Ok(taken) => taken,
+            Err(EngineError::Owned {
+                owner: Owner::Lock | Owner::Hold,
+                ..
+            }) => return Ok((LockOutcome::HeldLocally, Some(permit))),
+            Err(e) => return Err(e.into()),
+        };
+        match attempt.await {
+            Ok(Attempt::Acquired { token, .. }) => {
+                addr.do_send(KeepUntilStopped(Box::new(permit)));
+                let guard = LockGuard::new(self.clone(), key, token, ttl, sent, addr, belief);
+                Ok((LockOutcome::Acquired(guard), None))
             }
-        });
-        let (answer, permit) = rx.await.map_err(|_| Error::ShutDown)?;
-        match answer?? {
-            AcquireOutcome::Acquired { token, .. } => Ok((
-                LockOutcome::Acquired(self.guard(key.clone(), token, ttl, sent, permit)),
-                None,
-            )),
-            AcquireOutcome::HeldBy {
+            Ok(Attempt::Refused {
                 holder,
-                until,
                 token,
-            } => Ok((
+                until,
+            }) => Ok((
                 LockOutcome::HeldBy {
                     holder,
                     token,
@@ -325,33 +328,13 @@ impl LeaseService {
                 },
                 Some(permit),
             )),
-        }
-    }
-
-    fn guard(
-        &self,
-        key: LeaseKey,
-        token: FencingToken,
-        ttl: Term,
-        sent: Instant,
-        permit: OwnedMutexGuard<()>,
-    ) -> LockGuard {
-        let held = Arc::new(HeldLock {
-            key: key.clone(),
-            token,
-            ttl,
-            sent,
-            deadline: Mutex::new(sent + local_term(ttl)),
-            at_least: Mutex::new(None),
-            cancel: tokio_util::sync::CancellationToken::new(),
-            permit: Mutex::new(Some(permit)),
-            released: std::sync::atomic::AtomicBool::new(false),
-        });
-        spawn_deadline_timer(&held);
-        self.locks().held.insert(key, Arc::clone(&held));
-        LockGuard {
-            service: self.clone(),
-            held,
+            Ok(Attempt::Failed(failure)) => {
+                Err(Error::Store(leasehold_storage::StoreError::Unexpected {
+                    op: "lock",
+                    detail: format!("{key}: {failure}"),
+                }))
+            }
+            Err(_) => Err(Error::ShutDown),
         }
     }
 }

@@ -67,6 +67,8 @@ async fn open(source: Source) -> Result<(Arc<dyn LeaseStore>, Arc<dyn LeaseStore
 pub(crate) async fn start(
     spec: EngineSpec,
     registry: Arc<Registry>,
+    cancel: tokio_util::sync::CancellationToken,
+    request_timeout: Duration,
 ) -> Result<(Addr<LeaseEngine>, EngineThread)> {
     let (init_tx, init_rx) = oneshot::channel();
     let (exit_tx, exited) = oneshot::channel();
@@ -81,7 +83,10 @@ pub(crate) async fn start(
                     None => (store, renew_store),
                 };
                 let renewer = RenewBatcher::new(renew_store, spec.batch_window).start();
-                let engine = LeaseEngine::new(spec.holder, store, renewer, registry).start();
+                let engine = LeaseEngine::new(spec.holder, store, renewer, registry)
+                    .with_service_token(cancel)
+                    .with_request_timeout(request_timeout)
+                    .start();
                 Ok::<_, Error>((engine, System::current()))
             });
             match started {

@@ -2,21 +2,22 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use actix::Addr;
-use dashmap::DashMap;
+use actix::{Addr, Handler, Message};
 use leasehold_actor::{
-    LeaseEngine, ListTasks, NamespaceDeadlines, ReadDbNow, ReadRecord, Registry, ShutdownAll,
-    StartTask, StopTask,
+    Belief, LeaseEngine, ListTasks, NamespaceDeadlines, Owner, ReadDbNow, ReadRecord, Registry,
+    ShutdownAll, StartTask, StopTask,
 };
 use leasehold_core::{
     DbInstant, HolderId, LeaseConfig, LeaseKey, LeaseName, LeaseRecord, MonotonicClock, Namespace,
 };
 use leasehold_storage::LeaseStore;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, oneshot};
+use tokio_util::sync::CancellationToken;
 
 use crate::builder::LeaseServiceBuilder;
+use crate::holder::HolderClaim;
 use crate::runtime::{self, EngineSpec, EngineThread, Source};
-use crate::task::{self, LeaseTask, LeaseTaskOptions, TaskState, Tenure};
+use crate::task::{self, LeaseTask, LeaseTaskOptions};
 use crate::{Error, LeaseEvent, Result};
 
 /// How many events a slow subscriber may fall behind before it misses some.
@@ -28,8 +29,12 @@ const EVENT_BUFFER: usize = 1024;
 /// The service owns one thread running an actix `System`, on which the stores are connected and
 /// every lease actor lives; its async methods work from any runtime (plain tokio, actix-web).
 /// [`LeaseService::has_lease`] reads memory only. Cloning is cheap and shares the service.
-/// Dropping the last clone without [`LeaseService::shutdown`] stops the engine without releasing:
-/// the leases lapse at the database after their term.
+/// Dropping the last clone without [`LeaseService::shutdown`] ends every tenure at once (every
+/// cancellation token is cancelled, nothing is believed) and stops the engine without
+/// releasing: the leases lapse at the database after their term.
+///
+/// One process may run several services, each with its own holder id; a second live service
+/// with the same holder id is refused ([`Error::HolderInUse`]).
 ///
 /// # Examples
 /// ```
@@ -61,9 +66,11 @@ struct Inner {
     namespace: Namespace,
     config: LeaseConfig,
     events: broadcast::Sender<LeaseEvent>,
-    tasks: DashMap<LeaseName, LeaseTask>,
     thread: Mutex<Option<EngineThread>>,
     locks: crate::lock::LocalLocks,
+    /// The parent of every tenure's cancellation token.
+    cancel: CancellationToken,
+    claim: Mutex<Option<HolderClaim>>,
 }
 
 impl std::fmt::Debug for EngineThread {
@@ -78,6 +85,8 @@ impl Drop for Inner {
             .thread
             .get_mut()
             .unwrap_or_else(PoisonError::into_inner);
+        // Every tenure ends now, whatever the engine thread is doing.
+        self.cancel.cancel();
         if let Some(t) = thread.take() {
             log::info!(
                 "{}: lease service dropped without shutdown; its leases lapse after their term",
@@ -125,8 +134,16 @@ impl LeaseService {
         namespace: Namespace,
         config: LeaseConfig,
     ) -> Result<Self> {
+        let claim = HolderClaim::take(&holder)?;
         let registry = Arc::new(Registry::new(Arc::new(MonotonicClock)));
-        let (engine, thread) = runtime::start(spec, Arc::clone(&registry)).await?;
+        let cancel = CancellationToken::new();
+        let (engine, thread) = runtime::start(
+            spec,
+            Arc::clone(&registry),
+            cancel.clone(),
+            config.request_timeout(),
+        )
+        .await?;
         log::info!("{holder}: lease service started");
         let deadlines = registry.namespace(&namespace);
         Ok(Self {
@@ -138,9 +155,10 @@ impl LeaseService {
                 namespace,
                 config,
                 events: broadcast::channel(EVENT_BUFFER).0,
-                tasks: DashMap::new(),
                 thread: Mutex::new(Some(thread)),
                 locks: crate::lock::LocalLocks::default(),
+                cancel,
+                claim: Mutex::new(Some(claim)),
             }),
         })
     }
@@ -182,7 +200,9 @@ impl LeaseService {
 
     /// Starts competing for `name`: acquire, and once held renew in the background; when someone
     /// else holds it, retry until their lease ends. Idempotent per name: a second call returns
-    /// the running task's handle and ignores `options`. Replaces `ILeaseService.startLeaseTask`.
+    /// the running task's handle and ignores `options`; while the task of `name` is still being
+    /// stopped, a new start waits for that stop to settle first. Replaces
+    /// `ILeaseService.startLeaseTask`.
     ///
     /// # Examples
     /// ```
@@ -199,7 +219,12 @@ impl LeaseService {
     /// ```
     ///
     /// # Errors
-    /// [`Error::Invalid`] for a bad name or task configuration; [`Error::ShutDown`].
+    /// [`Error::Invalid`] for a bad name or task configuration; [`Error::KeyInUse`] when a lock,
+    /// a hold or sharded tasks of this service use the name; [`Error::ShutDown`].
+    ///
+    /// # Cancel safety
+    /// Dropped before the engine has the request, nothing is started; after, the task runs
+    /// (start it again to get its handle).
     pub async fn start_lease_task(
         &self,
         name: &str,
@@ -211,54 +236,39 @@ impl LeaseService {
             .clone()
             .unwrap_or_else(|| self.inner.config.clone());
         config.validate()?;
-        if let Some(task) = self.inner.tasks.get(&key.name) {
-            return Ok(task.clone());
-        }
-        // Two racing first calls share one task state; the engine starts one actor.
-        let task = self
-            .inner
-            .tasks
-            .entry(key.name.clone())
-            .or_insert_with(|| LeaseTask {
-                key: key.clone(),
-                state: TaskState::new(),
-                deadlines: Arc::clone(&self.inner.deadlines),
-            })
-            .clone();
+        let belief = self.new_belief();
         let listener = task::listener(
             self.inner.holder.clone(),
-            Arc::clone(&task.state),
+            Arc::clone(&belief),
             &options,
             self.inner.events.clone(),
         );
-        let started = self
-            .inner
-            .engine
-            .send(StartTask {
-                key: key.clone(),
-                config,
-                listener,
-            })
-            .await;
-        if !matches!(started, Ok(Ok(_))) {
-            self.inner.tasks.remove(&key.name);
-        }
-        started??;
-        Ok(task)
+        let start = StartTask {
+            belief: Some(belief),
+            ..StartTask::new(key.clone(), config, listener)
+        };
+        let (belief, _) = self.inner.engine.send(start).await??;
+        Ok(LeaseTask {
+            key,
+            belief,
+            deadlines: Arc::clone(&self.inner.deadlines),
+        })
     }
 
-    /// Stops the task for `name`: releases the lease if held, waits until that has settled (at
-    /// the local deadline at the latest), and cancels the tenure's token. Returns whether a task
-    /// was running. Other tasks are untouched. Replaces `ILeaseService.stopLeaseTask`.
+    /// Stops the task for `name`: its tenure ends at once (the cancellation token is cancelled
+    /// and `has_lease` is false before the release is even sent), the lease is released if
+    /// held, and this waits until that has settled (at the local deadline at the latest).
+    /// Returns whether a task was running. Other tasks, and locks on other names, are
+    /// untouched. Replaces `ILeaseService.stopLeaseTask`.
     ///
     /// # Examples
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
     /// use leasehold::{LeaseService, LeaseTaskOptions};
     /// let service = LeaseService::builder("sqlite::memory:").build().await?;
-    /// service.start_lease_task("leader", LeaseTaskOptions::new()).await?.acquired().await?;
+    /// let (_, cancel) = service.start_lease_task("leader", LeaseTaskOptions::new()).await?.acquired().await?;
     /// assert!(service.stop_lease_task("leader").await?);
-    /// assert!(!service.has_lease("leader"));
+    /// assert!(!service.has_lease("leader") && cancel.is_cancelled());
     /// assert!(service.current_holder("leader").await?.is_none());
     /// # service.shutdown().await?; Ok(()) }
     /// ```
@@ -267,19 +277,16 @@ impl LeaseService {
     /// [`Error::Invalid`] for a bad name; [`Error::ShutDown`].
     ///
     /// # Cancel safety
-    /// Once the engine has the request, dropping the future only stops waiting: the task is
+    /// Cancel safe: the stop is handed to the engine before the first await, so dropping the
+    /// future (even before it is polled past that point) only stops waiting: the task is
     /// stopped and the lease released anyway.
     pub async fn stop_lease_task(&self, name: &str) -> Result<bool> {
         let key = self.key(name)?;
-        let stopped = self
-            .inner
-            .engine
-            .send(StopTask { key: key.clone() })
-            .await?;
-        if let Some((_, task)) = self.inner.tasks.remove(&key.name) {
-            task.state.end(Tenure::Stopped);
-        }
-        Ok(stopped)
+        let stopping = self.on_engine(StopTask {
+            key,
+            owner: Owner::Task,
+        });
+        stopping.await
     }
 
     /// Whether this holder holds `name` now: a memory lookup and one monotonic clock read, no
@@ -355,7 +362,11 @@ impl LeaseService {
     /// # Errors
     /// [`Error::ShutDown`].
     pub async fn lease_tasks(&self) -> Result<Vec<LeaseName>> {
-        let keys = self.inner.engine.send(ListTasks).await?;
+        let keys = self
+            .inner
+            .engine
+            .send(ListTasks { owner: Owner::Task })
+            .await?;
         Ok(keys.into_iter().map(|k| k.name).collect())
     }
 
@@ -378,19 +389,21 @@ impl LeaseService {
         self.inner.events.subscribe()
     }
 
-    /// Stops every task and releases everything this holder holds in one statement
-    /// (`release_all`), then stops the engine thread. Returns how many leases were released.
-    /// Replaces `ILeaseService.shutdown`.
+    /// Ends every tenure of this service at once (every cancellation token is cancelled, every
+    /// guard, task and sharded name stops believing), then releases exactly the tenures it
+    /// held (by name and token, in one statement where the backend allows: never a row this
+    /// service does not believe in), then stops the engine thread. Returns how many leases were
+    /// released. Replaces `ILeaseService.shutdown`.
     ///
     /// # Examples
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
     /// use leasehold::{LeaseService, LeaseTaskOptions};
     /// let service = LeaseService::builder("sqlite::memory:").build().await?;
-    /// service.start_lease_task("a", LeaseTaskOptions::new()).await?.acquired().await?;
+    /// let (_, cancel) = service.start_lease_task("a", LeaseTaskOptions::new()).await?.acquired().await?;
     /// service.start_lease_task("b", LeaseTaskOptions::new()).await?.acquired().await?;
     /// assert_eq!(service.shutdown().await?, 2);
-    /// assert!(!service.has_lease("a"));
+    /// assert!(!service.has_lease("a") && cancel.is_cancelled());
     /// assert!(matches!(service.db_now().await, Err(leasehold::Error::ShutDown)));
     /// # Ok(()) }
     /// ```
@@ -400,30 +413,75 @@ impl LeaseService {
     /// engine is stopped anyway, and the leases lapse after their term).
     ///
     /// # Cancel safety
-    /// Dropping the future part-way may leave the leases to lapse instead of being released,
-    /// and the engine thread running until the last clone of the service is dropped.
+    /// Every tenure ends before the first await. Dropping the future part-way may leave the
+    /// leases to lapse instead of being released, and the engine thread running until the last
+    /// clone of the service is dropped.
     pub async fn shutdown(&self) -> Result<u64> {
         if self.is_shut_down() {
             return Err(Error::ShutDown);
         }
-        let released = self.inner.engine.send(ShutdownAll).await;
+        self.inner.cancel.cancel();
+        let released = self.on_engine(ShutdownAll).await;
         let Some(thread) = self.take_thread() else {
             return Err(Error::ShutDown);
         };
-        self.end_tasks();
         thread.stop().await;
+        self.release_claim();
         Ok(released??)
     }
 
-    /// Test hook simulating a crash: stops the engine without telling the database, so the
-    /// leases lapse after their term and others take over.
+    /// Test hook simulating a crash: ends every tenure here and stops the engine without
+    /// telling the database, so the leases lapse after their term and others take over.
     #[doc(hidden)]
     pub async fn abort_without_release(&self) {
+        self.inner.cancel.cancel();
         if let Some(thread) = self.take_thread() {
             self.inner.registry.clear();
-            self.end_tasks();
             thread.stop().await;
         }
+        self.release_claim();
+    }
+
+    /// Sends `msg` to the engine from a task on the engine thread and waits for the answer: the
+    /// message is delivered even if the caller stops waiting.
+    pub(crate) fn on_engine<M>(
+        &self,
+        msg: M,
+    ) -> impl std::future::Future<Output = Result<M::Result>> + use<M>
+    where
+        M: Message + Send + 'static,
+        M::Result: Send,
+        LeaseEngine: Handler<M>,
+    {
+        let engine = self.inner.engine.clone();
+        let (tx, rx) = oneshot::channel();
+        let spawned = self.spawn_on_engine(async move {
+            let _ = tx.send(engine.send(msg).await);
+        });
+        async move {
+            if !spawned {
+                return Err(Error::ShutDown);
+            }
+            Ok(rx.await.map_err(|_| Error::ShutDown)??)
+        }
+    }
+
+    /// The parent of every tenure's cancellation token.
+    pub(crate) fn service_token(&self) -> CancellationToken {
+        self.inner.cancel.clone()
+    }
+
+    /// A belief for a new tenure-bearing actor of this service.
+    pub(crate) fn new_belief(&self) -> Arc<Belief> {
+        Belief::new(
+            self.inner.cancel.clone(),
+            Arc::clone(self.inner.registry.clock()),
+        )
+    }
+
+    /// The service's request timeout: the bound of its store calls.
+    pub(crate) fn request_timeout(&self) -> std::time::Duration {
+        self.inner.config.request_timeout()
     }
 
     /// The engine, the registry, the service's configuration and its event sender, for the
@@ -483,10 +541,11 @@ impl LeaseService {
             .take()
     }
 
-    fn end_tasks(&self) {
-        for task in self.inner.tasks.iter() {
-            task.state.end(Tenure::Stopped);
-        }
-        self.inner.tasks.clear();
+    fn release_claim(&self) {
+        self.inner
+            .claim
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
     }
 }

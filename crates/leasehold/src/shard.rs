@@ -18,7 +18,7 @@ use std::time::Duration;
 use actix::Addr;
 use futures::future::join_all;
 use leasehold_actor::{
-    LeaseEngine, ListLive, Registry, SetCompeting, StartShardTask, StartTask, StopTask,
+    Belief, LeaseEngine, ListLive, Owner, Registry, SetCompeting, StartTask, StopTask,
 };
 use leasehold_core::{
     FencingToken, HolderId, LeaseConfig, LeaseKey, LeaseName, LossReason, Namespace,
@@ -28,7 +28,7 @@ use tokio::sync::{Notify, broadcast};
 use tokio_util::sync::CancellationToken;
 
 use crate::membership::{MEMBERS_PREFIX, Membership};
-use crate::task::{self, LeaseTask, LeaseTaskOptions, TaskState, Tenure};
+use crate::task::{self, LeaseTask, LeaseTaskOptions};
 use crate::{LeaseEvent, LeaseService, Result};
 
 type OnAcquired = Arc<dyn Fn(&str, FencingToken, CancellationToken) + Send + Sync>;
@@ -269,6 +269,9 @@ struct View {
 }
 
 struct Shared {
+    /// The service's token, parent of every tenure's (not the service itself: that would keep
+    /// it alive).
+    service_token: CancellationToken,
     engine: Addr<LeaseEngine>,
     registry: Arc<Registry>,
     events: broadcast::Sender<LeaseEvent>,
@@ -318,7 +321,7 @@ impl Shared {
     }
 
     /// The listener of one sharded name: the ordinary task listener with the name's callbacks.
-    fn listener(&self, name: &LeaseName, state: &Arc<TaskState>) -> leasehold_actor::Listener {
+    fn listener(&self, name: &LeaseName, belief: &Arc<Belief>) -> leasehold_actor::Listener {
         let mut options = LeaseTaskOptions::new();
         if let Some(f) = self.options.on_acquired.clone() {
             let n = name.as_str().to_owned();
@@ -330,7 +333,7 @@ impl Shared {
         }
         task::listener(
             self.holder().clone(),
-            Arc::clone(state),
+            Arc::clone(belief),
             &options,
             self.events.clone(),
         )
@@ -386,7 +389,13 @@ impl Shared {
                 .iter()
                 .map(|(n, c)| (self.key(n), *c))
                 .collect::<Vec<_>>();
-            self.engine.send(SetCompeting { changes: keyed }).await?;
+            let owner = self.owner();
+            self.engine
+                .send(SetCompeting {
+                    owner,
+                    changes: keyed,
+                })
+                .await?;
             let mut view = self.view();
             for (n, c) in changes {
                 view.competing.insert(n, c);
@@ -394,15 +403,21 @@ impl Shared {
         }
         for name in added {
             let key = self.key(&name);
-            let state = TaskState::new();
-            let listener = self.listener(&name, &state);
+            let belief = Belief::new(
+                self.service_token.clone(),
+                Arc::clone(self.registry.clock()),
+            );
+            let listener = self.listener(&name, &belief);
             let compete = wanted(&name);
-            self.engine
-                .send(StartShardTask {
+            let (belief, _) = self
+                .engine
+                .send(StartTask {
                     key: key.clone(),
                     config: self.config.clone(),
                     listener,
+                    owner: self.owner(),
                     compete,
+                    belief: Some(belief),
                 })
                 .await??;
             let mut view = self.view();
@@ -411,7 +426,7 @@ impl Shared {
                 name,
                 LeaseTask {
                     key,
-                    state,
+                    belief,
                     deadlines: self.registry.namespace(&self.namespace),
                 },
             );
@@ -425,20 +440,26 @@ impl Shared {
         LeaseKey::new(self.namespace.clone(), name.clone())
     }
 
+    /// The owner of this group's names in the engine's book.
+    fn owner(&self) -> Owner {
+        Owner::Shard(self.options.group.clone())
+    }
+
     /// Stops the tasks of `names` (releasing what is held) and forgets them.
     async fn stop_names(&self, names: Vec<LeaseName>) -> Result<()> {
-        let stops = names
-            .iter()
-            .map(|n| self.engine.send(StopTask { key: self.key(n) }));
+        let stops = names.iter().map(|n| {
+            self.engine.send(StopTask {
+                key: self.key(n),
+                owner: self.owner(),
+            })
+        });
         for stopped in join_all(stops).await {
             stopped?;
         }
         let mut view = self.view();
         for name in names {
             view.competing.remove(&name);
-            if let Some(task) = view.tasks.remove(&name) {
-                task.state.end(Tenure::Stopped);
-            }
+            view.tasks.remove(&name);
         }
         Ok(())
     }
@@ -577,6 +598,7 @@ impl ShardedTasks {
             .engine
             .send(StopTask {
                 key: shared.membership.key.clone(),
+                owner: Owner::Membership(shared.options.group.clone()),
             })
             .await?;
         let names: Vec<LeaseName> = shared.view().competing.keys().cloned().collect();
@@ -630,6 +652,7 @@ impl LeaseService {
         )?;
         let poke = Arc::new(Notify::new());
         let shared = Arc::new(Shared {
+            service_token: self.service_token(),
             engine: engine.clone(),
             registry: Arc::clone(registry),
             events: events.clone(),
@@ -649,9 +672,8 @@ impl LeaseService {
         let listener: leasehold_actor::Listener = Arc::new(move |_, _| poke.notify_one());
         engine
             .send(StartTask {
-                key: shared.membership.key.clone(),
-                config,
-                listener,
+                owner: Owner::Membership(shared.options.group.clone()),
+                ..StartTask::new(shared.membership.key.clone(), config, listener)
             })
             .await??;
         // A first round here, so every name has a task (in standby until this host's

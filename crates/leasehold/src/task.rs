@@ -1,10 +1,10 @@
 //! Lease tasks: options with callbacks, and the handle given back.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
-use leasehold_actor::{Listener, NamespaceDeadlines};
+use leasehold_actor::{Belief, Listener, NamespaceDeadlines};
 use leasehold_core::{FencingToken, HolderId, LeaseConfig, LeaseKey, LossReason, Notification};
-use tokio::sync::{Notify, broadcast};
+use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use crate::{Error, LeaseEvent, Result};
@@ -63,8 +63,10 @@ impl LeaseTaskOptions {
     }
 
     /// Called at the start of every tenure with its fencing token and a [`CancellationToken`]
-    /// that is cancelled when the tenure ends (lost at the local deadline at the latest,
-    /// released, or the task stopped). Replaces the seeds' `ILeaseGetCallback`.
+    /// that is cancelled the instant the tenure ends here: lost (at the local deadline at the
+    /// latest), given up (stop, standby, shutdown: before the release is sent), or the service
+    /// dropped. Replaces the seeds' `ILeaseGetCallback`. A panic in it ends the tenure
+    /// ([`LossReason::CallbackPanicked`]) and the task competes again.
     ///
     /// # Examples
     /// ```
@@ -114,89 +116,12 @@ impl LeaseTaskOptions {
     }
 }
 
-/// Where a task's tenure stands, as seen by [`LeaseTask`].
-#[derive(Debug, Clone)]
-pub(crate) enum Tenure {
-    Waiting,
-    /// A live tenure, and its cancellation token once somebody asked for it (a token is about
-    /// 100 bytes; most tasks of a large sharded set never ask).
-    Held(FencingToken, Option<CancellationToken>),
-    Stopped,
-}
-
-/// The shared state of one task, written by its listener on the engine thread.
-///
-/// A mutex and a [`Notify`] rather than a `watch` channel: this is kept for every task, and a
-/// `watch` channel's shared part is about 350 bytes (eight `Notify`s for its receivers), most of
-/// a lease's memory budget.
-#[derive(Debug)]
-pub(crate) struct TaskState {
-    tenure: Mutex<Tenure>,
-    changed: Notify,
-}
-
-impl TaskState {
-    pub(crate) fn new() -> Arc<Self> {
-        Arc::new(Self {
-            tenure: Mutex::new(Tenure::Waiting),
-            changed: Notify::new(),
-        })
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Tenure> {
-        self.tenure.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Ends the current tenure (if any): cancels its token, and wakes whoever waits for a change.
-    pub(crate) fn end(&self, next: Tenure) {
-        let previous = std::mem::replace(&mut *self.lock(), next);
-        self.changed.notify_waiters();
-        if let Tenure::Held(_, Some(cancel)) = previous {
-            cancel.cancel();
-        }
-    }
-
-    /// The live tenure's fencing token, if any.
-    pub(crate) fn token(&self) -> Option<FencingToken> {
-        match *self.lock() {
-            Tenure::Held(token, _) => Some(token),
-            _ => None,
-        }
-    }
-
-    /// The live tenure's token and cancellation token (made now if nobody asked before);
-    /// `Err(true)` while waiting for a tenure, `Err(false)` once stopped.
-    pub(crate) fn held(&self) -> std::result::Result<(FencingToken, CancellationToken), bool> {
-        match &mut *self.lock() {
-            Tenure::Held(token, cancel) => Ok((
-                *token,
-                cancel.get_or_insert_with(CancellationToken::new).clone(),
-            )),
-            Tenure::Waiting => Err(true),
-            Tenure::Stopped => Err(false),
-        }
-    }
-
-    /// Waits until a tenure is live (`Some`) or the task stopped (`None`).
-    pub(crate) async fn settled(&self) -> Option<(FencingToken, CancellationToken)> {
-        loop {
-            let changed = self.changed.notified();
-            tokio::pin!(changed);
-            // Registered before the state is read, so a change in between is not missed.
-            changed.as_mut().enable();
-            match self.held() {
-                Ok(held) => return Some(held),
-                Err(false) => return None,
-                Err(true) => changed.await,
-            }
-        }
-    }
-}
-
-/// The listener of one task: callbacks, the task's state and the service's event stream.
+/// The listener of one task: callbacks and the service's event stream. The task's belief is
+/// kept by its actor; `belief` is read here only to hand the tenure's cancellation token to
+/// `on_acquired`.
 pub(crate) fn listener(
     holder: HolderId,
-    state: Arc<TaskState>,
+    belief: Arc<Belief>,
     options: &LeaseTaskOptions,
     events: broadcast::Sender<LeaseEvent>,
 ) -> Listener {
@@ -206,33 +131,28 @@ pub(crate) fn listener(
         let (key, holder) = (key.clone(), holder.clone());
         let event = match *n {
             Notification::Acquired { token, .. } => {
-                match &on_acquired {
-                    Some(f) => {
-                        let cancel = CancellationToken::new();
-                        state.end(Tenure::Held(token, Some(cancel.clone())));
-                        f(token, cancel);
-                    }
-                    None => state.end(Tenure::Held(token, None)),
+                // Sent first: a panicking callback must not hide the grant from subscribers.
+                let _ = events.send(LeaseEvent::Acquired { key, token, holder });
+                if let Some(f) = &on_acquired {
+                    f(token, belief.cancellation_of(token));
                 }
-                LeaseEvent::Acquired { key, token, holder }
+                return;
             }
             Notification::Renewed { token, .. } => LeaseEvent::Renewed { key, token, holder },
             Notification::Lost { token, reason } => {
-                state.end(Tenure::Waiting);
-                if let Some(f) = &on_lost {
-                    f(reason);
-                }
-                LeaseEvent::Lost {
+                let _ = events.send(LeaseEvent::Lost {
                     key,
                     token,
                     holder,
                     reason,
+                });
+                if let Some(f) = &on_lost {
+                    f(reason);
                 }
+                return;
             }
-            Notification::Released { token } => {
-                state.end(Tenure::Waiting);
-                LeaseEvent::Released { key, token, holder }
-            }
+            Notification::Ended { token } => LeaseEvent::Ended { key, token, holder },
+            Notification::Released { token } => LeaseEvent::Released { key, token, holder },
             Notification::HolderChanged {
                 holder: ref seen,
                 token,
@@ -241,6 +161,7 @@ pub(crate) fn listener(
                 token,
                 holder: seen.clone().unwrap_or(holder),
             },
+            Notification::Refused { .. } | Notification::AttemptFailed { .. } => return,
         };
         // No subscriber is not an error.
         let _ = events.send(event);
@@ -267,7 +188,7 @@ pub(crate) fn listener(
 #[derive(Debug, Clone)]
 pub struct LeaseTask {
     pub(crate) key: LeaseKey,
-    pub(crate) state: Arc<TaskState>,
+    pub(crate) belief: Arc<Belief>,
     /// The registry's deadlines of the key's namespace.
     pub(crate) deadlines: Arc<NamespaceDeadlines>,
 }
@@ -321,7 +242,7 @@ impl LeaseTask {
     /// ```
     #[must_use]
     pub fn token(&self) -> Option<FencingToken> {
-        self.state.token().filter(|_| self.has_lease())
+        self.belief.token()
     }
 
     /// The cancellation token of the current tenure: cancelled when the tenure ends. When no
@@ -341,13 +262,9 @@ impl LeaseTask {
     /// ```
     #[must_use]
     pub fn cancellation_token(&self) -> CancellationToken {
-        match self.state.held() {
-            Ok((_, cancel)) => cancel,
-            Err(_) => {
-                let c = CancellationToken::new();
-                c.cancel();
-                c
-            }
+        match self.belief.tenure() {
+            Some((_, cancel)) => cancel,
+            None => leasehold_actor::cancelled(),
         }
     }
 
@@ -370,7 +287,7 @@ impl LeaseTask {
     /// # Cancel safety
     /// Cancel safe: dropping the future only stops waiting.
     pub async fn acquired(&self) -> Result<(FencingToken, CancellationToken)> {
-        match self.state.settled().await {
+        match self.belief.settled().await {
             Some(held) => Ok(held),
             None => Err(Error::TaskStopped {
                 key: self.key.clone(),

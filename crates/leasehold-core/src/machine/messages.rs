@@ -4,7 +4,9 @@ use std::fmt;
 
 use tokio::time::Instant;
 
-use crate::{AcquireOutcome, DbInstant, FencingToken, HolderId, ReleaseOutcome, RenewOutcome, Term};
+use crate::{
+    AcquireOutcome, DbInstant, FencingToken, HolderId, ReleaseOutcome, RenewOutcome, Term,
+};
 
 /// Identifies one request the machine asked for. Fresh for every request, increasing; a result
 /// whose id is not the outstanding request is stale and ignored.

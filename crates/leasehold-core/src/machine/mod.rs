@@ -456,7 +456,10 @@ impl LeaseMachine {
                 tenure,
                 renew_at: if on { now } else { tenure.deadline },
             },
-            (Phase::Held { tenure, .. } | Phase::Renewing { tenure, .. }, Event::EndTenure(reason)) => {
+            (
+                Phase::Held { tenure, .. } | Phase::Renewing { tenure, .. },
+                Event::EndTenure(reason),
+            ) => {
                 out.push(Command::SetDeadline(None));
                 out.push(Command::Notify(Notification::Lost {
                     token: tenure.token,

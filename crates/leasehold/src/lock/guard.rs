@@ -1,91 +1,20 @@
-//! [`LockGuard`]: one held lock, released by `unlock().await` or, in the background, on drop.
+//! [`LockGuard`]: a handle on one lock's lease actor, released by `unlock().await` or, in the
+//! background, on drop.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use leasehold_actor::{BeginFenced, ReleaseLock, RenewLock};
-use leasehold_core::{FencingToken, LeaseKey, ReleaseOutcome, RenewOutcome, Term};
-use leasehold_storage::{FencedTransaction, SeaOrmStore};
-use tokio::sync::OwnedMutexGuard;
+use actix::Addr;
+use leasehold_actor::{BeginFenced, Belief, LeaseActor, RenewAnswer, RenewLockNow, UnlockLock};
+use leasehold_core::{FencingToken, LeaseKey, ReleaseOutcome};
+use leasehold_storage::{FencedTransaction, SeaOrmStore, StoreError};
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::LockError;
-use crate::{LeaseService, Result};
-
-/// One tenure of a lock, shared by its guard and the service's table of held locks.
-#[derive(Debug)]
-pub(crate) struct HeldLock {
-    pub(crate) key: LeaseKey,
-    pub(crate) token: FencingToken,
-    pub(crate) ttl: Term,
-    /// When the request that granted the lock was sent (local monotonic clock).
-    pub(crate) sent: Instant,
-    pub(crate) deadline: Mutex<Instant>,
-    pub(crate) at_least: Mutex<Option<Instant>>,
-    pub(crate) cancel: CancellationToken,
-    /// The local queue's permit: the next task of this process waiting for the lock starts
-    /// when it is dropped, which the engine does after the release statement.
-    pub(crate) permit: Mutex<Option<OwnedMutexGuard<()>>>,
-    pub(crate) released: AtomicBool,
-}
-
-impl HeldLock {
-    /// Marks the tenure released here; true only for the first caller.
-    pub(crate) fn take(&self) -> bool {
-        let first = !self.released.swap(true, Ordering::SeqCst);
-        if first {
-            self.cancel.cancel();
-        }
-        first
-    }
-
-    pub(crate) fn release_message(&self, now: Instant) -> ReleaseLock {
-        let keep_for = self
-            .at_least
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .and_then(|until| {
-                Term::new("lock_at_least_for", until.saturating_duration_since(now)).ok()
-            });
-        let hold = self
-            .permit
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-            .map(|p| Box::new(p) as Box<dyn std::any::Any + Send>);
-        ReleaseLock {
-            key: self.key.clone(),
-            token: self.token,
-            keep_for,
-            hold,
-        }
-    }
-
-    pub(crate) fn deadline(&self) -> Instant {
-        *self.deadline.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-/// Cancels `held.cancel` at the local deadline (which renewals move).
-pub(crate) fn spawn_deadline_timer(held: &Arc<HeldLock>) {
-    let held = Arc::clone(held);
-    tokio::spawn(async move {
-        loop {
-            let deadline = held.deadline();
-            tokio::select! {
-                () = held.cancel.cancelled() => return,
-                () = tokio::time::sleep_until(deadline) => {
-                    if held.deadline() <= deadline {
-                        held.cancel.cancel();
-                        return;
-                    }
-                }
-            }
-        }
-    });
-}
+use crate::{Error, LeaseService, Result};
 
 /// A held lock, returned by [`LeaseService::lock`], [`LeaseService::try_locker`] and
 /// [`LeaseService::try_lock`]. Replaces the `boolean` of the seeds' `lock`/`tryLocker`/`tryLock`
@@ -111,11 +40,53 @@ pub(crate) fn spawn_deadline_timer(held: &Arc<HeldLock>) {
 /// ```
 #[derive(Debug)]
 pub struct LockGuard {
-    pub(crate) service: LeaseService,
-    pub(crate) held: Arc<HeldLock>,
+    service: LeaseService,
+    key: LeaseKey,
+    token: FencingToken,
+    /// When the request that granted the lock was sent (local monotonic clock).
+    sent: Instant,
+    ttl: Duration,
+    actor: Addr<LeaseActor>,
+    belief: Arc<Belief>,
+    at_least: Mutex<Option<Instant>>,
+    /// Unlocked (or handed over to a hold) through this guard: nothing to do on drop.
+    done: AtomicBool,
 }
 
 impl LockGuard {
+    pub(crate) fn new(
+        service: LeaseService,
+        key: LeaseKey,
+        token: FencingToken,
+        ttl: Duration,
+        sent: Instant,
+        actor: Addr<LeaseActor>,
+        belief: Arc<Belief>,
+    ) -> Self {
+        Self {
+            service,
+            key,
+            token,
+            sent,
+            ttl,
+            actor,
+            belief,
+            at_least: Mutex::new(None),
+            done: AtomicBool::new(false),
+        }
+    }
+
+    /// Forgets the guard without releasing (the lock became a hold).
+    pub(crate) fn disarm(&self) {
+        self.done.store(true, Ordering::SeqCst);
+    }
+
+    /// The lock's ttl.
+    #[must_use]
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
     /// The lock's namespace and name.
     ///
     /// # Examples
@@ -128,7 +99,7 @@ impl LockGuard {
     /// ```
     #[must_use]
     pub fn key(&self) -> &LeaseKey {
-        &self.held.key
+        &self.key
     }
 
     /// The fencing token of this tenure: pass it to the systems you write to, or write through
@@ -148,11 +119,13 @@ impl LockGuard {
     /// ```
     #[must_use]
     pub fn token(&self) -> FencingToken {
-        self.held.token
+        self.token
     }
 
-    /// Whether the lock is held now by the local clock: false once released or at the local
-    /// deadline (`send time + ttl − margin`, margin ttl/10 up to 2 s). Memory only.
+    /// Whether the lock is held now: this tenure is the live one of the lock's actor and the
+    /// local clock is before its deadline (`send time + ttl − margin`, margin ttl/10 up to
+    /// 2 s, moved by [`LockGuard::renew`]). False once unlocked, lost, or the service shut down
+    /// or dropped; it agrees with [`LockGuard::cancellation_token`]. Memory only.
     ///
     /// # Examples
     /// ```
@@ -164,11 +137,12 @@ impl LockGuard {
     /// ```
     #[must_use]
     pub fn is_held(&self) -> bool {
-        !self.held.released.load(Ordering::SeqCst)
-            && self.service.registry().clock().now() < self.held.deadline()
+        !self.done.load(Ordering::SeqCst) && self.belief.holds_token(self.token)
     }
 
-    /// A token cancelled when this tenure ends here: at the local deadline, or on unlock.
+    /// A token cancelled the instant this tenure ends here: at the local deadline, on unlock
+    /// (before the release is sent), at shutdown, or when the service is dropped. Already
+    /// cancelled if the tenure has ended.
     ///
     /// # Examples
     /// ```
@@ -182,7 +156,7 @@ impl LockGuard {
     /// ```
     #[must_use]
     pub fn cancellation_token(&self) -> CancellationToken {
-        self.held.cancel.clone()
+        self.belief.cancellation_of(self.token)
     }
 
     /// Keeps the lock held until at least `min_hold` after it was requested, even if unlocked
@@ -209,11 +183,7 @@ impl LockGuard {
     /// ```
     #[must_use]
     pub fn lock_at_least_for(self, min_hold: Duration) -> Self {
-        *self
-            .held
-            .at_least
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(self.held.sent + min_hold);
+        *self.at_least.lock().unwrap_or_else(PoisonError::into_inner) = Some(self.sent + min_hold);
         self
     }
 
@@ -231,38 +201,29 @@ impl LockGuard {
     ///
     /// # Errors
     /// [`LockError::LockLost`] if the tenure had ended (expired, taken over, or unlocked);
-    /// [`LockError::Service`] when the database failed.
+    /// [`LockError::Service`] with [`StoreError::TimedOut`] when no renewal succeeded within
+    /// the request timeout (the lock's actor keeps trying until the local deadline).
+    ///
+    /// # Cancel safety
+    /// The renewal is sent before the first await: dropping the future only stops waiting.
     pub async fn renew(&self) -> Result<(), LockError> {
-        if self.held.released.load(Ordering::SeqCst) {
+        if !self.is_held() {
             return Err(self.lost());
         }
-        let sent = self.service.registry().clock().now();
-        let msg = RenewLock {
-            key: self.held.key.clone(),
-            token: self.held.token,
-            ttl: self.held.ttl,
-        };
-        let outcome = self
-            .service
-            .engine()
-            .send(msg)
-            .await
-            .map_err(crate::Error::from)?
-            .map_err(crate::Error::from)?;
-        match outcome {
-            RenewOutcome::Renewed => {
-                let next = sent + super::local_term(self.held.ttl);
-                let mut deadline = self
-                    .held
-                    .deadline
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner);
-                if next > *deadline && !self.held.cancel.is_cancelled() {
-                    *deadline = next;
-                }
-                Ok(())
-            }
-            RenewOutcome::Lost => Err(self.lost()),
+        let (reply, answer) = oneshot::channel();
+        self.actor.do_send(RenewLockNow {
+            token: self.token,
+            reply,
+        });
+        let limit = self.service.request_timeout();
+        match tokio::time::timeout(limit, answer).await {
+            Ok(Ok(RenewAnswer::Renewed)) => Ok(()),
+            Ok(Ok(RenewAnswer::Lost) | Err(_)) => Err(self.lost()),
+            Err(_) => Err(Error::Store(StoreError::TimedOut {
+                op: "renew",
+                after: limit,
+            })
+            .into()),
         }
     }
 
@@ -285,9 +246,27 @@ impl LockGuard {
     /// the database failed (the lock then lapses after its ttl).
     ///
     /// # Cancel safety
-    /// The release is sent before the first await: dropping the future only stops waiting.
+    /// The tenure ends and the release is sent before the first await: dropping the future
+    /// only stops waiting.
     pub async fn unlock(self) -> Result<(), LockError> {
-        release(&self.service, &self.held).await
+        if self.done.swap(true, Ordering::SeqCst) {
+            return Err(LockError::NotHeld {
+                key: self.key.clone(),
+            });
+        }
+        release(
+            &self.service,
+            &self.actor,
+            &self.belief,
+            &self.key,
+            self.token,
+            self.not_before(),
+        )
+        .await
+    }
+
+    fn not_before(&self) -> Option<Instant> {
+        *self.at_least.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Opens a transaction on the service's own connection that proceeds only while this tenure
@@ -314,9 +293,12 @@ impl LockGuard {
     /// # Errors
     /// [`crate::Error::Store`] when the database fails or the store is not a [`SeaOrmStore`].
     pub async fn begin_fenced(&self) -> Result<Option<FencedTransaction>> {
+        if !self.is_held() {
+            return Ok(None);
+        }
         let msg = BeginFenced {
-            key: self.held.key.clone(),
-            token: self.held.token,
+            key: self.key.clone(),
+            token: self.token,
         };
         Ok(self.service.engine().send(msg).await??)
     }
@@ -347,47 +329,70 @@ impl LockGuard {
     /// [`crate::Error::Store`] when the database fails.
     pub async fn begin_fenced_on(&self, store: &SeaOrmStore) -> Result<Option<FencedTransaction>> {
         Ok(store
-            .begin_fenced(&self.held.key, self.service.holder(), self.held.token)
+            .begin_fenced(&self.key, self.service.holder(), self.token)
             .await?)
     }
 
     fn lost(&self) -> LockError {
         LockError::LockLost {
-            key: self.held.key.clone(),
-            token: self.held.token,
+            key: self.key.clone(),
+            token: self.token,
         }
     }
 }
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        if self.held.take() {
-            let locks = self.service.locks();
-            locks.forget(&self.held);
-            let msg = self
-                .held
-                .release_message(self.service.registry().clock().now());
-            self.service.engine().do_send(msg);
+        if !self.done.swap(true, Ordering::SeqCst) {
+            self.actor.do_send(UnlockLock {
+                token: self.token,
+                not_before: self.not_before(),
+                reply: None,
+            });
         }
     }
 }
 
-/// Releases `held` (once) and maps the store's answer.
-pub(crate) async fn release(service: &LeaseService, held: &Arc<HeldLock>) -> Result<(), LockError> {
-    if !held.take() {
-        return Err(LockError::NotHeld {
-            key: held.key.clone(),
-        });
+/// Releases tenure `token` of the lock actor `actor` and maps the store's answer: the tenure
+/// ends at once (before the release is sent), then this waits for the release, bounded by the
+/// service's request timeout.
+pub(crate) async fn release(
+    service: &LeaseService,
+    actor: &Addr<LeaseActor>,
+    belief: &Belief,
+    key: &LeaseKey,
+    token: FencingToken,
+    not_before: Option<Instant>,
+) -> Result<(), LockError> {
+    if belief.was_given_up(token) {
+        return Err(LockError::NotHeld { key: key.clone() });
     }
-    service.locks().forget(held);
-    let msg = held.release_message(service.registry().clock().now());
-    // Sent from a task of its own: the release completes even if the caller stops waiting.
-    let answer = super::detached(service, msg).await?;
-    match answer.map_err(crate::Error::from)? {
-        ReleaseOutcome::Released => Ok(()),
-        ReleaseOutcome::NotHeld => Err(LockError::LockLost {
-            key: held.key.clone(),
-            token: held.token,
-        }),
+    let (reply, answer) = oneshot::channel();
+    actor.do_send(UnlockLock {
+        token,
+        not_before,
+        reply: Some(reply),
+    });
+    let limit = service.request_timeout();
+    let lost = || LockError::LockLost {
+        key: key.clone(),
+        token,
+    };
+    match tokio::time::timeout(limit, answer).await {
+        Ok(Ok(Ok(ReleaseOutcome::Released))) => Ok(()),
+        Ok(Ok(Ok(ReleaseOutcome::NotHeld))) => Err(lost()),
+        Ok(Ok(Err(failure))) => Err(Error::Store(StoreError::Unexpected {
+            op: "release",
+            detail: format!("{key}: {failure}"),
+        })
+        .into()),
+        // The actor stopped without answering: its tenure had ended.
+        Ok(Err(_)) if belief.was_given_up(token) => Err(LockError::NotHeld { key: key.clone() }),
+        Ok(Err(_)) => Err(lost()),
+        Err(_) => Err(Error::Store(StoreError::TimedOut {
+            op: "release",
+            after: limit,
+        })
+        .into()),
     }
 }

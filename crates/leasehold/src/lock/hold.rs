@@ -1,24 +1,21 @@
 //! Locks held in the background ([`LeaseService::hold_lock`]), prefix queries and fencing by name.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
-use leasehold_actor::{BeginFenced, ListLocks, Listener, StartTask, StopTask};
-use leasehold_core::{FencingToken, LeaseConfig, LeaseKey, LeaseRecord, Namespace, Notification};
+use leasehold_actor::{BeginFenced, FindLock, ListLocks, MakeHold, Owner};
+use leasehold_core::{FencingToken, LeaseKey, LeaseRecord, Namespace};
 use leasehold_storage::FencedTransaction;
-use tokio::sync::watch;
 
-use super::LockError;
+use super::{LockOutcome, lock_config};
 use crate::{Error, LeaseService, Result};
 
 impl LeaseService {
-    /// Takes the lock `namespace`/`name` (one attempt) and, if it is ours, keeps it: a lease
-    /// task with term `ttl` renews it in the background (every ttl/3) until
+    /// Takes the lock `namespace`/`name` (one attempt) and, if it is ours, keeps it: the same
+    /// lock's lease actor switches to automatic renewal (every ttl/3) until
     /// [`LeaseService::unlock`] or shutdown. Answers the fencing token, or `None` when someone
     /// else holds it. Calling it again while the hold runs answers the current token (or `None`
     /// while it is lost). If a renewal fails past the local deadline the hold is lost
-    /// ([`LeaseService::has_hold_lock`] turns false) and the task competes for it again.
+    /// ([`LeaseService::has_hold_lock`] turns false) and it competes for the lock again.
     /// Replaces the seeds' `ILeaseService.holdLock(name, lockName, lockTimeSecond)`.
     ///
     /// # Examples
@@ -33,8 +30,14 @@ impl LeaseService {
     /// ```
     ///
     /// # Errors
-    /// [`Error::Invalid`] for a bad name or a ttl too short for renewals (under 3 ms);
-    /// [`Error::Store`]; [`Error::ShutDown`].
+    /// [`Error::Invalid`] for a bad name or a ttl too short for renewals; [`Error::KeyInUse`]
+    /// when a lease task, a lock or sharded names of this service use the key (a lease task is
+    /// never stopped by it); [`Error::Store`]; [`Error::ShutDown`].
+    ///
+    /// # Cancel safety
+    /// Dropped before the grant, nothing is kept (a late grant is released); dropped after, the
+    /// lock is either released or held (then [`LeaseService::has_hold_lock`] says so and
+    /// [`LeaseService::unlock`] releases it).
     pub async fn hold_lock(
         &self,
         namespace: &str,
@@ -42,64 +45,35 @@ impl LeaseService {
         ttl: Duration,
     ) -> Result<Option<FencingToken>> {
         let key = LeaseKey::parse(namespace, name)?;
-        if let Some(current) = self.locks().holds.get(&key) {
-            // Already held in the background (or being competed for again after a loss).
-            let live = self.registry().has_lease(&key);
-            return Ok(live.then(|| FencingToken(current.load(Ordering::SeqCst))));
+        match self.engine().send(FindLock { key: key.clone() }).await? {
+            Some((_, belief, Owner::Hold)) => return Ok(belief.token()),
+            Some((_, _, owner)) => return Err(Error::KeyInUse { key, owner }),
+            None => {}
         }
-        let retry = self.locks().retry().min(ttl / 4);
-        let config = LeaseConfig::default()
-            .with_term(ttl)
-            .with_retry_interval(retry);
-        config.validate()?;
-        // One attempt first: a hold does not wait for another holder.
-        let Some(guard) = self.lock(namespace, name, ttl).await? else {
-            return Ok(None);
+        let config = lock_config(ttl, self.request_timeout())?;
+        let Ok(permit) = self.locks().queue(&key).try_lock_owned() else {
+            return Err(Error::KeyInUse {
+                key,
+                owner: Owner::Lock,
+            });
         };
-        let (tx, mut rx) = watch::channel(None::<FencingToken>);
-        let current = Arc::new(AtomicI64::new(0));
-        let seen = Arc::clone(&current);
-        let listener: Listener = Arc::new(move |_: &LeaseKey, n: &Notification| {
-            if let Notification::Acquired { token, .. } = n {
-                seen.store(token.get(), Ordering::SeqCst);
-                tx.send_replace(Some(*token));
+        let guard = match self.attempt(&key, config, permit).await?.0 {
+            LockOutcome::Acquired(guard) => guard,
+            LockOutcome::HeldBy { .. } => return Ok(None),
+            LockOutcome::HeldLocally => {
+                return Err(Error::KeyInUse {
+                    key,
+                    owner: Owner::Lock,
+                });
             }
-        });
-        self.locks().holds.insert(key.clone(), current);
-        let started = self
-            .engine()
-            .send(StartTask {
-                key: key.clone(),
-                config,
-                listener,
-            })
-            .await;
-        if !matches!(started, Ok(Ok(_))) {
-            self.locks().holds.remove(&key);
+        };
+        // The same actor renews it from now on: nothing to release when the guard goes.
+        if !self.engine().send(MakeHold { key }).await? {
+            // Its tenure ended in between: the guard releases what is left.
+            return Ok(None);
         }
-        started??;
-        // The task's grant takes our one-shot grant over as a new tenure of the same holder;
-        // the guard is then forgotten (its release would find the old token: harmless, but
-        // pointless), so it is marked released without a message.
-        guard.held.take();
-        self.locks().forget(&guard.held);
-        let permit = guard
-            .held
-            .permit
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take();
-        drop(guard);
-        let token = tokio::time::timeout(ttl, rx.wait_for(Option::is_some)).await;
-        drop(permit);
-        match token {
-            Ok(Ok(t)) => Ok(*t),
-            _ => {
-                self.locks().holds.remove(&key);
-                self.engine().send(StopTask { key }).await?;
-                Ok(None)
-            }
-        }
+        guard.disarm();
+        Ok(Some(guard.token()))
     }
 
     /// Whether this service holds `namespace`/`name` through [`LeaseService::hold_lock`] now:
@@ -118,22 +92,6 @@ impl LeaseService {
     #[must_use]
     pub fn has_hold_lock(&self, namespace: &str, name: &str) -> bool {
         self.registry().has_lease_str(namespace, name)
-    }
-
-    pub(crate) async fn stop_hold(&self, key: LeaseKey, token: i64) -> Result<(), LockError> {
-        let live = self.registry().has_lease(&key);
-        self.engine()
-            .send(StopTask { key: key.clone() })
-            .await
-            .map_err(Error::from)?;
-        if live {
-            Ok(())
-        } else {
-            Err(LockError::LockLost {
-                token: FencingToken(token),
-                key,
-            })
-        }
     }
 
     /// The locks held now in `namespace` whose names start with `prefix` (`%`, `_` and quotes

@@ -8,7 +8,9 @@ use leasehold_core::LeaseKey;
 use rand::Rng;
 use tokio::sync::mpsc;
 
-use super::{DEFAULT_LOCK_NAMESPACE, LockError, LockGuard, LockOutcome, guard, ttl_term};
+use leasehold_actor::FindLock;
+
+use super::{DEFAULT_LOCK_NAMESPACE, LockError, LockGuard, LockOutcome, guard, lock_config};
 use crate::{LeaseService, Result};
 
 impl LeaseService {
@@ -38,7 +40,8 @@ impl LeaseService {
     ///
     /// # Cancel safety
     /// Cancel safe: a dropped future leaves no waiter behind, and a grant whose answer arrives
-    /// after the drop is released at once.
+    /// after the drop is released at once. Returns within `wait` (plus scheduling), even while
+    /// the database is slow to answer.
     pub async fn try_locker(
         &self,
         namespace: &str,
@@ -47,7 +50,7 @@ impl LeaseService {
         ttl: Duration,
     ) -> Result<Option<LockGuard>> {
         let key = LeaseKey::parse(namespace, name)?;
-        let ttl = ttl_term(ttl)?;
+        let config = lock_config(ttl, self.request_timeout())?;
         let clock = std::sync::Arc::clone(self.registry().clock());
         let give_up = wait.map(|w| clock.now() + w);
         let queue = self.locks().queue(&key);
@@ -63,9 +66,18 @@ impl LeaseService {
         let mut releases = None;
         let mut watched = false;
         loop {
-            // The permit comes back only when the attempt did not acquire.
-            let (outcome, back) = self.attempt(&key, ttl, permit).await?;
-            match (outcome, back) {
+            // The permit comes back only when the attempt did not acquire. The attempt itself
+            // is bounded by the request timeout, and by `wait`: dropped at the end of the wait,
+            // a late grant is released.
+            let attempt = self.attempt(&key, config.clone(), permit);
+            let tried = match give_up {
+                Some(at) => match tokio::time::timeout_at(at, attempt).await {
+                    Ok(tried) => tried?,
+                    Err(_) => return Ok(None),
+                },
+                None => attempt.await?,
+            };
+            match tried {
                 (LockOutcome::Acquired(guard), _) => return Ok(Some(guard)),
                 (_, Some(p)) => permit = p,
                 (_, None) => return Ok(None),
@@ -172,13 +184,26 @@ impl LeaseService {
     /// [`LockError::Service`] for a bad name or a database failure.
     pub async fn unlock(&self, namespace: &str, name: &str) -> Result<(), LockError> {
         let key = LeaseKey::parse(namespace, name).map_err(crate::Error::from)?;
-        if let Some((_, held)) = self.locks().held.remove(&key) {
-            return guard::release(self, &held).await;
-        }
-        if let Some((_, token)) = self.locks().holds.remove(&key) {
-            let token = token.load(std::sync::atomic::Ordering::SeqCst);
-            return self.stop_hold(key, token).await;
-        }
-        Err(LockError::NotHeld { key })
+        let found = self
+            .engine()
+            .send(FindLock { key: key.clone() })
+            .await
+            .map_err(crate::Error::from)?;
+        let Some((actor, belief, _)) = found else {
+            return Err(LockError::NotHeld { key });
+        };
+        let Some(token) = belief.token() else {
+            // Its tenure already ended: say so, and let the actor settle what is left.
+            let token = belief
+                .tenure()
+                .map_or(leasehold_core::FencingToken(0), |(t, _)| t);
+            actor.do_send(leasehold_actor::UnlockLock {
+                token,
+                not_before: None,
+                reply: None,
+            });
+            return Err(LockError::LockLost { key, token });
+        };
+        guard::release(self, &actor, &belief, &key, token, None).await
     }
 }

@@ -56,7 +56,9 @@ fn try_once_failure_reports_the_error_and_does_not_retry() {
     let cmds = m.handle(t0 + ms(5), acquired(1, Err(failure())));
     assert_eq!(
         cmds,
-        [Command::Notify(Notification::AttemptFailed { error: failure() })]
+        [Command::Notify(Notification::AttemptFailed {
+            error: failure()
+        })]
     );
     assert_eq!(m.state(), State::Released);
 }
@@ -68,7 +70,10 @@ fn try_once_timeout_fails_and_a_late_grant_is_released_silently() {
     let cmds = m.handle(t0 + TIMEOUT, Event::Timer);
     assert!(matches!(
         cmds[..],
-        [Command::Notify(Notification::AttemptFailed { .. }), Command::WakeAt(_)]
+        [
+            Command::Notify(Notification::AttemptFailed { .. }),
+            Command::WakeAt(_)
+        ]
     ));
     let cmds = m.handle(t0 + TIMEOUT + ms(1), acquired(1, granted(9)));
     assert_eq!(
@@ -79,7 +84,10 @@ fn try_once_timeout_fails_and_a_late_grant_is_released_silently() {
         }
     );
     assert!(!m.holds(t0 + TIMEOUT + ms(1)));
-    let cmds = m.handle(t0 + TIMEOUT + ms(2), released(2, Ok(ReleaseOutcome::Released)));
+    let cmds = m.handle(
+        t0 + TIMEOUT + ms(2),
+        released(2, Ok(ReleaseOutcome::Released)),
+    );
     assert_eq!(cmds, [], "never announced, so no Released either");
 }
 
@@ -203,7 +211,13 @@ fn end_tenure_loses_at_once_releases_and_a_task_competes_again() {
     );
     let cmds = m.handle(t0 + secs(1), released(2, Ok(ReleaseOutcome::Released)));
     assert!(
-        matches!(cmds[0], Command::TryAcquire { req: RequestId(3), .. }),
+        matches!(
+            cmds[0],
+            Command::TryAcquire {
+                req: RequestId(3),
+                ..
+            }
+        ),
         "{cmds:?}"
     );
 }

@@ -1,0 +1,275 @@
+//! [`Belief`]: what one lease actor believes about its tenure, shared with every handle on it.
+//!
+//! The actor writes it while it executes the machine's commands, in the same step in which it
+//! updates the registry: a tenure begins at [`Notification::Acquired`], its deadline moves on
+//! renewal, and it ends at [`Command::SetDeadline`]`(None)`: before any release is sent. Every
+//! "do I hold it?" answer of a handle (a task's token, a guard's `is_held`, the tenure's
+//! cancellation token) is read from here, so they never disagree with each other or with the
+//! registry's `has_lease`.
+//!
+//! [`Notification::Acquired`]: leasehold_core::Notification::Acquired
+//! [`Command::SetDeadline`]: leasehold_core::Command::SetDeadline
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use leasehold_core::{Clock, FencingToken};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// Where a tenure stands.
+#[derive(Debug)]
+enum State {
+    /// No tenure is live; one may begin.
+    Waiting,
+    /// A live tenure, until `deadline` on the monotonic clock. Its cancellation token is made
+    /// when first asked for (most tenures of a large sharded set are never asked).
+    Held {
+        token: FencingToken,
+        deadline: Instant,
+        cancel: Option<CancellationToken>,
+    },
+    /// The actor has stopped: no tenure will begin again.
+    Finished,
+}
+
+/// The tenure of one lease actor, as its handles see it.
+///
+/// Every cancellation token handed out is a child of the service's token, so cancelling that
+/// one (shutdown, or the service dropped) ends every tenure's token at once.
+pub struct Belief {
+    state: Mutex<State>,
+    /// The last tenure given up on request (unlocked, stopped), as opposed to lost.
+    given_up: Mutex<Option<FencingToken>>,
+    changed: Notify,
+    service: CancellationToken,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for Belief {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Belief")
+            .field("state", &*self.lock())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Belief {
+    /// A belief in no tenure yet, under the service's token `service`, read with `clock`.
+    #[must_use]
+    pub fn new(service: CancellationToken, clock: Arc<dyn Clock>) -> Arc<Self> {
+        Arc::new(Self {
+            state: Mutex::new(State::Waiting),
+            given_up: Mutex::new(None),
+            changed: Notify::new(),
+            service,
+            clock,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A tenure began (the actor calls this).
+    pub(crate) fn begin(&self, token: FencingToken, deadline: Instant) {
+        let previous = std::mem::replace(
+            &mut *self.lock(),
+            State::Held {
+                token,
+                deadline,
+                cancel: None,
+            },
+        );
+        cancel(previous);
+        self.changed.notify_waiters();
+    }
+
+    /// The live tenure's deadline moved (the actor calls this).
+    pub(crate) fn renewed(&self, token: FencingToken, next: Instant) {
+        if let State::Held {
+            token: live,
+            deadline,
+            ..
+        } = &mut *self.lock()
+            && *live == token
+        {
+            *deadline = next;
+        }
+    }
+
+    /// The live tenure (if any) ended: its token is cancelled now.
+    pub(crate) fn end(&self) {
+        let mut state = self.lock();
+        if matches!(*state, State::Held { .. }) {
+            let previous = std::mem::replace(&mut *state, State::Waiting);
+            drop(state);
+            cancel(previous);
+            self.changed.notify_waiters();
+        }
+    }
+
+    /// The actor stopped: the live tenure (if any) ended, and none will begin again.
+    pub(crate) fn finish(&self) {
+        let previous = std::mem::replace(&mut *self.lock(), State::Finished);
+        cancel(previous);
+        self.changed.notify_waiters();
+    }
+
+    /// Whether a tenure is believed now: live, before its local deadline, and the service not
+    /// shut down.
+    #[must_use]
+    pub fn holds(&self) -> bool {
+        let now = self.clock.now();
+        match *self.lock() {
+            State::Held { deadline, .. } => now < deadline && !self.service.is_cancelled(),
+            _ => false,
+        }
+    }
+
+    /// The live tenure's token, if [`Belief::holds`].
+    #[must_use]
+    pub fn token(&self) -> Option<FencingToken> {
+        let now = self.clock.now();
+        match *self.lock() {
+            State::Held {
+                token, deadline, ..
+            } if now < deadline && !self.service.is_cancelled() => Some(token),
+            _ => None,
+        }
+    }
+
+    /// Whether `token` is the tenure believed now.
+    #[must_use]
+    pub fn holds_token(&self, token: FencingToken) -> bool {
+        self.token() == Some(token)
+    }
+
+    /// The live tenure's token and cancellation token (made now if nobody asked before); `None`
+    /// when no tenure is live.
+    #[must_use]
+    pub fn tenure(&self) -> Option<(FencingToken, CancellationToken)> {
+        match &mut *self.lock() {
+            State::Held { token, cancel, .. } => Some((
+                *token,
+                cancel
+                    .get_or_insert_with(|| self.service.child_token())
+                    .clone(),
+            )),
+            _ => None,
+        }
+    }
+
+    /// The cancellation token of tenure `token`: the live one's if it is live, else an already
+    /// cancelled token.
+    #[must_use]
+    pub fn cancellation_of(&self, token: FencingToken) -> CancellationToken {
+        match self.tenure() {
+            Some((live, cancel)) if live == token => cancel,
+            _ => cancelled(),
+        }
+    }
+
+    /// Tenure `token` was given up on request (the actor calls this before ending it).
+    pub(crate) fn give_up(&self, token: FencingToken) {
+        *self.given_up.lock().unwrap_or_else(PoisonError::into_inner) = Some(token);
+    }
+
+    /// Whether tenure `token` ended because it was given up on request (unlocked, stopped,
+    /// moved away), rather than lost.
+    #[must_use]
+    pub fn was_given_up(&self, token: FencingToken) -> bool {
+        *self.given_up.lock().unwrap_or_else(PoisonError::into_inner) == Some(token)
+    }
+
+    /// Whether the actor has stopped for good.
+    #[must_use]
+    pub fn is_finished(&self) -> bool {
+        matches!(*self.lock(), State::Finished)
+    }
+
+    /// Waits until a tenure is live (`Some`) or the actor stopped (`None`).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future only stops waiting.
+    pub async fn settled(&self) -> Option<(FencingToken, CancellationToken)> {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            // Registered before the state is read, so a change in between is not missed.
+            changed.as_mut().enable();
+            if let Some(held) = self.tenure() {
+                return Some(held);
+            }
+            if self.is_finished() || self.service.is_cancelled() {
+                return None;
+            }
+            tokio::select! {
+                () = changed => {}
+                () = self.service.cancelled() => return None,
+            }
+        }
+    }
+}
+
+/// A token that is already cancelled.
+#[must_use]
+pub fn cancelled() -> CancellationToken {
+    let c = CancellationToken::new();
+    c.cancel();
+    c
+}
+
+fn cancel(state: State) {
+    if let State::Held {
+        cancel: Some(c), ..
+    } = state
+    {
+        c.cancel();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use leasehold_core::ManualClock;
+    use std::time::Duration;
+
+    fn belief() -> (Arc<Belief>, Arc<ManualClock>, CancellationToken) {
+        let clock = Arc::new(ManualClock::starting_now());
+        let service = CancellationToken::new();
+        let b = Belief::new(service.clone(), Arc::clone(&clock) as Arc<dyn Clock>);
+        (b, clock, service)
+    }
+
+    #[test]
+    fn every_signal_agrees_through_a_tenure() {
+        let (b, clock, _) = belief();
+        assert!(!b.holds() && b.tenure().is_none());
+        let deadline = clock.now() + Duration::from_secs(1);
+        b.begin(FencingToken(3), deadline);
+        let (token, cancel) = b.tenure().expect("live");
+        assert_eq!(token, FencingToken(3));
+        assert!(b.holds() && b.holds_token(token) && !cancel.is_cancelled());
+        b.end();
+        assert!(cancel.is_cancelled() && !b.holds() && b.token().is_none());
+        assert!(b.cancellation_of(token).is_cancelled());
+    }
+
+    #[test]
+    fn past_the_deadline_nothing_holds_even_before_the_actor_ends_it() {
+        let (b, clock, _) = belief();
+        b.begin(FencingToken(1), clock.now() + Duration::from_millis(10));
+        clock.advance(Duration::from_millis(10));
+        assert!(!b.holds() && b.token().is_none());
+    }
+
+    #[test]
+    fn cancelling_the_service_cancels_every_tenure_token() {
+        let (b, clock, service) = belief();
+        b.begin(FencingToken(1), clock.now() + Duration::from_secs(5));
+        let (_, cancel) = b.tenure().expect("live");
+        service.cancel();
+        assert!(cancel.is_cancelled() && !b.holds());
+    }
+}
