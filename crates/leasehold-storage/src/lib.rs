@@ -37,6 +37,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod batch;
 mod connect;
 pub mod entity;
 mod error;
@@ -56,4 +57,4 @@ pub use leasehold_core::{
 };
 pub use memory::MemoryStore;
 pub use seaorm::{Backend, SeaOrmStore};
-pub use store::{LeaseStore, RenewItem};
+pub use store::{BatchRenewal, LeaseStore, RenewItem};

@@ -139,6 +139,9 @@ pub const CHECKS: &[(&str, CheckFn)] = &[
     ("begin_tenure_new_token", |c| {
         Box::pin(checks::begin_tenure_new_token(c))
     }),
+    ("release_many_exact", |c| {
+        Box::pin(checks::release_many_exact(c))
+    }),
     ("takeover_after_expiry", |c| {
         Box::pin(checks::takeover_after_expiry(c))
     }),
