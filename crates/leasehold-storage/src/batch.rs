@@ -95,10 +95,9 @@ impl SeaOrmStore {
                 let sql = self.sql.renew_many(self.table());
                 let values: Vec<Value> = if self.sql.dialect == Dialect::Postgres {
                     vec![
-                        json.clone().into(),
+                        json.into(),
                         holder.as_str().into(),
                         term.as_millis_i64().into(),
-                        json.into(),
                         holder.as_str().into(),
                     ]
                 } else {
