@@ -160,6 +160,7 @@ enum Kind {
 
 /// The driver's error code: SQLite's extended result code, PostgreSQL's SQLSTATE, MySQL's
 /// SQLSTATE (and the message, for MySQL error numbers that share `HY000`).
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 fn driver_code(e: &DbErr) -> Option<String> {
     use sea_orm::RuntimeErr;
     let (DbErr::Exec(RuntimeErr::SqlxError(err))
@@ -172,6 +173,11 @@ fn driver_code(e: &DbErr) -> Option<String> {
         sea_orm::sqlx::Error::Database(db) => db.code().map(|c| c.into_owned()),
         _ => None,
     }
+}
+
+#[cfg(not(any(feature = "sqlite", feature = "postgres", feature = "mysql")))]
+fn driver_code(_: &DbErr) -> Option<String> {
+    None
 }
 
 fn classify(e: &DbErr) -> Kind {

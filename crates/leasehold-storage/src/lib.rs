@@ -43,6 +43,7 @@ pub mod entity;
 mod error;
 mod fence;
 mod memory;
+mod schema;
 mod seaorm;
 mod sql;
 mod store;

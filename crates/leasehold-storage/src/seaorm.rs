@@ -141,10 +141,13 @@ impl SeaOrmStore {
         &self.db
     }
 
-    /// Checks that the lease table exists with leasehold's columns.
+    /// Checks that the lease table exists with what leasehold's guarantees depend on: its
+    /// columns, integer time and token columns, a unique key on exactly `(namespace,
+    /// lease_name)`, and on MySQL/MariaDB a binary no-pad collation on the name columns (with
+    /// another, `Job`/`job` or `job`/`job ` would be one lease).
     ///
     /// # Errors
-    /// [`StoreError::Schema`] when it does not.
+    /// [`StoreError::Schema`] naming the table and what is wrong.
     pub async fn verify_schema(&self) -> Result<(), StoreError> {
         let sql = format!(
             "SELECT id, namespace, lease_name, holder, lease_end_time, status, version, gmt_create, gmt_modified \
@@ -161,7 +164,18 @@ impl SeaOrmStore {
                     source,
                 },
                 other => other,
+            })?;
+        let problems = crate::schema::problems(self)
+            .await
+            .map_err(|e| StoreError::db("verify_schema", &self.table, e))?;
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(StoreError::Schema {
+                table: self.table.clone(),
+                source: sea_orm::DbErr::Custom(problems.join("; ")),
             })
+        }
     }
 
     pub(crate) fn stmt(&self, sql: &str, values: Vec<Value>) -> Statement {
