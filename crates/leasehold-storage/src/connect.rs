@@ -16,13 +16,15 @@ use crate::{SeaOrmStore, StoreError};
 ///   here, and a dead pooled connection surfaces as one failed statement, which the lease engine
 ///   retries anyway;
 /// - SQLite files: WAL journal, `synchronous=NORMAL` (durable against process crashes; a power
-///   loss takes every process of that machine down with it), a 5 s busy timeout, 4 connections;
+///   loss takes every process of that machine down with it), a busy timeout of the server timeout,
+///   4 connections;
 ///   in-memory SQLite: one connection that never expires (each connection would be its own
 ///   database);
 /// - PostgreSQL / MySQL: 10 connections, 5 s connect timeout; one connection is opened outside
 ///   the pool first, so a refused connection or an unknown host fails [`StoreBuilder::connect`]
 ///   at once (once running, the pool keeps retrying a refused connection until the acquire
 ///   timeout, which rides out a database restart);
+/// - every statement bounded on the server by [`StoreBuilder::server_timeout`] (default 5 s);
 /// - the lease table is created if missing, unless [`StoreBuilder::migrate`] is `false`.
 ///
 /// # Examples
@@ -42,8 +44,12 @@ pub struct StoreBuilder {
     max_connections: Option<u32>,
     connect_timeout: Duration,
     acquire_timeout: Duration,
-    busy_timeout: Duration,
+    busy_timeout: Option<Duration>,
+    server_timeout: Duration,
 }
+
+/// The default of [`StoreBuilder::server_timeout`].
+pub const DEFAULT_SERVER_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Longest table prefix accepted (keeps index names within every backend's identifier limit).
 const MAX_PREFIX: usize = 32;
@@ -59,7 +65,8 @@ impl StoreBuilder {
             max_connections: None,
             connect_timeout: Duration::from_secs(5),
             acquire_timeout: Duration::from_secs(10),
-            busy_timeout: Duration::from_secs(5),
+            busy_timeout: None,
+            server_timeout: DEFAULT_SERVER_TIMEOUT,
         }
     }
 
@@ -95,9 +102,34 @@ impl StoreBuilder {
         self
     }
 
-    /// SQLite: how long a writer waits for another process's write lock (default 5 s).
+    /// SQLite: how long a writer waits for another process's write lock (default: the
+    /// [`StoreBuilder::server_timeout`]).
     pub fn busy_timeout(mut self, d: Duration) -> Self {
-        self.busy_timeout = d;
+        self.busy_timeout = Some(d);
+        self
+    }
+
+    /// The bound the **database server** puts on every statement of this store's connections
+    /// (default 5 s): how long it may wait for a row lock and how long it may run before the
+    /// server cancels it ([`StoreError::ServerTimeout`]), so a statement the caller gave up on
+    /// cannot run (and grant, renew or release) later. Set it to the caller's request timeout.
+    ///
+    /// - PostgreSQL: `lock_timeout` and `statement_timeout`, sent as connection parameters (no
+    ///   extra round trip), plus `tcp_keepalives_idle` / `_interval` / `_count` so the server
+    ///   notices a client whose network died and ends its session (and its locks) within about
+    ///   the bound plus three seconds.
+    /// - MariaDB: `innodb_lock_wait_timeout` (whole seconds, rounded up, at least 1) and
+    ///   `max_statement_time`; Oracle MySQL: `innodb_lock_wait_timeout` and
+    ///   `max_execution_time` (which MySQL applies to `SELECT`s only); set on each new connection.
+    /// - SQLite: the busy timeout, unless [`StoreBuilder::busy_timeout`] is set.
+    ///
+    /// The bound applies to every statement on the store's connections, including those run in
+    /// a [`SeaOrmStore::begin_fenced`] transaction: run longer work on a pool of your own. sqlx
+    /// offers no client-side TCP keepalive; a statement whose connection went silent is ended on
+    /// the client by the caller's own timeout (the lease engine abandons it at the request
+    /// timeout), and the pool's acquire timeout bounds the wait for a connection.
+    pub fn server_timeout(mut self, d: Duration) -> Self {
+        self.server_timeout = d.max(Duration::from_millis(1));
         self
     }
 
@@ -169,9 +201,30 @@ impl StoreBuilder {
         } else {
             opt.max_connections(self.max_connections.unwrap_or(if sqlite { 4 } else { 10 }));
         }
+        let bound = self.server_timeout;
+        #[cfg(feature = "postgres")]
+        if postgres {
+            let ms = bound.as_millis().max(1).to_string();
+            let idle = bound.as_secs().max(1).to_string();
+            opt.map_sqlx_postgres_opts(move |o| {
+                o.options([
+                    ("lock_timeout", ms.as_str()),
+                    ("statement_timeout", ms.as_str()),
+                    ("tcp_keepalives_idle", idle.as_str()),
+                    ("tcp_keepalives_interval", "1"),
+                    ("tcp_keepalives_count", "3"),
+                ])
+            });
+        }
+        #[cfg(feature = "mysql")]
+        if mysql {
+            opt.map_sqlx_mysql_pool_opts(move |p| {
+                p.after_connect(move |conn, _meta| Box::pin(mysql_session_bounds(conn, bound)))
+            });
+        }
         #[cfg(feature = "sqlite")]
         if sqlite {
-            let busy = self.busy_timeout;
+            let busy = self.busy_timeout.unwrap_or(bound);
             opt.map_sqlx_sqlite_opts(move |o| {
                 let o = o.busy_timeout(busy);
                 if memory {
@@ -188,7 +241,8 @@ impl StoreBuilder {
                 url: redact(&url),
                 source,
             })?;
-        let store = SeaOrmStore::from_connection(db, &table).await?;
+        let mut store = SeaOrmStore::from_connection(db, &table).await?;
+        store.set_server_timeout(bound);
         match store.verify_schema().await {
             Ok(()) => {}
             Err(StoreError::Schema { .. }) if self.migrate => {
@@ -201,6 +255,34 @@ impl StoreBuilder {
         }
         Ok(store)
     }
+}
+
+/// Sets the session's lock-wait and statement-time bounds on a new MySQL/MariaDB connection.
+#[cfg(feature = "mysql")]
+async fn mysql_session_bounds(
+    conn: &mut sea_orm::sqlx::MySqlConnection,
+    bound: Duration,
+) -> Result<(), sea_orm::sqlx::Error> {
+    use sea_orm::sqlx::{Executor, Row};
+    let version: String = conn
+        .fetch_one("SELECT VERSION() AS v")
+        .await?
+        .try_get("v")?;
+    let lock_secs = bound.as_secs() + u64::from(bound.subsec_nanos() > 0);
+    let lock_secs = lock_secs.max(1);
+    let set = if version.to_ascii_lowercase().contains("mariadb") {
+        format!(
+            "SET SESSION innodb_lock_wait_timeout = {lock_secs}, max_statement_time = {:.3}",
+            bound.as_secs_f64()
+        )
+    } else {
+        format!(
+            "SET SESSION innodb_lock_wait_timeout = {lock_secs}, max_execution_time = {}",
+            bound.as_millis().max(1)
+        )
+    };
+    conn.execute(sea_orm::sqlx::AssertSqlSafe(set)).await?;
+    Ok(())
 }
 
 /// Opens one connection to a PostgreSQL or MySQL `url` outside any pool and closes it, so that an

@@ -49,6 +49,42 @@ pub enum StoreError {
         #[source]
         source: DbErr,
     },
+    /// The database could not write because its storage is full (SQLite `SQLITE_FULL`,
+    /// PostgreSQL `53100 disk_full`, MySQL "table is full" / "disk full"). Nothing was committed.
+    #[error(
+        "database storage is full during {op} (disk or size limit): nothing was committed: {source}"
+    )]
+    StorageFull {
+        /// The store operation.
+        op: &'static str,
+        /// The driver's error.
+        #[source]
+        source: DbErr,
+    },
+    /// The database reported an I/O error reading or writing its files (SQLite `SQLITE_IOERR`,
+    /// PostgreSQL class 58). A write that failed this way was not committed.
+    #[error("database I/O error during {op}: {source}")]
+    StorageIo {
+        /// The store operation.
+        op: &'static str,
+        /// The driver's error.
+        #[source]
+        source: DbErr,
+    },
+    /// The statement gave up at its server-side bound
+    /// ([`StoreBuilder::server_timeout`](crate::StoreBuilder::server_timeout)): it waited too
+    /// long for a row lock (another session holds the row, for example an open fenced
+    /// transaction) or ran too long, and the server cancelled it. Nothing was changed.
+    #[error(
+        "database gave up during {op} at its server-side bound (lock wait or statement time): nothing changed: {source}"
+    )]
+    ServerTimeout {
+        /// The store operation.
+        op: &'static str,
+        /// The driver's error.
+        #[source]
+        source: DbErr,
+    },
     /// A statement failed (connection lost, timeout, constraint, …).
     #[error("database error during {op}: {source}")]
     Database {
@@ -80,28 +116,19 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// Classifies a driver error raised during `op`.
+    /// Classifies a driver error raised during `op`: by the driver's error code where it has one
+    /// (SQLite result codes, PostgreSQL and MySQL SQLSTATEs and error numbers), else by message.
     pub(crate) fn db(op: &'static str, table: &str, source: DbErr) -> Self {
-        let msg = source.to_string().to_ascii_lowercase();
-        if msg.contains("readonly")
-            || msg.contains("read-only")
-            || msg.contains("read only")
-            || msg.contains("permission denied")
-            || msg.contains("command denied")
-        {
-            Self::ReadOnly { op, source }
-        } else if msg.contains("no such table")
-            || msg.contains("does not exist")
-            || msg.contains("doesn't exist")
-            || msg.contains("no such column")
-            || msg.contains("unknown column")
-        {
-            Self::Schema {
+        match classify(&source) {
+            Kind::ReadOnly => Self::ReadOnly { op, source },
+            Kind::Full => Self::StorageFull { op, source },
+            Kind::Io => Self::StorageIo { op, source },
+            Kind::Timeout => Self::ServerTimeout { op, source },
+            Kind::Schema => Self::Schema {
                 table: table.to_owned(),
                 source,
-            }
-        } else {
-            Self::Database { op, source }
+            },
+            Kind::Other => Self::Database { op, source },
         }
     }
 
@@ -111,8 +138,98 @@ impl StoreError {
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
-            Self::Connect { .. } | Self::Database { .. } | Self::Unexpected { .. }
+            Self::Connect { .. }
+                | Self::Database { .. }
+                | Self::Unexpected { .. }
+                | Self::StorageIo { .. }
+                | Self::ServerTimeout { .. }
+                | Self::TimedOut { .. }
         )
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    ReadOnly,
+    Full,
+    Io,
+    Timeout,
+    Schema,
+    Other,
+}
+
+/// The driver's error code: SQLite's extended result code, PostgreSQL's SQLSTATE, MySQL's
+/// SQLSTATE (and the message, for MySQL error numbers that share `HY000`).
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
+fn driver_code(e: &DbErr) -> Option<String> {
+    use sea_orm::RuntimeErr;
+    let (DbErr::Exec(RuntimeErr::SqlxError(err))
+    | DbErr::Query(RuntimeErr::SqlxError(err))
+    | DbErr::Conn(RuntimeErr::SqlxError(err))) = e
+    else {
+        return None;
+    };
+    match err.as_ref() {
+        sea_orm::sqlx::Error::Database(db) => db.code().map(|c| c.into_owned()),
+        _ => None,
+    }
+}
+
+#[cfg(not(any(feature = "sqlite", feature = "postgres", feature = "mysql")))]
+fn driver_code(_: &DbErr) -> Option<String> {
+    None
+}
+
+fn classify(e: &DbErr) -> Kind {
+    let code = driver_code(e).unwrap_or_default();
+    let msg = e.to_string().to_ascii_lowercase();
+    // SQLite: primary result code in the low byte of the extended code.
+    let sqlite = code.parse::<i32>().ok().map(|c| c & 0xff);
+    if matches!(sqlite, Some(8)) // SQLITE_READONLY
+        || code == "25006" // read_only_sql_transaction (PostgreSQL, MySQL)
+        || code == "42501" // insufficient_privilege
+        || msg.contains("readonly")
+        || msg.contains("read-only")
+        || msg.contains("read only")
+        || msg.contains("permission denied")
+        || msg.contains("command denied")
+    {
+        Kind::ReadOnly
+    } else if matches!(sqlite, Some(13)) // SQLITE_FULL
+        || code == "53100" // disk_full
+        || code == "53400" // configuration_limit_exceeded (temp_file_limit)
+        || msg.contains("database or disk is full")
+        || msg.contains("no space left on device")
+        || msg.contains("is full")
+        || msg.contains("disk full")
+    {
+        Kind::Full
+    } else if matches!(sqlite, Some(10)) // SQLITE_IOERR
+        || code.starts_with("58") // system_error, io_error
+        || msg.contains("disk i/o error")
+    {
+        Kind::Io
+    } else if code == "55P03" // lock_not_available: lock_timeout
+        || code == "57014" // query_canceled: statement_timeout
+        || code == "70100" // MariaDB: max_statement_time
+        || matches!(sqlite, Some(5 | 6)) // SQLITE_BUSY, SQLITE_LOCKED: busy timeout passed
+        || msg.contains("lock wait timeout exceeded")
+        || msg.contains("max_statement_time exceeded")
+        || msg.contains("maximum statement execution time exceeded")
+        || msg.contains("canceling statement due to")
+    {
+        Kind::Timeout
+    } else if msg.contains("no such table")
+        || msg.contains("does not exist")
+        || msg.contains("doesn't exist")
+        || msg.contains("no such column")
+        || msg.contains("unknown column")
+        || msg.contains("no unique or exclusion constraint")
+        || msg.contains("on conflict clause does not match")
+    {
+        Kind::Schema
+    } else {
+        Kind::Other
     }
 }
 

@@ -37,11 +37,13 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod batch;
 mod connect;
 pub mod entity;
 mod error;
 mod fence;
 mod memory;
+mod schema;
 mod seaorm;
 mod sql;
 mod store;
@@ -56,4 +58,4 @@ pub use leasehold_core::{
 };
 pub use memory::MemoryStore;
 pub use seaorm::{Backend, SeaOrmStore};
-pub use store::{LeaseStore, RenewItem};
+pub use store::{BatchRenewal, LeaseStore, RenewItem};

@@ -84,12 +84,15 @@ impl MemoryStore {
         }
     }
 
+    /// `keep`: try_acquire (a live grant of ours keeps its token and is extended); otherwise a
+    /// new tenure, over our own live grant only if its token is `expected`.
     fn acquire(
         &self,
         key: &LeaseKey,
         holder: &HolderId,
         term: Term,
-        keep_own: bool,
+        keep: bool,
+        expected: Option<FencingToken>,
     ) -> Result<AcquireOutcome, StoreError> {
         let now = (self.clock)();
         let until = now.plus(term.duration());
@@ -101,14 +104,16 @@ impl MemoryStore {
             version: 0,
         });
         let live = row.held && row.until > now;
-        if live && row.holder != *holder {
+        let ours = row.holder == *holder;
+        let take_own = ours && (keep || expected.is_some_and(|t| t.get() == row.version));
+        if live && !take_own {
             return Ok(AcquireOutcome::HeldBy {
                 holder: row.holder.clone(),
                 until: row.until,
                 token: FencingToken(row.version),
             });
         }
-        if !(live && keep_own) {
+        if !(live && keep) {
             row.version += 1;
         }
         row.holder = holder.clone();
@@ -155,7 +160,7 @@ impl LeaseStore for MemoryStore {
         holder: &HolderId,
         term: Term,
     ) -> Result<AcquireOutcome, StoreError> {
-        self.acquire(key, holder, term, true)
+        self.acquire(key, holder, term, true, None)
     }
 
     async fn begin_tenure(
@@ -164,7 +169,17 @@ impl LeaseStore for MemoryStore {
         holder: &HolderId,
         term: Term,
     ) -> Result<AcquireOutcome, StoreError> {
-        self.acquire(key, holder, term, false)
+        self.acquire(key, holder, term, false, None)
+    }
+
+    async fn take_over_tenure(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        expected: FencingToken,
+        term: Term,
+    ) -> Result<AcquireOutcome, StoreError> {
+        self.acquire(key, holder, term, false, Some(expected))
     }
 
     async fn renew(
@@ -223,6 +238,24 @@ impl LeaseStore for MemoryStore {
             }
             None => ReleaseOutcome::NotHeld,
         })
+    }
+
+    async fn release_many(
+        &self,
+        holder: &HolderId,
+        items: &[RenewItem],
+    ) -> Result<u64, StoreError> {
+        let now = (self.clock)();
+        let mut rows = self.lock();
+        let mut n = 0;
+        for it in items {
+            if let Some(row) = Self::live(&mut rows, &it.key, holder, it.token, now) {
+                row.held = false;
+                row.until = now;
+                n += 1;
+            }
+        }
+        Ok(n)
     }
 
     async fn release_all(&self, holder: &HolderId) -> Result<u64, StoreError> {

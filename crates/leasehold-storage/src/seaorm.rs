@@ -1,6 +1,5 @@
 //! The SeaORM store: SQLite, PostgreSQL and MySQL/MariaDB.
 
-use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -13,7 +12,7 @@ use sea_orm::{
 };
 
 use crate::sql::{Dialect, Sql, like_prefix};
-use crate::{LeaseStore, RenewItem, StoreError};
+use crate::{BatchRenewal, LeaseStore, RenewItem, StoreError};
 
 /// Which database a [`SeaOrmStore`] talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,7 +31,7 @@ pub enum Backend {
 
 /// Rows per batched renewal statement on MySQL (three placeholders each, far below the 65,535
 /// placeholder limit). SQLite and PostgreSQL take every item in one statement.
-const MYSQL_RENEW_CHUNK: usize = 5_000;
+pub(crate) const MYSQL_RENEW_CHUNK: usize = 5_000;
 /// How many times a grant is retried when the row changes between the upsert and the read that
 /// explains a refusal. Each retry needs another holder's release to land in that gap.
 const ACQUIRE_ATTEMPTS: usize = 16;
@@ -45,6 +44,7 @@ pub struct SeaOrmStore {
     table: String,
     backend: Backend,
     pub(crate) sql: Sql,
+    server_timeout: Option<Duration>,
 }
 
 impl SeaOrmStore {
@@ -95,7 +95,32 @@ impl SeaOrmStore {
             db,
             table: table.to_owned(),
             backend,
+            server_timeout: None,
         }
+    }
+
+    /// Records the server-side bound its connections were opened with (see
+    /// [`crate::StoreBuilder::server_timeout`]).
+    pub(crate) fn set_server_timeout(&mut self, bound: Duration) {
+        self.server_timeout = Some(bound);
+    }
+
+    /// The server-side bound on each statement's lock wait and run time that this store's
+    /// connections were opened with, when [`crate::StoreBuilder`] opened them (`None` for
+    /// [`SeaOrmStore::from_connection`] and [`SeaOrmStore::with_backend`]: the connection's own
+    /// settings apply).
+    #[must_use]
+    pub fn server_timeout(&self) -> Option<Duration> {
+        self.server_timeout
+    }
+
+    /// The same store as `backend` speaks it, on the same connection (tests use this to run the
+    /// MySQL 8 path on MariaDB). Keeps the server-side bound.
+    #[must_use]
+    pub fn speaking(&self, backend: Backend) -> Self {
+        let mut s = Self::with_backend(self.db.clone(), &self.table, backend);
+        s.server_timeout = self.server_timeout;
+        s
     }
 
     /// The backend in use.
@@ -116,10 +141,13 @@ impl SeaOrmStore {
         &self.db
     }
 
-    /// Checks that the lease table exists with leasehold's columns.
+    /// Checks that the lease table exists with what leasehold's guarantees depend on: its
+    /// columns, integer time and token columns, a unique key on exactly `(namespace,
+    /// lease_name)`, and on MySQL/MariaDB a binary no-pad collation on the name columns (with
+    /// another, `Job`/`job` or `job`/`job ` would be one lease).
     ///
     /// # Errors
-    /// [`StoreError::Schema`] when it does not.
+    /// [`StoreError::Schema`] naming the table and what is wrong.
     pub async fn verify_schema(&self) -> Result<(), StoreError> {
         let sql = format!(
             "SELECT id, namespace, lease_name, holder, lease_end_time, status, version, gmt_create, gmt_modified \
@@ -136,14 +164,25 @@ impl SeaOrmStore {
                     source,
                 },
                 other => other,
+            })?;
+        let problems = crate::schema::problems(self)
+            .await
+            .map_err(|e| StoreError::db("verify_schema", &self.table, e))?;
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(StoreError::Schema {
+                table: self.table.clone(),
+                source: sea_orm::DbErr::Custom(problems.join("; ")),
             })
+        }
     }
 
-    fn stmt(&self, sql: &str, values: Vec<Value>) -> Statement {
+    pub(crate) fn stmt(&self, sql: &str, values: Vec<Value>) -> Statement {
         Statement::from_sql_and_values(self.db.get_database_backend(), sql, values)
     }
 
-    fn err(&self, op: &'static str) -> impl FnOnce(sea_orm::DbErr) -> StoreError + '_ {
+    pub(crate) fn err(&self, op: &'static str) -> impl FnOnce(sea_orm::DbErr) -> StoreError + '_ {
         move |e| StoreError::db(op, &self.table, e)
     }
 
@@ -165,7 +204,7 @@ impl SeaOrmStore {
         }
     }
 
-    async fn all(
+    pub(crate) async fn all(
         &self,
         op: &'static str,
         sql: &str,
@@ -183,7 +222,7 @@ impl SeaOrmStore {
         }
     }
 
-    async fn exec(
+    pub(crate) async fn exec(
         &self,
         op: &'static str,
         sql: &str,
@@ -201,33 +240,64 @@ impl SeaOrmStore {
         }
     }
 
-    /// The grant statement behind `try_acquire` (`keep_own`: a live grant of ours keeps its
-    /// token) and `begin_tenure` (it gets a new one).
+    /// The grant statement behind `try_acquire` (`keep`: a live grant of ours keeps its token),
+    /// `begin_tenure` (a new tenure on a free row only) and `take_over_tenure` (also over our own
+    /// live tenure `expected`).
     async fn acquire(
         &self,
         key: &LeaseKey,
         holder: &HolderId,
         term: Term,
-        keep_own: bool,
+        keep: bool,
+        expected: Option<FencingToken>,
     ) -> Result<AcquireOutcome, StoreError> {
+        let op = match (keep, expected) {
+            (true, _) => "try_acquire",
+            (false, None) => "begin_tenure",
+            (false, Some(_)) => "take_over_tenure",
+        };
         let [ns, name] = key_values(key);
-        let values = vec![
-            ns,
-            name,
-            holder.as_str().into(),
+        let (t, k, x): (Value, Value, Value) = (
             term.as_millis_i64().into(),
-            i32::from(keep_own).into(),
-        ];
+            i32::from(keep).into(),
+            expected.map_or(-1, FencingToken::get).into(),
+        );
+        let values = match self.sql.dialect {
+            Dialect::Postgres | Dialect::Sqlite => {
+                vec![
+                    ns,
+                    name,
+                    holder.as_str().into(),
+                    t.clone(),
+                    k.clone(),
+                    t,
+                    k,
+                    x,
+                ]
+            }
+            Dialect::MySql { .. } => {
+                vec![
+                    ns,
+                    name,
+                    holder.as_str().into(),
+                    t.clone(),
+                    k.clone(),
+                    x,
+                    k,
+                    t,
+                ]
+            }
+        };
         for _ in 0..ACQUIRE_ATTEMPTS {
-            if let Some(row) = self.upsert(values.clone(), key).await? {
-                let got: String = get(&row, "try_acquire", "holder")?;
-                let token = FencingToken(get(&row, "try_acquire", "version")?);
-                let until = DbInstant(get(&row, "try_acquire", "lease_end_time")?);
-                if got == holder.as_str() {
+            if let Some((row, took)) = self.upsert(op, values.clone(), key).await? {
+                let got: String = get(&row, op, "holder")?;
+                let token = FencingToken(get(&row, op, "version")?);
+                let until = DbInstant(get(&row, op, "lease_end_time")?);
+                if took && got == holder.as_str() {
                     return Ok(AcquireOutcome::Acquired { token, until });
                 }
                 let holder = HolderId::new(got).map_err(|e| StoreError::Unexpected {
-                    op: "try_acquire",
+                    op,
                     detail: e.to_string(),
                 })?;
                 return Ok(AcquireOutcome::HeldBy {
@@ -236,10 +306,10 @@ impl SeaOrmStore {
                     token,
                 });
             }
-            // Refused: say by whom. If the row was freed in between, try again.
+            // Refused (PostgreSQL, SQLite): say by whom. If the row was freed in between, try
+            // again.
             if let Some(rec) = self.get(key).await?
                 && rec.held
-                && rec.holder != *holder
             {
                 return Ok(AcquireOutcome::HeldBy {
                     holder: rec.holder,
@@ -249,33 +319,54 @@ impl SeaOrmStore {
             }
         }
         Err(StoreError::Unexpected {
-            op: "try_acquire",
+            op,
             detail: format!("row {key} changed under {ACQUIRE_ATTEMPTS} attempts in a row"),
         })
     }
 
-    /// The grant statement; `None` when the row is held by someone else (PostgreSQL, SQLite).
+    /// The grant statement: the row and whether this statement granted it, or `None` when
+    /// PostgreSQL or SQLite refused (they return no row then). Read to its end, so a failed
+    /// commit is an error, never a grant.
     async fn upsert(
         &self,
+        op: &'static str,
         values: Vec<Value>,
         key: &LeaseKey,
-    ) -> Result<Option<QueryResult>, StoreError> {
-        if self.sql.dialect != (Dialect::MySql { returning: false }) {
-            return self.one("try_acquire", &self.sql.acquire, values).await;
-        }
-        let op = "try_acquire";
-        let mut attempt = 0;
-        loop {
-            match self.upsert_in_transaction(values.clone(), key).await {
-                Err(e) if is_deadlock(&e) && attempt < DEADLOCK_RETRIES => {
-                    attempt = backoff(op, attempt).await;
-                }
-                other => return other.map_err(self.err(op)),
+    ) -> Result<Option<(QueryResult, bool)>, StoreError> {
+        let row = match self.sql.dialect {
+            Dialect::Postgres | Dialect::Sqlite => {
+                let rows = self.all(op, &self.sql.acquire, values).await?;
+                return Ok(rows.into_iter().next().map(|r| (r, true)));
             }
-        }
+            Dialect::MySql { returning: true } => self
+                .all(op, &self.sql.acquire, values)
+                .await?
+                .into_iter()
+                .next(),
+            Dialect::MySql { returning: false } => {
+                let mut attempt = 0;
+                loop {
+                    match self.upsert_in_transaction(values.clone(), key).await {
+                        Err(e) if is_deadlock(&e) && attempt < DEADLOCK_RETRIES => {
+                            attempt = backoff(op, attempt).await;
+                        }
+                        other => break other.map_err(self.err(op))?,
+                    }
+                }
+            }
+        };
+        let Some(row) = row else {
+            return Err(StoreError::Unexpected {
+                op,
+                detail: "the grant statement returned no row".into(),
+            });
+        };
+        let took: i64 = get(&row, op, "took")?;
+        Ok(Some((row, took == 1)))
     }
 
-    /// Oracle MySQL's grant: the upsert and the read of its row, in one transaction.
+    /// Oracle MySQL's grant: the upsert and the read of its row (and of whether it granted), in
+    /// one transaction whose commit is checked.
     async fn upsert_in_transaction(
         &self,
         values: Vec<Value>,
@@ -286,15 +377,18 @@ impl SeaOrmStore {
         txn.execute_raw(self.stmt(&self.sql.acquire, values))
             .await?;
         let read = format!(
-            "SELECT holder, version, lease_end_time FROM {} WHERE namespace = ? AND lease_name = ?",
+            "SELECT holder, version, lease_end_time, CAST(@leasehold_took AS SIGNED) AS took \
+             FROM {} WHERE namespace = ? AND lease_name = ?",
             self.table
         );
         let row = txn
-            .query_one_raw(self.stmt(
+            .query_all_raw(self.stmt(
                 &read,
                 vec![key.namespace.as_str().into(), key.name.as_str().into()],
             ))
-            .await?;
+            .await?
+            .into_iter()
+            .next();
         txn.commit().await?;
         Ok(row)
     }
@@ -303,9 +397,9 @@ impl SeaOrmStore {
 /// How often a statement chosen as a deadlock victim is retried. InnoDB picks a victim when
 /// concurrent upserts of one unique key lock each other's gaps; PostgreSQL can too. The victim's
 /// statement was rolled back whole, so running it again is safe.
-const DEADLOCK_RETRIES: u32 = 8;
+pub(crate) const DEADLOCK_RETRIES: u32 = 8;
 
-fn is_deadlock(e: &sea_orm::DbErr) -> bool {
+pub(crate) fn is_deadlock(e: &sea_orm::DbErr) -> bool {
     let m = e.to_string();
     m.contains("Deadlock found")
         || m.contains("deadlock detected")
@@ -314,13 +408,13 @@ fn is_deadlock(e: &sea_orm::DbErr) -> bool {
 }
 
 /// Waits a little (growing, 1–8 ms) before retrying a deadlock victim; returns the next attempt.
-async fn backoff(op: &str, attempt: u32) -> u32 {
+pub(crate) async fn backoff(op: &str, attempt: u32) -> u32 {
     log::debug!("{op}: deadlock victim, retrying (attempt {})", attempt + 1);
     tokio::time::sleep(std::time::Duration::from_millis(1 << attempt.min(3))).await;
     attempt + 1
 }
 
-fn get<T: sea_orm::TryGetable>(
+pub(crate) fn get<T: sea_orm::TryGetable>(
     row: &QueryResult,
     op: &'static str,
     col: &str,
@@ -368,7 +462,7 @@ impl LeaseStore for SeaOrmStore {
         holder: &HolderId,
         term: Term,
     ) -> Result<AcquireOutcome, StoreError> {
-        self.acquire(key, holder, term, true).await
+        self.acquire(key, holder, term, true, None).await
     }
 
     async fn begin_tenure(
@@ -377,7 +471,17 @@ impl LeaseStore for SeaOrmStore {
         holder: &HolderId,
         term: Term,
     ) -> Result<AcquireOutcome, StoreError> {
-        self.acquire(key, holder, term, false).await
+        self.acquire(key, holder, term, false, None).await
+    }
+
+    async fn take_over_tenure(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        expected: FencingToken,
+        term: Term,
+    ) -> Result<AcquireOutcome, StoreError> {
+        self.acquire(key, holder, term, false, Some(expected)).await
     }
 
     async fn renew(
@@ -409,103 +513,29 @@ impl LeaseStore for SeaOrmStore {
         items: &[RenewItem],
         term: Term,
     ) -> Result<Vec<bool>, StoreError> {
-        let mut renewed = vec![false; items.len()];
-        if items.is_empty() {
-            return Ok(renewed);
-        }
-        let index: HashMap<(&str, &str), usize> = items
-            .iter()
-            .enumerate()
-            .map(|(i, it)| ((it.key.namespace.as_str(), it.key.name.as_str()), i))
-            .collect();
-        let mut mark = |rows: Vec<QueryResult>| -> Result<(), StoreError> {
-            for row in rows {
-                let ns: String = get(&row, "renew_many", "namespace")?;
-                let name: String = get(&row, "renew_many", "lease_name")?;
-                if let Some(&i) = index.get(&(ns.as_str(), name.as_str())) {
-                    renewed[i] = true;
-                }
-            }
-            Ok(())
-        };
-        match self.sql.dialect {
-            Dialect::Postgres | Dialect::Sqlite => {
-                let json = serde_json::to_string(
-                    &items
-                        .iter()
-                        .map(|it| {
-                            (
-                                it.key.namespace.as_str(),
-                                it.key.name.as_str(),
-                                it.token.get(),
-                            )
-                        })
-                        .collect::<Vec<_>>(),
-                )
-                .map_err(|e| StoreError::Unexpected {
-                    op: "renew_many",
-                    detail: e.to_string(),
-                })?;
-                let sql = self.sql.renew_many(&self.table, items.len());
-                let rows = self
-                    .all(
-                        "renew_many",
-                        &sql,
-                        vec![
-                            term.as_millis_i64().into(),
-                            json.into(),
-                            holder.as_str().into(),
-                        ],
-                    )
-                    .await?;
-                mark(rows)?;
-            }
-            Dialect::MySql { .. } => {
-                let mut by_namespace: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-                for (i, it) in items.iter().enumerate() {
-                    by_namespace
-                        .entry(it.key.namespace.as_str())
-                        .or_default()
-                        .push(i);
-                }
-                for (ns, indices) in by_namespace {
-                    for chunk in indices.chunks(MYSQL_RENEW_CHUNK) {
-                        let names: Vec<Value> = chunk
-                            .iter()
-                            .map(|&i| items[i].key.name.as_str().into())
-                            .collect();
-                        let mut values: Vec<Value> = vec![
-                            term.as_millis_i64().into(),
-                            ns.into(),
-                            holder.as_str().into(),
-                        ];
-                        values.extend(names.iter().cloned());
-                        let sql = self.sql.renew_many(&self.table, chunk.len());
-                        self.exec("renew_many", &sql, values).await?;
-                        // No UPDATE … RETURNING: read back which are ours, live, and of this token.
-                        let mut values: Vec<Value> = vec![ns.into(), holder.as_str().into()];
-                        values.extend(names);
-                        let sql = self.sql.renewed_mysql(&self.table, chunk.len());
-                        let live: HashMap<String, i64> = self
-                            .all("renew_many", &sql, values)
-                            .await?
-                            .iter()
-                            .map(|r| {
-                                Ok((
-                                    get(r, "renew_many", "lease_name")?,
-                                    get(r, "renew_many", "version")?,
-                                ))
-                            })
-                            .collect::<Result<_, StoreError>>()?;
-                        for &i in chunk {
-                            let it = &items[i];
-                            renewed[i] = live.get(it.key.name.as_str()) == Some(&it.token.get());
-                        }
-                    }
-                }
-            }
-        }
-        Ok(renewed)
+        Ok(self
+            .renew_batch(holder, items, term)
+            .await?
+            .into_iter()
+            .map(|a| a == BatchRenewal::Renewed)
+            .collect())
+    }
+
+    async fn renew_batch(
+        &self,
+        holder: &HolderId,
+        items: &[RenewItem],
+        term: Term,
+    ) -> Result<Vec<BatchRenewal>, StoreError> {
+        self.renew_items(holder, items, term).await
+    }
+
+    async fn release_many(
+        &self,
+        holder: &HolderId,
+        items: &[RenewItem],
+    ) -> Result<u64, StoreError> {
+        self.release_items(holder, items).await
     }
 
     async fn release(
@@ -530,6 +560,9 @@ impl LeaseStore for SeaOrmStore {
     }
 
     async fn release_all(&self, holder: &HolderId) -> Result<u64, StoreError> {
+        if let Dialect::MySql { .. } = self.sql.dialect {
+            return self.release_all_mysql(holder).await;
+        }
         self.exec(
             "release_all",
             &self.sql.release_all,
@@ -587,6 +620,9 @@ impl LeaseStore for SeaOrmStore {
         older_than: Duration,
     ) -> Result<u64, StoreError> {
         let age = Term::new("older_than", older_than.max(Term::MIN))?;
+        if let Dialect::MySql { .. } = self.sql.dialect {
+            return self.purge_mysql(namespace, age).await;
+        }
         let mut values: Vec<Value> = vec![age.as_millis_i64().into()];
         let sql = match namespace {
             Some(ns) => {

@@ -19,6 +19,25 @@ pub struct RenewItem {
     pub token: FencingToken,
 }
 
+/// One item's answer in [`LeaseStore::renew_batch`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum BatchRenewal {
+    /// Renewed for one more term.
+    Renewed,
+    /// Not renewed: the tenure had ended (lapsed, released, taken over) or was never ours.
+    Lost,
+    /// Not known: another session held the row locked past the server-side bound, so nothing
+    /// was changed and the tenure may still be live. Treat as a renewal that got no answer.
+    Unknown,
+}
+
+impl From<bool> for BatchRenewal {
+    fn from(renewed: bool) -> Self {
+        if renewed { Self::Renewed } else { Self::Lost }
+    }
+}
+
 /// Where lease rows live. Every method is one atomic step against the store's clock.
 ///
 /// Answers that depend on other holders are outcomes; `Err` means the store is unreachable or
@@ -28,6 +47,10 @@ pub trait LeaseStore: Send + Sync + 'static {
     /// Grants `key` to `holder` for `term` if the row is free, released, expired, or already held
     /// by `holder` (then the token is kept and the grant extended). A grant to a new tenure
     /// increases the token by exactly one.
+    ///
+    /// Expiry is judged by the database clock when the row is evaluated, after any wait for a
+    /// lock on it, and the end time written is one `term` after that instant (never already
+    /// past). The CLI's `lock` uses this; the lease engine uses [`LeaseStore::begin_tenure`].
     async fn try_acquire(
         &self,
         key: &LeaseKey,
@@ -35,17 +58,37 @@ pub trait LeaseStore: Send + Sync + 'static {
         term: Term,
     ) -> Result<AcquireOutcome, StoreError>;
 
-    /// Like [`LeaseStore::try_acquire`], but always begins a **new tenure**: a live grant already
-    /// held by `holder` is taken over with the token increased by one, like any free row.
+    /// Begins a **new tenure**, only on a row that is free, released or expired (the token goes
+    /// up by exactly one). A live grant is never ended: one held by another holder, **or by
+    /// `holder` itself**, answers [`AcquireOutcome::HeldBy`] with that grant's holder, token and
+    /// end, and nothing changes.
     ///
     /// The lease engine grants only this way. A holder that gave a tenure up locally (lost it at
-    /// its local deadline, or stopped waiting for a release's answer) may still have requests of
-    /// that tenure in flight; with a new token for every tenure, such a late renew or release can
-    /// never touch the next one.
+    /// its local deadline, or stopped waiting for an answer) may still have requests in flight,
+    /// grants included; a delayed or duplicated grant request finds the newer live tenure and does
+    /// nothing, and with a new token for every tenure a late renew or release of an old tenure
+    /// never touches the next one. To replace one's own live tenure, name it:
+    /// [`LeaseStore::take_over_tenure`].
+    ///
+    /// Expiry is judged as in [`LeaseStore::try_acquire`]: by the database clock when the row is
+    /// evaluated, after any lock wait.
     async fn begin_tenure(
         &self,
         key: &LeaseKey,
         holder: &HolderId,
+        term: Term,
+    ) -> Result<AcquireOutcome, StoreError>;
+
+    /// Like [`LeaseStore::begin_tenure`], but may also replace `holder`'s own **live** tenure
+    /// if, and only if, its token is `expected` (compare-and-set): the new tenure's token is then
+    /// `expected + 1`. A live row of `holder` with another token, or of another holder, answers
+    /// [`AcquireOutcome::HeldBy`] and changes nothing; a free, released or expired row is granted
+    /// as by `begin_tenure` (its token plus one, whatever `expected` is).
+    async fn take_over_tenure(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        expected: FencingToken,
         term: Term,
     ) -> Result<AcquireOutcome, StoreError>;
 
@@ -60,13 +103,36 @@ pub trait LeaseStore: Send + Sync + 'static {
     ) -> Result<RenewOutcome, StoreError>;
 
     /// Renews many tenures of one holder in as few statements as the backend allows (one per
-    /// few thousand items). The answer is aligned with `items`: `true` where renewed.
+    /// few thousand items). The answer is aligned with `items`: `true` where renewed, `false`
+    /// where not renewed (lost, or, on a SQL store, left alone because another session held the
+    /// row locked past the server-side bound: see [`LeaseStore::renew_batch`], which tells those
+    /// apart).
     async fn renew_many(
         &self,
         holder: &HolderId,
         items: &[RenewItem],
         term: Term,
     ) -> Result<Vec<bool>, StoreError>;
+
+    /// Like [`LeaseStore::renew_many`], with a third answer: [`BatchRenewal::Unknown`] for an
+    /// item whose row another session held locked (for example an open fenced transaction), so
+    /// it was skipped by the batch and its renewal alone gave up at the server-side bound. One
+    /// locked row never holds the other items hostage.
+    ///
+    /// The default calls `renew_many` (which never answers `Unknown`).
+    async fn renew_batch(
+        &self,
+        holder: &HolderId,
+        items: &[RenewItem],
+        term: Term,
+    ) -> Result<Vec<BatchRenewal>, StoreError> {
+        Ok(self
+            .renew_many(holder, items, term)
+            .await?
+            .into_iter()
+            .map(BatchRenewal::from)
+            .collect())
+    }
 
     /// Releases the live tenure `holder`/`token`: status 0, end time now. The row stays so the
     /// token keeps growing.
@@ -76,6 +142,12 @@ pub trait LeaseStore: Send + Sync + 'static {
         holder: &HolderId,
         token: FencingToken,
     ) -> Result<ReleaseOutcome, StoreError>;
+
+    /// Releases exactly the live tenures `items` of `holder` (each key with its token), in one
+    /// statement per chunk where the backend allows. Returns how many were live and released; a
+    /// stale item (another token, lapsed, released) changes nothing.
+    async fn release_many(&self, holder: &HolderId, items: &[RenewItem])
+    -> Result<u64, StoreError>;
 
     /// Releases every live lease of `holder`, in one statement. Returns how many.
     async fn release_all(&self, holder: &HolderId) -> Result<u64, StoreError>;

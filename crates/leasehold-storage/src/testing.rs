@@ -30,6 +30,7 @@ use crate::LeaseStore;
 
 mod checks;
 mod counting;
+mod faults;
 
 pub use counting::{Call, CountingStore, Op, StoreCounts};
 
@@ -139,6 +140,9 @@ pub const CHECKS: &[(&str, CheckFn)] = &[
     ("begin_tenure_new_token", |c| {
         Box::pin(checks::begin_tenure_new_token(c))
     }),
+    ("release_many_exact", |c| {
+        Box::pin(checks::release_many_exact(c))
+    }),
     ("takeover_after_expiry", |c| {
         Box::pin(checks::takeover_after_expiry(c))
     }),
@@ -168,6 +172,30 @@ pub const CHECKS: &[(&str, CheckFn)] = &[
     ("race_32_tasks_200_rounds", |c| Box::pin(checks::race(c))),
 ];
 
+/// The checks that need a SQL store ([`LeaseStore::sea_orm`] is `Some`): faults made on its own
+/// database (an unwritable database, rows held locked by another session). [`run`] adds them
+/// for such a store.
+pub const SQL_CHECKS: &[(&str, CheckFn)] = &[
+    ("failed_commit_never_a_grant", |c| {
+        Box::pin(faults::failed_commit_never_a_grant(c))
+    }),
+    ("blocked_statement_gives_up", |c| {
+        Box::pin(faults::blocked_statement_gives_up(c))
+    }),
+    ("renew_many_next_to_locked_row", |c| {
+        Box::pin(faults::renew_many_next_to_locked_row(c))
+    }),
+    ("release_all_purge_next_to_locked_row", |c| {
+        Box::pin(faults::release_all_purge_next_to_locked_row(c))
+    }),
+];
+
+/// How many checks [`run`] runs against `store`.
+#[must_use]
+pub fn check_count(store: &dyn LeaseStore) -> usize {
+    CHECKS.len() + store.sea_orm().map_or(0, |_| SQL_CHECKS.len())
+}
+
 /// Runs every check against `store`, each in namespace `{base}.{check}` (`base` is made unique
 /// with the database's clock and the process id).
 pub async fn run(store: Arc<dyn LeaseStore>, base: &str) -> Report {
@@ -193,7 +221,12 @@ pub async fn run_matching(
         }
     };
     let mut report = Report::default();
-    for (name, check) in CHECKS.iter().filter(|(n, _)| filter(n)) {
+    let sql: &[(&str, CheckFn)] = if store.sea_orm().is_some() {
+        SQL_CHECKS
+    } else {
+        &[]
+    };
+    for (name, check) in CHECKS.iter().chain(sql).filter(|(n, _)| filter(n)) {
         let ns = format!("{base}.{}.{stamp}.{name}", std::process::id());
         let start = MonotonicClock.now();
         let outcome = match Namespace::new(ns) {

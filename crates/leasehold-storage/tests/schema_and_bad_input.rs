@@ -183,3 +183,140 @@ async fn bad_urls_are_typed_errors() {
         .expect_err("prefix");
     assert!(matches!(err, StoreError::Invalid(_)), "{err}");
 }
+
+/// Creates, from the backend's plain SQL file, a table with one thing wrong (`from` replaced by
+/// `to`) under its own prefix, and asserts that the store refuses it naming what is wrong.
+async fn wrong_table_refused(
+    url: &str,
+    file: &str,
+    prefix: &str,
+    from: &str,
+    to: &str,
+    says: &str,
+) {
+    let text = std::fs::read_to_string(format!(
+        "{}/../../migrations/sql/{file}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .expect("sql file");
+    assert!(text.contains(from), "{file} has no {from:?}");
+    let table = format!("{prefix}lease_info");
+    let text: String = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("--"))
+        .collect::<Vec<_>>()
+        .join("\n")
+        .replace(from, to)
+        .replace("lease_info", &table);
+    let db = Database::connect(url).await.expect("connect");
+    db.execute_unprepared(&format!("DROP TABLE IF EXISTS {table}"))
+        .await
+        .expect("drop");
+    for stmt in text.split(';').map(str::trim).filter(|s| !s.is_empty()) {
+        db.execute_unprepared(stmt).await.expect(stmt);
+    }
+    for migrate in [false, true] {
+        let err = StoreBuilder::new(url)
+            .table_prefix(prefix)
+            .migrate(migrate)
+            .connect()
+            .await
+            .expect_err("a table missing what safety needs is refused");
+        assert!(
+            matches!(err, StoreError::Schema { table: ref t, .. } if *t == table),
+            "{err}"
+        );
+        assert!(err.to_string().contains(says), "{err}");
+    }
+    db.execute_unprepared(&format!("DROP TABLE IF EXISTS {table}"))
+        .await
+        .expect("drop");
+}
+
+const NO_KEY_PG: &str = ",\n    CONSTRAINT uk_lease_info_ns_name UNIQUE (namespace, lease_name)";
+
+#[tokio::test]
+async fn wrong_tables_sqlite() {
+    let (dir, url) = temp_db("wrong");
+    wrong_table_refused(&url, "sqlite.sql", "nokey_", NO_KEY_PG, "", "no unique key").await;
+    wrong_table_refused(
+        &url,
+        "sqlite.sql",
+        "halfkey_",
+        "UNIQUE (namespace, lease_name)",
+        "UNIQUE (lease_name)",
+        "no unique key",
+    )
+    .await;
+    wrong_table_refused(
+        &url,
+        "sqlite.sql",
+        "texttime_",
+        "lease_end_time BIGINT",
+        "lease_end_time TEXT",
+        "column lease_end_time",
+    )
+    .await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn wrong_tables_postgres() {
+    let Some(url) = backend_url(POSTGRES_ENV) else {
+        return;
+    };
+    wrong_table_refused(
+        &url,
+        "postgres.sql",
+        "nokey_",
+        NO_KEY_PG,
+        "",
+        "no unique key",
+    )
+    .await;
+    wrong_table_refused(
+        &url,
+        "postgres.sql",
+        "texttime_",
+        "lease_end_time BIGINT",
+        "lease_end_time TEXT",
+        "column lease_end_time",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn wrong_tables_mysql() {
+    let Some(url) = backend_url(MYSQL_ENV) else {
+        return;
+    };
+    let key = ",\n    UNIQUE KEY uk_lease_info_ns_name (namespace, lease_name)";
+    wrong_table_refused(&url, "mysql.sql", "nokey_", key, "", "no unique key").await;
+    wrong_table_refused(
+        &url,
+        "mysql.sql",
+        "ci_",
+        "utf8mb4_nopad_bin",
+        "utf8mb4_general_ci",
+        "collation",
+    )
+    .await;
+    wrong_table_refused(
+        &url,
+        "mysql.sql",
+        "padbin_",
+        "utf8mb4_nopad_bin",
+        "utf8mb4_bin",
+        "collation",
+    )
+    .await;
+    wrong_table_refused(
+        &url,
+        "mysql.sql",
+        "texttime_",
+        "lease_end_time BIGINT",
+        "lease_end_time VARCHAR(32)",
+        "column lease_end_time",
+    )
+    .await;
+}

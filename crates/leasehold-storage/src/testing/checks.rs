@@ -89,35 +89,144 @@ pub(super) async fn begin_tenure_new_token(ctx: Ctx) -> Result<(), String> {
         matches!(refused, AcquireOutcome::HeldBy { ref holder, .. } if *holder == a),
         || format!("b got {refused:?}"),
     )?;
-    // a's new tenure over its own live grant gets a new token ...
-    let t2 = match ctx
+    // a's begin_tenure over its own live grant (a stale or duplicated request) changes nothing.
+    let again = ctx
         .store
         .begin_tenure(&key, &a, term(LONG)?)
+        .await
+        .map_err(e)?;
+    ensure(
+        matches!(again, AcquireOutcome::HeldBy { ref holder, token, .. } if *holder == a && token == t1),
+        || format!("a's begin_tenure over its own live grant answered {again:?}"),
+    )?;
+    // Taking over one's own live tenure needs its token: a wrong one changes nothing ...
+    let wrong = ctx
+        .store
+        .take_over_tenure(&key, &a, FencingToken(t1.get() + 7), term(LONG)?)
+        .await
+        .map_err(e)?;
+    ensure(
+        matches!(wrong, AcquireOutcome::HeldBy { token, .. } if token == t1),
+        || format!("take-over naming a wrong token answered {wrong:?}"),
+    )?;
+    // ... b cannot take a's tenure even naming its token ...
+    let by_b = ctx
+        .store
+        .take_over_tenure(&key, &b, t1, term(LONG)?)
+        .await
+        .map_err(e)?;
+    ensure(
+        matches!(by_b, AcquireOutcome::HeldBy { ref holder, .. } if *holder == a),
+        || format!("b's take-over of a's tenure answered {by_b:?}"),
+    )?;
+    // ... and naming it gives a new tenure with the next token.
+    let t2 = match ctx
+        .store
+        .take_over_tenure(&key, &a, t1, term(LONG)?)
         .await
         .map_err(e)?
     {
         AcquireOutcome::Acquired { token, .. } => token,
-        other => return Err(format!("a's begin_tenure answered {other:?}")),
+        other => return Err(format!("a's take_over_tenure answered {other:?}")),
     };
     ensure(t2.get() == t1.get() + 1, || {
         format!("new tenure token {t2} after {t1}")
     })?;
-    // ... so the old tenure's late renew and release touch nothing.
+    // A late copy of that same take-over finds the newer tenure and does nothing.
+    let late = ctx
+        .store
+        .take_over_tenure(&key, &a, t1, term(LONG)?)
+        .await
+        .map_err(e)?;
+    ensure(
+        matches!(late, AcquireOutcome::HeldBy { token, .. } if token == t2),
+        || format!("a late take-over answered {late:?}"),
+    )?;
+    // The old tenure's late renew, batch renew and release touch nothing.
+    let before = ctx.store.get(&key).await.map_err(e)?.ok_or("row missing")?;
     let r = ctx
         .store
-        .renew(&key, &a, t1, term(LONG)?)
+        .renew(&key, &a, t1, term(LONG * 3)?)
         .await
         .map_err(e)?;
     ensure(r == RenewOutcome::Lost, || {
         format!("old tenure's renew answered {r:?}")
     })?;
+    let old = [RenewItem {
+        key: key.clone(),
+        token: t1,
+    }];
+    let rm = ctx
+        .store
+        .renew_many(&a, &old, term(LONG * 3)?)
+        .await
+        .map_err(e)?;
+    ensure(rm == [false], || {
+        format!("old tenure's renew_many answered {rm:?}")
+    })?;
     let rel = ctx.store.release(&key, &a, t1).await.map_err(e)?;
     ensure(rel == ReleaseOutcome::NotHeld, || {
         format!("old tenure's release answered {rel:?}")
     })?;
+    let n = ctx.store.release_many(&a, &old).await.map_err(e)?;
+    ensure(n == 0, || format!("old tenure's release_many released {n}"))?;
     let rec = ctx.store.get(&key).await.map_err(e)?.ok_or("row missing")?;
-    ensure(rec.held && rec.token == t2, || {
-        format!("new tenure disturbed: {rec:?}")
+    ensure(
+        rec.held && rec.token == t2 && rec.until == before.until,
+        || format!("new tenure disturbed: {before:?} -> {rec:?}"),
+    )
+}
+
+pub(super) async fn release_many_exact(ctx: Ctx) -> Result<(), String> {
+    let (a, b) = (holder("a")?, holder("b")?);
+    let mut mine = Vec::new();
+    for i in 0..6 {
+        let key = ctx.key(&format!("n{i}"))?;
+        let (token, _) = acquired(&ctx, &key, &a, term(LONG)?).await?;
+        mine.push(RenewItem { key, token });
+    }
+    let other = ctx.key("b")?;
+    let (bt, _) = acquired(&ctx, &other, &b, term(LONG)?).await?;
+    // Release n0..n3 (n3 named with a wrong token), b's row named with b's token, and a name
+    // nobody holds.
+    let mut items: Vec<RenewItem> = mine[..3].to_vec();
+    items.push(RenewItem {
+        key: mine[3].key.clone(),
+        token: FencingToken(mine[3].token.get() + 1),
+    });
+    items.push(RenewItem {
+        key: other.clone(),
+        token: bt,
+    });
+    items.push(RenewItem {
+        key: ctx.key("nobody")?,
+        token: FencingToken(1),
+    });
+    let n = ctx.store.release_many(&a, &items).await.map_err(e)?;
+    ensure(n == 3, || format!("release_many released {n}, expected 3"))?;
+    let again = ctx.store.release_many(&a, &items).await.map_err(e)?;
+    ensure(again == 0, || {
+        format!("a second release_many released {again}")
+    })?;
+    for (i, it) in mine.iter().enumerate() {
+        let rec = ctx
+            .store
+            .get(&it.key)
+            .await
+            .map_err(e)?
+            .ok_or("row missing")?;
+        ensure(rec.held == (i >= 3) && rec.token == it.token, || {
+            format!("n{i} after release_many: {rec:?}")
+        })?;
+    }
+    let rec = ctx
+        .store
+        .get(&other)
+        .await
+        .map_err(e)?
+        .ok_or("row missing")?;
+    ensure(rec.held && rec.holder == b, || {
+        format!("b's row touched: {rec:?}")
     })
 }
 

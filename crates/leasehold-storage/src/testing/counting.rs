@@ -14,7 +14,7 @@ use leasehold_core::{
     MonotonicClock, Namespace, ReleaseOutcome, RenewOutcome, Term,
 };
 
-use crate::{LeaseStore, RenewItem, StoreError};
+use crate::{BatchRenewal, LeaseStore, RenewItem, StoreError};
 
 /// A method of [`LeaseStore`], as counted by [`CountingStore`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -24,12 +24,16 @@ pub enum Op {
     TryAcquire,
     /// [`LeaseStore::begin_tenure`].
     BeginTenure,
+    /// [`LeaseStore::take_over_tenure`].
+    TakeOverTenure,
     /// [`LeaseStore::renew`].
     Renew,
     /// [`LeaseStore::renew_many`].
     RenewMany,
     /// [`LeaseStore::release`].
     Release,
+    /// [`LeaseStore::release_many`].
+    ReleaseMany,
     /// [`LeaseStore::release_all`].
     ReleaseAll,
     /// [`LeaseStore::force_release`].
@@ -46,12 +50,14 @@ pub enum Op {
 
 impl Op {
     /// Every method, in the trait's order.
-    pub const ALL: [Op; 11] = [
+    pub const ALL: [Op; 13] = [
         Op::TryAcquire,
         Op::BeginTenure,
+        Op::TakeOverTenure,
         Op::Renew,
         Op::RenewMany,
         Op::Release,
+        Op::ReleaseMany,
         Op::ReleaseAll,
         Op::ForceRelease,
         Op::Get,
@@ -73,9 +79,11 @@ impl Op {
         match self {
             Op::TryAcquire => "try_acquire",
             Op::BeginTenure => "begin_tenure",
+            Op::TakeOverTenure => "take_over_tenure",
             Op::Renew => "renew",
             Op::RenewMany => "renew_many",
             Op::Release => "release",
+            Op::ReleaseMany => "release_many",
             Op::ReleaseAll => "release_all",
             Op::ForceRelease => "force_release",
             Op::Get => "get",
@@ -355,6 +363,17 @@ impl LeaseStore for CountingStore {
         self.pass(Op::BeginTenure, 0, call).await
     }
 
+    async fn take_over_tenure(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        expected: FencingToken,
+        term: Term,
+    ) -> Result<AcquireOutcome, StoreError> {
+        let call = self.inner.take_over_tenure(key, holder, expected, term);
+        self.pass(Op::TakeOverTenure, 0, call).await
+    }
+
     async fn renew(
         &self,
         key: &LeaseKey,
@@ -374,6 +393,26 @@ impl LeaseStore for CountingStore {
     ) -> Result<Vec<bool>, StoreError> {
         let call = self.inner.renew_many(holder, items, term);
         self.pass(Op::RenewMany, items.len(), call).await
+    }
+
+    /// Counted as [`Op::RenewMany`].
+    async fn renew_batch(
+        &self,
+        holder: &HolderId,
+        items: &[RenewItem],
+        term: Term,
+    ) -> Result<Vec<BatchRenewal>, StoreError> {
+        let call = self.inner.renew_batch(holder, items, term);
+        self.pass(Op::RenewMany, items.len(), call).await
+    }
+
+    async fn release_many(
+        &self,
+        holder: &HolderId,
+        items: &[RenewItem],
+    ) -> Result<u64, StoreError> {
+        let call = self.inner.release_many(holder, items);
+        self.pass(Op::ReleaseMany, 0, call).await
     }
 
     async fn release(
