@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use leasehold_core::{
-    Command, Event, FencingToken, HolderId, LeaseConfig, LeaseKey, LeaseMachine, LossReason,
-    Notification, ReleaseOutcome, RenewOutcome, State, StoreFailure, ValidationError,
+    AcquireOutcome, Command, Event, FencingToken, HolderId, LeaseConfig, LeaseKey, LeaseMachine,
+    LossReason, Notification, ReleaseOutcome, RenewOutcome, State, StoreFailure, ValidationError,
 };
 use leasehold_storage::{LeaseStore, RenewItem, StoreError};
 use tokio::sync::oneshot;
@@ -108,6 +108,8 @@ pub struct LeaseActor {
     /// Stop once the tenure has ended and settled (a lock, or a hold being unlocked).
     single_use: bool,
     stop_when_resting: bool,
+    /// Take over this holder's own live rows found at a grant (a dead predecessor's).
+    reclaim_own: bool,
 }
 
 impl std::fmt::Debug for LeaseActor {
@@ -155,6 +157,7 @@ impl LeaseActor {
             unlock: None,
             single_use: false,
             stop_when_resting: false,
+            reclaim_own: false,
         })
     }
 
@@ -187,6 +190,10 @@ impl LeaseActor {
     pub(crate) fn on_exit(mut self, f: OnExit) -> Self {
         self.on_exit = Some(f);
         self
+    }
+
+    pub(crate) fn reclaim_own(&mut self, reclaim: bool) {
+        self.reclaim_own = reclaim;
     }
 
     pub(crate) fn keep(&mut self, keep: Option<Box<dyn Any + Send>>) {
@@ -265,7 +272,23 @@ impl LeaseActor {
         match cmd {
             Command::TryAcquire { req, term } => {
                 log::trace!("{key}: begin_tenure {req} as {holder} for {term:?}");
-                let fut = async move { store.begin_tenure(&key, &holder, term).await };
+                let reclaim = self.reclaim_own;
+                let fut = async move {
+                    let outcome = store.begin_tenure(&key, &holder, term).await?;
+                    match outcome {
+                        // A live row of this holder id that this actor does not believe in: a
+                        // dead predecessor's, when the application says so. Taken over by
+                        // compare-and-set on its token, so nothing newer can be ended.
+                        AcquireOutcome::HeldBy {
+                            holder: ref seen,
+                            token,
+                            ..
+                        } if reclaim && *seen == holder => {
+                            store.take_over_tenure(&key, &holder, token, term).await
+                        }
+                        other => Ok(other),
+                    }
+                };
                 self.call(ctx, "acquire", fut, move |result| Event::AcquireResult {
                     req,
                     result,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use leasehold_core::{HolderId, RenewOutcome, StoreFailure, Term};
-use leasehold_storage::{LeaseStore, RenewItem};
+use leasehold_storage::{BatchRenewal, LeaseStore, RenewItem};
 use tokio::sync::oneshot;
 
 /// The default minimum coalescing window of [`RenewBatcher`]: 10 ms.
@@ -91,24 +91,33 @@ impl RenewBatcher {
         self.flush_scheduled = false;
         for ((holder, term), waiting) in self.queued.drain() {
             let store = Arc::clone(&self.store);
-            // A tokio task, not an actor future: see `crate::detached`.
+            // A tokio task, bounded: see `crate::detached`. A batch with no answer by then is a
+            // renewal with no answer for every item in it (the machines retry on their own).
+            let limit = term.duration() / 3;
             tokio::spawn(async move {
                 let items: Vec<RenewItem> = waiting.iter().map(|(i, _)| i.clone()).collect();
-                log::trace!("renew_many: {} leases of {holder}", items.len());
+                log::trace!("renew_batch: {} leases of {holder}", items.len());
                 let clock = leasehold_core::MonotonicClock;
                 let started = leasehold_core::Clock::now(&clock);
-                let answer = store.renew_many(&holder, &items, term).await;
+                let (h, batch) = (holder.clone(), items.clone());
+                let answer = crate::detached::detached("renew_many", limit, async move {
+                    store.renew_batch(&h, &batch, term).await
+                })
+                .await;
                 let elapsed = leasehold_core::Clock::now(&clock) - started;
                 crate::metrics::renew_batch(items.len(), elapsed, answer.is_ok());
                 match answer {
-                    Ok(renewed) => {
+                    Ok(outcomes) => {
                         for (i, (_, reply)) in waiting.into_iter().enumerate() {
-                            let outcome = if renewed.get(i).copied().unwrap_or(false) {
-                                RenewOutcome::Renewed
-                            } else {
-                                RenewOutcome::Lost
+                            let outcome = match outcomes.get(i).copied() {
+                                Some(BatchRenewal::Renewed) => Ok(RenewOutcome::Renewed),
+                                Some(BatchRenewal::Lost) => Ok(RenewOutcome::Lost),
+                                // Locked by another session: unknown, not lost.
+                                _ => Err(StoreFailure::new(
+                                    "the lease row was locked by another session; renewal outcome unknown",
+                                )),
                             };
-                            let _ = reply.send(Ok(outcome));
+                            let _ = reply.send(outcome);
                         }
                     }
                     Err(e) => {

@@ -137,6 +137,7 @@ pub struct LeaseEngine {
     pub(crate) service: CancellationToken,
     pub(crate) bell: Option<Arc<Bell>>,
     shut_down: bool,
+    reclaim_own: bool,
 }
 
 impl std::fmt::Debug for LeaseEngine {
@@ -174,6 +175,7 @@ impl LeaseEngine {
             service: CancellationToken::new(),
             bell,
             shut_down: false,
+            reclaim_own: false,
         }
     }
 
@@ -182,6 +184,15 @@ impl LeaseEngine {
     pub fn with_request_timeout(mut self, limit: Duration) -> Self {
         self.limit = limit;
         self.bell = Bell::for_store(&self.store, limit);
+        self
+    }
+
+    /// Take over this holder's own unexpired rows (left by a dead predecessor with the same
+    /// holder id) as new tenures instead of waiting for them to lapse. Only safe when no other
+    /// live process uses the holder id; see `LeaseServiceBuilder::reclaim_own_leases`.
+    #[must_use]
+    pub fn reclaim_own_leases(mut self, reclaim: bool) -> Self {
+        self.reclaim_own = reclaim;
         self
     }
 
@@ -237,6 +248,7 @@ impl LeaseEngine {
             let _ = done.send(true);
             engine.do_send(ActorStopped { key: exit_key, id });
         }));
+        actor.reclaim_own(self.reclaim_own);
         setup(&mut actor);
         let addr = actor.start();
         log::debug!("{key}: actor started for {owner}");

@@ -10,10 +10,12 @@
 //! holds the lease until its new deadline, the store shows it free, and another holder takes it:
 //! two holders at once, with no clock drift at all.
 //!
-//! Fixed by `LeaseStore::begin_tenure`, which the engine (and this simulation) use for every
-//! grant: a new tenure always gets a new token, even over the holder's own live row, so the
-//! old tenure's late release names a token the row no longer has and touches nothing. This test
-//! replays the exact sequence and keeps it fixed.
+//! First fixed by giving every grant a new token even over the holder's own live row; now
+//! `LeaseStore::begin_tenure`, which the engine (and this simulation) use for every grant, never
+//! touches a live row at all, the holder's own included (a grant can never end a live tenure it
+//! does not name): the holder waits its old grant out like anyone else, so the old tenure's late
+//! release can only end that old tenure, which nobody believes in any more. This test replays the
+//! exact sequence and keeps it fixed.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -154,16 +156,15 @@ fn a_release_delayed_past_its_timeout_cannot_end_the_next_tenure() {
     };
     // t = 150: the application competes again; the machine waits until the release settles.
     a.handle(&sim, 150, Event::Start);
-    // Retries fail; at the local deadline (900) the release is abandoned and a acquires again.
-    // The row (until 1000) is still live and a's: the new tenure takes it over with a new token.
+    // Retries fail; at the local deadline (900) the release is abandoned and a competes again.
+    // The row (until 1000) is still live and a's: a grant never takes a live row, so a waits.
     a.run_until(&sim, 950);
-    assert!(a.machine.holds(sim.at(950)), "a holds its new tenure");
-    assert_eq!(
-        a.machine.token().map(|t| t.get()),
-        Some(token.get() + 1),
-        "a new tenure has a new token"
+    assert!(
+        !a.machine.holds(sim.at(950)),
+        "a does not take its own live row"
     );
-    // t = 950: the first release finally reaches the store: it names a and that token.
+    // t = 950: the first release finally reaches the store: it names a and the old token, the
+    // row's tenure, which nobody believes in any more.
     let _ = sim.at(950);
     let released = sim
         .store
@@ -171,12 +172,13 @@ fn a_release_delayed_past_its_timeout_cannot_end_the_next_tenure() {
         .now_or_never()
         .expect("ready");
     assert!(
-        matches!(released, Ok(leasehold_storage::ReleaseOutcome::NotHeld)),
-        "the stale release touched the new tenure: {released:?}"
+        matches!(released, Ok(leasehold_storage::ReleaseOutcome::Released)),
+        "the stale release ends only the old tenure: {released:?}"
     );
     // t = 960: b acquires the lease the store now shows free.
     b.handle(&sim, 960, Event::Start);
     let now = sim.at(960);
+    assert!(b.machine.holds(now), "b holds the free lease");
     assert!(
         !(a.machine.holds(now) && b.machine.holds(now)),
         "two holders at once: a (token {:?}) and b (token {:?})",

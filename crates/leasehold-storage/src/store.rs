@@ -152,23 +152,6 @@ pub trait LeaseStore: Send + Sync + 'static {
     /// Releases every live lease of `holder`, in one statement. Returns how many.
     async fn release_all(&self, holder: &HolderId) -> Result<u64, StoreError>;
 
-    /// Releases exactly the tenures `items` of `holder` (each by key and token), in as few
-    /// statements as the backend allows. Returns how many were live and released. A tenure
-    /// that already ended, or a row taken over since, is left as it is.
-    async fn release_many(
-        &self,
-        holder: &HolderId,
-        items: &[RenewItem],
-    ) -> Result<u64, StoreError> {
-        let mut released = 0;
-        for item in items {
-            if self.release(&item.key, holder, item.token).await? == ReleaseOutcome::Released {
-                released += 1;
-            }
-        }
-        Ok(released)
-    }
-
     /// Operator override: releases `key` whoever holds it. Returns whether it was held.
     async fn force_release(&self, key: &LeaseKey) -> Result<bool, StoreError>;
 

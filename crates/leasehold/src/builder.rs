@@ -40,6 +40,7 @@ pub struct LeaseServiceBuilder {
     table_prefix: String,
     layer: Option<StoreLayer>,
     renew_store: Option<Arc<dyn LeaseStore>>,
+    reclaim_own_leases: bool,
 }
 
 impl std::fmt::Debug for LeaseServiceBuilder {
@@ -64,12 +65,14 @@ impl LeaseServiceBuilder {
             table_prefix: String::new(),
             layer: None,
             renew_store: None,
+            reclaim_own_leases: false,
         }
     }
 
-    /// A stable holder id, so a restarted process reclaims its own unexpired leases at once (as a
-    /// new tenure with the next fencing token) instead of waiting for them to lapse. Default:
-    /// `host:pid:random`, unique per service. Two live processes must never share one.
+    /// A stable holder id (default: `host:pid:random`, unique per service). A service restarted
+    /// with the same id waits its predecessor's unexpired leases out like any other holder,
+    /// unless [`LeaseServiceBuilder::reclaim_own_leases`] says the predecessor is known dead.
+    /// Two live services of one process cannot share an id ([`crate::Error::HolderInUse`]).
     ///
     /// # Examples
     /// ```
@@ -81,6 +84,32 @@ impl LeaseServiceBuilder {
     /// ```
     pub fn holder_id(mut self, id: impl Into<String>) -> Self {
         self.holder = Some(id.into());
+        self
+    }
+
+    /// Take over this holder id's own unexpired leases at once, as new tenures with the next
+    /// fencing token, instead of waiting for them to lapse (default: `false`).
+    ///
+    /// Safe only when no other live process can be using the same holder id: a stable id of a
+    /// process that is known to be dead (a supervisor restarted it after it exited, or the id
+    /// names a node that was fenced off). If the old process is still running (a network split,
+    /// a paused VM), both believe they hold the lease until the old one's local deadline; only
+    /// fencing tokens then protect shared resources. Within one running service it changes
+    /// nothing: a tenure of this service is never taken over by itself.
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// # use leasehold::LeaseService;
+    /// let service = LeaseService::builder("sqlite::memory:")
+    ///     .holder_id("worker-1")
+    ///     .reclaim_own_leases(true) // worker-1 is restarted only after it exited
+    ///     .build()
+    ///     .await?;
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
+    pub fn reclaim_own_leases(mut self, reclaim: bool) -> Self {
+        self.reclaim_own_leases = reclaim;
         self
     }
 
@@ -206,10 +235,16 @@ impl LeaseServiceBuilder {
         let namespace = Namespace::new(self.namespace)?;
         let source = match self.source {
             Source::Url(url) => {
-                let main = StoreBuilder::new(url.clone()).table_prefix(self.table_prefix.clone());
+                // Statements the engine gave up on die at the server too.
+                let bound = self.config.request_timeout();
+                let main = StoreBuilder::new(url.clone())
+                    .table_prefix(self.table_prefix.clone())
+                    .server_timeout(bound);
                 main.table_name()?;
                 let memory = is_memory_sqlite(&url);
-                let renew = StoreBuilder::new(url).table_prefix(self.table_prefix);
+                let renew = StoreBuilder::new(url)
+                    .table_prefix(self.table_prefix)
+                    .server_timeout(bound);
                 Source::Builders(main, renew, memory)
             }
             Source::Store(store) => match self.renew_store {
@@ -223,6 +258,7 @@ impl LeaseServiceBuilder {
             holder: holder.clone(),
             batch_window: self.batch_window,
             layer: self.layer,
+            reclaim_own_leases: self.reclaim_own_leases,
         };
         LeaseService::start(spec, holder, namespace, self.config).await
     }

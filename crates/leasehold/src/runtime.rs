@@ -31,6 +31,7 @@ pub(crate) struct EngineSpec {
     pub(crate) holder: HolderId,
     pub(crate) batch_window: Duration,
     pub(crate) layer: Layer,
+    pub(crate) reclaim_own_leases: bool,
 }
 
 /// The running engine thread.
@@ -86,6 +87,7 @@ pub(crate) async fn start(
                 let engine = LeaseEngine::new(spec.holder, store, renewer, registry)
                     .with_service_token(cancel)
                     .with_request_timeout(request_timeout)
+                    .reclaim_own_leases(spec.reclaim_own_leases)
                     .start();
                 Ok::<_, Error>((engine, System::current()))
             });

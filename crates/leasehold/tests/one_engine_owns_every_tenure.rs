@@ -98,11 +98,17 @@ async fn stop_ends_every_belief_before_the_release_answers() {
             tokio::spawn(async move { service.stop_lease_task("job").await })
         };
         eventually("the token is cancelled", || cancel.is_cancelled()).await;
-        assert!(!gate.load(Ordering::SeqCst), "{backend}: release still held back");
+        assert!(
+            !gate.load(Ordering::SeqCst),
+            "{backend}: release still held back"
+        );
         assert!(!service.has_lease("job") && !task.has_lease(), "{backend}");
         assert_eq!(task.token(), None, "{backend}");
         assert!(task.cancellation_token().is_cancelled(), "{backend}");
-        assert!(!stopping.is_finished(), "{backend}: stop waits for the release");
+        assert!(
+            !stopping.is_finished(),
+            "{backend}: stop waits for the release"
+        );
         gate.store(true, Ordering::SeqCst);
         assert!(stopping.await.expect("join").expect("stop"), "{backend}");
         let mut seen = Vec::new();
@@ -138,7 +144,10 @@ async fn shutdown_ends_live_guards_before_releasing_them() {
             .await
             .expect("lock");
         assert!(taken.is_some(), "{backend}: released by shutdown");
-        assert!(guard.unlock().await.is_err(), "{backend}: nothing left to unlock");
+        assert!(
+            guard.unlock().await.is_err(),
+            "{backend}: nothing left to unlock"
+        );
         b.shutdown().await.expect("shutdown");
     }
 }
@@ -161,7 +170,10 @@ async fn shutdown_and_drop_end_every_tenure() {
             .await
             .expect("held");
         a.shutdown().await.expect("shutdown");
-        assert!(shard_cancel.is_cancelled(), "{backend}: sharded tenure ended");
+        assert!(
+            shard_cancel.is_cancelled(),
+            "{backend}: sharded tenure ended"
+        );
         assert!(shards.held().is_empty(), "{backend}");
 
         let b = service(&url, &ns).await;
@@ -177,7 +189,10 @@ async fn shutdown_and_drop_end_every_tenure() {
             .expect("free");
         drop(b);
         assert!(cancel.is_cancelled(), "{backend}: the task's token");
-        assert!(guard.cancellation_token().is_cancelled(), "{backend}: the guard's");
+        assert!(
+            guard.cancellation_token().is_cancelled(),
+            "{backend}: the guard's"
+        );
         assert!(!guard.is_held() && !task.has_lease() && task.token().is_none());
         assert!(
             matches!(task.acquired().await, Err(Error::TaskStopped { .. })),
@@ -216,8 +231,15 @@ async fn a_panicking_callback_ends_its_tenure_and_the_task_goes_on() {
             calls.load(Ordering::SeqCst) >= 2 && task.has_lease()
         })
         .await;
-        let first = first_cancel.lock().expect("lock").clone().expect("first tenure");
-        assert!(first.is_cancelled(), "{backend}: the panicking tenure ended");
+        let first = first_cancel
+            .lock()
+            .expect("lock")
+            .clone()
+            .expect("first tenure");
+        assert!(
+            first.is_cancelled(),
+            "{backend}: the panicking tenure ended"
+        );
         assert_eq!(
             lost.lock().expect("lock").first(),
             Some(&LossReason::CallbackPanicked),
@@ -286,7 +308,10 @@ async fn a_holder_id_has_one_live_service_per_process() {
         .await
         .expect("first");
     let second = LeaseService::builder(&url).holder_id(&id).build().await;
-    assert!(matches!(second, Err(Error::HolderInUse { .. })), "{second:?}");
+    assert!(
+        matches!(second, Err(Error::HolderInUse { .. })),
+        "{second:?}"
+    );
     first.shutdown().await.expect("shutdown");
     let again = LeaseService::builder(&url)
         .holder_id(&id)
@@ -364,8 +389,14 @@ async fn an_expired_guard_does_not_keep_the_local_queue() {
         }
         let next = next.unwrap_or_else(|| panic!("{backend}: locked again"));
         assert!(next.token() > old.token() && next.is_held(), "{backend}");
-        assert!(old.unlock().await.is_err(), "{backend}: the old tenure is lost");
-        assert!(next.is_held(), "{backend}: unlocking the old guard leaves the new one");
+        assert!(
+            old.unlock().await.is_err(),
+            "{backend}: the old tenure is lost"
+        );
+        assert!(
+            next.is_held(),
+            "{backend}: unlocking the old guard leaves the new one"
+        );
         drop(next);
         service.shutdown().await.expect("shutdown");
     }
