@@ -130,8 +130,9 @@ async fn run_local(spec: SimSpec) -> Result<SimReport, SimError> {
         dice.disable();
     }
     tokio::time::sleep(term).await;
-    futures::future::join_all(finished.into_iter().map(Program::finish)).await;
+    let guards = futures::future::join_all(finished.into_iter().map(Program::finish)).await;
     tokio::time::sleep(term / 2).await;
+    drop(guards);
     stop.store(true, Ordering::SeqCst);
     let _ = rows.await;
     let _ = tokio::task::spawn_blocking(move || sampler.join()).await;

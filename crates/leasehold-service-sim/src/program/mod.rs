@@ -269,14 +269,18 @@ impl Program {
     }
 
     /// Forgets the incarnation's handles (dropping them), after a shutdown or to drop it.
-    fn forget_incarnation(&mut self) -> Option<LeaseService> {
+    /// With `keep_guards`, its lock guards stay (as a user's would after a shutdown): they must
+    /// say "not held" by themselves.
+    fn forget_incarnation(&mut self, keep_guards: bool) -> Option<LeaseService> {
         let service = self
             .cell
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
-        for g in self.guards.drain(..) {
-            drop(g.lock().unwrap_or_else(PoisonError::into_inner).take());
+        if !keep_guards {
+            for g in self.guards.drain(..) {
+                drop(g.lock().unwrap_or_else(PoisonError::into_inner).take());
+            }
         }
         self.tasks.clear();
         self.holds.clear();
@@ -294,14 +298,14 @@ impl Program {
             .drive("shutdown", bound, service.shutdown(), |r| format!("{r:?}"))
             .await;
         drop(service);
-        drop(self.forget_incarnation());
+        drop(self.forget_incarnation(true));
         if let Some((_, gone)) = &mut self.last_holder {
             *gone = matches!(out, Some(Ok(_)));
         }
     }
 
     fn drop_service(&mut self) {
-        let service = self.forget_incarnation();
+        let service = self.forget_incarnation(false);
         self.note("dropped the service (no shutdown)");
         drop(service);
         // Its engine stops in the background: do not reuse its holder id.
@@ -344,8 +348,9 @@ impl Program {
         }
     }
 
-    /// Shuts the last incarnation down at the end of the run (faults are off by then).
-    pub(crate) async fn finish(mut self) {
+    /// Shuts the last incarnation down at the end of the run (faults are off by then); its
+    /// guards are given back, to be dropped after a last stretch of sampling.
+    pub(crate) async fn finish(mut self) -> Vec<Arc<GuardCell>> {
         if let Some(service) = self.service() {
             let bound = self.ctx.timeout() * 2 + CALL_SLACK;
             self.drive_as(
@@ -357,6 +362,7 @@ impl Program {
             )
             .await;
         }
-        drop(self.forget_incarnation());
+        drop(self.forget_incarnation(true));
+        std::mem::take(&mut self.guards)
     }
 }

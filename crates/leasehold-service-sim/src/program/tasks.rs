@@ -8,6 +8,9 @@ use leasehold::{LeaseTaskOptions, ShardOptions};
 use rand::Rng;
 
 use super::Program;
+
+/// The bound of a call documented to wait (as long as it takes).
+const NO_BOUND: std::time::Duration = std::time::Duration::from_secs(3600);
 use crate::beliefs::TokenSource;
 use crate::oracle::panics::INTENDED_PANIC;
 
@@ -98,11 +101,14 @@ impl Program {
                 self.note(format!("acquired() of {key} now: token {token}"));
             }
         } else {
-            let wait = self.ctx.term();
+            // A wait with no bound of its own: given up after a while.
+            let wait = self.ctx.term().mul_f64(self.rng.random_range(0.1..2.0));
+            let mode = super::drive::DropMode::Timeout(wait);
             let out = self
-                .drive(
+                .drive_as(
+                    mode,
                     &format!("acquired {key}"),
-                    wait * 20,
+                    NO_BOUND,
                     task.acquired(),
                     |r| format!("{:?}", r.as_ref().map(|(t, _)| *t)),
                 )
