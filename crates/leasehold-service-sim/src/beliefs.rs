@@ -184,7 +184,7 @@ impl Beliefs {
                 });
             };
         let p = &*probes;
-        let steps: [&dyn Fn(&mut dyn FnMut(&Owner, &LeaseKey, Signal, Option<FencingToken>)); 5] = [
+        let steps: [&Step<'_>; 5] = [
             &|f| {
                 each(&p.services, reverse, |(o, cell, keys)| {
                     if let Some(s) = locked(cell).as_ref() {
@@ -241,6 +241,11 @@ impl Beliefs {
         out
     }
 }
+
+/// A sighting callback.
+type Seen<'a> = dyn FnMut(&Owner, &LeaseKey, Signal, Option<FencingToken>) + 'a;
+/// One group of probes, read in order.
+type Step<'a> = dyn Fn(&mut Seen<'_>) + 'a;
 
 fn ordered<T>(items: &[T], reverse: bool) -> Box<dyn Iterator<Item = &T> + '_> {
     if reverse {

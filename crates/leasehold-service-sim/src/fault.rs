@@ -194,9 +194,9 @@ impl FaultDice {
             x < edge
         };
         let (fault, count) = if next(p.delay) {
-            (Fault::Delay(short(&mut *rng)), &self.counts.delayed)
+            (Fault::Delay(short(&mut rng)), &self.counts.delayed)
         } else if next(p.long_delay) {
-            (Fault::Delay(long(&mut *rng)), &self.counts.delayed)
+            (Fault::Delay(long(&mut rng)), &self.counts.delayed)
         } else if next(p.hang) {
             (Fault::Hang, &self.counts.hung)
         } else if next(p.fail) {
@@ -204,12 +204,9 @@ impl FaultDice {
         } else if next(p.lose_answer) {
             (Fault::LoseAnswer, &self.counts.lost_answers)
         } else if next(p.slow_answer) {
-            (
-                Fault::SlowAnswer(long(&mut *rng)),
-                &self.counts.slow_answers,
-            )
+            (Fault::SlowAnswer(long(&mut rng)), &self.counts.slow_answers)
         } else if next(p.apply_late) {
-            (Fault::ApplyLate(long(&mut *rng)), &self.counts.applied_late)
+            (Fault::ApplyLate(long(&mut rng)), &self.counts.applied_late)
         } else {
             return Fault::None;
         };

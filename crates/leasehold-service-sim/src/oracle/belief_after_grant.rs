@@ -69,3 +69,46 @@ pub(crate) fn check(sweep: &[Sighting], at: i64, log: &GrantLog) -> Vec<Finding>
     }
     found
 }
+
+#[cfg(test)]
+mod tests {
+    use leasehold::{FencingToken, HolderId, LeaseKey};
+
+    use super::{BELIEF_TOLERANCE_MS, check};
+    use crate::GrantLog;
+    use crate::beliefs::{Owner, Sighting, Signal};
+
+    fn seen(holder: &str, token: Option<i64>) -> Sighting {
+        Sighting {
+            owner: Owner {
+                slot: 0,
+                generation: 1,
+                holder: HolderId::new(holder).expect("holder"),
+            },
+            key: LeaseKey::parse("ns", "k").expect("key"),
+            signal: Signal::TaskToken,
+            token: token.map(FencingToken),
+        }
+    }
+
+    #[test]
+    fn beliefs_are_judged_against_their_own_tenure() {
+        let log = GrantLog::default();
+        let key = LeaseKey::parse("ns", "k").expect("key");
+        let (a, b) = (
+            HolderId::new("a").expect("a"),
+            HolderId::new("b").expect("b"),
+        );
+        log.granted(&key, &a, FencingToken(1), 1_500, 1_000);
+        assert!(check(&[seen("a", Some(1))], 1_400, &log).is_empty());
+        assert!(check(&[seen("a", Some(1))], 1_500 + BELIEF_TOLERANCE_MS, &log).is_empty());
+        assert_eq!(check(&[seen("a", Some(1))], 1_504, &log).len(), 1);
+        // Never granted, or granted to someone else.
+        assert_eq!(check(&[seen("a", Some(2))], 1_100, &log).len(), 1);
+        assert_eq!(check(&[seen("b", None)], 1_100, &log).len(), 1);
+        // A newer tenure ends the older one when it is granted.
+        log.granted(&key, &b, FencingToken(2), 2_600, 1_200);
+        assert_eq!(check(&[seen("a", Some(1))], 1_300, &log).len(), 1);
+        assert!(check(&[seen("b", None)], 1_300, &log).is_empty());
+    }
+}

@@ -69,3 +69,58 @@ impl LeakWatch {
         found
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use leasehold::{DbInstant, FencingToken, HolderId, LeaseKey, LeaseRecord};
+
+    use super::LeakWatch;
+    use crate::beliefs::{Owner, Sighting, Signal};
+
+    fn row(until: i64, now: i64) -> LeaseRecord {
+        LeaseRecord {
+            key: LeaseKey::parse("ns", "k").expect("key"),
+            holder: HolderId::new("a").expect("holder"),
+            token: FencingToken(3),
+            until: DbInstant(until),
+            held: until > now,
+            db_now: DbInstant(now),
+        }
+    }
+
+    fn believed() -> Vec<Sighting> {
+        vec![Sighting {
+            owner: Owner {
+                slot: 0,
+                generation: 1,
+                holder: HolderId::new("a").expect("holder"),
+            },
+            key: LeaseKey::parse("ns", "k").expect("key"),
+            signal: Signal::HasLease,
+            token: None,
+        }]
+    }
+
+    #[test]
+    fn a_row_renewed_past_one_term_without_a_believer_is_a_leak() {
+        let mut watch = LeakWatch::default();
+        assert!(watch.check(&[row(1_500, 1_000)], &[], 500).is_empty());
+        // Renewed while nobody believes: beyond first-seen + term + slack.
+        assert!(watch.check(&[row(1_700, 1_200)], &[], 500).is_empty());
+        assert_eq!(watch.check(&[row(1_800, 1_300)], &[], 500).len(), 1);
+    }
+
+    #[test]
+    fn a_believed_row_and_a_row_that_lapses_are_not() {
+        let mut watch = LeakWatch::default();
+        assert!(watch.check(&[row(1_500, 1_000)], &[], 500).is_empty());
+        assert!(
+            watch
+                .check(&[row(5_000, 1_100)], &believed(), 500)
+                .is_empty()
+        );
+        // Unbelieved again: the clock starts anew, and the row ends within a term.
+        assert!(watch.check(&[row(5_000, 4_800)], &[], 500).is_empty());
+        assert!(watch.check(&[row(5_000, 4_900)], &[], 500).is_empty());
+    }
+}

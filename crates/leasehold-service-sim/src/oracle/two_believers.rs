@@ -60,3 +60,43 @@ pub(crate) fn check(first: &[Sighting], second: &[Sighting]) -> Vec<Finding> {
     }
     found
 }
+
+#[cfg(test)]
+mod tests {
+    use leasehold::{HolderId, LeaseKey};
+
+    use super::{check, suspected};
+    use crate::beliefs::{Owner, Sighting, Signal};
+
+    fn seen(slot: usize, name: &str) -> Sighting {
+        Sighting {
+            owner: Owner {
+                slot,
+                generation: 1,
+                holder: HolderId::new(format!("h{slot}")).expect("holder"),
+            },
+            key: LeaseKey::parse("ns", name).expect("key"),
+            signal: Signal::HasLease,
+            token: None,
+        }
+    }
+
+    #[test]
+    fn an_overlap_seen_in_both_sweeps_is_reported() {
+        let first = vec![seen(0, "k"), seen(1, "k"), seen(1, "j")];
+        assert!(suspected(&first));
+        let second = vec![seen(1, "k"), seen(0, "k")];
+        assert_eq!(check(&first, &second).len(), 1);
+    }
+
+    #[test]
+    fn a_hand_over_during_the_sweep_is_not() {
+        let first = vec![seen(0, "k"), seen(1, "k")];
+        // By the reverse sweep the first believer had let go.
+        assert!(check(&first, &[seen(1, "k")]).is_empty());
+        // One service through two signals is one believer.
+        let mut same = seen(0, "k");
+        same.signal = Signal::TaskToken;
+        assert!(!suspected(&[seen(0, "k"), same]));
+    }
+}

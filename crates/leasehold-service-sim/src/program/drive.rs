@@ -111,12 +111,12 @@ impl Program {
             },
         };
         let elapsed = started.elapsed();
-        if out.is_some() || cut_off {
-            if let Some(owner) = &self.owner {
-                self.ctx
-                    .oracle
-                    .call_returned(owner, op, elapsed, bound, cut_off);
-            }
+        if (out.is_some() || cut_off)
+            && let Some(owner) = &self.owner
+        {
+            self.ctx
+                .oracle
+                .call_returned(owner, op, elapsed, bound, cut_off);
         }
         let answer = match &out {
             Some(v) => describe(v),
