@@ -136,6 +136,17 @@ impl Beliefs {
         }
     }
 
+    /// The newest incarnation holding as `holder`.
+    #[must_use]
+    pub fn owner_of(&self, holder: &HolderId) -> Option<Owner> {
+        locked(&self.probes)
+            .services
+            .iter()
+            .rev()
+            .find(|(o, _, _)| o.holder == *holder)
+            .map(|(o, _, _)| o.clone())
+    }
+
     /// A lease task handle (its `has_lease` and `token`).
     pub fn task(&self, owner: &Owner, task: LeaseTask) {
         locked(&self.probes).tasks.push((owner.clone(), task));

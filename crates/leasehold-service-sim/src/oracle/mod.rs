@@ -204,11 +204,18 @@ impl Oracle {
         let sweep = self.beliefs.sample(false);
         self.stats.row_checks.fetch_add(1, Ordering::Relaxed);
         let max_term_ms = i64::try_from(max_term.as_millis()).unwrap_or(i64::MAX / 4);
-        let findings = self
+        let mut findings = self
             .leaks
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .check(rows, &sweep, max_term_ms);
+        for f in &mut findings {
+            // The row's holder, for the scenario.
+            let holder = rows
+                .iter()
+                .find(|r| Some(&r.key) == f.key.as_ref() && f.dedupe.contains(r.holder.as_str()));
+            f.owner = holder.and_then(|r| self.beliefs.owner_of(&r.holder));
+        }
         self.record(findings, self.clock.lower_now());
     }
 

@@ -254,7 +254,20 @@ impl Program {
         };
         self.cell = Arc::new(Mutex::new(Some(service)));
         let mut keys: Vec<LeaseKey> = Vec::new();
-        for name in self.ctx.keys.iter().chain(&self.ctx.shard_names) {
+        // This host's membership lease (`leasehold.members/{group}/{holder}`), read from the
+        // start: a failed `start_sharded` may leave it running.
+        let membership = format!(
+            "leasehold.members/{}/{}",
+            leasehold::DEFAULT_SHARD_GROUP,
+            owner.holder
+        );
+        for name in self
+            .ctx
+            .keys
+            .iter()
+            .chain(&self.ctx.shard_names)
+            .chain([&membership])
+        {
             if let Some(k) = self.ctx.key(name)
                 && !keys.contains(&k)
             {
