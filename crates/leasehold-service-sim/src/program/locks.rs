@@ -8,7 +8,7 @@ use leasehold::LockGuard;
 use rand::Rng;
 
 use super::Program;
-use crate::beliefs::{GuardCell, TokenSource};
+use crate::beliefs::{GuardCell, Owner, TokenSource};
 
 impl Program {
     /// A ttl between one and two terms.
@@ -31,13 +31,13 @@ impl Program {
         );
         let cell: Arc<GuardCell> = Arc::new(Mutex::new(Some(Arc::new(guard))));
         self.ctx.beliefs.guard(&owner, &cell);
-        self.guards.push(cell);
+        self.guards.push((owner, cell));
     }
 
     /// A random live guard's cell index.
     fn pick_guard(&mut self) -> Option<usize> {
         self.guards
-            .retain(|c| c.lock().unwrap_or_else(PoisonError::into_inner).is_some());
+            .retain(|(_, c)| c.lock().unwrap_or_else(PoisonError::into_inner).is_some());
         if self.guards.is_empty() {
             return None;
         }
@@ -46,11 +46,11 @@ impl Program {
 
     /// Takes a guard out of its cell (the oracle stops reading it as a guard; its token stays
     /// registered).
-    fn take_guard(&mut self) -> Option<LockGuard> {
+    fn take_guard(&mut self) -> Option<(Owner, LockGuard)> {
         let i = self.pick_guard()?;
-        let cell = self.guards.remove(i);
+        let (owner, cell) = self.guards.remove(i);
         let taken = cell.lock().unwrap_or_else(PoisonError::into_inner).take()?;
-        Arc::try_unwrap(taken).ok()
+        Arc::try_unwrap(taken).ok().map(|g| (owner, g))
     }
 
     pub(super) async fn lock(&mut self) {
@@ -86,7 +86,7 @@ impl Program {
     }
 
     pub(super) async fn guard_unlock(&mut self) {
-        let Some(guard) = self.take_guard() else {
+        let Some((_, guard)) = self.take_guard() else {
             return;
         };
         let what = format!("guard.unlock {} token {}", guard.key(), guard.token());
@@ -96,7 +96,7 @@ impl Program {
     }
 
     pub(super) fn guard_drop(&mut self) {
-        if let Some(guard) = self.take_guard() {
+        if let Some((_, guard)) = self.take_guard() {
             self.note(format!(
                 "drop guard {} token {}",
                 guard.key(),
@@ -111,6 +111,7 @@ impl Program {
             return;
         };
         let guard = self.guards[i]
+            .1
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
@@ -125,7 +126,7 @@ impl Program {
 
     /// `lock_at_least_for` on a guard (then usually unlocked soon by a later step).
     pub(super) fn guard_at_least(&mut self) {
-        let Some(guard) = self.take_guard() else {
+        let Some((owner, guard)) = self.take_guard() else {
             return;
         };
         let min = self.ctx.term().mul_f64(self.rng.random_range(0.1..0.9));
@@ -136,10 +137,8 @@ impl Program {
         ));
         let guard = guard.lock_at_least_for(min);
         let cell: Arc<GuardCell> = Arc::new(Mutex::new(Some(Arc::new(guard))));
-        if let Some(owner) = &self.owner {
-            self.ctx.beliefs.guard(owner, &cell);
-        }
-        self.guards.push(cell);
+        self.ctx.beliefs.guard(&owner, &cell);
+        self.guards.push((owner, cell));
     }
 
     /// `begin_fenced` on a guard (SQL stores only), held a few ms, then committed.
@@ -151,6 +150,7 @@ impl Program {
             return;
         };
         let guard = self.guards[i]
+            .1
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();

@@ -80,7 +80,8 @@ pub(crate) struct Program {
     owner: Option<Owner>,
     cell: Arc<ServiceCell>,
     tasks: BTreeMap<String, LeaseTask>,
-    guards: Vec<Arc<GuardCell>>,
+    /// Lock guards, with the incarnation that took them (a guard may outlive it).
+    guards: Vec<(Owner, Arc<GuardCell>)>,
     holds: BTreeSet<String>,
     sharded: Option<ShardedTasks>,
     /// The last holder id and whether its incarnation is fully gone (so it may be reused).
@@ -291,7 +292,7 @@ impl Program {
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         if !keep_guards {
-            for g in self.guards.drain(..) {
+            for (_, g) in self.guards.drain(..) {
                 drop(g.lock().unwrap_or_else(PoisonError::into_inner).take());
             }
         }
@@ -363,7 +364,7 @@ impl Program {
 
     /// Shuts the last incarnation down at the end of the run (faults are off by then); its
     /// guards are given back, to be dropped after a last stretch of sampling.
-    pub(crate) async fn finish(mut self) -> Vec<Arc<GuardCell>> {
+    pub(crate) async fn finish(mut self) -> Vec<(Owner, Arc<GuardCell>)> {
         if let Some(service) = self.service() {
             let bound = self.ctx.timeout() * 2 + CALL_SLACK;
             self.drive_as(
