@@ -4,7 +4,7 @@
 //! behind a [`FaultStore`] that delays, hangs, fails, loses answers after applying, and applies
 //! requests late, after the engine abandoned them (plus row stalls on the SQL servers). Each
 //! service runs a seeded random program over every public API, with futures dropped at random
-//! points, callbacks that panic, shutdowns, drops and restarts ([`program`](crate::run)). An
+//! points, callbacks that panic, shutdowns, drops and restarts (see [`run`]). An
 //! [`Oracle`] samples every belief signal every few milliseconds and checks, one invariant per
 //! file in [`oracle`]:
 //! - never two believers of one key across services ([`oracle::two_believers`]);

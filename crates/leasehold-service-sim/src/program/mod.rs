@@ -312,7 +312,10 @@ impl Program {
             .drive("shutdown", bound, service.shutdown(), |r| format!("{r:?}"))
             .await;
         drop(service);
-        drop(self.forget_incarnation(true));
+        // A shutdown that returned stopped the engine: its guards stay, as a user's would. One
+        // dropped part-way leaves the engine running until the last clone is dropped: drop
+        // the guards too, so it is (the oracle no longer reads a forgotten service).
+        drop(self.forget_incarnation(out.is_some()));
         if let Some((_, gone)) = &mut self.last_holder {
             *gone = matches!(out, Some(Ok(_)));
         }
