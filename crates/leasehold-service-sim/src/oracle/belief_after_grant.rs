@@ -5,7 +5,7 @@
 //! token) is judged against that tenure; one that does not (`has_lease`, `has_hold_lock`,
 //! `ShardedTasks::held`, `LeaseTask::cancellation_token`) against the believer's newest tenure
 //! of the key. Times are the store's clock: the sample's time is a lower bound read before the
-//! signals, the grant's end an upper bound (see [`crate::grants`]), so a report is certain up
+//! signals, the grant's end an upper bound (see [`crate::GrantLog`]), so a report is certain up
 //! to [`BELIEF_TOLERANCE_MS`].
 
 use super::{Finding, Invariant};
