@@ -1,0 +1,273 @@
+//! Every belief signal of every service, registered by the programs and read by the oracle.
+//!
+//! Signals: `has_lease` and `has_hold_lock` of every service for every key, `LeaseTask::has_lease`
+//! and `LeaseTask::token`, `LockGuard::is_held` (with its token), `ShardedTasks::held`, and every
+//! tenure's `CancellationToken` handed out (by `on_acquired` callbacks, `LeaseTask::acquired`,
+//! `LeaseTask::cancellation_token`, `LockGuard::cancellation_token`, sharded callbacks) that is
+//! not cancelled yet.
+//!
+//! Nothing here keeps a service alive: services are read through the program's cell, which the
+//! program empties to drop the service; a dropped service's tasks and tokens stay readable.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use leasehold::{
+    CancellationToken, FencingToken, HolderId, LeaseKey, LeaseService, LeaseTask, LockGuard,
+    ShardedTasks,
+};
+
+/// One incarnation of one service: the believer the oracle names.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Owner {
+    /// The program slot (service index).
+    pub slot: usize,
+    /// Which incarnation of the slot (a restart after shutdown or drop is the next).
+    pub generation: u32,
+    /// Its holder id.
+    pub holder: HolderId,
+}
+
+impl std::fmt::Display for Owner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "service {}#{} ({})",
+            self.slot, self.generation, self.holder
+        )
+    }
+}
+
+/// Where a cancellation token came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TokenSource {
+    /// `LeaseTaskOptions::on_acquired`.
+    OnAcquired,
+    /// `LeaseTask::acquired`.
+    Acquired,
+    /// `LeaseTask::cancellation_token`.
+    TaskCancellation,
+    /// `LockGuard::cancellation_token`.
+    Guard,
+    /// `ShardOptions::on_acquired`.
+    ShardCallback,
+}
+
+/// Which signal said "I hold it".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Signal {
+    /// `LeaseService::has_lease` (or `LeaseTask::has_lease`).
+    HasLease,
+    /// `LeaseService::has_hold_lock`.
+    HasHoldLock,
+    /// `LeaseTask::token` is some.
+    TaskToken,
+    /// `LockGuard::is_held`.
+    GuardIsHeld,
+    /// `ShardedTasks::held` lists the name.
+    ShardedHeld,
+    /// A tenure's `CancellationToken` is not cancelled.
+    Uncancelled(TokenSource),
+}
+
+/// One signal believing one key, as read at one sample.
+#[derive(Debug, Clone)]
+pub struct Sighting {
+    /// Who believes.
+    pub owner: Owner,
+    /// What.
+    pub key: LeaseKey,
+    /// Through which signal.
+    pub signal: Signal,
+    /// The tenure, when the signal names it.
+    pub token: Option<FencingToken>,
+}
+
+/// The program's handle on a service incarnation: emptied to drop the service.
+pub type ServiceCell = Mutex<Option<LeaseService>>;
+/// The program's handle on a lock guard: emptied when unlocked, dropped or consumed.
+pub type GuardCell = Mutex<Option<Arc<LockGuard>>>;
+
+#[derive(Default)]
+struct Probes {
+    services: Vec<(Owner, Arc<ServiceCell>, Vec<LeaseKey>)>,
+    tasks: Vec<(Owner, LeaseTask)>,
+    guards: Vec<(Owner, Arc<GuardCell>)>,
+    tokens: Vec<(
+        Owner,
+        LeaseKey,
+        Option<FencingToken>,
+        CancellationToken,
+        TokenSource,
+    )>,
+    sharded: Vec<(Owner, ShardedTasks)>,
+}
+
+/// The registry of belief signals. Shared by the programs (writers) and the oracle (reader).
+#[derive(Default)]
+pub struct Beliefs {
+    probes: Mutex<Probes>,
+}
+
+impl std::fmt::Debug for Beliefs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Beliefs").finish_non_exhaustive()
+    }
+}
+
+fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Beliefs {
+    /// A service incarnation whose `has_lease` / `has_hold_lock` are read for every key of `keys`.
+    pub fn service(&self, owner: &Owner, cell: &Arc<ServiceCell>, keys: Vec<LeaseKey>) {
+        locked(&self.probes)
+            .services
+            .push((owner.clone(), Arc::clone(cell), keys));
+    }
+
+    /// One more key whose `has_lease` is read on `owner`'s service (a membership lease).
+    pub fn service_key(&self, owner: &Owner, key: LeaseKey) {
+        let mut probes = locked(&self.probes);
+        if let Some((_, _, keys)) = probes.services.iter_mut().find(|(o, _, _)| o == owner)
+            && !keys.contains(&key)
+        {
+            keys.push(key);
+        }
+    }
+
+    /// The newest incarnation holding as `holder`.
+    #[must_use]
+    pub fn owner_of(&self, holder: &HolderId) -> Option<Owner> {
+        locked(&self.probes)
+            .services
+            .iter()
+            .rev()
+            .find(|(o, _, _)| o.holder == *holder)
+            .map(|(o, _, _)| o.clone())
+    }
+
+    /// A lease task handle (its `has_lease` and `token`).
+    pub fn task(&self, owner: &Owner, task: LeaseTask) {
+        locked(&self.probes).tasks.push((owner.clone(), task));
+    }
+
+    /// A lock guard (its `is_held` and `token`).
+    pub fn guard(&self, owner: &Owner, cell: &Arc<GuardCell>) {
+        locked(&self.probes)
+            .guards
+            .push((owner.clone(), Arc::clone(cell)));
+    }
+
+    /// A tenure's cancellation token, believing until cancelled.
+    pub fn token(
+        &self,
+        owner: &Owner,
+        key: LeaseKey,
+        token: Option<FencingToken>,
+        cancel: CancellationToken,
+        source: TokenSource,
+    ) {
+        locked(&self.probes)
+            .tokens
+            .push((owner.clone(), key, token, cancel, source));
+    }
+
+    /// A sharded handle (its `held`).
+    pub fn sharded(&self, owner: &Owner, tasks: ShardedTasks) {
+        locked(&self.probes).sharded.push((owner.clone(), tasks));
+    }
+
+    /// Reads every signal once, in a fixed order (or its exact reverse), and returns those that
+    /// believe. Cancelled tokens and emptied guard cells are forgotten.
+    pub fn sample(&self, reverse: bool) -> Vec<Sighting> {
+        let mut probes = locked(&self.probes);
+        probes.tokens.retain(|t| !t.3.is_cancelled());
+        probes.guards.retain(|(_, cell)| locked(cell).is_some());
+        let mut out = Vec::new();
+        let mut seen =
+            |owner: &Owner, key: &LeaseKey, signal: Signal, token: Option<FencingToken>| {
+                out.push(Sighting {
+                    owner: owner.clone(),
+                    key: key.clone(),
+                    signal,
+                    token,
+                });
+            };
+        let p = &*probes;
+        let steps: [&Step<'_>; 5] = [
+            &|f| {
+                each(&p.services, reverse, |(o, cell, keys)| {
+                    if let Some(s) = locked(cell).as_ref() {
+                        for k in ordered(keys, reverse) {
+                            if s.has_lease(k.name.as_str()) {
+                                f(o, k, Signal::HasLease, None);
+                            }
+                            if s.has_hold_lock(k.namespace.as_str(), k.name.as_str()) {
+                                f(o, k, Signal::HasHoldLock, None);
+                            }
+                        }
+                    }
+                })
+            },
+            &|f| {
+                each(&p.tasks, reverse, |(o, t)| {
+                    if t.has_lease() {
+                        f(o, t.key(), Signal::HasLease, None);
+                    }
+                    if let Some(token) = t.token() {
+                        f(o, t.key(), Signal::TaskToken, Some(token));
+                    }
+                })
+            },
+            &|f| {
+                each(&p.guards, reverse, |(o, cell)| {
+                    if let Some(g) = locked(cell).as_ref()
+                        && g.is_held()
+                    {
+                        f(o, g.key(), Signal::GuardIsHeld, Some(g.token()));
+                    }
+                })
+            },
+            &|f| {
+                each(&p.tokens, reverse, |(o, k, token, cancel, source)| {
+                    if !cancel.is_cancelled() {
+                        f(o, k, Signal::Uncancelled(*source), *token);
+                    }
+                })
+            },
+            &|f| {
+                each(&p.sharded, reverse, |(o, s)| {
+                    let held = s.held();
+                    for name in ordered(&held, reverse) {
+                        let key = LeaseKey::new(s.membership_key().namespace.clone(), name.clone());
+                        f(o, &key, Signal::ShardedHeld, None);
+                    }
+                })
+            },
+        ];
+        for step in ordered(&steps, reverse) {
+            step(&mut seen);
+        }
+        out
+    }
+}
+
+/// A sighting callback.
+type Seen<'a> = dyn FnMut(&Owner, &LeaseKey, Signal, Option<FencingToken>) + 'a;
+/// One group of probes, read in order.
+type Step<'a> = dyn Fn(&mut Seen<'_>) + 'a;
+
+fn ordered<T>(items: &[T], reverse: bool) -> Box<dyn Iterator<Item = &T> + '_> {
+    if reverse {
+        Box::new(items.iter().rev())
+    } else {
+        Box::new(items.iter())
+    }
+}
+
+fn each<T>(items: &[T], reverse: bool, mut f: impl FnMut(&T)) {
+    for item in ordered(items, reverse) {
+        f(item);
+    }
+}

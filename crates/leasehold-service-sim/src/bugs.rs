@@ -1,0 +1,21 @@
+//! Known storage bugs the fault layer can put back, so a test can show the oracle catches each.
+//!
+//! The facade's known bugs are put back by the facade itself
+//! (`LeaseServiceBuilder::reintroduce_bug`), through [`crate::SimSpec::customize`].
+
+/// A storage bug the [`FaultStore`](crate::FaultStore) can put back.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum StoreBug {
+    /// "A write whose failed commit is reported as success": with probability `rate`, a refused
+    /// grant is answered `Acquired` (token + 1), a lost renewal `Renewed`, and a batch renewal
+    /// with a lost item all renewed, though the store applied nothing (SQLite stepping an
+    /// `INSERT … RETURNING` once and never seeing its failed COMMIT).
+    FailedCommitReportedAsSuccess {
+        /// How often a refusal is turned into a success.
+        rate: f64,
+    },
+    /// "A grant taking over one's own live row": a grant over the holder's own live row ends
+    /// that tenure and grants a new token, whichever tenure the request was made for, so a
+    /// delayed grant of an abandoned tenure replaces the live one its holder believes in.
+    GrantOverOwnLiveRow,
+}

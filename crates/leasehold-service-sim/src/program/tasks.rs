@@ -1,0 +1,192 @@
+//! Program steps on lease tasks and sharded tasks.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use futures::FutureExt;
+use leasehold::{LeaseTaskOptions, ShardOptions};
+use rand::Rng;
+
+use super::Program;
+
+/// The bound of a call documented to wait (as long as it takes).
+const NO_BOUND: std::time::Duration = std::time::Duration::from_secs(3600);
+use crate::beliefs::TokenSource;
+use crate::oracle::panics::INTENDED_PANIC;
+
+impl Program {
+    /// `start_lease_task` with an `on_acquired` that registers the tenure's token and, one time
+    /// in ten, panics on its first call.
+    pub(super) async fn start_lease_task(&mut self) {
+        let (Some(service), Some(owner)) = (self.service(), self.owner.clone()) else {
+            return;
+        };
+        let name = self.pick_name();
+        let Some(key) = self.ctx.key(&name) else {
+            return;
+        };
+        let panics = self.rng.random_bool(0.1);
+        let once = Arc::new(AtomicBool::new(panics));
+        let (beliefs, o, k) = (Arc::clone(&self.ctx.beliefs), owner.clone(), key.clone());
+        let options = LeaseTaskOptions::new().on_acquired(move |token, cancel| {
+            beliefs.token(&o, k.clone(), Some(token), cancel, TokenSource::OnAcquired);
+            if once.swap(false, Ordering::SeqCst) {
+                panic!("{INTENDED_PANIC}: on_acquired of {k} (token {token})");
+            }
+        });
+        let what = format!(
+            "start_lease_task {name}{}",
+            if panics { " (on_acquired panics)" } else { "" }
+        );
+        let quick = self.ctx.quick();
+        let f = service.start_lease_task(&name, options);
+        let out = self
+            .drive(&what, quick, f, |r| {
+                format!("{:?}", r.as_ref().map(|t| t.key().to_string()))
+            })
+            .await;
+        if let Some(Ok(task)) = out {
+            self.ctx.beliefs.task(&owner, task.clone());
+            self.tasks.insert(name, task);
+        }
+    }
+
+    pub(super) async fn stop_lease_task(&mut self) {
+        let Some(service) = self.service() else {
+            return;
+        };
+        // Mostly a running task, sometimes any name.
+        let name = match self.tasks.keys().next().cloned() {
+            Some(n) if self.rng.random_bool(0.8) => {
+                let i = self.rng.random_range(0..self.tasks.len());
+                self.tasks.keys().nth(i).cloned().unwrap_or(n)
+            }
+            _ => self.pick_name(),
+        };
+        let bound = self.ctx.settled();
+        let f = service.stop_lease_task(&name);
+        let out = self
+            .drive(&format!("stop_lease_task {name}"), bound, f, |r| {
+                format!("{r:?}")
+            })
+            .await;
+        if out.is_some() {
+            self.tasks.remove(&name);
+        }
+    }
+
+    /// Reads a task's tenure: `acquired()` now or never (or waited for a little), and
+    /// `cancellation_token()`, registering both.
+    pub(super) async fn observe_task(&mut self) {
+        let Some(owner) = self.owner.clone() else {
+            return;
+        };
+        if self.tasks.is_empty() {
+            return;
+        }
+        let i = self.rng.random_range(0..self.tasks.len());
+        let Some(task) = self.tasks.values().nth(i).cloned() else {
+            return;
+        };
+        let key = task.key().clone();
+        if self.rng.random_bool(0.5) {
+            if let Some(Ok((token, cancel))) = task.acquired().now_or_never() {
+                self.ctx.beliefs.token(
+                    &owner,
+                    key.clone(),
+                    Some(token),
+                    cancel,
+                    TokenSource::Acquired,
+                );
+                self.note(format!("acquired() of {key} now: token {token}"));
+            }
+        } else {
+            // A wait with no bound of its own: given up after a while.
+            let wait = self.ctx.term().mul_f64(self.rng.random_range(0.1..2.0));
+            let mode = super::drive::DropMode::Timeout(wait);
+            let out = self
+                .drive_as(
+                    mode,
+                    &format!("acquired {key}"),
+                    NO_BOUND,
+                    task.acquired(),
+                    |r| format!("{:?}", r.as_ref().map(|(t, _)| *t)),
+                )
+                .await;
+            if let Some(Ok((token, cancel))) = out {
+                self.ctx.beliefs.token(
+                    &owner,
+                    key.clone(),
+                    Some(token),
+                    cancel,
+                    TokenSource::Acquired,
+                );
+            }
+        }
+        if task.token().is_some() {
+            let cancel = task.cancellation_token();
+            self.ctx
+                .beliefs
+                .token(&owner, key, None, cancel, TokenSource::TaskCancellation);
+        }
+    }
+
+    /// `start_sharded` of the run's shard names (this host joins the ring), with a callback
+    /// that registers every tenure and, one time in ten, panics once.
+    pub(super) async fn start_sharded(&mut self) {
+        let (Some(service), Some(owner)) = (self.service(), self.owner.clone()) else {
+            return;
+        };
+        if self.sharded.is_some() {
+            return;
+        }
+        let panics = self.rng.random_bool(0.1);
+        let once = Arc::new(AtomicBool::new(panics));
+        let (beliefs, o) = (Arc::clone(&self.ctx.beliefs), owner.clone());
+        let ns = self.ctx.world.namespace.clone();
+        let options = ShardOptions::new()
+            .config(self.ctx.world.config.clone())
+            .refresh_interval(self.ctx.term() / 3)
+            .on_acquired(move |name, token, cancel| {
+                if let Ok(k) = leasehold::LeaseKey::parse(&ns, name) {
+                    beliefs.token(&o, k, Some(token), cancel, TokenSource::ShardCallback);
+                }
+                if once.swap(false, Ordering::SeqCst) {
+                    panic!("{INTENDED_PANIC}: sharded on_acquired of {name} (token {token})");
+                }
+            });
+        let bound = self.ctx.timeout() * 3 + super::CALL_SLACK;
+        let names = self.ctx.shard_names.clone();
+        let what = format!(
+            "start_sharded{}",
+            if panics { " (on_acquired panics)" } else { "" }
+        );
+        let f = service.start_sharded(names, options);
+        let out = self
+            .drive(&what, bound, f, |r| format!("{:?}", r.as_ref().map(|_| ())))
+            .await;
+        if let Some(Ok(sharded)) = out {
+            self.ctx
+                .beliefs
+                .service_key(&owner, sharded.membership_key().clone());
+            self.ctx.beliefs.sharded(&owner, sharded.clone());
+            for name in &self.ctx.shard_names {
+                if let Some(task) = sharded.task(name) {
+                    self.ctx.beliefs.task(&owner, task);
+                }
+            }
+            self.sharded = Some(sharded);
+        }
+    }
+
+    pub(super) async fn leave(&mut self) {
+        let Some(sharded) = self.sharded.take() else {
+            return;
+        };
+        let bound = self.ctx.settled() + self.ctx.term() / 3;
+        self.drive("leave", bound, sharded.leave(), |r| format!("{r:?}"))
+            .await;
+        // The handle is gone either way (a dropped leave may leave the tasks running: the
+        // oracle still reads them through its own clone).
+    }
+}

@@ -1,0 +1,346 @@
+//! [`FaultStore`]: a `LeaseStore` around a real one that injects the drawn faults, logs every
+//! grant the inner store confirmed, and can put back one known storage bug.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use leasehold::{
+    AcquireOutcome, DbInstant, FencingToken, HolderId, LeaseKey, LeaseRecord, LeaseStore,
+    Namespace, ReleaseOutcome, RenewItem, RenewOutcome, SeaOrmStore, StoreError, Term,
+};
+
+use crate::fault::{Fault, FaultDice, HANG_CAP};
+use crate::{GrantLog, SimClock, StoreBug};
+
+/// Logs what the inner store confirmed, in the store's clock.
+#[derive(Debug, Clone)]
+struct Recorder {
+    log: Arc<GrantLog>,
+    clock: SimClock,
+}
+
+impl Recorder {
+    fn acquired(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        out: &Result<AcquireOutcome, StoreError>,
+    ) {
+        if let Ok(AcquireOutcome::Acquired { token, until }) = out {
+            let now = self.clock.upper_now();
+            self.log
+                .granted(key, holder, *token, until.as_millis(), now);
+        }
+    }
+
+    fn renewed(&self, key: &LeaseKey, holder: &HolderId, token: FencingToken, term: Term) {
+        let end = self.clock.upper_now() + term.as_millis_i64();
+        self.log.renewed(key, holder, token, end);
+    }
+}
+
+/// A [`LeaseStore`] that injects faults around `inner` and logs its confirmed grants in a
+/// [`GrantLog`]. One per service (its dice are the service's); clones share everything.
+///
+/// Every call draws one [`Fault`]: passed through, delayed, hung (until the caller drops it, at
+/// most [`HANG_CAP`]), failed, applied with the answer lost, applied and answered late, or
+/// answered `TimedOut` at once and **applied later** (on `late`, or the caller's runtime),
+/// after the engine abandoned it. `sea_orm()` is forwarded, so fenced transactions and
+/// PostgreSQL notifications reach the real store (without faults).
+#[derive(Clone)]
+pub struct FaultStore {
+    inner: Arc<dyn LeaseStore>,
+    dice: Arc<FaultDice>,
+    rec: Recorder,
+    bug: Option<StoreBug>,
+    late: Option<tokio::runtime::Handle>,
+}
+
+impl std::fmt::Debug for FaultStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FaultStore")
+            .field("bug", &self.bug)
+            .finish_non_exhaustive()
+    }
+}
+
+fn injected(op: &'static str, what: &str) -> StoreError {
+    StoreError::Unexpected {
+        op,
+        detail: format!("injected fault: {what}"),
+    }
+}
+
+impl FaultStore {
+    /// `inner` behind the faults of `dice`, logging to `log` on `clock`. `late` is the runtime
+    /// late calls are applied on (default: the caller's, which for a SQL store must be the one
+    /// its connections belong to).
+    #[must_use]
+    pub fn new(
+        inner: Arc<dyn LeaseStore>,
+        dice: Arc<FaultDice>,
+        log: Arc<GrantLog>,
+        clock: SimClock,
+        late: Option<tokio::runtime::Handle>,
+    ) -> Self {
+        Self {
+            inner,
+            dice,
+            rec: Recorder { log, clock },
+            bug: None,
+            late,
+        }
+    }
+
+    /// Puts back `bug` (see [`StoreBug`]).
+    #[must_use]
+    pub fn with_bug(mut self, bug: Option<StoreBug>) -> Self {
+        self.bug = bug;
+        self
+    }
+
+    async fn faulty<T, F>(&self, op: &'static str, call: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T, StoreError>> + Send + 'static,
+    {
+        match self.dice.draw() {
+            Fault::None => call.await,
+            Fault::Delay(d) => {
+                tokio::time::sleep(d).await;
+                call.await
+            }
+            Fault::Hang => {
+                tokio::time::sleep(HANG_CAP).await;
+                Err(injected(op, "hung until the cap"))
+            }
+            Fault::Fail => Err(injected(op, "failed before applying")),
+            Fault::LoseAnswer => {
+                let _ = call.await;
+                Err(injected(op, "answer lost after applying"))
+            }
+            Fault::SlowAnswer(d) => {
+                let out = call.await;
+                tokio::time::sleep(d).await;
+                out
+            }
+            Fault::ApplyLate(d) => {
+                let late = async move {
+                    tokio::time::sleep(d).await;
+                    let _ = call.await;
+                };
+                match &self.late {
+                    Some(h) => drop(h.spawn(late)),
+                    None => drop(tokio::spawn(late)),
+                }
+                Err(StoreError::TimedOut {
+                    op,
+                    after: Duration::ZERO,
+                })
+            }
+        }
+    }
+
+    /// The put-back "failed commit reported as success": a refusal answered as a grant (or a
+    /// lost renewal as renewed) that the store never applied, and so never logged.
+    fn lie<T>(&self, truth: T, lie: T) -> T {
+        match self.bug {
+            Some(StoreBug::FailedCommitReportedAsSuccess { rate }) if self.dice.chance() < rate => {
+                self.dice.counts.lies.fetch_add(1, Ordering::Relaxed);
+                lie
+            }
+            _ => truth,
+        }
+    }
+
+    async fn grant(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        term: Term,
+        new_tenure: bool,
+    ) -> Result<AcquireOutcome, StoreError> {
+        let (inner, rec) = (Arc::clone(&self.inner), self.rec.clone());
+        let (k, h) = (key.clone(), holder.clone());
+        let takeover = self.bug == Some(StoreBug::GrantOverOwnLiveRow);
+        let call = async move {
+            if takeover
+                && let Ok(Some(row)) = inner.get(&k).await
+                && row.held
+                && row.holder == h
+            {
+                // The put-back bug: a grant takes over the holder's own live row, whichever
+                // tenure the request was made for.
+                let _ = inner.force_release(&k).await;
+            }
+            let out = if new_tenure {
+                inner.begin_tenure(&k, &h, term).await
+            } else {
+                inner.try_acquire(&k, &h, term).await
+            };
+            rec.acquired(&k, &h, &out);
+            out
+        };
+        let out = self.faulty("acquire", call).await;
+        if let Ok(AcquireOutcome::HeldBy { token, .. }) = &out {
+            let fake = Ok(AcquireOutcome::Acquired {
+                token: FencingToken(token.get() + 1),
+                until: DbInstant(self.rec.clock.upper_now() + term.as_millis_i64()),
+            });
+            return self.lie(out, fake);
+        }
+        out
+    }
+}
+
+#[async_trait]
+impl LeaseStore for FaultStore {
+    async fn try_acquire(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        term: Term,
+    ) -> Result<AcquireOutcome, StoreError> {
+        self.grant(key, holder, term, false).await
+    }
+
+    async fn begin_tenure(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        term: Term,
+    ) -> Result<AcquireOutcome, StoreError> {
+        self.grant(key, holder, term, true).await
+    }
+
+    async fn renew(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        token: FencingToken,
+        term: Term,
+    ) -> Result<RenewOutcome, StoreError> {
+        let (inner, rec) = (Arc::clone(&self.inner), self.rec.clone());
+        let (k, h) = (key.clone(), holder.clone());
+        let call = async move {
+            let out = inner.renew(&k, &h, token, term).await;
+            if matches!(out, Ok(RenewOutcome::Renewed)) {
+                rec.renewed(&k, &h, token, term);
+            }
+            out
+        };
+        let out = self.faulty("renew", call).await;
+        if matches!(out, Ok(RenewOutcome::Lost)) {
+            return self.lie(out, Ok(RenewOutcome::Renewed));
+        }
+        out
+    }
+
+    async fn renew_many(
+        &self,
+        holder: &HolderId,
+        items: &[RenewItem],
+        term: Term,
+    ) -> Result<Vec<bool>, StoreError> {
+        let (inner, rec) = (Arc::clone(&self.inner), self.rec.clone());
+        let (h, list) = (holder.clone(), items.to_vec());
+        let call = async move {
+            let out = inner.renew_many(&h, &list, term).await;
+            if let Ok(renewed) = &out {
+                for (item, _) in list.iter().zip(renewed).filter(|(_, r)| **r) {
+                    rec.renewed(&item.key, &h, item.token, term);
+                }
+            }
+            out
+        };
+        let out = self.faulty("renew_many", call).await;
+        match out {
+            Ok(renewed) if renewed.iter().any(|r| !r) => {
+                let all = vec![true; renewed.len()];
+                self.lie(Ok(renewed), Ok(all))
+            }
+            other => other,
+        }
+    }
+
+    async fn release(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        token: FencingToken,
+    ) -> Result<ReleaseOutcome, StoreError> {
+        let (inner, rec) = (Arc::clone(&self.inner), self.rec.clone());
+        let (k, h) = (key.clone(), holder.clone());
+        let call = async move {
+            let out = inner.release(&k, &h, token).await;
+            if matches!(out, Ok(ReleaseOutcome::Released)) {
+                rec.log.released(&k, token, rec.clock.upper_now());
+            }
+            out
+        };
+        self.faulty("release", call).await
+    }
+
+    async fn release_all(&self, holder: &HolderId) -> Result<u64, StoreError> {
+        let (inner, rec, h) = (Arc::clone(&self.inner), self.rec.clone(), holder.clone());
+        let call = async move {
+            let out = inner.release_all(&h).await;
+            if out.is_ok() {
+                rec.log.released_all(&h, rec.clock.upper_now());
+            }
+            out
+        };
+        self.faulty("release_all", call).await
+    }
+
+    async fn force_release(&self, key: &LeaseKey) -> Result<bool, StoreError> {
+        let (inner, rec, k) = (Arc::clone(&self.inner), self.rec.clone(), key.clone());
+        let call = async move {
+            let out = inner.force_release(&k).await;
+            if matches!(out, Ok(true)) {
+                rec.log.forced(&k, rec.clock.upper_now());
+            }
+            out
+        };
+        self.faulty("force_release", call).await
+    }
+
+    async fn get(&self, key: &LeaseKey) -> Result<Option<LeaseRecord>, StoreError> {
+        let (inner, k) = (Arc::clone(&self.inner), key.clone());
+        self.faulty("get", async move { inner.get(&k).await }).await
+    }
+
+    async fn list_valid(
+        &self,
+        namespace: Option<&Namespace>,
+        prefix: &str,
+    ) -> Result<Vec<LeaseRecord>, StoreError> {
+        let inner = Arc::clone(&self.inner);
+        let (ns, prefix) = (namespace.cloned(), prefix.to_owned());
+        let call = async move { inner.list_valid(ns.as_ref(), &prefix).await };
+        self.faulty("list_valid", call).await
+    }
+
+    async fn purge(
+        &self,
+        namespace: Option<&Namespace>,
+        older_than: Duration,
+    ) -> Result<u64, StoreError> {
+        let (inner, ns) = (Arc::clone(&self.inner), namespace.cloned());
+        let call = async move { inner.purge(ns.as_ref(), older_than).await };
+        self.faulty("purge", call).await
+    }
+
+    async fn db_now(&self) -> Result<DbInstant, StoreError> {
+        let inner = Arc::clone(&self.inner);
+        self.faulty("db_now", async move { inner.db_now().await })
+            .await
+    }
+
+    fn sea_orm(&self) -> Option<&SeaOrmStore> {
+        self.inner.sea_orm()
+    }
+}

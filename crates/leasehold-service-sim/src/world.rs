@@ -1,0 +1,158 @@
+//! The world of one run: the store the services share, how a service incarnation is built
+//! behind its fault layer, and the oracle's own view of the rows.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use leasehold::{
+    LeaseConfig, LeaseRecord, LeaseService, LeaseStore, MemoryStore, Namespace, StoreBuilder,
+    StoreError,
+};
+
+use crate::fault::FaultDice;
+use crate::spec::{Backend, SimSpec};
+use crate::{FaultStore, GrantLog, SimClock};
+
+/// Why a run could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SimError {
+    /// The database could not be reached.
+    #[error("the simulation's store failed: {0}")]
+    Store(#[source] StoreError),
+    /// A temp dir could not be made.
+    #[error("the simulation could not set up: {0}")]
+    Io(#[source] std::io::Error),
+    /// The configuration was refused.
+    #[error("the simulation's configuration was refused: {0}")]
+    Invalid(#[source] leasehold::ValidationError),
+}
+
+/// The shared parts of one run.
+pub(crate) struct World {
+    pub(crate) spec: SimSpec,
+    pub(crate) namespace: String,
+    pub(crate) config: LeaseConfig,
+    pub(crate) clock: SimClock,
+    pub(crate) log: Arc<GrantLog>,
+    url: Option<String>,
+    memory: Option<MemoryStore>,
+    /// The oracle's view of the rows: the shared memory store, or a connection of its own.
+    pub(crate) rows: Arc<dyn LeaseStore>,
+    /// The raw SQL store (for row stalls), when there is one.
+    pub(crate) sql: Option<leasehold::SeaOrmStore>,
+    temp_dir: Option<PathBuf>,
+}
+
+impl World {
+    /// Opens the backend of `spec` with a fresh namespace; `term` is the run's lease term.
+    pub(crate) async fn open(spec: SimSpec, config: LeaseConfig) -> Result<Self, SimError> {
+        config.validate().map_err(SimError::Invalid)?;
+        let namespace = format!(
+            "sim-{}-{}-{:08x}",
+            spec.seed,
+            std::process::id(),
+            rand::random::<u32>()
+        );
+        let mut temp_dir = None;
+        let url = match &spec.backend {
+            Backend::Memory => None,
+            Backend::Sqlite => {
+                let dir = std::env::temp_dir().join(format!("leasehold-{namespace}"));
+                std::fs::create_dir_all(&dir).map_err(SimError::Io)?;
+                let url = format!("sqlite://{}?mode=rwc", dir.join("leases.db").display());
+                temp_dir = Some(dir);
+                Some(url)
+            }
+            Backend::Postgres(url) | Backend::Mysql(url) => Some(url.clone()),
+        };
+        let (clock, memory, rows, sql): (_, _, Arc<dyn LeaseStore>, _) = match &url {
+            None => {
+                let clock = SimClock::exact();
+                let c = clock.clone();
+                let memory = MemoryStore::with_clock(move || c.exact_now());
+                (clock, Some(memory.clone()), Arc::new(memory), None)
+            }
+            Some(url) => {
+                let store = StoreBuilder::new(url.clone())
+                    .connect()
+                    .await
+                    .map_err(SimError::Store)?;
+                let clock = SimClock::calibrated(&store)
+                    .await
+                    .map_err(SimError::Store)?;
+                (clock, None, Arc::new(store.clone()), Some(store))
+            }
+        };
+        Ok(Self {
+            spec,
+            namespace,
+            config,
+            clock,
+            log: Arc::new(GrantLog::default()),
+            url,
+            memory,
+            rows,
+            sql,
+            temp_dir,
+        })
+    }
+
+    /// Builds one service incarnation as `holder`, its store calls behind `dice`.
+    pub(crate) async fn build(
+        &self,
+        holder: &str,
+        dice: Arc<FaultDice>,
+    ) -> Result<LeaseService, leasehold::Error> {
+        let (log, clock, bug) = (
+            Arc::clone(&self.log),
+            self.clock.clone(),
+            self.spec.store_bug,
+        );
+        let builder = match (&self.memory, &self.url) {
+            (Some(memory), _) => {
+                let late = tokio::runtime::Handle::try_current().ok();
+                let store =
+                    FaultStore::new(Arc::new(memory.clone()), dice, log, clock, late).with_bug(bug);
+                LeaseService::from_store(Arc::new(store))
+            }
+            (None, Some(url)) => LeaseService::builder(url.clone()).store_layer(move |inner| {
+                // Late calls run on the engine's runtime, which owns the connections.
+                let store = FaultStore::new(
+                    inner,
+                    Arc::clone(&dice),
+                    Arc::clone(&log),
+                    clock.clone(),
+                    None,
+                );
+                Arc::new(store.with_bug(bug)) as Arc<dyn LeaseStore>
+            }),
+            (None, None) => LeaseService::from_store(Arc::new(MemoryStore::new())),
+        };
+        let builder = builder
+            .holder_id(holder)
+            .namespace(self.namespace.clone())
+            .config(self.config.clone());
+        let builder = match &self.spec.customize {
+            Some(f) => f(builder),
+            None => builder,
+        };
+        let service = builder.build().await?;
+        service.set_lock_retry_interval(self.config.retry_interval());
+        Ok(service)
+    }
+
+    /// The live rows of the run's namespace, read without faults.
+    pub(crate) async fn live_rows(&self) -> Result<Vec<LeaseRecord>, StoreError> {
+        let ns = Namespace::new(self.namespace.clone())?;
+        self.rows.list_valid(Some(&ns), "").await
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        if let Some(dir) = self.temp_dir.take() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
