@@ -110,6 +110,10 @@ pub struct LeaseActor {
     stop_when_resting: bool,
     /// Take over this holder's own live rows found at a grant (a dead predecessor's).
     reclaim_own: bool,
+    /// The put-back bug `KnownBug::CancelAfterReleaseAnswer`: end a given-up tenure's belief
+    /// only when its release has settled.
+    cancel_late: bool,
+    deferred_end: bool,
 }
 
 impl std::fmt::Debug for LeaseActor {
@@ -158,6 +162,8 @@ impl LeaseActor {
             single_use: false,
             stop_when_resting: false,
             reclaim_own: false,
+            cancel_late: false,
+            deferred_end: false,
         })
     }
 
@@ -192,6 +198,10 @@ impl LeaseActor {
         self
     }
 
+    pub(crate) fn cancel_late(&mut self, on: bool) {
+        self.cancel_late = on;
+    }
+
     pub(crate) fn reclaim_own(&mut self, reclaim: bool) {
         self.reclaim_own = reclaim;
     }
@@ -214,6 +224,13 @@ impl LeaseActor {
             ) = (&cmds[i], cmds.get(i + 1))
             {
                 self.belief.give_up(*token);
+                if self.cancel_late {
+                    // KnownBug::CancelAfterReleaseAnswer: has_lease turns false, but the
+                    // tenure's belief lives on until its release has settled.
+                    self.deferred_end = true;
+                    self.registry.set(&self.key, None);
+                    continue;
+                }
             }
             if let Command::SetDeadline(Some(deadline)) = cmds[i] {
                 // The belief moves first, so no handle sees the registry ahead of it.
@@ -403,6 +420,10 @@ impl LeaseActor {
                 for reply in self.renewals.drain(..) {
                     let _ = reply.send(RenewAnswer::Lost);
                 }
+            }
+            Notification::Released { .. } if self.deferred_end => {
+                self.deferred_end = false;
+                self.belief.end();
             }
             Notification::Released { .. } | Notification::HolderChanged { .. } => {}
         }

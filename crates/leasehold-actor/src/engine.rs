@@ -19,6 +19,20 @@ use crate::bell::Bell;
 use crate::detached::detached;
 use crate::{Belief, Registry};
 
+/// A known bug that a test can put back, to show that the service simulation's oracle catches
+/// it. Never set outside such tests.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KnownBug {
+    /// A tenure given up on request is ended (token cancelled, guard released) only when the
+    /// release's answer arrives, not before the release is sent.
+    CancelAfterReleaseAnswer,
+    /// `shutdown` releases every row of the holder id (`release_all`) without ending the live
+    /// guards' tenures first.
+    ShutdownReleasesByHolder,
+}
+
 /// What a key of the book is used for. A key owned by one is refused to every other.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -138,6 +152,7 @@ pub struct LeaseEngine {
     pub(crate) bell: Option<Arc<Bell>>,
     shut_down: bool,
     reclaim_own: bool,
+    bug: Option<KnownBug>,
 }
 
 impl std::fmt::Debug for LeaseEngine {
@@ -176,6 +191,7 @@ impl LeaseEngine {
             bell,
             shut_down: false,
             reclaim_own: false,
+            bug: None,
         }
     }
 
@@ -193,6 +209,14 @@ impl LeaseEngine {
     #[must_use]
     pub fn reclaim_own_leases(mut self, reclaim: bool) -> Self {
         self.reclaim_own = reclaim;
+        self
+    }
+
+    /// Puts a known bug back (tests of the simulation's oracle only).
+    #[doc(hidden)]
+    #[must_use]
+    pub fn reintroduce_bug(mut self, bug: Option<KnownBug>) -> Self {
+        self.bug = bug;
         self
     }
 
@@ -249,6 +273,7 @@ impl LeaseEngine {
             engine.do_send(ActorStopped { key: exit_key, id });
         }));
         actor.reclaim_own(self.reclaim_own);
+        actor.cancel_late(self.bug == Some(KnownBug::CancelAfterReleaseAnswer));
         setup(&mut actor);
         let addr = actor.start();
         log::debug!("{key}: actor started for {owner}");
@@ -469,6 +494,26 @@ impl Handler<ShutdownAll> for LeaseEngine {
     type Result = ResponseFuture<Result<u64, StoreError>>;
 
     fn handle(&mut self, _: ShutdownAll, _ctx: &mut Context<Self>) -> Self::Result {
+        if self.bug == Some(KnownBug::ShutdownReleasesByHolder) {
+            // The old way: abandon the tasks, leave the locks' guards believing, and release
+            // every row of the holder id.
+            self.shut_down = true;
+            self.registry.clear();
+            let actors: Vec<_> = self
+                .book
+                .values()
+                .filter(|e| !matches!(e.owner, Owner::Lock | Owner::Hold))
+                .map(|e| e.addr.clone())
+                .collect();
+            let (store, holder) = (Arc::clone(&self.store), self.holder.clone());
+            return Box::pin(async move {
+                join_all(actors.iter().map(|a| a.send(AbandonLease))).await;
+                let released = store.release_all(&holder).await;
+                // The guards lived on (until their own deadline timers, in the old code).
+                tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+                released
+            });
+        }
         self.shut_down = true;
         self.service.cancel();
         self.registry.clear();

@@ -40,8 +40,8 @@ pub use belief::{Belief, cancelled};
 pub use bell::{Bell, release_channel};
 pub use detached::detached;
 pub use engine::{
-    DEFAULT_REQUEST_TIMEOUT, EngineError, LeaseEngine, ListTasks, Owner, ReadDbNow, ReadRecord,
-    ShutdownAll, StartTask, StopTask,
+    DEFAULT_REQUEST_TIMEOUT, EngineError, KnownBug, LeaseEngine, ListTasks, Owner, ReadDbNow,
+    ReadRecord, ShutdownAll, StartTask, StopTask,
 };
 pub use lock::{
     Attempt, BeginFenced, FindLock, HoldLock, KeepUntilStopped, ListLocks, MakeHold, RenewAnswer,

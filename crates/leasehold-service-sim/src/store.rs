@@ -161,7 +161,7 @@ impl FaultStore {
         key: &LeaseKey,
         holder: &HolderId,
         term: Term,
-        new_tenure: bool,
+        mode: Grant,
     ) -> Result<AcquireOutcome, StoreError> {
         let (inner, rec) = (Arc::clone(&self.inner), self.rec.clone());
         let (k, h) = (key.clone(), holder.clone());
@@ -176,10 +176,10 @@ impl FaultStore {
                 // tenure the request was made for.
                 let _ = inner.force_release(&k).await;
             }
-            let out = if new_tenure {
-                inner.begin_tenure(&k, &h, term).await
-            } else {
-                inner.try_acquire(&k, &h, term).await
+            let out = match mode {
+                Grant::NewTenure => inner.begin_tenure(&k, &h, term).await,
+                Grant::Extend => inner.try_acquire(&k, &h, term).await,
+                Grant::TakeOver(expected) => inner.take_over_tenure(&k, &h, expected, term).await,
             };
             rec.acquired(&k, &h, &out);
             out
@@ -196,6 +196,14 @@ impl FaultStore {
     }
 }
 
+/// Which grant statement a grant is.
+#[derive(Debug, Clone, Copy)]
+enum Grant {
+    NewTenure,
+    Extend,
+    TakeOver(FencingToken),
+}
+
 #[async_trait]
 impl LeaseStore for FaultStore {
     async fn try_acquire(
@@ -204,7 +212,7 @@ impl LeaseStore for FaultStore {
         holder: &HolderId,
         term: Term,
     ) -> Result<AcquireOutcome, StoreError> {
-        self.grant(key, holder, term, false).await
+        self.grant(key, holder, term, Grant::Extend).await
     }
 
     async fn begin_tenure(
@@ -213,7 +221,40 @@ impl LeaseStore for FaultStore {
         holder: &HolderId,
         term: Term,
     ) -> Result<AcquireOutcome, StoreError> {
-        self.grant(key, holder, term, true).await
+        self.grant(key, holder, term, Grant::NewTenure).await
+    }
+
+    async fn take_over_tenure(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        expected: FencingToken,
+        term: Term,
+    ) -> Result<AcquireOutcome, StoreError> {
+        self.grant(key, holder, term, Grant::TakeOver(expected))
+            .await
+    }
+
+    async fn release_many(
+        &self,
+        holder: &HolderId,
+        items: &[RenewItem],
+    ) -> Result<u64, StoreError> {
+        let (inner, rec) = (Arc::clone(&self.inner), self.rec.clone());
+        let (h, list) = (holder.clone(), items.to_vec());
+        // One faulty call for the whole batch, released item by item so each is logged.
+        let call = async move {
+            let mut released = 0;
+            for item in &list {
+                if inner.release(&item.key, &h, item.token).await? == ReleaseOutcome::Released {
+                    rec.log
+                        .released(&item.key, item.token, rec.clock.upper_now());
+                    released += 1;
+                }
+            }
+            Ok(released)
+        };
+        self.faulty("release_many", call).await
     }
 
     async fn renew(

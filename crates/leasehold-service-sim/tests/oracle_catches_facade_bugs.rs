@@ -1,7 +1,5 @@
 //! The oracle fails on each known facade bug, put back by the facade's hidden switch
-//! (`LeaseServiceBuilder::reintroduce_bug`). Behind the `facade-bugs` feature until that switch
-//! is merged: `cargo test -p leasehold-service-sim --features facade-bugs`.
-#![cfg(feature = "facade-bugs")]
+//! (`LeaseServiceBuilder::reintroduce_bug`).
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -41,6 +41,7 @@ pub struct LeaseServiceBuilder {
     layer: Option<StoreLayer>,
     renew_store: Option<Arc<dyn LeaseStore>>,
     reclaim_own_leases: bool,
+    bug: Option<leasehold_actor::KnownBug>,
 }
 
 impl std::fmt::Debug for LeaseServiceBuilder {
@@ -66,7 +67,16 @@ impl LeaseServiceBuilder {
             layer: None,
             renew_store: None,
             reclaim_own_leases: false,
+            bug: None,
         }
+    }
+
+    /// Puts a known bug back, to show that the service simulation's oracle catches it. Tests
+    /// of the oracle only.
+    #[doc(hidden)]
+    pub fn reintroduce_bug(mut self, bug: leasehold_actor::KnownBug) -> Self {
+        self.bug = Some(bug);
+        self
     }
 
     /// A stable holder id (default: `host:pid:random`, unique per service). A service restarted
@@ -259,6 +269,7 @@ impl LeaseServiceBuilder {
             batch_window: self.batch_window,
             layer: self.layer,
             reclaim_own_leases: self.reclaim_own_leases,
+            bug: self.bug,
         };
         LeaseService::start(spec, holder, namespace, self.config).await
     }

@@ -71,6 +71,8 @@ pub use shard::{DEFAULT_SHARD_GROUP, NameSource, ShardOptions, ShardedTasks};
 pub use task::{LeaseTask, LeaseTaskOptions};
 
 pub use leasehold_actor as engine;
+#[doc(hidden)]
+pub use leasehold_actor::KnownBug;
 pub use leasehold_core::{
     Clock, DbInstant, FencingToken, HolderId, LeaseConfig, LeaseKey, LeaseName, LeaseRecord,
     LossReason, MonotonicClock, Namespace, Notification, State, Term, ValidationError,

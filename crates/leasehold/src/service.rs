@@ -71,6 +71,7 @@ struct Inner {
     /// The parent of every tenure's cancellation token.
     cancel: CancellationToken,
     claim: Mutex<Option<HolderClaim>>,
+    bug: Option<leasehold_actor::KnownBug>,
 }
 
 impl std::fmt::Debug for EngineThread {
@@ -135,6 +136,7 @@ impl LeaseService {
         config: LeaseConfig,
     ) -> Result<Self> {
         let claim = HolderClaim::take(&holder)?;
+        let bug = spec.bug;
         let registry = Arc::new(Registry::new(Arc::new(MonotonicClock)));
         let cancel = CancellationToken::new();
         let (engine, thread) = runtime::start(
@@ -159,6 +161,7 @@ impl LeaseService {
                 locks: crate::lock::LocalLocks::default(),
                 cancel,
                 claim: Mutex::new(Some(claim)),
+                bug,
             }),
         })
     }
@@ -420,7 +423,9 @@ impl LeaseService {
         if self.is_shut_down() {
             return Err(Error::ShutDown);
         }
-        self.inner.cancel.cancel();
+        if self.inner.bug != Some(leasehold_actor::KnownBug::ShutdownReleasesByHolder) {
+            self.inner.cancel.cancel();
+        }
         let released = self.on_engine(ShutdownAll).await;
         let Some(thread) = self.take_thread() else {
             return Err(Error::ShutDown);
