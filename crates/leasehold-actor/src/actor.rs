@@ -232,11 +232,13 @@ impl LeaseActor {
                     continue;
                 }
             }
+            let mut began = false;
             if let Command::SetDeadline(Some(deadline)) = cmds[i] {
-                // The belief moves first, so no handle sees the registry ahead of it.
+                // The belief moves with the registry: set before it, announced after it.
                 match cmds.get(i + 1) {
                     Some(Command::Notify(Notification::Acquired { token, .. })) => {
                         self.belief.begin(*token, deadline);
+                        began = true;
                     }
                     Some(Command::Notify(Notification::Renewed { token, .. })) => {
                         self.belief.renewed(*token, deadline);
@@ -245,6 +247,9 @@ impl LeaseActor {
                 }
             }
             self.execute(now, cmds[i].clone(), ctx);
+            if began {
+                self.belief.announce();
+            }
         }
         if self.stop_when_resting && matches!(self.machine.state(), State::Released) {
             self.stop_when_resting = false;

@@ -71,7 +71,8 @@ impl Belief {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A tenure began (the actor calls this).
+    /// A tenure began (the actor calls this, then publishes the deadline to the registry, then
+    /// [`Belief::announce`]s it, so a waiter woken by `settled` finds `has_lease` true too).
     pub(crate) fn begin(&self, token: FencingToken, deadline: Instant) {
         let previous = std::mem::replace(
             &mut *self.lock(),
@@ -82,6 +83,10 @@ impl Belief {
             },
         );
         cancel(previous);
+    }
+
+    /// Wakes whoever waits in [`Belief::settled`].
+    pub(crate) fn announce(&self) {
         self.changed.notify_waiters();
     }
 
@@ -146,9 +151,12 @@ impl Belief {
     }
 
     /// The live tenure's token and cancellation token (made now if nobody asked before); `None`
-    /// when no tenure is live.
+    /// when no tenure is live or the service has been shut down or dropped.
     #[must_use]
     pub fn tenure(&self) -> Option<(FencingToken, CancellationToken)> {
+        if self.service.is_cancelled() {
+            return None;
+        }
         match &mut *self.lock() {
             State::Held { token, cancel, .. } => Some((
                 *token,

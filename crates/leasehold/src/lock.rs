@@ -278,9 +278,11 @@ impl LeaseService {
         permit: OwnedMutexGuard<()>,
     ) -> Result<Tried> {
         let (tx, rx) = oneshot::channel();
-        let (service, key2) = (self.clone(), key.clone());
+        // Not the service itself: a clone held by this task would keep it alive past the
+        // caller's last drop.
+        let (ctx, key2) = (self.lock_context(), key.clone());
         let spawned = self.spawn_on_engine(async move {
-            let _ = tx.send(service.attempt_on_engine(key2, config, permit).await);
+            let _ = tx.send(attempt_on_engine(ctx, key2, config, permit).await);
         });
         if !spawned {
             return Err(Error::ShutDown);
@@ -288,21 +290,46 @@ impl LeaseService {
         rx.await.map_err(|_| Error::ShutDown)?
     }
 
-    async fn attempt_on_engine(
-        &self,
-        key: LeaseKey,
-        config: LeaseConfig,
-        permit: OwnedMutexGuard<()>,
-    ) -> Result<Tried> {
+    pub(crate) fn lock_context(&self) -> LockContext {
+        LockContext {
+            engine: self.engine().clone(),
+            holder: self.holder().clone(),
+            limit: self.request_timeout(),
+            service_token: self.service_token(),
+            clock: Arc::clone(self.registry().clock()),
+        }
+    }
+}
+
+/// What a lock attempt and its guard need of their service, without keeping it alive.
+#[derive(Clone)]
+pub(crate) struct LockContext {
+    pub(crate) engine: actix::Addr<leasehold_actor::LeaseEngine>,
+    pub(crate) holder: HolderId,
+    pub(crate) limit: Duration,
+    service_token: tokio_util::sync::CancellationToken,
+    clock: Arc<dyn leasehold_core::Clock>,
+}
+
+async fn attempt_on_engine(
+    ctx: LockContext,
+    key: LeaseKey,
+    config: LeaseConfig,
+    permit: OwnedMutexGuard<()>,
+) -> Result<Tried> {
+    {
         let ttl = config.term();
         let msg = TakeLock {
             key: key.clone(),
             config,
             listener: Arc::new(|_, _| {}),
-            belief: Some(self.new_belief()),
+            belief: Some(leasehold_actor::Belief::new(
+                ctx.service_token.clone(),
+                Arc::clone(&ctx.clock),
+            )),
         };
-        let sent = self.registry().clock().now();
-        let (addr, belief, attempt) = match self.engine().send(msg).await? {
+        let sent = ctx.clock.now();
+        let (addr, belief, attempt) = match ctx.engine.send(msg).await? {
             Ok(taken) => taken,
             Err(EngineError::Owned {
                 owner: Owner::Lock | Owner::Hold,
@@ -313,7 +340,7 @@ impl LeaseService {
         match attempt.await {
             Ok(Attempt::Acquired { token, .. }) => {
                 addr.do_send(KeepUntilStopped(Box::new(permit)));
-                let guard = LockGuard::new(self.clone(), key, token, ttl, sent, addr, belief);
+                let guard = LockGuard::new(&ctx, key, token, ttl, sent, addr, belief);
                 Ok((LockOutcome::Acquired(guard), None))
             }
             Ok(Attempt::Refused {

@@ -62,6 +62,15 @@ async fn thousand_leases_renewed_in_a_handful_of_statements() {
     eprintln!("{calls} renew_many statements for {items} renewals of {LEASES} leases");
 
     assert_eq!(service.shutdown().await.expect("shutdown"), LEASES as u64);
-    assert_eq!(counts.calls(Op::ReleaseAll), 1);
+    assert_eq!(
+        counts.calls(Op::ReleaseMany),
+        1,
+        "exactly the held tenures, in one call"
+    );
+    assert_eq!(
+        counts.calls(Op::ReleaseAll),
+        0,
+        "never every row of the holder id"
+    );
     assert_eq!(counts.calls(Op::Release), 0, "released in one statement");
 }

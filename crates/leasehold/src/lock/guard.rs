@@ -6,15 +6,19 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use actix::Addr;
-use leasehold_actor::{BeginFenced, Belief, LeaseActor, RenewAnswer, RenewLockNow, UnlockLock};
-use leasehold_core::{FencingToken, LeaseKey, ReleaseOutcome};
+use leasehold_actor::{
+    BeginFenced, Belief, LeaseActor, LeaseEngine, RenewAnswer, RenewLockNow, UnlockLock,
+};
+use leasehold_core::{FencingToken, HolderId, LeaseKey, ReleaseOutcome};
 use leasehold_storage::{FencedTransaction, SeaOrmStore, StoreError};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::LockError;
-use crate::{Error, LeaseService, Result};
+#[allow(unused_imports)] // the doc links
+use crate::LeaseService;
+use crate::{Error, Result};
 
 /// A held lock, returned by [`LeaseService::lock`], [`LeaseService::try_locker`] and
 /// [`LeaseService::try_lock`]. Replaces the `boolean` of the seeds' `lock`/`tryLocker`/`tryLock`
@@ -40,7 +44,11 @@ use crate::{Error, LeaseService, Result};
 /// ```
 #[derive(Debug)]
 pub struct LockGuard {
-    service: LeaseService,
+    /// What the guard needs of its service, without keeping the service alive: dropping the
+    /// last `LeaseService` ends every tenure, guards' included.
+    engine: Addr<LeaseEngine>,
+    holder: HolderId,
+    limit: Duration,
     key: LeaseKey,
     token: FencingToken,
     /// When the request that granted the lock was sent (local monotonic clock).
@@ -55,7 +63,7 @@ pub struct LockGuard {
 
 impl LockGuard {
     pub(crate) fn new(
-        service: LeaseService,
+        ctx: &super::LockContext,
         key: LeaseKey,
         token: FencingToken,
         ttl: Duration,
@@ -64,7 +72,9 @@ impl LockGuard {
         belief: Arc<Belief>,
     ) -> Self {
         Self {
-            service,
+            engine: ctx.engine.clone(),
+            holder: ctx.holder.clone(),
+            limit: ctx.limit,
             key,
             token,
             sent,
@@ -215,7 +225,7 @@ impl LockGuard {
             token: self.token,
             reply,
         });
-        let limit = self.service.request_timeout();
+        let limit = self.limit;
         match tokio::time::timeout(limit, answer).await {
             Ok(Ok(RenewAnswer::Renewed)) => Ok(()),
             Ok(Ok(RenewAnswer::Lost) | Err(_)) => Err(self.lost()),
@@ -255,7 +265,7 @@ impl LockGuard {
             });
         }
         release(
-            &self.service,
+            self.limit,
             &self.actor,
             &self.belief,
             &self.key,
@@ -300,7 +310,7 @@ impl LockGuard {
             key: self.key.clone(),
             token: self.token,
         };
-        Ok(self.service.engine().send(msg).await??)
+        Ok(self.engine.send(msg).await??)
     }
 
     /// Like [`LockGuard::begin_fenced`], on a [`SeaOrmStore`] of your own (same database and
@@ -329,7 +339,7 @@ impl LockGuard {
     /// [`crate::Error::Store`] when the database fails.
     pub async fn begin_fenced_on(&self, store: &SeaOrmStore) -> Result<Option<FencedTransaction>> {
         Ok(store
-            .begin_fenced(&self.key, self.service.holder(), self.token)
+            .begin_fenced(&self.key, &self.holder, self.token)
             .await?)
     }
 
@@ -357,7 +367,7 @@ impl Drop for LockGuard {
 /// ends at once (before the release is sent), then this waits for the release, bounded by the
 /// service's request timeout.
 pub(crate) async fn release(
-    service: &LeaseService,
+    limit: Duration,
     actor: &Addr<LeaseActor>,
     belief: &Belief,
     key: &LeaseKey,
@@ -373,7 +383,6 @@ pub(crate) async fn release(
         not_before,
         reply: Some(reply),
     });
-    let limit = service.request_timeout();
     let lost = || LockError::LockLost {
         key: key.clone(),
         token,

@@ -204,6 +204,6 @@ impl LeaseService {
             });
             return Err(LockError::LockLost { key, token });
         };
-        guard::release(self, &actor, &belief, &key, token, None).await
+        guard::release(self.request_timeout(), &actor, &belief, &key, token, None).await
     }
 }
