@@ -114,6 +114,8 @@ pub struct LeaseActor {
     /// only when its release has settled.
     cancel_late: bool,
     deferred_end: bool,
+    /// The store's answer to the release of an unlock, given to the unlock when the actor stops.
+    released: Option<ReleaseOutcome>,
 }
 
 impl std::fmt::Debug for LeaseActor {
@@ -164,6 +166,7 @@ impl LeaseActor {
             reclaim_own: false,
             cancel_late: false,
             deferred_end: false,
+            released: None,
         })
     }
 
@@ -497,10 +500,17 @@ impl LeaseActor {
         }
     }
 
-    /// Answers a pending unlock with the store's answer to its release.
+    /// Answers a pending unlock with the store's answer to its release: a failure at once (the
+    /// machine keeps retrying until the deadline), a success once the actor has stopped, so the
+    /// caller's next lock finds the key and the local queue free.
     pub(crate) fn release_answered(&mut self, result: &Result<ReleaseOutcome, StoreFailure>) {
-        if let Some(reply) = self.unlock.take() {
-            let _ = reply.send(result.clone());
+        match result {
+            Ok(outcome) => self.released = Some(*outcome),
+            Err(_) => {
+                if let Some(reply) = self.unlock.take() {
+                    let _ = reply.send(result.clone());
+                }
+            }
         }
     }
 
@@ -547,6 +557,13 @@ impl Actor for LeaseActor {
         }
         self.belief.finish();
         self.keep = None;
+        if let Some(reply) = self.unlock.take() {
+            // No answer at all: the release was abandoned to lapse.
+            let outcome = self.released.take().ok_or_else(|| {
+                StoreFailure::new("the release got no answer; the lock lapses after its ttl")
+            });
+            let _ = reply.send(outcome);
+        }
         self.answer_attempt(Attempt::Failed(StoreFailure::new(
             "the lease actor stopped",
         )));

@@ -47,7 +47,8 @@ async fn service_with_slow_grants(
             let (delay_ms, hang) = (Arc::clone(&delay_ms), Arc::clone(&hang));
             Arc::new(
                 CountingStore::new(store, Arc::default()).before_call(move |op| {
-                    let (delay, hang) = (delay_ms.load(Ordering::SeqCst), hang.load(Ordering::SeqCst));
+                    let (delay, hang) =
+                        (delay_ms.load(Ordering::SeqCst), hang.load(Ordering::SeqCst));
                     async move {
                         if matches!(op, Op::BeginTenure) {
                             if hang {
@@ -80,8 +81,12 @@ async fn a_dropped_lock_call_leaks_no_grant() {
             .await
             .expect("b");
         let ttl = Duration::from_secs(300);
-        let dropped = tokio::time::timeout(Duration::from_millis(50), a.lock("locks", "x", ttl)).await;
-        assert!(dropped.is_err(), "{backend}: the call was dropped while the grant was slow");
+        let dropped =
+            tokio::time::timeout(Duration::from_millis(50), a.lock("locks", "x", ttl)).await;
+        assert!(
+            dropped.is_err(),
+            "{backend}: the call was dropped while the grant was slow"
+        );
         // The grant lands ~150 ms later and must be given back at once, not held for 300 s.
         let started = Instant::now();
         let mut taken = None;
@@ -106,8 +111,7 @@ async fn waits_are_bounded_while_the_database_hangs() {
     for (backend, url) in backends("bounded") {
         let ns = unique_namespace("bounded");
         let hang = Arc::new(AtomicBool::new(true));
-        let service =
-            service_with_slow_grants(&url, &ns, Arc::default(), Arc::clone(&hang)).await;
+        let service = service_with_slow_grants(&url, &ns, Arc::default(), Arc::clone(&hang)).await;
         let ttl = Duration::from_secs(30);
         let started = Instant::now();
         let waited = service
@@ -117,13 +121,19 @@ async fn waits_are_bounded_while_the_database_hangs() {
         let took = started.elapsed();
         assert!(waited.is_none(), "{backend}");
         // The bound is the behaviour; the slack covers a loaded machine.
-        assert!(took < Duration::from_secs(3), "{backend}: try_locker took {took:?}");
+        assert!(
+            took < Duration::from_secs(3),
+            "{backend}: try_locker took {took:?}"
+        );
 
         let started = Instant::now();
         let attempt = service.lock("locks", "stuck2", ttl).await;
         let took = started.elapsed();
         assert!(attempt.is_err(), "{backend}: {attempt:?}");
-        assert!(took < Duration::from_secs(3), "{backend}: lock took {took:?}");
+        assert!(
+            took < Duration::from_secs(3),
+            "{backend}: lock took {took:?}"
+        );
         hang.store(false, Ordering::SeqCst);
         service.shutdown().await.expect("shutdown");
     }
@@ -165,8 +175,13 @@ async fn postgres_waiters_share_one_listener_and_shut_down_cleanly() {
     for i in 0..12 {
         let w = waiter.clone();
         waiting.push(tokio::spawn(async move {
-            w.try_locker("locks", &format!("held-{i}"), Some(Duration::from_secs(30)), ttl)
-                .await
+            w.try_locker(
+                "locks",
+                &format!("held-{i}"),
+                Some(Duration::from_secs(30)),
+                ttl,
+            )
+            .await
         }));
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -174,7 +189,10 @@ async fn postgres_waiters_share_one_listener_and_shut_down_cleanly() {
     let free = waiter.lock("locks", "free", ttl).await.expect("lock");
     let took = started.elapsed();
     assert!(free.is_some());
-    assert!(took < Duration::from_secs(2), "a free lock took {took:?} behind the waiters");
+    assert!(
+        took < Duration::from_secs(2),
+        "a free lock took {took:?} behind the waiters"
+    );
     // A release wakes its waiter through the one listener.
     let first = guards.remove(0);
     first.unlock().await.expect("unlock");
@@ -193,7 +211,10 @@ async fn postgres_waiters_share_one_listener_and_shut_down_cleanly() {
             .await
             .expect("ended after shutdown")
             .expect("no panic");
-        assert!(!matches!(ended, Ok(Some(_))), "no lock after shutdown: {ended:?}");
+        assert!(
+            !matches!(ended, Ok(Some(_))),
+            "no lock after shutdown: {ended:?}"
+        );
     }
     drop(guards);
     holder.shutdown().await.expect("shutdown");
