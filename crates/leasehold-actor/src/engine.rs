@@ -237,14 +237,17 @@ impl LeaseEngine {
     /// has checked that the key is free.
     pub(crate) fn spawn_actor(
         &mut self,
-        key: LeaseKey,
-        owner: Owner,
-        config: &LeaseConfig,
-        listener: Listener,
-        belief: Option<Arc<Belief>>,
+        new: NewActor,
         ctx: &mut Context<Self>,
         setup: impl FnOnce(&mut LeaseActor),
     ) -> Result<(Addr<LeaseActor>, Arc<Belief>), EngineError> {
+        let NewActor {
+            key,
+            owner,
+            config,
+            listener,
+            belief,
+        } = new;
         if self.shut_down {
             return Err(EngineError::ShuttingDown);
         }
@@ -259,7 +262,7 @@ impl LeaseEngine {
         let mut actor = LeaseActor::new(
             key.clone(),
             self.holder.clone(),
-            config,
+            &config,
             seed,
             Arc::clone(&self.store),
             Arc::clone(&self.registry),
@@ -322,6 +325,15 @@ impl LeaseEngine {
     pub(crate) fn store(&self) -> Arc<dyn LeaseStore> {
         Arc::clone(&self.store)
     }
+}
+
+/// What a new actor of the book is made of.
+pub(crate) struct NewActor {
+    pub(crate) key: LeaseKey,
+    pub(crate) owner: Owner,
+    pub(crate) config: LeaseConfig,
+    pub(crate) listener: Listener,
+    pub(crate) belief: Option<Arc<Belief>>,
 }
 
 /// The book's answer for a start.
@@ -434,15 +446,14 @@ impl Handler<StartTask> for LeaseEngine {
             }
             Lookup::Free => {
                 let compete = msg.compete;
-                let started = self.spawn_actor(
-                    msg.key,
-                    msg.owner,
-                    &msg.config,
-                    msg.listener,
-                    msg.belief,
-                    ctx,
-                    |_| {},
-                );
+                let new = NewActor {
+                    key: msg.key,
+                    owner: msg.owner,
+                    config: msg.config,
+                    listener: msg.listener,
+                    belief: msg.belief,
+                };
+                let started = self.spawn_actor(new, ctx, |_| {});
                 Box::pin(async move {
                     let (addr, belief) = started?;
                     if compete {

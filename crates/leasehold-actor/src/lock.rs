@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use crate::Belief;
 use crate::actor::{LeaseActor, Listener};
 use crate::detached::detached;
-use crate::engine::{EngineError, LeaseEngine, Lookup, Owner, stopped};
+use crate::engine::{EngineError, LeaseEngine, Lookup, NewActor, Owner, stopped};
 
 /// The answer of a lock's single attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,9 +126,14 @@ impl Handler<TakeLock> for LeaseEngine {
             listener,
             belief,
         } = msg;
-        let started = self.spawn_actor(key, Owner::Lock, &config, listener, belief, ctx, |actor| {
-            actor.set_attempt(reply);
-        });
+        let new = NewActor {
+            key,
+            owner: Owner::Lock,
+            config,
+            listener,
+            belief,
+        };
+        let started = self.spawn_actor(new, ctx, |actor| actor.set_attempt(reply));
         Box::pin(async move {
             let (addr, belief) = started?;
             addr.do_send(TryLock);

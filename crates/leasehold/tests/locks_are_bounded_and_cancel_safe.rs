@@ -6,9 +6,9 @@ mod common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use leasehold::{LeaseConfig, LeaseService};
+use leasehold::{Clock, LeaseConfig, LeaseService, MonotonicClock};
 use leasehold_storage::testing::{CountingStore, MYSQL_ENV, Op, POSTGRES_ENV, backend_url};
 
 use common::{sqlite_file_url, unique_namespace};
@@ -88,9 +88,9 @@ async fn a_dropped_lock_call_leaks_no_grant() {
             "{backend}: the call was dropped while the grant was slow"
         );
         // The grant lands ~150 ms later and must be given back at once, not held for 300 s.
-        let started = Instant::now();
+        let started = MonotonicClock.now();
         let mut taken = None;
-        while started.elapsed() < Duration::from_secs(5) {
+        while MonotonicClock.now() - started < Duration::from_secs(5) {
             if let Some(g) = b.lock("locks", "x", ttl).await.expect("lock") {
                 taken = Some(g);
                 break;
@@ -113,12 +113,12 @@ async fn waits_are_bounded_while_the_database_hangs() {
         let hang = Arc::new(AtomicBool::new(true));
         let service = service_with_slow_grants(&url, &ns, Arc::default(), Arc::clone(&hang)).await;
         let ttl = Duration::from_secs(30);
-        let started = Instant::now();
+        let started = MonotonicClock.now();
         let waited = service
             .try_locker("locks", "stuck", Some(Duration::from_millis(300)), ttl)
             .await
             .expect("a wait that runs out is not an error");
-        let took = started.elapsed();
+        let took = MonotonicClock.now() - started;
         assert!(waited.is_none(), "{backend}");
         // The bound is the behaviour; the slack covers a loaded machine.
         assert!(
@@ -126,9 +126,9 @@ async fn waits_are_bounded_while_the_database_hangs() {
             "{backend}: try_locker took {took:?}"
         );
 
-        let started = Instant::now();
+        let started = MonotonicClock.now();
         let attempt = service.lock("locks", "stuck2", ttl).await;
-        let took = started.elapsed();
+        let took = MonotonicClock.now() - started;
         assert!(attempt.is_err(), "{backend}: {attempt:?}");
         assert!(
             took < Duration::from_secs(3),
@@ -185,9 +185,9 @@ async fn postgres_waiters_share_one_listener_and_shut_down_cleanly() {
         }));
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let started = Instant::now();
+    let started = MonotonicClock.now();
     let free = waiter.lock("locks", "free", ttl).await.expect("lock");
-    let took = started.elapsed();
+    let took = MonotonicClock.now() - started;
     assert!(free.is_some());
     assert!(
         took < Duration::from_secs(2),
