@@ -219,10 +219,15 @@ impl LeaseService {
     /// ```
     ///
     /// # Errors
-    /// [`Error::Invalid`] for a bad namespace, name or ttl; [`Error::Store`]; [`Error::ShutDown`].
+    /// [`Error::Invalid`] for a bad namespace, name or ttl (one too short for a lock: under
+    /// 6 ms); [`Error::KeyInUse`] when a lease task, a hold or sharded names of this service use
+    /// the key; [`Error::Store`] when the attempt failed or got no answer within the request
+    /// timeout (a grant it may have made is released); [`Error::ShutDown`].
     ///
     /// # Cancel safety
-    /// Cancel safe: a grant that arrives after the future was dropped is released.
+    /// Cancel safe: the attempt runs on the engine thread; if the future is dropped, a grant
+    /// that arrives anyway (even one whose answer was already waiting) is released at once, and
+    /// the local queue's place is given back. Returns within the request timeout.
     pub async fn lock(
         &self,
         namespace: &str,

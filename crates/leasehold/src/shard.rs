@@ -590,10 +590,22 @@ impl ShardedTasks {
     ///
     /// # Errors
     /// [`Error::ShutDown`](crate::Error::ShutDown) if the service is shut down.
+    ///
+    /// # Cancel safety
+    /// Refreshing stops at the first poll. Dropped later, the membership and the names stopped
+    /// so far stay stopped; the names not yet stopped keep running (call `leave` again, or shut
+    /// the service down). Every stop already sent completes.
     pub async fn leave(&self) -> Result<usize> {
         let shared = &self.shared;
         shared.stop.cancel();
         shared.finished.cancelled().await;
+        self.stop_everything().await
+    }
+
+    /// Stops the membership first, then every name, releasing what is held; answers how many
+    /// names were held.
+    async fn stop_everything(&self) -> Result<usize> {
+        let shared = &self.shared;
         shared
             .engine
             .send(StopTask {
@@ -632,7 +644,13 @@ impl LeaseService {
     ///
     /// # Errors
     /// [`Error::Invalid`](crate::Error::Invalid) for a bad group or configuration;
+    /// [`Error::KeyInUse`](crate::Error::KeyInUse) when a name (or the membership) is used by a
+    /// lease task, lock or another group of this service;
     /// [`Error::ShutDown`](crate::Error::ShutDown).
+    ///
+    /// # Cancel safety
+    /// Dropped before it returns, the membership lease and the names started so far keep
+    /// running without a handle to `leave` them; they end at shutdown. Await it to completion.
     pub async fn start_sharded(
         &self,
         names: impl Into<NameSource>,
@@ -678,7 +696,16 @@ impl LeaseService {
             .await??;
         // A first round here, so every name has a task (in standby until this host's
         // membership is live) when this returns.
-        shared.reconcile().await?;
+        let first = shared.reconcile().await;
+        if let Err(e) = first {
+            // Nothing may keep running without a handle: stop the membership and the names.
+            shared.stop.cancel();
+            let tasks = ShardedTasks { shared };
+            if let Err(stop) = tasks.stop_everything().await {
+                log::warn!("sharded tasks that failed to start could not all be stopped: {stop}");
+            }
+            return Err(e);
+        }
         if !self.spawn_on_engine(Arc::clone(&shared).run()) {
             return Err(crate::Error::ShutDown);
         }

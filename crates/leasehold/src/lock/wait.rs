@@ -182,6 +182,10 @@ impl LeaseService {
     /// [`LockError::NotHeld`] when this service does not hold it (nothing is changed);
     /// [`LockError::LockLost`] when the tenure had already ended (expired or taken over);
     /// [`LockError::Service`] for a bad name or a database failure.
+    ///
+    /// # Cancel safety
+    /// The tenure ends and the release is sent before the first await of the release; dropped
+    /// before that (while the lock is being looked up), nothing is changed.
     pub async fn unlock(&self, namespace: &str, name: &str) -> Result<(), LockError> {
         let key = LeaseKey::parse(namespace, name).map_err(crate::Error::from)?;
         let found = self
