@@ -610,9 +610,11 @@ pub struct StopLease {
     pub done: Option<oneshot::Sender<()>>,
 }
 
-/// End the tenure and stop at once without telling the store: the registry forgets the lease
-/// and every handle stops believing now. Answers the tenure the machine held, if any, so the
-/// caller can release exactly that tenure (the grant lapses at the database otherwise).
+/// End the tenure and stop: the registry forgets the lease and every handle stops believing
+/// now. Answers the tenure the machine held, if any, and stops at once without telling the store,
+/// so the caller can release exactly that tenure (the grant lapses at the database otherwise).
+/// Without a live tenure the actor settles what is in flight first (an acquire answered after
+/// this is released, never believed) and then stops.
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "Option<RenewItem>")]
 pub struct AbandonLease;
@@ -621,6 +623,19 @@ pub struct AbandonLease;
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "()")]
 pub struct EndTenure(pub LossReason);
+
+/// The lease was released by its holder (an announcement): a task waiting to apply applies now
+/// ([`Event::Wake`]).
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct WakeLease;
+
+impl Handler<WakeLease> for LeaseActor {
+    type Result = ();
+    fn handle(&mut self, _: WakeLease, ctx: &mut Context<Self>) {
+        self.feed(Event::Wake, ctx);
+    }
+}
 
 /// Ask for the lease's current [`LeaseStatus`].
 #[derive(Debug, Clone, Copy, Message)]
@@ -682,7 +697,14 @@ impl Handler<AbandonLease> for LeaseActor {
         let live = self.live_tenure();
         self.registry.set(&self.key, None);
         self.belief.finish();
-        ctx.stop();
+        if live.is_some() {
+            // The caller releases this tenure (in one statement with the others).
+            ctx.stop();
+        } else {
+            // An acquire may be in flight: stopping settles it (a late grant is released,
+            // never believed) and the actor stops once nothing is left, at once if nothing is.
+            self.feed(Event::Stop, ctx);
+        }
         MessageResult(live)
     }
 }

@@ -27,7 +27,20 @@ pub fn release_channel(table: &str, key: &LeaseKey) -> (&'static str, String) {
     )
 }
 
+/// The key a payload of [`release_channel`] names, if it is of `table`.
+fn key_of(table: &str, payload: &str) -> Option<LeaseKey> {
+    let (tlen, rest) = payload.split_once(':')?;
+    let (nslen, rest) = rest.split_once(':')?;
+    let (tlen, nslen): (usize, usize) = (tlen.parse().ok()?, nslen.parse().ok()?);
+    let (t, rest) = (rest.get(..tlen)?, rest.get(tlen..)?);
+    let (ns, name) = (rest.get(..nslen)?, rest.get(nslen..)?);
+    (t == table).then(|| LeaseKey::parse(ns, name).ok())?
+}
+
 type Waiters = HashMap<String, Vec<mpsc::Sender<()>>>;
+
+/// Where every announced key goes besides its waiters (the engine, to wake standby tasks).
+type Sink = Arc<Mutex<Option<mpsc::UnboundedSender<LeaseKey>>>>;
 
 /// The release bell of one service (see the module docs).
 pub struct Bell {
@@ -35,6 +48,7 @@ pub struct Bell {
     pg: leasehold_storage::SeaOrmStore,
     table: String,
     waiters: Arc<Mutex<Waiters>>,
+    sink: Sink,
     listening: Arc<Mutex<bool>>,
     #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     limit: Duration,
@@ -64,6 +78,7 @@ impl Bell {
                 table: pg.table().to_owned(),
                 pg,
                 waiters: Arc::default(),
+                sink: Arc::default(),
                 listening: Arc::default(),
                 limit,
                 stop: CancellationToken::new(),
@@ -115,6 +130,13 @@ impl Bell {
         rx
     }
 
+    /// Every key any process announces from now on goes to `sink` too (the engine wakes its
+    /// standby tasks with it); starts the listener.
+    pub fn watch_all(&self, sink: mpsc::UnboundedSender<LeaseKey>) {
+        *self.sink.lock().unwrap_or_else(PoisonError::into_inner) = Some(sink);
+        self.listen();
+    }
+
     /// Stops the listener (at shutdown, inside the engine's runtime).
     pub fn stop(&self) {
         self.stop.cancel();
@@ -134,11 +156,12 @@ impl Bell {
             let pool = self.pg.connection().get_postgres_connection_pool();
             let options = (*pool.connect_options()).clone();
             let (waiters, stop) = (Arc::clone(&self.waiters), self.stop.clone());
+            let (sink, table) = (Arc::clone(&self.sink), self.table.clone());
             let flag = Arc::clone(&self.listening);
             tokio::spawn(async move {
                 tokio::select! {
                     () = stop.cancelled() => {}
-                    () = run_listener(options, waiters) => {
+                    () = run_listener(options, waiters, sink, table) => {
                         // Failed: the next waiter starts a new listener.
                         *flag.lock().unwrap_or_else(PoisonError::into_inner) = false;
                     }
@@ -153,6 +176,8 @@ impl Bell {
 async fn run_listener(
     options: sea_orm::sqlx::postgres::PgConnectOptions,
     waiters: Arc<Mutex<Waiters>>,
+    sink: Sink,
+    table: String,
 ) {
     use sea_orm::sqlx::postgres::{PgListener, PgPoolOptions};
     let pool = PgPoolOptions::new()
@@ -174,6 +199,11 @@ async fn run_listener(
     loop {
         match listener.recv().await {
             Ok(n) => {
+                if let Some(tx) = sink.lock().unwrap_or_else(PoisonError::into_inner).as_ref()
+                    && let Some(key) = key_of(&table, n.payload())
+                {
+                    let _ = tx.send(key);
+                }
                 let mut map = waiters.lock().unwrap_or_else(PoisonError::into_inner);
                 if let Some(list) = map.get_mut(n.payload()) {
                     list.retain(|tx| !tx.is_closed());
@@ -190,5 +220,21 @@ async fn run_listener(
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_payload_names_exactly_its_key() {
+        for (ns, name) in [("", "job"), ("a:b", "c:d"), ("ns", "émoji🦀")] {
+            let key = LeaseKey::parse(ns, name).expect("key");
+            let (_, payload) = release_channel("lease_info", &key);
+            assert_eq!(key_of("lease_info", &payload), Some(key.clone()));
+            assert_eq!(key_of("other_lease_info", &payload), None);
+        }
+        assert_eq!(key_of("t", "garbage"), None);
     }
 }

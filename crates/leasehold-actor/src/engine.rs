@@ -353,11 +353,46 @@ pub(crate) async fn stopped(mut rx: watch::Receiver<bool>) {
 impl Actor for LeaseEngine {
     type Context = Context<Self>;
 
+    fn started(&mut self, ctx: &mut Self::Context) {
+        // Releases announced by any process wake this service's tasks waiting for that key.
+        if let Some(bell) = &self.bell {
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+            bell.watch_all(tx);
+            let engine = ctx.address();
+            tokio::spawn(async move {
+                while let Some(key) = rx.recv().await {
+                    if !engine.connected() {
+                        return;
+                    }
+                    engine.do_send(Announced(key));
+                }
+            });
+        }
+    }
+
     fn stopped(&mut self, _ctx: &mut Self::Context) {
         // The system is going away: every tenure ends now.
         self.service.cancel();
         if let Some(bell) = &self.bell {
             bell.stop();
+        }
+    }
+}
+
+/// A release of `key` was announced (by any process).
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub(crate) struct Announced(LeaseKey);
+
+impl Handler<Announced> for LeaseEngine {
+    type Result = ();
+    fn handle(&mut self, msg: Announced, _ctx: &mut Context<Self>) {
+        if let Some(e) = self
+            .book
+            .get(&msg.0)
+            .filter(|e| !e.stopping && !matches!(e.owner, Owner::Lock))
+        {
+            e.addr.do_send(crate::actor::WakeLease);
         }
     }
 }
@@ -535,6 +570,7 @@ impl Handler<ShutdownAll> for LeaseEngine {
             bell.stop();
         }
         let actors: Vec<_> = self.book.values().map(|e| e.addr.clone()).collect();
+        let settled: Vec<_> = self.book.values().map(|e| e.stopped.clone()).collect();
         let (store, holder, limit) = (Arc::clone(&self.store), self.holder.clone(), self.limit);
         Box::pin(async move {
             let held: Vec<_> = join_all(actors.iter().map(|a| a.send(AbandonLease)))
@@ -542,7 +578,10 @@ impl Handler<ShutdownAll> for LeaseEngine {
                 .into_iter()
                 .filter_map(|r| r.ok().flatten())
                 .collect();
+            // Acquires in flight settle (a late grant is released) within one request timeout.
+            let settling = tokio::time::timeout(limit, join_all(settled.into_iter().map(stopped)));
             if held.is_empty() {
+                let _ = settling.await;
                 return Ok(0);
             }
             log::trace!("release_many of {} tenures of {holder}", held.len());
@@ -552,7 +591,9 @@ impl Handler<ShutdownAll> for LeaseEngine {
             let n = detached("release_many", limit, async move {
                 store.release_many(&holder, &held).await
             })
-            .await?;
+            .await;
+            let _ = settling.await;
+            let n = n?;
             log::info!("shut down, released {n} leases");
             Ok(n)
         })

@@ -31,7 +31,7 @@ mod shard;
 
 pub use actor::{
     AbandonLease, CompeteLease, EndTenure, LeaseActor, LeaseStatus, Listener, QueryLease,
-    ReleaseLease, StandByLease, StartLease, StopLease,
+    ReleaseLease, StandByLease, StartLease, StopLease, WakeLease,
 };
 pub use batcher::{
     DEFAULT_BATCH_WINDOW, QueueRenew, RenewBatcher, RenewReply, TERM_WINDOW_DIVISOR,

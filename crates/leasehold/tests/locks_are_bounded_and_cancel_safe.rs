@@ -81,8 +81,7 @@ async fn a_dropped_lock_call_leaks_no_grant() {
             .await
             .expect("b");
         let ttl = Duration::from_secs(300);
-        let dropped =
-            tokio::time::timeout(Duration::from_millis(50), a.lock("locks", "x", ttl)).await;
+        let dropped = tokio::time::timeout(Duration::from_millis(50), a.lock(&ns, "x", ttl)).await;
         assert!(
             dropped.is_err(),
             "{backend}: the call was dropped while the grant was slow"
@@ -91,7 +90,7 @@ async fn a_dropped_lock_call_leaks_no_grant() {
         let started = MonotonicClock.now();
         let mut taken = None;
         while MonotonicClock.now() - started < Duration::from_secs(5) {
-            if let Some(g) = b.lock("locks", "x", ttl).await.expect("lock") {
+            if let Some(g) = b.lock(&ns, "x", ttl).await.expect("lock") {
                 taken = Some(g);
                 break;
             }
@@ -115,7 +114,7 @@ async fn waits_are_bounded_while_the_database_hangs() {
         let ttl = Duration::from_secs(30);
         let started = MonotonicClock.now();
         let waited = service
-            .try_locker("locks", "stuck", Some(Duration::from_millis(300)), ttl)
+            .try_locker(&ns, "stuck", Some(Duration::from_millis(300)), ttl)
             .await
             .expect("a wait that runs out is not an error");
         let took = MonotonicClock.now() - started;
@@ -127,7 +126,7 @@ async fn waits_are_bounded_while_the_database_hangs() {
         );
 
         let started = MonotonicClock.now();
-        let attempt = service.lock("locks", "stuck2", ttl).await;
+        let attempt = service.lock(&ns, "stuck2", ttl).await;
         let took = MonotonicClock.now() - started;
         assert!(attempt.is_err(), "{backend}: {attempt:?}");
         assert!(
@@ -165,7 +164,7 @@ async fn postgres_waiters_share_one_listener_and_shut_down_cleanly() {
     for i in 0..12 {
         guards.push(
             holder
-                .lock("locks", &format!("held-{i}"), ttl)
+                .lock(&ns, &format!("held-{i}"), ttl)
                 .await
                 .expect("lock")
                 .expect("free"),
@@ -173,10 +172,10 @@ async fn postgres_waiters_share_one_listener_and_shut_down_cleanly() {
     }
     let mut waiting = Vec::new();
     for i in 0..12 {
-        let w = waiter.clone();
+        let (w, ns) = (waiter.clone(), ns.clone());
         waiting.push(tokio::spawn(async move {
             w.try_locker(
-                "locks",
+                &ns,
                 &format!("held-{i}"),
                 Some(Duration::from_secs(30)),
                 ttl,
@@ -186,7 +185,7 @@ async fn postgres_waiters_share_one_listener_and_shut_down_cleanly() {
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let started = MonotonicClock.now();
-    let free = waiter.lock("locks", "free", ttl).await.expect("lock");
+    let free = waiter.lock(&ns, "free", ttl).await.expect("lock");
     let took = MonotonicClock.now() - started;
     assert!(free.is_some());
     assert!(
@@ -218,4 +217,54 @@ async fn postgres_waiters_share_one_listener_and_shut_down_cleanly() {
     }
     drop(guards);
     holder.shutdown().await.expect("shutdown");
+}
+
+/// PostgreSQL: a standby lease task is woken by the holder's release announcement and takes
+/// over long before its own retry interval would have had it try again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_release_wakes_a_standby_lease_task() {
+    let Some(url) = backend_url(POSTGRES_ENV) else {
+        return;
+    };
+    let ns = unique_namespace("wake-task");
+    let slow_retry = LeaseConfig::default()
+        .with_term(Duration::from_secs(30))
+        .with_retry_interval(Duration::from_secs(8));
+    let build = |config: LeaseConfig| {
+        let (url, ns) = (url.clone(), ns.clone());
+        async move {
+            LeaseService::builder(url)
+                .namespace(ns)
+                .config(config)
+                .build()
+                .await
+                .expect("service")
+        }
+    };
+    let (a, b) = (build(slow_retry.clone()).await, build(slow_retry).await);
+    a.start_lease_task("leader", leasehold::LeaseTaskOptions::new())
+        .await
+        .expect("start")
+        .acquired()
+        .await
+        .expect("held");
+    let standby = b
+        .start_lease_task("leader", leasehold::LeaseTaskOptions::new())
+        .await
+        .expect("start");
+    // Let b be refused once, so it waits its (jittered, up to 8 s) retry interval.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!standby.has_lease());
+    let started = MonotonicClock.now();
+    assert!(a.stop_lease_task("leader").await.expect("stop"));
+    tokio::time::timeout(Duration::from_secs(4), standby.acquired())
+        .await
+        .expect("woken by the release, not by its retry timer")
+        .expect("held");
+    eprintln!(
+        "standby took over {:?} after the release",
+        MonotonicClock.now() - started
+    );
+    a.shutdown().await.expect("shutdown");
+    b.shutdown().await.expect("shutdown");
 }

@@ -132,7 +132,7 @@ async fn shutdown_ends_live_guards_before_releasing_them() {
         let ns = unique_namespace("shutdown-guard");
         let (a, b) = (service(&url, &ns).await, service(&url, &ns).await);
         let guard = a
-            .lock("locks", "report", Duration::from_secs(60))
+            .lock(&ns, "report", Duration::from_secs(60))
             .await
             .expect("lock")
             .expect("free");
@@ -140,7 +140,7 @@ async fn shutdown_ends_live_guards_before_releasing_them() {
         assert_eq!(a.shutdown().await.expect("shutdown"), 1, "{backend}");
         assert!(!guard.is_held() && cancel.is_cancelled(), "{backend}");
         let taken = b
-            .lock("locks", "report", Duration::from_secs(60))
+            .lock(&ns, "report", Duration::from_secs(60))
             .await
             .expect("lock");
         assert!(taken.is_some(), "{backend}: released by shutdown");
@@ -183,7 +183,7 @@ async fn shutdown_and_drop_end_every_tenure() {
             .expect("start");
         let (_, cancel) = task.acquired().await.expect("acquired");
         let guard = b
-            .lock("locks", "dropped", Duration::from_secs(60))
+            .lock(&ns, "dropped-lock", Duration::from_secs(60))
             .await
             .expect("lock")
             .expect("free");
@@ -370,7 +370,7 @@ async fn an_expired_guard_does_not_keep_the_local_queue() {
         let service = service(&url, &ns).await;
         let ttl = Duration::from_millis(600);
         let old = service
-            .lock("locks", "short", ttl)
+            .lock(&ns, "short", ttl)
             .await
             .expect("lock")
             .expect("free");
@@ -379,7 +379,7 @@ async fn an_expired_guard_does_not_keep_the_local_queue() {
         eventually("its token is cancelled", || cancel.is_cancelled()).await;
         let mut next = None;
         for _ in 0..100 {
-            match service.lock("locks", "short", ttl).await.expect("lock") {
+            match service.lock(&ns, "short", ttl).await.expect("lock") {
                 Some(g) => {
                     next = Some(g);
                     break;

@@ -115,6 +115,10 @@ pub enum Event {
     /// clock; ShedLock's `lockAtLeastFor`): the tenure ends here at once, and the release is sent
     /// as [`Command::ReleaseAfter`] for the time still left, so the row lapses then.
     ReleaseNotBefore(Instant),
+    /// The lease was just released by its holder (a release announcement): while waiting to
+    /// apply again (after a refusal or a loss), apply now instead of at the scheduled instant.
+    /// Ignored elsewhere; an announcement that is late or wrong only costs one refused attempt.
+    Wake,
     /// End the live tenure at once for `reason` (for example a panicking callback): the deadline
     /// is cleared, [`Notification::Lost`] emitted, the grant released, and the machine competes
     /// again if it competes at all. Ignored when no tenure is live.

@@ -474,6 +474,14 @@ impl LeaseMachine {
             (Phase::Lost { retry_at }, Event::Timer) if now >= retry_at => {
                 self.send_acquire(now, 0, out)
             }
+            (
+                Phase::Applying {
+                    next: Try::At(_),
+                    attempt,
+                },
+                Event::Wake,
+            ) => self.send_acquire(now, attempt, out),
+            (Phase::Lost { .. }, Event::Wake) => self.send_acquire(now, 0, out),
 
             // Released, Standby, Stopped: settle what is left with the store.
             (

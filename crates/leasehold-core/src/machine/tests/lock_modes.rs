@@ -234,3 +234,24 @@ fn a_lock_that_loses_at_the_store_rests() {
     let cmds = m.handle(t0 + secs(11), Event::Start);
     assert!(matches!(cmds[0], Command::TryAcquire { .. }));
 }
+
+#[test]
+fn a_release_announcement_wakes_a_waiting_task_at_once() {
+    let (mut m, t0) = machine();
+    m.handle(t0, Event::Start);
+    let cmds = m.handle(t0 + ms(5), acquired(1, held_by("other", 3)));
+    assert!(matches!(cmds.last(), Some(Command::WakeAt(_))));
+    let cmds = m.handle(t0 + ms(10), Event::Wake);
+    assert!(
+        matches!(
+            cmds[0],
+            Command::TryAcquire {
+                req: RequestId(2),
+                ..
+            }
+        ),
+        "{cmds:?}"
+    );
+    // While an attempt is in flight, another announcement changes nothing.
+    assert_eq!(m.handle(t0 + ms(11), Event::Wake), []);
+}

@@ -136,7 +136,8 @@ fn randomized_runs_never_hold_at_or_after_the_deadline() {
                     Event::ReleaseNotBefore(now + ms(rng.next_u64() % 3_000)),
                     Event::EndTenure(LossReason::CallbackPanicked),
                     Event::SetCompete(false),
-                ][(rng.next_u64() % 11) as usize]
+                    Event::Wake,
+                ][(rng.next_u64() % 12) as usize]
                     .clone(),
                 _ => Event::Timer,
             };
