@@ -53,7 +53,6 @@ mod error;
 mod event;
 mod holder;
 mod lock;
-mod membership;
 mod runtime;
 mod service;
 mod shard;

@@ -20,244 +20,19 @@ use futures::future::join_all;
 use leasehold_actor::{
     Belief, LeaseEngine, ListLive, Owner, Registry, SetCompeting, StartTask, StopTask,
 };
-use leasehold_core::{
-    FencingToken, HolderId, LeaseConfig, LeaseKey, LeaseName, LossReason, Namespace,
-};
-use leasehold_ring::HostRing;
+use leasehold_core::{HolderId, LeaseConfig, LeaseKey, LeaseName, Namespace};
 use tokio::sync::{Notify, broadcast};
 use tokio_util::sync::CancellationToken;
 
-use crate::membership::{MEMBERS_PREFIX, Membership};
+mod membership;
+mod options;
+mod plan;
+
+pub use options::{DEFAULT_SHARD_GROUP, NameSource, ShardOptions};
+
 use crate::task::{self, LeaseTask, LeaseTaskOptions};
 use crate::{LeaseEvent, LeaseService, Result};
-
-type OnAcquired = Arc<dyn Fn(&str, FencingToken, CancellationToken) + Send + Sync>;
-type OnLost = Arc<dyn Fn(&str, LossReason) + Send + Sync>;
-type NameFn = Arc<dyn Fn() -> Vec<String> + Send + Sync>;
-
-/// The shard group used when [`ShardOptions::group`] is not set.
-pub const DEFAULT_SHARD_GROUP: &str = "default";
-
-/// The names a [`ShardedTasks`] spreads: a fixed list (replace it with
-/// [`ShardedTasks::set_names`]) or a closure asked at every refresh.
-///
-/// # Examples
-/// ```
-/// use leasehold::NameSource;
-/// let fixed = NameSource::from(vec!["orders/eu", "orders/us"]);
-/// let dynamic = NameSource::from_fn(|| (0..10).map(|i| format!("partition-{i}")).collect());
-/// # let _ = (fixed, dynamic);
-/// ```
-#[derive(Clone)]
-pub struct NameSource(Source);
-
-#[derive(Clone)]
-enum Source {
-    Fixed(Vec<String>),
-    Dynamic(NameFn),
-}
-
-impl std::fmt::Debug for NameSource {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.0 {
-            Source::Fixed(names) => f.debug_tuple("Fixed").field(&names.len()).finish(),
-            Source::Dynamic(_) => f.write_str("Dynamic"),
-        }
-    }
-}
-
-impl NameSource {
-    /// A fixed list of names.
-    ///
-    /// # Examples
-    /// ```
-    /// let names = leasehold::NameSource::fixed(["a", "b"]);
-    /// # let _ = names;
-    /// ```
-    pub fn fixed<I, S>(names: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        Self(Source::Fixed(names.into_iter().map(Into::into).collect()))
-    }
-
-    /// Names asked from `f` at every refresh (on the engine thread: keep it quick).
-    ///
-    /// # Examples
-    /// ```
-    /// let names = leasehold::NameSource::from_fn(|| vec!["a".to_owned()]);
-    /// # let _ = names;
-    /// ```
-    pub fn from_fn(f: impl Fn() -> Vec<String> + Send + Sync + 'static) -> Self {
-        Self(Source::Dynamic(Arc::new(f)))
-    }
-
-    fn names(&self) -> Vec<String> {
-        match &self.0 {
-            Source::Fixed(names) => names.clone(),
-            Source::Dynamic(f) => f(),
-        }
-    }
-}
-
-impl From<Vec<String>> for NameSource {
-    fn from(names: Vec<String>) -> Self {
-        Self::fixed(names)
-    }
-}
-
-impl From<Vec<&str>> for NameSource {
-    fn from(names: Vec<&str>) -> Self {
-        Self::fixed(names)
-    }
-}
-
-impl From<&[&str]> for NameSource {
-    fn from(names: &[&str]) -> Self {
-        Self::fixed(names.iter().copied())
-    }
-}
-
-/// How sharded lease tasks run: per-name callbacks, the configuration, the refresh interval
-/// and the shard group.
-///
-/// Callbacks run on the service's engine thread: keep them short and non-blocking.
-///
-/// # Examples
-/// ```
-/// use std::time::Duration;
-/// use leasehold::ShardOptions;
-/// let options = ShardOptions::new()
-///     .on_acquired(|name, token, cancel| {
-///         println!("{name}: mine now (token {token})");
-///         drop(cancel); // hand it to the work: cancelled when the tenure ends
-///     })
-///     .on_lost(|name, reason| println!("{name}: lost ({reason:?})"))
-///     .refresh_interval(Duration::from_secs(2))
-///     .group("reports");
-/// # let _ = options;
-/// ```
-#[derive(Clone)]
-#[must_use]
-pub struct ShardOptions {
-    on_acquired: Option<OnAcquired>,
-    on_lost: Option<OnLost>,
-    config: Option<LeaseConfig>,
-    refresh: Option<Duration>,
-    group: String,
-}
-
-impl Default for ShardOptions {
-    fn default() -> Self {
-        Self {
-            on_acquired: None,
-            on_lost: None,
-            config: None,
-            refresh: None,
-            group: DEFAULT_SHARD_GROUP.to_owned(),
-        }
-    }
-}
-
-impl std::fmt::Debug for ShardOptions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ShardOptions")
-            .field("on_acquired", &self.on_acquired.is_some())
-            .field("on_lost", &self.on_lost.is_some())
-            .field("config", &self.config)
-            .field("refresh", &self.refresh)
-            .field("group", &self.group)
-            .finish()
-    }
-}
-
-impl ShardOptions {
-    /// No callbacks, the service's configuration, refresh every third of the term, group
-    /// [`DEFAULT_SHARD_GROUP`].
-    ///
-    /// # Examples
-    /// ```
-    /// let options = leasehold::ShardOptions::new();
-    /// # let _ = options;
-    /// ```
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Called at the start of every tenure of a name, with the name, its fencing token and a
-    /// [`CancellationToken`] cancelled when the tenure ends (including when the name moves to
-    /// another host).
-    ///
-    /// # Examples
-    /// ```
-    /// let options = leasehold::ShardOptions::new().on_acquired(|name, token, _cancel| {
-    ///     println!("{name}: token {token}");
-    /// });
-    /// # let _ = options;
-    /// ```
-    pub fn on_acquired(
-        mut self,
-        f: impl Fn(&str, FencingToken, CancellationToken) + Send + Sync + 'static,
-    ) -> Self {
-        self.on_acquired = Some(Arc::new(f));
-        self
-    }
-
-    /// Called when the tenure of a name is lost (not when it is released because it moved).
-    ///
-    /// # Examples
-    /// ```
-    /// let options = leasehold::ShardOptions::new().on_lost(|name, reason| eprintln!("{name}: {reason:?}"));
-    /// # let _ = options;
-    /// ```
-    pub fn on_lost(mut self, f: impl Fn(&str, LossReason) + Send + Sync + 'static) -> Self {
-        self.on_lost = Some(Arc::new(f));
-        self
-    }
-
-    /// The configuration of every name and of the membership lease (default: the service's).
-    ///
-    /// # Examples
-    /// ```
-    /// use std::time::Duration;
-    /// let options = leasehold::ShardOptions::new()
-    ///     .config(leasehold::LeaseConfig::default().with_term(Duration::from_secs(5)));
-    /// # let _ = options;
-    /// ```
-    pub fn config(mut self, config: LeaseConfig) -> Self {
-        self.config = Some(config);
-        self
-    }
-
-    /// How often the live members are read (default: a third of the term). A host that died
-    /// is dropped from the ring within term + refresh; a host that joined or left gracefully,
-    /// within about one refresh.
-    ///
-    /// # Examples
-    /// ```
-    /// use std::time::Duration;
-    /// let options = leasehold::ShardOptions::new().refresh_interval(Duration::from_millis(500));
-    /// # let _ = options;
-    /// ```
-    pub fn refresh_interval(mut self, interval: Duration) -> Self {
-        self.refresh = Some(interval);
-        self
-    }
-
-    /// The shard group (default [`DEFAULT_SHARD_GROUP`]): hosts of one group in one namespace
-    /// share a ring. Must not be empty nor contain `/`.
-    ///
-    /// # Examples
-    /// ```
-    /// let options = leasehold::ShardOptions::new().group("billing");
-    /// # let _ = options;
-    /// ```
-    pub fn group(mut self, group: impl Into<String>) -> Self {
-        self.group = group.into();
-        self
-    }
-}
+use membership::{MEMBERS_PREFIX, Membership};
 
 /// What the coordinator last saw, for the handle's accessors.
 #[derive(Debug, Default)]
@@ -356,32 +131,13 @@ impl Shared {
         } else {
             BTreeSet::new()
         };
-        let ring = HostRing::from_hosts(hosts.iter());
-        let me = self.holder().as_str();
-        let wanted = |name: &LeaseName| self_live && ring.is_owner(me, name.as_str());
         let names = self.names();
-
-        let (added, removed, changes) = {
-            let view = self.view();
-            let added: Vec<LeaseName> = names
-                .iter()
-                .filter(|n| !view.competing.contains_key(*n))
-                .cloned()
-                .collect();
-            let removed: Vec<LeaseName> = view
-                .competing
-                .keys()
-                .filter(|n| !names.contains(*n))
-                .cloned()
-                .collect();
-            let changes: Vec<(LeaseName, bool)> = view
-                .competing
-                .iter()
-                .filter(|(n, c)| names.contains(*n) && wanted(n) != **c)
-                .map(|(n, c)| (n.clone(), !*c))
-                .collect();
-            (added, removed, changes)
-        };
+        let running = self.view().competing.clone();
+        let plan::Plan {
+            switch: changes,
+            start: added,
+            stop: removed,
+        } = plan::plan(self.holder().as_str(), self_live, &hosts, &names, &running);
 
         // Give up first, so a name moving away is released as early as possible.
         if !changes.is_empty() {
@@ -401,14 +157,13 @@ impl Shared {
                 view.competing.insert(n, c);
             }
         }
-        for name in added {
+        for (name, compete) in added {
             let key = self.key(&name);
             let belief = Belief::new(
                 self.service_token.clone(),
                 Arc::clone(self.registry.clock()),
             );
             let listener = self.listener(&name, &belief);
-            let compete = wanted(&name);
             let (belief, _) = self
                 .engine
                 .send(StartTask {
