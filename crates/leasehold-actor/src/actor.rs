@@ -24,8 +24,9 @@ use crate::{Belief, Registry};
 /// ([`LossReason::CallbackPanicked`]) and is logged; the actor goes on.
 pub type Listener = Arc<dyn Fn(&LeaseKey, &Notification) + Send + Sync>;
 
-/// Told once, when the actor has stopped (the engine removes it from its book).
-pub(crate) type OnExit = Box<dyn FnOnce() + Send>;
+/// Told once, when the actor has stopped: the engine (shared, so no sender is allocated per
+/// actor) and the actor's id in its book.
+pub(crate) type OnExit = (Arc<Addr<crate::LeaseEngine>>, u64);
 
 /// The actor that holds one lease: it feeds events to a [`LeaseMachine`] and executes the
 /// commands that come out. It decides nothing itself.
@@ -573,8 +574,11 @@ impl Actor for LeaseActor {
         for done in self.on_stopped.drain(..) {
             let _ = done.send(());
         }
-        if let Some(exit) = self.on_exit.take() {
-            exit();
+        if let Some((engine, id)) = self.on_exit.take() {
+            engine.do_send(crate::engine::ActorStopped {
+                key: self.key.clone(),
+                id,
+            });
         }
     }
 }

@@ -10,7 +10,7 @@ use actix::prelude::*;
 use futures::future::join_all;
 use leasehold_core::{DbInstant, HolderId, LeaseConfig, LeaseKey, LeaseRecord, ValidationError};
 use leasehold_storage::{LeaseStore, StoreError};
-use tokio::sync::watch;
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use crate::actor::{AbandonLease, LeaseActor, Listener, StartLease, StopLease};
@@ -39,10 +39,11 @@ pub enum KnownBug {
 pub enum Owner {
     /// A lease task (`start_lease_task`).
     Task,
-    /// A name of a sharded set in this shard group.
-    Shard(String),
+    /// A name of a sharded set in this shard group (shared, so the owners of 100,000 names
+    /// cost no allocation each).
+    Shard(Arc<str>),
     /// This host's membership lease of a shard group.
-    Membership(String),
+    Membership(Arc<str>),
     /// A lock taken once (`lock`, `try_locker`, `try_lock`).
     Lock,
     /// A lock renewed in the background (`hold_lock`).
@@ -88,8 +89,9 @@ pub(crate) struct Entry {
     pub(crate) belief: Arc<Belief>,
     id: u64,
     stopping: bool,
-    /// `true` once the actor has stopped.
-    stopped: watch::Receiver<bool>,
+    /// Told (by being dropped with the entry) once the actor has stopped. An empty `Vec` costs
+    /// no allocation, unlike a watch channel per actor (about 350 bytes).
+    waiters: Vec<oneshot::Sender<()>>,
 }
 
 /// Owns the [`LeaseActor`] of every tenure of one holder (lease tasks, sharded names,
@@ -153,6 +155,8 @@ pub struct LeaseEngine {
     shut_down: bool,
     reclaim_own: bool,
     bug: Option<KnownBug>,
+    /// This engine's address, shared by every actor (an `Addr` clone allocates a sender).
+    me: Option<Arc<Addr<LeaseEngine>>>,
 }
 
 impl std::fmt::Debug for LeaseEngine {
@@ -192,6 +196,7 @@ impl LeaseEngine {
             shut_down: false,
             reclaim_own: false,
             bug: None,
+            me: None,
         }
     }
 
@@ -256,9 +261,6 @@ impl LeaseEngine {
         let belief = belief.unwrap_or_else(|| {
             Belief::new(self.service.clone(), Arc::clone(self.registry.clock()))
         });
-        let engine = ctx.address();
-        let (done, stopped) = watch::channel(false);
-        let exit_key = key.clone();
         let mut actor = LeaseActor::new(
             key.clone(),
             self.holder.clone(),
@@ -271,10 +273,7 @@ impl LeaseEngine {
         .with_shared_renewer(Arc::clone(&self.renewer))
         .with_belief(Arc::clone(&belief))
         .with_bell(self.bell.clone())
-        .on_exit(Box::new(move || {
-            let _ = done.send(true);
-            engine.do_send(ActorStopped { key: exit_key, id });
-        }));
+        .on_exit((self.me(ctx), id));
         actor.reclaim_own(self.reclaim_own);
         actor.cancel_late(self.bug == Some(KnownBug::CancelAfterReleaseAnswer));
         setup(&mut actor);
@@ -288,19 +287,23 @@ impl LeaseEngine {
                 belief: Arc::clone(&belief),
                 id,
                 stopping: false,
-                stopped,
+                waiters: Vec::new(),
             },
         );
         Ok((addr, belief))
     }
 
+    fn me(&mut self, ctx: &Context<Self>) -> Arc<Addr<LeaseEngine>> {
+        Arc::clone(self.me.get_or_insert_with(|| Arc::new(ctx.address())))
+    }
+
     /// What the book says about `key` for a new start by `owner`: `Ok(None)` when free,
     /// `Ok(Some(entry))` when `owner` itself runs it, `Err` when another owner does. A stopping
     /// entry answers its stop signal in `Wait`.
-    pub(crate) fn lookup(&self, key: &LeaseKey, owner: &Owner) -> Lookup {
-        match self.book.get(key) {
+    pub(crate) fn lookup(&mut self, key: &LeaseKey, owner: &Owner) -> Lookup {
+        match self.book.get_mut(key) {
             None => Lookup::Free,
-            Some(e) if e.stopping => Lookup::Wait(e.stopped.clone()),
+            Some(e) if e.stopping => Lookup::Wait(e.on_stop()),
             Some(e) if &e.owner == owner => Lookup::Mine(Arc::clone(&e.belief)),
             Some(e) => Lookup::Other(e.owner.clone()),
         }
@@ -312,18 +315,28 @@ impl LeaseEngine {
         &mut self,
         key: &LeaseKey,
         owner: &Owner,
-    ) -> Option<watch::Receiver<bool>> {
+    ) -> Option<oneshot::Receiver<()>> {
         let entry = self.book.get_mut(key).filter(|e| &e.owner == owner)?;
         if !entry.stopping {
             entry.stopping = true;
             entry.addr.do_send(StopLease { done: None });
         }
-        Some(entry.stopped.clone())
+        Some(entry.on_stop())
     }
 
     /// The store requests go to.
     pub(crate) fn store(&self) -> Arc<dyn LeaseStore> {
         Arc::clone(&self.store)
+    }
+}
+
+impl Entry {
+    /// A receiver told when this entry's actor has stopped.
+    fn on_stop(&mut self) -> oneshot::Receiver<()> {
+        let (tx, rx) = oneshot::channel();
+        self.waiters.retain(|w| !w.is_closed());
+        self.waiters.push(tx);
+        rx
     }
 }
 
@@ -342,12 +355,12 @@ pub(crate) enum Lookup {
     Mine(Arc<Belief>),
     Other(Owner),
     /// The key's actor is stopping: wait for this, then look again.
-    Wait(watch::Receiver<bool>),
+    Wait(oneshot::Receiver<()>),
 }
 
-/// Waits until a stop signal says stopped (or its actor is gone).
-pub(crate) async fn stopped(mut rx: watch::Receiver<bool>) {
-    let _ = rx.wait_for(|s| *s).await;
+/// Waits until the actor of a stop signal has stopped (its entry left the book).
+pub(crate) async fn stopped(rx: oneshot::Receiver<()>) {
+    let _ = rx.await;
 }
 
 impl Actor for LeaseEngine {
@@ -372,6 +385,7 @@ impl Actor for LeaseEngine {
 
     fn stopped(&mut self, _ctx: &mut Self::Context) {
         // The system is going away: every tenure ends now.
+        self.me = None;
         self.service.cancel();
         if let Some(bell) = &self.bell {
             bell.stop();
@@ -401,8 +415,8 @@ impl Handler<Announced> for LeaseEngine {
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
 pub(crate) struct ActorStopped {
-    key: LeaseKey,
-    id: u64,
+    pub(crate) key: LeaseKey,
+    pub(crate) id: u64,
 }
 
 impl Handler<ActorStopped> for LeaseEngine {
@@ -570,7 +584,7 @@ impl Handler<ShutdownAll> for LeaseEngine {
             bell.stop();
         }
         let actors: Vec<_> = self.book.values().map(|e| e.addr.clone()).collect();
-        let settled: Vec<_> = self.book.values().map(|e| e.stopped.clone()).collect();
+        let settled: Vec<_> = self.book.values_mut().map(Entry::on_stop).collect();
         let (store, holder, limit) = (Arc::clone(&self.store), self.holder.clone(), self.limit);
         Box::pin(async move {
             let held: Vec<_> = join_all(actors.iter().map(|a| a.send(AbandonLease)))

@@ -44,6 +44,8 @@ struct View {
 }
 
 struct Shared {
+    /// The shard group, shared by every name's owner in the engine's book.
+    group: Arc<str>,
     /// The service's token, parent of every tenure's (not the service itself: that would keep
     /// it alive).
     service_token: CancellationToken,
@@ -197,7 +199,7 @@ impl Shared {
 
     /// The owner of this group's names in the engine's book.
     fn owner(&self) -> Owner {
-        Owner::Shard(self.options.group.clone())
+        Owner::Shard(Arc::clone(&self.group))
     }
 
     /// Stops the tasks of `names` (releasing what is held) and forgets them.
@@ -365,7 +367,7 @@ impl ShardedTasks {
             .engine
             .send(StopTask {
                 key: shared.membership.key.clone(),
-                owner: Owner::Membership(shared.options.group.clone()),
+                owner: Owner::Membership(Arc::clone(&shared.group)),
             })
             .await?;
         let names: Vec<LeaseName> = shared.view().competing.keys().cloned().collect();
@@ -425,6 +427,7 @@ impl LeaseService {
         )?;
         let poke = Arc::new(Notify::new());
         let shared = Arc::new(Shared {
+            group: Arc::from(options.group.as_str()),
             service_token: self.service_token(),
             engine: engine.clone(),
             registry: Arc::clone(registry),
@@ -445,7 +448,7 @@ impl LeaseService {
         let listener: leasehold_actor::Listener = Arc::new(move |_, _| poke.notify_one());
         engine
             .send(StartTask {
-                owner: Owner::Membership(shared.options.group.clone()),
+                owner: Owner::Membership(Arc::clone(&shared.group)),
                 ..StartTask::new(shared.membership.key.clone(), config, listener)
             })
             .await??;
