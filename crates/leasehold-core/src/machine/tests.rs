@@ -103,7 +103,12 @@ fn then_wake(cmds: &[Command], expected: &[Command], from: Instant, to: Instant)
 
 /// Starts at `t0` and gets token 7 granted at `t0 + 100 ms` (request 1, deadline `t0 + 28 s`).
 fn hold(m: &mut LeaseMachine, t0: Instant) {
-    let cmds = m.handle(t0, Event::Start);
+    hold_by(m, t0, Event::Start);
+}
+
+/// Like [`hold`], starting with `start` (`Start` or `TryOnce`).
+fn hold_by(m: &mut LeaseMachine, t0: Instant, start: Event) {
+    let cmds = m.handle(t0, start);
     assert_eq!(
         cmds,
         [

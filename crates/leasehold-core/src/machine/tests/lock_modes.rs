@@ -5,30 +5,7 @@ use super::*;
 
 /// `TryOnce` at `t0`, granted token 7 at `t0 + 100 ms` (deadline `t0 + 28 s`).
 fn lock(m: &mut LeaseMachine, t0: Instant) {
-    let cmds = m.handle(t0, Event::TryOnce);
-    assert_eq!(
-        cmds,
-        [
-            Command::TryAcquire {
-                req: RequestId(1),
-                term: term()
-            },
-            Command::WakeAt(t0 + TIMEOUT)
-        ]
-    );
-    let cmds = m.handle(t0 + ms(100), acquired(1, granted(7)));
-    let deadline = t0 + secs(28);
-    assert_eq!(
-        cmds,
-        [
-            Command::SetDeadline(Some(deadline)),
-            Command::Notify(Notification::Acquired {
-                token: FencingToken(7),
-                local_deadline: deadline
-            }),
-            Command::WakeAt(t0 + secs(10)),
-        ]
-    );
+    hold_by(m, t0, Event::TryOnce);
 }
 
 #[test]
