@@ -10,12 +10,11 @@ use leasehold_core::{
     AcquireOutcome, Command, Event, FencingToken, HolderId, LeaseConfig, LeaseKey, LeaseMachine,
     LossReason, Notification, ReleaseOutcome, RenewOutcome, State, StoreFailure, ValidationError,
 };
-use leasehold_storage::{LeaseStore, RenewItem, StoreError};
+use leasehold_storage::{Doorbell, LeaseStore, RenewItem, StoreError};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::batcher::{QueueRenew, RenewBatcher};
-use crate::bell::Bell;
 use crate::lock::{Attempt, RenewAnswer};
 use crate::{Belief, Registry};
 
@@ -96,7 +95,13 @@ pub struct LeaseActor {
     registry: Arc<Registry>,
     listener: Listener,
     belief: Arc<Belief>,
-    bell: Option<Arc<Bell>>,
+    /// The service's doorbell: told when a tenure begins and once it has ended, and watched
+    /// while this task waits to apply again.
+    bell: Option<Arc<dyn Doorbell>>,
+    /// A tenure began and the doorbell has not been told that it ended yet.
+    rung_due: bool,
+    /// The subscription to the doorbell while waiting to apply after a refusal.
+    watching: Option<SpawnHandle>,
     timer: Option<SpawnHandle>,
     on_stopped: Vec<oneshot::Sender<()>>,
     on_exit: Option<OnExit>,
@@ -155,6 +160,8 @@ impl LeaseActor {
             listener,
             belief,
             bell: None,
+            rung_due: false,
+            watching: None,
             timer: None,
             on_stopped: Vec::new(),
             on_exit: None,
@@ -192,7 +199,7 @@ impl LeaseActor {
         self
     }
 
-    pub(crate) fn with_bell(mut self, bell: Option<Arc<Bell>>) -> Self {
+    pub(crate) fn with_bell(mut self, bell: Option<Arc<dyn Doorbell>>) -> Self {
         self.bell = bell;
         self
     }
@@ -216,8 +223,14 @@ impl LeaseActor {
 
     /// Feeds one event to the machine at the current instant and executes its commands.
     pub(crate) fn feed(&mut self, event: Event, ctx: &mut Context<Self>) {
-        if let Event::ReleaseResult { result, .. } = &event {
-            self.release_answered(result);
+        match &event {
+            Event::ReleaseResult { result, .. } => self.release_answered(result),
+            Event::AcquireResult { result: Ok(outcome), .. } => self.doorbell_on_grant(outcome, ctx),
+            Event::RenewResult {
+                result: Ok(RenewOutcome::Lost),
+                ..
+            } => self.ring(),
+            _ => {}
         }
         let now = self.registry.clock().now();
         let cmds = self.machine.handle(now, event);
@@ -351,13 +364,15 @@ impl LeaseActor {
             }
             Command::Release { req, token } => {
                 log::trace!("{key}: release {req} of token {token}");
-                let bell = self.bell.clone();
+                // Rung once the release has committed (or failed: then the row lapses, and a
+                // waiter woken early is only refused once).
+                let bell = self.bell.clone().filter(|_| std::mem::take(&mut self.rung_due));
                 let fut = async move {
-                    let outcome = store.release(&key, &holder, token).await?;
-                    if let (ReleaseOutcome::Released, Some(bell)) = (outcome, bell) {
+                    let outcome = store.release(&key, &holder, token).await;
+                    if let Some(bell) = bell {
                         bell.ring(&key);
                     }
-                    Ok(outcome)
+                    outcome
                 };
                 self.call(ctx, "release", fut, move |result| Event::ReleaseResult {
                     req,
@@ -515,6 +530,45 @@ impl LeaseActor {
         }
     }
 
+    /// A grant begins a tenure the doorbell is told about (and ends the wait for one); a refusal
+    /// of a task that competes again makes it watch the doorbell until its next grant.
+    fn doorbell_on_grant(&mut self, outcome: &AcquireOutcome, ctx: &mut Context<Self>) {
+        let Some(bell) = self.bell.clone() else {
+            return;
+        };
+        match outcome {
+            AcquireOutcome::Acquired { .. } => {
+                if let Some(handle) = self.watching.take() {
+                    ctx.cancel_future(handle);
+                }
+                if !std::mem::replace(&mut self.rung_due, true) {
+                    bell.held(&self.key);
+                }
+            }
+            // A lock (single use) waits in `try_locker`, which watches by itself.
+            AcquireOutcome::HeldBy { .. } if !self.single_use && self.watching.is_none() => {
+                let rings = bell.watch(&self.key);
+                let stream = futures::stream::unfold(rings, |mut rx| async move {
+                    rx.recv().await.map(|()| (Ringing, rx))
+                });
+                self.watching = Some(ctx.add_stream(stream));
+                // Watching first, then applying again at once: a release after that attempt
+                // rings.
+                ctx.notify(WakeLease);
+            }
+            AcquireOutcome::HeldBy { .. } => {}
+        }
+    }
+
+    /// Tells the doorbell that the tenure it was told about has ended, once.
+    fn ring(&mut self) {
+        if std::mem::take(&mut self.rung_due)
+            && let Some(bell) = &self.bell
+        {
+            bell.ring(&self.key);
+        }
+    }
+
     pub(crate) fn set_attempt(&mut self, reply: oneshot::Sender<Attempt>) {
         self.attempt = Some(reply);
         self.single_use = true;
@@ -553,6 +607,7 @@ impl Actor for LeaseActor {
     type Context = Context<Self>;
 
     fn stopped(&mut self, _ctx: &mut Self::Context) {
+        self.ring();
         if self.machine.local_deadline().is_some() {
             self.registry.set(&self.key, None);
         }
@@ -628,6 +683,20 @@ pub struct AbandonLease;
 #[rtype(result = "()")]
 pub struct EndTenure(pub LossReason);
 
+/// A ring of the doorbell for this task's key.
+struct Ringing;
+
+impl StreamHandler<Ringing> for LeaseActor {
+    fn handle(&mut self, _: Ringing, ctx: &mut Context<Self>) {
+        self.feed(Event::Wake, ctx);
+    }
+
+    fn finished(&mut self, _ctx: &mut Context<Self>) {
+        // The doorbell stopped: the task goes on, polling.
+        self.watching = None;
+    }
+}
+
 /// The lease was released by its holder (an announcement): a task waiting to apply applies now
 /// ([`Event::Wake`]).
 #[derive(Debug, Clone, Copy, Message)]
@@ -702,7 +771,8 @@ impl Handler<AbandonLease> for LeaseActor {
         self.registry.set(&self.key, None);
         self.belief.finish();
         if live.is_some() {
-            // The caller releases this tenure (in one statement with the others).
+            // The caller releases this tenure (in one statement with the others) and rings.
+            self.rung_due = false;
             ctx.stop();
         } else {
             // An acquire may be in flight: stopping settles it (a late grant is released,

@@ -9,13 +9,12 @@ use std::time::Duration;
 use actix::prelude::*;
 use futures::future::join_all;
 use leasehold_core::{DbInstant, HolderId, LeaseConfig, LeaseKey, LeaseRecord, ValidationError};
-use leasehold_storage::{LeaseStore, StoreError};
+use leasehold_storage::{Doorbell, LeaseStore, StoreError};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use crate::actor::{AbandonLease, LeaseActor, Listener, StartLease, StopLease};
 use crate::batcher::RenewBatcher;
-use crate::bell::Bell;
 use crate::detached::detached;
 use crate::{Belief, Registry};
 
@@ -151,7 +150,7 @@ pub struct LeaseEngine {
     pub(crate) limit: Duration,
     /// The parent of every tenure's cancellation token.
     pub(crate) service: CancellationToken,
-    pub(crate) bell: Option<Arc<Bell>>,
+    pub(crate) bell: Option<Arc<dyn Doorbell>>,
     shut_down: bool,
     reclaim_own: bool,
     bug: Option<KnownBug>,
@@ -168,6 +167,14 @@ impl std::fmt::Debug for LeaseEngine {
     }
 }
 
+/// At shutdown, the released keys are rung one by one up to this many (beyond, waiters poll).
+const RING_AT_SHUTDOWN: usize = 1_000;
+
+/// The doorbell of a service on `store` (a SQL store only; see [`leasehold_storage::doorbell`]).
+fn doorbell_of(store: &Arc<dyn LeaseStore>, limit: Duration) -> Option<Arc<dyn Doorbell>> {
+    leasehold_storage::doorbell::for_store(store.sea_orm()?, limit)
+}
+
 /// The bound of the engine's own store calls when none is configured.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -182,7 +189,7 @@ impl LeaseEngine {
         renewer: Addr<RenewBatcher>,
         registry: Arc<Registry>,
     ) -> Self {
-        let bell = Bell::for_store(&store, DEFAULT_REQUEST_TIMEOUT);
+        let bell = doorbell_of(&store, DEFAULT_REQUEST_TIMEOUT);
         Self {
             holder,
             store,
@@ -204,7 +211,7 @@ impl LeaseEngine {
     #[must_use]
     pub fn with_request_timeout(mut self, limit: Duration) -> Self {
         self.limit = limit;
-        self.bell = Bell::for_store(&self.store, limit);
+        self.bell = doorbell_of(&self.store, limit);
         self
     }
 
@@ -366,47 +373,12 @@ pub(crate) async fn stopped(rx: oneshot::Receiver<()>) {
 impl Actor for LeaseEngine {
     type Context = Context<Self>;
 
-    fn started(&mut self, ctx: &mut Self::Context) {
-        // Releases announced by any process wake this service's tasks waiting for that key.
-        if let Some(bell) = &self.bell {
-            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-            bell.watch_all(tx);
-            let engine = ctx.address();
-            tokio::spawn(async move {
-                while let Some(key) = rx.recv().await {
-                    if !engine.connected() {
-                        return;
-                    }
-                    engine.do_send(Announced(key));
-                }
-            });
-        }
-    }
-
     fn stopped(&mut self, _ctx: &mut Self::Context) {
         // The system is going away: every tenure ends now.
         self.me = None;
         self.service.cancel();
         if let Some(bell) = &self.bell {
             bell.stop();
-        }
-    }
-}
-
-/// A release of `key` was announced (by any process).
-#[derive(Debug, Message)]
-#[rtype(result = "()")]
-pub(crate) struct Announced(LeaseKey);
-
-impl Handler<Announced> for LeaseEngine {
-    type Result = ();
-    fn handle(&mut self, msg: Announced, _ctx: &mut Context<Self>) {
-        if let Some(e) = self
-            .book
-            .get(&msg.0)
-            .filter(|e| !e.stopping && !matches!(e.owner, Owner::Lock))
-        {
-            e.addr.do_send(crate::actor::WakeLease);
         }
     }
 }
@@ -580,9 +552,7 @@ impl Handler<ShutdownAll> for LeaseEngine {
         for entry in self.book.values() {
             entry.belief.finish();
         }
-        if let Some(bell) = &self.bell {
-            bell.stop();
-        }
+        let bell = self.bell.clone();
         let actors: Vec<_> = self.book.values().map(|e| e.addr.clone()).collect();
         let settled: Vec<_> = self.book.values_mut().map(Entry::on_stop).collect();
         let (store, holder, limit) = (Arc::clone(&self.store), self.holder.clone(), self.limit);
@@ -596,16 +566,30 @@ impl Handler<ShutdownAll> for LeaseEngine {
             let settling = tokio::time::timeout(limit, join_all(settled.into_iter().map(stopped)));
             if held.is_empty() {
                 let _ = settling.await;
+                if let Some(bell) = bell {
+                    bell.stop();
+                }
                 return Ok(0);
             }
             log::trace!("release_many of {} tenures of {holder}", held.len());
             // One statement per few thousand rows: the bound grows with the batch.
             let chunks = u32::try_from(held.len() / 1000).unwrap_or(u32::MAX);
             let limit = limit.saturating_mul(chunks.saturating_add(1));
+            let items = held.clone();
             let n = detached("release_many", limit, async move {
-                store.release_many(&holder, &held).await
+                store.release_many(&holder, &items).await
             })
             .await;
+            // Rung after the release committed: one ring per key for a few keys (on MySQL,
+            // stopping lets every named lock go at once anyway).
+            if let Some(bell) = bell {
+                if n.is_ok() && held.len() <= RING_AT_SHUTDOWN {
+                    for item in &held {
+                        bell.ring(&item.key);
+                    }
+                }
+                bell.stop();
+            }
             let _ = settling.await;
             let n = n?;
             log::info!("shut down, released {n} leases");

@@ -21,7 +21,6 @@
 mod actor;
 mod batcher;
 mod belief;
-mod bell;
 mod detached;
 mod engine;
 mod lock;
@@ -37,7 +36,6 @@ pub use batcher::{
     DEFAULT_BATCH_WINDOW, QueueRenew, RenewBatcher, RenewReply, TERM_WINDOW_DIVISOR,
 };
 pub use belief::{Belief, cancelled};
-pub use bell::{Bell, release_channel};
 pub use detached::detached;
 pub use engine::{
     DEFAULT_REQUEST_TIMEOUT, EngineError, KnownBug, LeaseEngine, ListTasks, Owner, ReadDbNow,

@@ -39,6 +39,7 @@
 
 mod batch;
 mod connect;
+pub mod doorbell;
 pub mod entity;
 mod error;
 mod fence;
@@ -50,6 +51,7 @@ mod store;
 pub mod testing;
 
 pub use connect::StoreBuilder;
+pub use doorbell::Doorbell;
 pub use error::StoreError;
 pub use fence::FencedTransaction;
 pub use leasehold_core::{

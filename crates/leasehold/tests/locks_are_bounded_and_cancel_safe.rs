@@ -1,6 +1,7 @@
 //! Locks under slow and stuck databases: every call returns within its bound, a dropped
 //! `lock()` leaks no grant, waiters on PostgreSQL share one `LISTEN` connection (the pool stays
-//! free for work), and shutting down while a waiter waits is clean.
+//! free for work), shutting down while a waiter waits is clean, and on every backend a release
+//! rings the doorbell that wakes a waiting lock and a standby lease task in another service.
 
 mod common;
 
@@ -8,8 +9,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use async_trait::async_trait;
 use leasehold::{Clock, LeaseConfig, LeaseService, MonotonicClock};
 use leasehold_storage::testing::{CountingStore, MYSQL_ENV, Op, POSTGRES_ENV, backend_url};
+use leasehold_storage::{
+    AcquireOutcome, DbInstant, FencingToken, HolderId, LeaseKey, LeaseRecord, LeaseStore,
+    Namespace, ReleaseOutcome, RenewItem, RenewOutcome, SeaOrmStore, StoreBuilder, StoreError,
+    Term,
+};
 
 use common::{sqlite_file_url, unique_namespace};
 
@@ -219,52 +226,241 @@ async fn postgres_waiters_share_one_listener_and_shut_down_cleanly() {
     holder.shutdown().await.expect("shutdown");
 }
 
-/// PostgreSQL: a standby lease task is woken by the holder's release announcement and takes
-/// over long before its own retry interval would have had it try again.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_release_wakes_a_standby_lease_task() {
-    let Some(url) = backend_url(POSTGRES_ENV) else {
-        return;
-    };
-    let ns = unique_namespace("wake-task");
-    let slow_retry = LeaseConfig::default()
-        .with_term(Duration::from_secs(30))
-        .with_retry_interval(Duration::from_secs(8));
-    let build = |config: LeaseConfig| {
-        let (url, ns) = (url.clone(), ns.clone());
-        async move {
-            LeaseService::builder(url)
-                .namespace(ns)
-                .config(config)
-                .build()
-                .await
-                .expect("service")
+/// A SQL store that counts refused grants and, unlike `CountingStore`, hands the engine its
+/// `SeaOrmStore` (so the service gets its doorbell).
+struct Refusals {
+    inner: SeaOrmStore,
+    refused: Arc<AtomicU64>,
+}
+
+#[async_trait]
+impl LeaseStore for Refusals {
+    async fn try_acquire(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        term: Term,
+    ) -> Result<AcquireOutcome, StoreError> {
+        self.inner.try_acquire(key, holder, term).await
+    }
+    async fn begin_tenure(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        term: Term,
+    ) -> Result<AcquireOutcome, StoreError> {
+        let outcome = self.inner.begin_tenure(key, holder, term).await?;
+        if matches!(outcome, AcquireOutcome::HeldBy { .. }) {
+            self.refused.fetch_add(1, Ordering::SeqCst);
         }
+        Ok(outcome)
+    }
+    async fn take_over_tenure(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        expected: FencingToken,
+        term: Term,
+    ) -> Result<AcquireOutcome, StoreError> {
+        self.inner
+            .take_over_tenure(key, holder, expected, term)
+            .await
+    }
+    async fn renew(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        token: FencingToken,
+        term: Term,
+    ) -> Result<RenewOutcome, StoreError> {
+        self.inner.renew(key, holder, token, term).await
+    }
+    async fn renew_many(
+        &self,
+        holder: &HolderId,
+        items: &[RenewItem],
+        term: Term,
+    ) -> Result<Vec<bool>, StoreError> {
+        self.inner.renew_many(holder, items, term).await
+    }
+    async fn release(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        token: FencingToken,
+    ) -> Result<ReleaseOutcome, StoreError> {
+        self.inner.release(key, holder, token).await
+    }
+    async fn release_many(
+        &self,
+        holder: &HolderId,
+        items: &[RenewItem],
+    ) -> Result<u64, StoreError> {
+        self.inner.release_many(holder, items).await
+    }
+    async fn release_all(&self, holder: &HolderId) -> Result<u64, StoreError> {
+        self.inner.release_all(holder).await
+    }
+    async fn force_release(&self, key: &LeaseKey) -> Result<bool, StoreError> {
+        self.inner.force_release(key).await
+    }
+    async fn get(&self, key: &LeaseKey) -> Result<Option<LeaseRecord>, StoreError> {
+        self.inner.get(key).await
+    }
+    async fn list_valid(
+        &self,
+        namespace: Option<&Namespace>,
+        prefix: &str,
+    ) -> Result<Vec<LeaseRecord>, StoreError> {
+        self.inner.list_valid(namespace, prefix).await
+    }
+    async fn purge(
+        &self,
+        namespace: Option<&Namespace>,
+        older_than: Duration,
+    ) -> Result<u64, StoreError> {
+        self.inner.purge(namespace, older_than).await
+    }
+    async fn db_now(&self) -> Result<DbInstant, StoreError> {
+        self.inner.db_now().await
+    }
+    fn sea_orm(&self) -> Option<&SeaOrmStore> {
+        Some(&self.inner)
+    }
+}
+
+/// A service on `url` in `ns` with its doorbell, and the count of its refused grants.
+async fn counted_service(url: &str, ns: &str, config: LeaseConfig) -> (LeaseService, Arc<AtomicU64>) {
+    let store = StoreBuilder::new(url).connect().await.expect("store");
+    let refused = Arc::new(AtomicU64::new(0));
+    let store = Refusals {
+        inner: store,
+        refused: Arc::clone(&refused),
     };
-    let (a, b) = (build(slow_retry.clone()).await, build(slow_retry).await);
-    a.start_lease_task("leader", leasehold::LeaseTaskOptions::new())
+    let service = LeaseService::from_store(Arc::new(store))
+        .namespace(ns)
+        .config(config)
+        .build()
         .await
-        .expect("start")
-        .acquired()
-        .await
-        .expect("held");
-    let standby = b
-        .start_lease_task("leader", leasehold::LeaseTaskOptions::new())
-        .await
-        .expect("start");
-    // Let b be refused once, so it waits its (jittered, up to 8 s) retry interval.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!standby.has_lease());
+        .expect("service");
+    (service, refused)
+}
+
+/// Waits (bounded) until `n` grants of a service were refused.
+async fn refused_at_least(refused: &AtomicU64, n: u64, what: &str) {
     let started = MonotonicClock.now();
-    assert!(a.stop_lease_task("leader").await.expect("stop"));
-    tokio::time::timeout(Duration::from_secs(4), standby.acquired())
-        .await
-        .expect("woken by the release, not by its retry timer")
-        .expect("held");
-    eprintln!(
-        "standby took over {:?} after the release",
-        MonotonicClock.now() - started
-    );
-    a.shutdown().await.expect("shutdown");
-    b.shutdown().await.expect("shutdown");
+    while refused.load(Ordering::SeqCst) < n {
+        assert!(
+            MonotonicClock.now() - started < Duration::from_secs(30),
+            "{what}: fewer than {n} refusals"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// On MySQL/MariaDB, waits (bounded) until the holder's service holds the named lock of `key`:
+/// the doorbell takes it just after the grant, and a waiter that finds nobody holding it looks
+/// again only after a pause (polling, which this test is not about).
+async fn named_lock_taken(url: &str, key: &LeaseKey) {
+    use leasehold::sea_orm::{ConnectionTrait, DbBackend, Statement};
+    let store = StoreBuilder::new(url).connect().await.expect("store");
+    if !matches!(
+        store.backend(),
+        leasehold_storage::Backend::MySql | leasehold_storage::Backend::MariaDb
+    ) {
+        return;
+    }
+    let payload = leasehold_storage::doorbell::payload(store.table(), key);
+    let sql = "SELECT IS_USED_LOCK(CONCAT('lh:', LEFT(SHA2(?, 256), 60))) IS NOT NULL AS taken";
+    let started = MonotonicClock.now();
+    loop {
+        let row = store
+            .connection()
+            .query_one_raw(Statement::from_sql_and_values(
+                DbBackend::MySql,
+                sql,
+                [payload.clone().into()],
+            ))
+            .await
+            .expect("query")
+            .expect("row");
+        if row.try_get::<i64>("", "taken").expect("taken") == 1 {
+            break;
+        }
+        assert!(
+            MonotonicClock.now() - started < Duration::from_secs(30),
+            "{key}: the holder never took its named lock"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    store.connection().clone().close().await.ok();
+}
+
+/// How long the tests below wait for a hand-over; every poll interval in them is far longer, so
+/// only a ring can explain one.
+const RUNG_WITHIN: Duration = Duration::from_secs(60);
+
+/// Every backend: a waiting `try_locker` in another service, whose retry interval is an hour, gets
+/// the lock when the holder unlocks it — only the doorbell can have woken it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_rings_a_waiting_lock_on_every_backend() {
+    for (backend, url) in backends("ring-lock") {
+        let ns = unique_namespace("ring-lock");
+        let (holder, _) = counted_service(&url, &ns, config()).await;
+        let (waiter, refused) = counted_service(&url, &ns, config()).await;
+        waiter.set_lock_retry_interval(Duration::from_secs(3600));
+        let ttl = Duration::from_secs(600);
+        let guard = holder.lock(&ns, "x", ttl).await.expect("lock").expect("free");
+        named_lock_taken(&url, &LeaseKey::parse(&ns, "x").expect("key")).await;
+        let waiting = {
+            let (w, ns) = (waiter.clone(), ns.clone());
+            tokio::spawn(async move { w.try_locker(&ns, "x", Some(RUNG_WITHIN), ttl).await })
+        };
+        // Refused, then watching the doorbell and refused once more: now it sleeps for an hour.
+        refused_at_least(&refused, 2, backend).await;
+        guard.unlock().await.expect("unlock");
+        let got = waiting.await.expect("join").expect("try_locker");
+        assert!(
+            got.is_some(),
+            "{backend}: the waiter was not woken by the release"
+        );
+        drop(got);
+        waiter.shutdown().await.expect("shutdown");
+        holder.shutdown().await.expect("shutdown");
+    }
+}
+
+/// Every backend: a standby lease task in another service, whose retry interval is ten minutes,
+/// takes over when the holder stops its task — only the doorbell (`Event::Wake`) can have woken
+/// it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_rings_a_standby_lease_task_on_every_backend() {
+    let slow_retry = LeaseConfig::default()
+        .with_term(Duration::from_secs(3600))
+        .with_retry_interval(Duration::from_secs(600));
+    for (backend, url) in backends("ring-task") {
+        let ns = unique_namespace("ring-task");
+        let (a, _) = counted_service(&url, &ns, slow_retry.clone()).await;
+        let (b, refused) = counted_service(&url, &ns, slow_retry.clone()).await;
+        a.start_lease_task("leader", leasehold::LeaseTaskOptions::new())
+            .await
+            .expect("start")
+            .acquired()
+            .await
+            .expect("held");
+        named_lock_taken(&url, &LeaseKey::parse(&ns, "leader").expect("key")).await;
+        let standby = b
+            .start_lease_task("leader", leasehold::LeaseTaskOptions::new())
+            .await
+            .expect("start");
+        refused_at_least(&refused, 2, backend).await;
+        assert!(!standby.has_lease());
+        assert!(a.stop_lease_task("leader").await.expect("stop"));
+        tokio::time::timeout(RUNG_WITHIN, standby.acquired())
+            .await
+            .unwrap_or_else(|_| panic!("{backend}: the standby was not woken by the release"))
+            .expect("held");
+        a.shutdown().await.expect("shutdown");
+        b.shutdown().await.expect("shutdown");
+    }
 }

@@ -2,7 +2,6 @@
 
 use std::time::Duration;
 
-#[cfg(feature = "postgres")]
 use leasehold_actor::WatchReleases;
 use leasehold_core::LeaseKey;
 use rand::Rng;
@@ -17,7 +16,8 @@ impl LeaseService {
     /// Takes the lock `namespace`/`name` for `ttl`, waiting up to `wait` (`None`: forever) while
     /// it is held; `None` if the wait ran out. Between attempts it waits the retry interval
     /// ([`LeaseService::set_lock_retry_interval`], default 100 ms) doubling up to 8× with
-    /// ±25 % jitter; on PostgreSQL a release by any process (`NOTIFY`) ends the wait at once.
+    /// ±25 % jitter; a release by any process ends the wait at once through the service's doorbell
+    /// (`NOTIFY` on PostgreSQL, named locks on MySQL/MariaDB, a datagram on a SQLite file).
     /// Tasks of this service queue locally: only the first talks to the database, and a local
     /// release hands over at once. Replaces the seeds' `ILeaseService.tryLocker(name, lockName,
     /// waitTime, lockTimeSecond)` and Spring's `JdbcLockRegistry` `Lock.tryLock(time, unit)`.
@@ -87,8 +87,12 @@ impl LeaseService {
                 return Ok(None);
             }
             if !watched {
+                // Watch first, then try again at once: a release after this attempt rings.
                 watched = true;
                 releases = self.watch_releases(&key).await?;
+                if releases.is_some() {
+                    continue;
+                }
             }
             let jitter = rand::rng().random_range(0.75..1.25);
             let mut pause = backoff.mul_f64(jitter);
@@ -109,20 +113,13 @@ impl LeaseService {
         }
     }
 
-    /// Wake-ups when any process releases `key`: PostgreSQL `LISTEN` through the engine, `None`
-    /// (poll only) on other backends.
-    #[cfg(feature = "postgres")]
+    /// Wake-ups when any process releases `key`, from the service's doorbell
+    /// (`leasehold_storage::doorbell`); `None` without one (waiters poll).
     async fn watch_releases(&self, key: &LeaseKey) -> Result<Option<mpsc::Receiver<()>>> {
         Ok(self
             .engine()
             .send(WatchReleases { key: key.clone() })
             .await?)
-    }
-
-    /// Without the `postgres` feature there is nothing to listen to: waiters poll.
-    #[cfg(not(feature = "postgres"))]
-    async fn watch_releases(&self, _key: &LeaseKey) -> Result<Option<mpsc::Receiver<()>>> {
-        Ok(None)
     }
 
     /// PowerJob's `LockService.tryLock(name, maxLockTime)`: one attempt at the lock `name` in

@@ -1,0 +1,215 @@
+//! Doorbells: a push wake-up from the process that ends a tenure to the processes waiting for
+//! that key, so a waiter retries its grant at once instead of at its next poll.
+//!
+//! A ring carries no state. The row stays the only source of truth: a ring only makes a waiter
+//! try its grant now, a spurious ring costs one refused grant, and a missed ring (a dropped
+//! doorbell connection, a waiter beyond the connection bound, a holder without a doorbell)
+//! costs at most the waiter's poll interval. No doorbell means no change in correctness.
+//!
+//! One [`Doorbell`] per service, made by [`for_store`]:
+//!
+//! | backend | ring | wait | connections / resources |
+//! |---|---|---|---|
+//! | PostgreSQL | `pg_notify` on the pool | one `LISTEN` | 1 dedicated connection |
+//! | MySQL/MariaDB | `RELEASE_LOCK` of the key's named lock, held by the holder's service | `GET_LOCK` of it, one waited key per connection | 1 for the holder's named locks + at most [`mysql::MAX_WAITING`] for waits |
+//! | SQLite (file) | a datagram to every service of the same file | one Unix datagram socket | 1 socket, in the directory `<database file>-bell` |
+//!
+//! The owner calls [`Doorbell::held`] when a tenure begins (MySQL takes the key's named lock)
+//! and [`Doorbell::ring`] after its release has committed, or when the tenure ended otherwise;
+//! waiters call [`Doorbell::watch`] and keep the receiver while they wait. Every wait is bounded:
+//! a waiter waits on the receiver *and* its own poll timer.
+//!
+//! A dropped doorbell connection or socket is reopened with a bounded back-off
+//! ([`BACKOFF_MIN`] doubling to [`BACKOFF_MAX`]); meanwhile waiters poll.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use leasehold_core::LeaseKey;
+use tokio::sync::mpsc;
+
+use crate::SeaOrmStore;
+
+#[cfg(feature = "mysql")]
+pub mod mysql;
+#[cfg(feature = "postgres")]
+pub mod postgres;
+#[cfg(all(feature = "sqlite", unix))]
+pub mod sqlite;
+
+/// The first wait before a dropped doorbell connection is reopened.
+pub const BACKOFF_MIN: Duration = Duration::from_millis(100);
+/// The longest wait before a dropped doorbell connection is reopened.
+pub const BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// A service's doorbell (see the module docs). Every method returns at once: the IO runs in
+/// tasks of the doorbell's own, bounded by the limit it was made with.
+pub trait Doorbell: Send + Sync + std::fmt::Debug + 'static {
+    /// This service's tenure of `key` began (on MySQL its named lock is taken, so that waiters
+    /// elsewhere can block on it). Default: nothing.
+    fn held(&self, key: &LeaseKey) {
+        let _ = key;
+    }
+
+    /// This service's tenure of `key` ended and its release, if any, has committed: wake the
+    /// waiters of `key` in every process (best effort).
+    fn ring(&self, key: &LeaseKey);
+
+    /// Wake-ups when any process rings `key`, from now on. A full channel means a wake-up is
+    /// pending already; dropping the receiver unsubscribes.
+    fn watch(&self, key: &LeaseKey) -> mpsc::Receiver<()>;
+
+    /// Stops the doorbell's tasks and closes its connections (at shutdown).
+    fn stop(&self);
+}
+
+/// The doorbell of a service on `store`, by its backend (with that backend's feature): `None`
+/// for in-memory SQLite (no other process can wait) and on other platforms. Its statements are
+/// bounded by `limit`.
+#[must_use]
+pub fn for_store(store: &SeaOrmStore, limit: Duration) -> Option<Arc<dyn Doorbell>> {
+    match store.backend() {
+        #[cfg(feature = "postgres")]
+        crate::Backend::Postgres => Some(Arc::new(postgres::PgDoorbell::new(store, limit))),
+        #[cfg(feature = "mysql")]
+        crate::Backend::MySql | crate::Backend::MariaDb => {
+            Some(Arc::new(mysql::MySqlDoorbell::new(store, limit)))
+        }
+        #[cfg(all(feature = "sqlite", unix))]
+        crate::Backend::Sqlite => {
+            sqlite::SqliteDoorbell::new(store).map(|d| Arc::new(d) as Arc<dyn Doorbell>)
+        }
+        #[allow(unreachable_patterns)]
+        _ => {
+            let _ = limit;
+            None
+        }
+    }
+}
+
+/// What names `key` of `table` on the wire: the table's and namespace's lengths, then the three
+/// strings, so no name can be mistaken for another (the `NOTIFY` payload, the datagram, and the
+/// input of the MySQL lock name).
+#[must_use]
+pub fn payload(table: &str, key: &LeaseKey) -> String {
+    let (ns, name) = (key.namespace.as_str(), key.name.as_str());
+    format!("{}:{}:{table}{ns}{name}", table.len(), ns.len())
+}
+
+/// The key a [`payload`] names, if it is of `table`.
+#[must_use]
+pub fn key_of(table: &str, payload: &str) -> Option<LeaseKey> {
+    let (tlen, rest) = payload.split_once(':')?;
+    let (nslen, rest) = rest.split_once(':')?;
+    let (tlen, nslen): (usize, usize) = (tlen.parse().ok()?, nslen.parse().ok()?);
+    let (t, rest) = (rest.get(..tlen)?, rest.get(tlen..)?);
+    let (ns, name) = (rest.get(..nslen)?, rest.get(nslen..)?);
+    (t == table).then(|| LeaseKey::parse(ns, name).ok())?
+}
+
+/// The local subscribers of each payload (shared by the backends that receive rings for every
+/// key on one channel).
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Subscribers(Arc<Mutex<HashMap<String, Vec<mpsc::Sender<()>>>>>);
+
+impl Subscribers {
+    /// A new subscription to `payload`.
+    pub(crate) fn add(&self, payload: String) -> mpsc::Receiver<()> {
+        let (tx, rx) = mpsc::channel(1);
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let list = map.entry(payload).or_default();
+        list.retain(|tx| !tx.is_closed());
+        list.push(tx);
+        rx
+    }
+
+    /// Wakes the subscribers of `payload`; forgets the dropped ones.
+    pub(crate) fn wake(&self, payload: &str) {
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(list) = map.get_mut(payload) {
+            list.retain(|tx| !tx.is_closed());
+            for tx in list.iter() {
+                let _ = tx.try_send(());
+            }
+            if list.is_empty() {
+                map.remove(payload);
+            }
+        }
+    }
+
+    /// Wakes every subscriber (after a reconnect: rings may have been missed meanwhile).
+    pub(crate) fn wake_all(&self) {
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        map.retain(|_, list| {
+            list.retain(|tx| !tx.is_closed());
+            for tx in list.iter() {
+                let _ = tx.try_send(());
+            }
+            !list.is_empty()
+        });
+    }
+
+    /// Whether anyone subscribes to `payload`.
+    #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
+    pub(crate) fn has(&self, payload: &str) -> bool {
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(list) = map.get_mut(payload) else {
+            return false;
+        };
+        list.retain(|tx| !tx.is_closed());
+        if list.is_empty() {
+            map.remove(payload);
+            return false;
+        }
+        true
+    }
+
+    /// Whether anyone listens at all.
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        map.retain(|_, list| {
+            list.retain(|tx| !tx.is_closed());
+            !list.is_empty()
+        });
+        map.is_empty()
+    }
+}
+
+/// The next back-off after `d` (doubling, at most [`BACKOFF_MAX`]).
+pub(crate) fn next_backoff(d: Duration) -> Duration {
+    (d * 2).clamp(BACKOFF_MIN, BACKOFF_MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_payload_names_exactly_its_key() {
+        for (ns, name) in [("", "job"), ("a:b", "c:d"), ("ns", "émoji🦀")] {
+            let key = LeaseKey::parse(ns, name).expect("key");
+            let p = payload("lease_info", &key);
+            assert_eq!(key_of("lease_info", &p), Some(key.clone()));
+            assert_eq!(key_of("other_lease_info", &p), None);
+        }
+        assert_eq!(key_of("t", "garbage"), None);
+    }
+
+    #[tokio::test]
+    async fn subscribers_are_woken_once_per_pending_ring_and_forgotten_when_dropped() {
+        let subs = Subscribers::default();
+        let mut a = subs.add("k".to_owned());
+        let b = subs.add("k".to_owned());
+        subs.wake("k");
+        subs.wake("k");
+        assert_eq!(a.try_recv(), Ok(()));
+        assert!(a.try_recv().is_err(), "one pending wake-up, not two");
+        drop(b);
+        drop(a);
+        assert!(subs.is_empty());
+        assert_eq!(next_backoff(BACKOFF_MAX), BACKOFF_MAX);
+        assert_eq!(next_backoff(Duration::ZERO), BACKOFF_MIN);
+    }
+}

@@ -1,0 +1,419 @@
+//! The MySQL/MariaDB doorbell: named locks (`GET_LOCK`), no table and no extra server.
+//!
+//! - **The holder's side.** While this service holds a tenure of a key it also holds the key's
+//!   named lock (`lh:` and 60 hex digits of the SHA-256 of the key's [`payload`], computed by
+//!   the server) on one dedicated connection for all its keys. [`Doorbell::held`] takes it
+//!   (`GET_LOCK(…, 0)`); [`Doorbell::ring`], called after the release has committed, lets it go
+//!   (`RELEASE_LOCK`). Calls that arrive together go in one statement, in order. If the
+//!   connection drops, the server lets every named lock go (a spurious ring: waiters retry and
+//!   are refused while the row is valid), and the connection is reopened with a bounded back-off
+//!   and the locks of the keys still held are taken again. At most [`MAX_ARMED`] keys have a
+//!   named lock; waiters of the others poll.
+//! - **The waiter's side.** Each watched key has a task that, on a connection of a small pool of
+//!   its own (at most [`MAX_WAITING`] connections, so at most that many keys are watched this way
+//!   at a time; the others poll), runs one statement: if nobody holds the named lock the holder
+//!   has not taken it (yet, or it runs without a doorbell) and the task looks again after a short
+//!   pause growing to [`SLICE`]; otherwise it blocks in `GET_LOCK(…, SLICE)` and, when that
+//!   succeeds, lets the lock go in the same statement and rings the key's subscribers. The
+//!   waiter holds the named lock only within that statement, so it never stands in for a holder.
+//!
+//! Connections per service: 1 (the holder's named locks, opened on the first `held`) + at most
+//! [`MAX_WAITING`] (waits, opened on demand, closed after [`IDLE`] unused) — none of them from
+//! the store's pool.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use leasehold_core::LeaseKey;
+use sea_orm::sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlPool, MySqlPoolOptions};
+use sea_orm::sqlx::{AssertSqlSafe, ConnectOptions, Connection, Row};
+use tokio::sync::{Notify, mpsc};
+
+use super::{BACKOFF_MIN, Doorbell, Subscribers, next_backoff, payload};
+use crate::SeaOrmStore;
+
+/// The most keys watched at once through named locks (each blocks one connection).
+pub const MAX_WAITING: u32 = 4;
+/// The most named locks the holder's connection takes (one per held key).
+pub const MAX_ARMED: usize = 10_000;
+/// How long one `GET_LOCK` of a waiter blocks before it looks again.
+pub const SLICE: Duration = Duration::from_secs(1);
+/// A waiting connection unused this long is closed.
+pub const IDLE: Duration = Duration::from_secs(30);
+/// The first pause before looking again at a named lock nobody holds.
+const UNARMED_PAUSE: Duration = Duration::from_millis(10);
+/// Named-lock calls per holder statement.
+const BATCH: usize = 200;
+/// How often a failed `GET_LOCK` of the holder is tried again, 100 ms apart.
+const ARM_RETRIES: u8 = 10;
+/// A ping on the holder's connection when it has been idle this long (a connection the server
+/// dropped silently would otherwise keep waiters polling until the next release).
+const KEEPALIVE: Duration = Duration::from_secs(30);
+
+/// The named lock of a payload, computed by the server (a bind placeholder).
+const LOCK_NAME: &str = "CONCAT('lh:', LEFT(SHA2(?, 256), 60))";
+
+/// One waiter's statement: 2 = nobody holds the named lock, 1 = it was let go (a ring), 0 = still
+/// held after the slice. Binds: the payload, the payload, the slice in seconds, the payload.
+const WAIT_SQL: &str = "SELECT CASE \
+     WHEN IS_USED_LOCK(CONCAT('lh:', LEFT(SHA2(?, 256), 60))) IS NULL THEN 2 \
+     WHEN GET_LOCK(CONCAT('lh:', LEFT(SHA2(?, 256), 60)), ?) = 1 \
+       THEN RELEASE_LOCK(CONCAT('lh:', LEFT(SHA2(?, 256), 60))) \
+     ELSE 0 END AS rang";
+
+/// What the holder's connection is asked to do, in order.
+#[derive(Debug)]
+enum Op {
+    Arm(String),
+    Disarm(String),
+}
+
+/// See the module docs.
+pub struct MySqlDoorbell {
+    table: String,
+    options: MySqlConnectOptions,
+    limit: Duration,
+    holder: Mutex<Option<mpsc::UnboundedSender<Op>>>,
+    waiting: MySqlPool,
+    subscribers: Subscribers,
+    /// Payloads with a waiting task.
+    watched: Arc<Mutex<HashSet<String>>>,
+    stop: Arc<Notify>,
+    stopped: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl std::fmt::Debug for MySqlDoorbell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MySqlDoorbell")
+            .field("table", &self.table)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MySqlDoorbell {
+    /// The doorbell of a service on `store`; its statements are bounded by `limit` (waits by
+    /// [`SLICE`] plus `limit`).
+    #[must_use]
+    pub fn new(store: &SeaOrmStore, limit: Duration) -> Self {
+        let pool = store.connection().get_mysql_connection_pool();
+        let options = (*pool.connect_options()).clone();
+        let waiting = MySqlPoolOptions::new()
+            .min_connections(0)
+            .max_connections(MAX_WAITING)
+            .idle_timeout(IDLE)
+            .acquire_timeout(limit)
+            .test_before_acquire(false)
+            .connect_lazy_with(options.clone());
+        Self {
+            table: store.table().to_owned(),
+            options,
+            limit,
+            holder: Mutex::new(None),
+            waiting,
+            subscribers: Subscribers::default(),
+            watched: Arc::default(),
+            stop: Arc::new(Notify::new()),
+            stopped: Arc::default(),
+        }
+    }
+
+    fn is_stopped(&self) -> bool {
+        self.stopped.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Queues `op` for the holder's connection (starting its task on first use).
+    fn send(&self, op: Op) {
+        if self.is_stopped() {
+            return;
+        }
+        let mut holder = self.holder.lock().unwrap_or_else(PoisonError::into_inner);
+        let tx = holder.get_or_insert_with(|| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            let (options, limit, stop) = (self.options.clone(), self.limit, Arc::clone(&self.stop));
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = stop.notified() => {}
+                    () = hold_forever(options, rx, limit) => {}
+                }
+            });
+            tx
+        });
+        let _ = tx.send(op);
+    }
+}
+
+impl Doorbell for MySqlDoorbell {
+    fn held(&self, key: &LeaseKey) {
+        self.send(Op::Arm(payload(&self.table, key)));
+    }
+
+    fn ring(&self, key: &LeaseKey) {
+        // Only this service's own waiters would be rung with nothing to let go: they are
+        // served by its local queue, so a key never armed sends nothing to the server.
+        self.send(Op::Disarm(payload(&self.table, key)));
+    }
+
+    fn watch(&self, key: &LeaseKey) -> mpsc::Receiver<()> {
+        let ring = payload(&self.table, key);
+        let mut watched = self.watched.lock().unwrap_or_else(PoisonError::into_inner);
+        let rx = self.subscribers.add(ring.clone());
+        if !self.is_stopped() && watched.insert(ring.clone()) {
+            let (pool, subscribers) = (self.waiting.clone(), self.subscribers.clone());
+            let (watched, stop, limit) = (Arc::clone(&self.watched), Arc::clone(&self.stop), self.limit);
+            let stopped = Arc::clone(&self.stopped);
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = stop.notified() => {}
+                    () = wait_for(pool, ring, subscribers, watched, limit, stopped) => {}
+                }
+            });
+        }
+        rx
+    }
+
+    fn stop(&self) {
+        self.stopped.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.stop.notify_waiters();
+        self.holder
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let pool = self.waiting.clone();
+        tokio::spawn(async move { pool.close().await });
+    }
+}
+
+/// The waiting task of one payload: runs until nobody subscribes to it any more.
+async fn wait_for(
+    pool: MySqlPool,
+    ring: String,
+    subscribers: Subscribers,
+    watched: Arc<Mutex<HashSet<String>>>,
+    limit: Duration,
+    stopped: Arc<std::sync::atomic::AtomicBool>,
+) {
+    let mut unarmed = UNARMED_PAUSE;
+    let mut backoff = BACKOFF_MIN;
+    let mut first = true;
+    loop {
+        {
+            let mut w = watched.lock().unwrap_or_else(PoisonError::into_inner);
+            if stopped.load(std::sync::atomic::Ordering::SeqCst) || !subscribers.has(&ring) {
+                w.remove(&ring);
+                return;
+            }
+        }
+        // Beyond the bound of waiting connections this key is polled by its waiters.
+        let conn = match pool.try_acquire() {
+            Some(conn) => Some(conn),
+            None if pool.size() < MAX_WAITING => tokio::time::timeout(limit, pool.acquire())
+                .await
+                .ok()
+                .and_then(Result::ok),
+            None => None,
+        };
+        let Some(mut conn) = conn else {
+            tokio::time::sleep(SLICE).await;
+            continue;
+        };
+        let query = sea_orm::sqlx::query(WAIT_SQL)
+            .bind(&ring)
+            .bind(&ring)
+            .bind(SLICE.as_secs() as i64)
+            .bind(&ring);
+        let answer = tokio::time::timeout(SLICE + limit, query.fetch_one(&mut *conn)).await;
+        let rang = match answer {
+            Ok(Ok(row)) => row.try_get::<Option<i64>, _>("rang").ok().flatten(),
+            Ok(Err(e)) => {
+                log::debug!("doorbell wait failed (waiters poll meanwhile): {e}");
+                conn.close_on_drop();
+                None
+            }
+            Err(_) => {
+                conn.close_on_drop();
+                None
+            }
+        };
+        drop(conn);
+        match rang {
+            Some(1) => {
+                first = false;
+                subscribers.wake(&ring);
+                unarmed = UNARMED_PAUSE;
+                backoff = BACKOFF_MIN;
+            }
+            // Nobody holds the named lock. At the first look it may just have been let go
+            // (a ring sent before this task waited): everyone tries once.
+            Some(2) if std::mem::take(&mut first) => subscribers.wake(&ring),
+            Some(2) => {
+                tokio::time::sleep(unarmed).await;
+                unarmed = (unarmed * 2).min(SLICE);
+            }
+            Some(_) => {
+                first = false;
+                unarmed = UNARMED_PAUSE;
+                backoff = BACKOFF_MIN;
+            }
+            None => {
+                tokio::time::sleep(backoff).await;
+                backoff = next_backoff(backoff);
+            }
+        }
+    }
+}
+
+/// The holder's connection: takes and lets go the named locks it is asked to, reconnecting with
+/// a bounded back-off (and taking the locks of the keys still held again) when it fails.
+async fn hold_forever(options: MySqlConnectOptions, mut ops: mpsc::UnboundedReceiver<Op>, limit: Duration) {
+    // The keys held now (their locks wanted) and those whose lock this connection has.
+    let mut wanted: HashSet<String> = HashSet::new();
+    let mut armed: HashSet<String> = HashSet::new();
+    // Locks not taken (someone else had the name for a moment), with tries left.
+    let mut retry: HashMap<String, u8> = HashMap::new();
+    let mut backoff = BACKOFF_MIN;
+    let mut conn: Option<MySqlConnection> = None;
+    let mut queue: Vec<Op> = Vec::new();
+    loop {
+        if queue.is_empty() {
+            let next = if retry.is_empty() {
+                match tokio::time::timeout(KEEPALIVE, ops.recv()).await {
+                    Ok(next) => next.map(Some),
+                    Err(_) => Some(None),
+                }
+            } else {
+                match tokio::time::timeout(Duration::from_millis(100), ops.recv()).await {
+                    Ok(next) => next.map(Some),
+                    Err(_) => Some(None),
+                }
+            };
+            match next {
+                None => return, // the doorbell is gone
+                Some(Some(op)) => queue.push(op),
+                Some(None) => {}
+            }
+            while queue.len() < BATCH {
+                match ops.try_recv() {
+                    Ok(op) => queue.push(op),
+                    Err(_) => break,
+                }
+            }
+        }
+        // The connection, (re)opened; after a reconnect every key still held is armed again.
+        if conn.is_none() {
+            match tokio::time::timeout(limit, options.connect()).await {
+                Ok(Ok(c)) => {
+                    conn = Some(c);
+                    backoff = BACKOFF_MIN;
+                    armed.clear();
+                    for p in &wanted {
+                        retry.insert(p.clone(), ARM_RETRIES);
+                    }
+                }
+                Ok(Err(e)) => {
+                    log::debug!("doorbell connection failed (waiters poll meanwhile): {e}");
+                }
+                Err(_) => log::debug!("doorbell connection timed out (waiters poll meanwhile)"),
+            }
+        }
+        let Some(c) = conn.as_mut() else {
+            // Keep the wanted set up to date while there is no connection.
+            for op in queue.drain(..) {
+                match op {
+                    Op::Arm(p) => {
+                        wanted.insert(p);
+                    }
+                    Op::Disarm(p) => {
+                        wanted.remove(&p);
+                    }
+                }
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = next_backoff(backoff);
+            continue;
+        };
+        // The calls of this statement, in order: (payload, arm?).
+        let mut calls: Vec<(String, bool)> = Vec::new();
+        for op in queue.drain(..) {
+            match op {
+                Op::Arm(p) => {
+                    retry.remove(&p);
+                    if wanted.len() < MAX_ARMED || wanted.contains(&p) {
+                        wanted.insert(p.clone());
+                        calls.push((p, true));
+                    }
+                }
+                Op::Disarm(p) => {
+                    retry.remove(&p);
+                    wanted.remove(&p);
+                    calls.push((p, false));
+                }
+            }
+        }
+        let due: Vec<String> = retry.keys().take(BATCH).cloned().collect();
+        for p in due {
+            calls.push((p, true));
+        }
+        // Net effect per payload on this connection, so a lock is never taken twice (named
+        // locks are counted: a second GET_LOCK would need a second RELEASE_LOCK).
+        let mut state = armed.clone();
+        calls.retain(|(p, arm)| {
+            if *arm {
+                wanted.contains(p) && state.insert(p.clone())
+            } else {
+                state.remove(p)
+            }
+        });
+        let sql = if calls.is_empty() {
+            "SELECT 1".to_owned()
+        } else {
+            let exprs: Vec<String> = calls
+                .iter()
+                .map(|(_, arm)| match arm {
+                    true => format!("GET_LOCK({LOCK_NAME}, 0)"),
+                    false => format!("RELEASE_LOCK({LOCK_NAME})"),
+                })
+                .collect();
+            format!("SELECT {}", exprs.join(", "))
+        };
+        let mut query = sea_orm::sqlx::query(AssertSqlSafe(sql));
+        for (p, _) in &calls {
+            query = query.bind(p);
+        }
+        match tokio::time::timeout(limit, query.fetch_one(&mut *c)).await {
+            Ok(Ok(row)) => {
+                for (i, (p, arm)) in calls.iter().enumerate() {
+                    let got = row.try_get::<Option<i64>, _>(i).ok().flatten();
+                    if *arm {
+                        if got == Some(1) {
+                            armed.insert(p.clone());
+                            retry.remove(p);
+                        } else {
+                            let left = retry.entry(p.clone()).or_insert(ARM_RETRIES);
+                            *left = left.saturating_sub(1);
+                            if *left == 0 {
+                                retry.remove(p);
+                            }
+                        }
+                    } else {
+                        armed.remove(p);
+                    }
+                }
+            }
+            failed => {
+                match failed {
+                    Ok(Err(e)) => log::debug!("doorbell statement failed, reconnecting: {e}"),
+                    _ => log::debug!("doorbell statement timed out, reconnecting"),
+                }
+                // The server lets the named locks of a closed session go.
+                if let Some(c) = conn.take() {
+                    tokio::spawn(async move {
+                        let _ = tokio::time::timeout(Duration::from_secs(1), c.close()).await;
+                    });
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = next_backoff(backoff);
+            }
+        }
+    }
+}

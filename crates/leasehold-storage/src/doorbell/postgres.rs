@@ -1,0 +1,156 @@
+//! The PostgreSQL doorbell: a ring is `pg_notify` on the store's pool (after the release has
+//! committed, so a woken waiter finds the row released); one `LISTEN` per service, on a
+//! connection of its own outside the pool (waiters never take pooled connections), fans the
+//! rings out to the local subscribers of each key.
+//!
+//! Connections: 1 (the `LISTEN`), opened on the first [`Doorbell::watch`]. When it drops it is
+//! reopened with a bounded back-off; subscribers poll meanwhile, and every subscriber is woken
+//! once whenever the `LISTEN` starts (rings sent before it were lost).
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use leasehold_core::LeaseKey;
+use sea_orm::sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
+use sea_orm::{ConnectionTrait, DbBackend, Statement};
+use tokio::sync::{Notify, mpsc};
+
+use super::{BACKOFF_MIN, Doorbell, Subscribers, next_backoff, payload};
+use crate::SeaOrmStore;
+
+/// The channel on which rings are sent.
+pub const CHANNEL: &str = "leasehold_lock_released";
+
+/// See the module docs.
+pub struct PgDoorbell {
+    store: SeaOrmStore,
+    limit: Duration,
+    subscribers: Subscribers,
+    listening: Mutex<bool>,
+    stop: Arc<Notify>,
+    stopped: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl std::fmt::Debug for PgDoorbell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgDoorbell")
+            .field("table", &self.store.table())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PgDoorbell {
+    /// The doorbell of a service on `store`; rings are bounded by `limit`.
+    #[must_use]
+    pub fn new(store: &SeaOrmStore, limit: Duration) -> Self {
+        Self {
+            store: store.clone(),
+            limit,
+            subscribers: Subscribers::default(),
+            listening: Mutex::new(false),
+            stop: Arc::new(Notify::new()),
+            stopped: Arc::default(),
+        }
+    }
+
+    fn listen(&self) {
+        let mut listening = self
+            .listening
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if *listening || self.stopped.load(std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        *listening = true;
+        let pool = self.store.connection().get_postgres_connection_pool();
+        let options = (*pool.connect_options()).clone();
+        let (subscribers, stop) = (self.subscribers.clone(), Arc::clone(&self.stop));
+        let limit = self.limit;
+        tokio::spawn(async move {
+            tokio::select! {
+                () = stop.notified() => {}
+                () = listen_forever(options, subscribers, limit) => {}
+            }
+        });
+    }
+}
+
+impl Doorbell for PgDoorbell {
+    fn ring(&self, key: &LeaseKey) {
+        let stmt = Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            "SELECT pg_notify($1, $2)",
+            [CHANNEL.into(), payload(self.store.table(), key).into()],
+        );
+        let (db, limit, key) = (self.store.connection().clone(), self.limit, key.clone());
+        tokio::spawn(async move {
+            match tokio::time::timeout(limit, db.execute_raw(stmt)).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => log::debug!("{key}: pg_notify failed: {e}"),
+                Err(_) => log::debug!("{key}: pg_notify timed out"),
+            }
+        });
+    }
+
+    fn watch(&self, key: &LeaseKey) -> mpsc::Receiver<()> {
+        let rx = self.subscribers.add(payload(self.store.table(), key));
+        self.listen();
+        rx
+    }
+
+    fn stop(&self) {
+        self.stopped.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.stop.notify_one();
+    }
+}
+
+/// Listens, reconnecting with a bounded back-off whenever the connection fails.
+async fn listen_forever(options: PgConnectOptions, subscribers: Subscribers, limit: Duration) {
+    let mut backoff = BACKOFF_MIN;
+    loop {
+        match listen_once(&options, &subscribers, limit).await {
+            Ok(()) => backoff = BACKOFF_MIN,
+            Err(e) => {
+                log::debug!("doorbell LISTEN failed (waiters poll until it is back): {e}");
+                backoff = next_backoff(backoff);
+            }
+        }
+        tokio::time::sleep(backoff).await;
+    }
+}
+
+/// One `LISTEN` connection, until it fails. Once it listens every subscriber is woken once: a
+/// ring sent before (while connecting, or while the last connection was down) was lost.
+async fn listen_once(
+    options: &PgConnectOptions,
+    subscribers: &Subscribers,
+    limit: Duration,
+) -> Result<(), String> {
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .max_lifetime(None)
+        .idle_timeout(None)
+        .acquire_timeout(limit)
+        .connect_lazy_with(options.clone());
+    let mut listener = tokio::time::timeout(limit, PgListener::connect_with(&pool))
+        .await
+        .map_err(|_| "connect timed out".to_owned())?
+        .map_err(|e| e.to_string())?;
+    // A lost connection ends this call (rings sent meanwhile are lost): the caller reconnects
+    // with a back-off and wakes every subscriber once, instead of PgListener reconnecting
+    // silently.
+    listener.eager_reconnect(false);
+    tokio::time::timeout(limit, listener.listen(CHANNEL))
+        .await
+        .map_err(|_| "LISTEN timed out".to_owned())?
+        .map_err(|e| e.to_string())?;
+    subscribers.wake_all();
+    loop {
+        // No bound needed on recv: it waits for a ring, and the task ends at stop.
+        match listener.try_recv().await {
+            Ok(Some(n)) => subscribers.wake(n.payload()),
+            Ok(None) => return Err("connection lost".to_owned()),
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}

@@ -1,0 +1,230 @@
+//! The SQLite doorbell: Unix datagram sockets in a directory next to the database file.
+//!
+//! Every process that uses a SQLite file is on the machine that has the file, so the kernel can
+//! carry the ring: each service that waits binds one datagram socket in `<database file>-bell/`
+//! (named by its process id and a random suffix), and a ring is one datagram — the key — sent
+//! without blocking to every socket in that directory. A socket whose process died answers
+//! `ECONNREFUSED` and its file is removed by the ringer; a full receive queue drops the datagram
+//! (that waiter polls).
+//!
+//! Why not an `flock` per key (the kernel drops it when the holder dies) or inotify on a bell
+//! file: a blocked `flock` takes a thread per waited key and cannot be cancelled or bounded, and
+//! a holder's death is no reason to retry (its row is valid until it lapses); inotify needs a bell
+//! file that grows with every ring, or a file per key. A datagram socket is one descriptor per
+//! service whatever the number of keys, is awaited like any socket, and leaves nothing behind but
+//! one small file per live service.
+//!
+//! Resources: 1 socket per service, bound on the first [`Doorbell::watch`]. If it fails it is
+//! rebound with a bounded back-off (waiters poll meanwhile); every subscriber is woken once
+//! whenever the socket is bound (rings sent before it were lost).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use leasehold_core::LeaseKey;
+use tokio::net::UnixDatagram;
+use tokio::sync::{Notify, mpsc};
+
+use super::{BACKOFF_MIN, Doorbell, Subscribers, next_backoff, payload};
+use crate::SeaOrmStore;
+
+/// The longest path a Unix socket address holds (`sun_path` is 108 bytes with the NUL).
+const MAX_SOCKET_PATH: usize = 107;
+/// The largest ring read (a payload is at most a table name, a namespace and a name).
+const MAX_DATAGRAM: usize = 4096;
+
+/// See the module docs.
+pub struct SqliteDoorbell {
+    table: String,
+    dir: PathBuf,
+    subscribers: Subscribers,
+    /// Our socket's path once bound (removed at stop).
+    bound: Arc<Mutex<Option<PathBuf>>>,
+    listening: Mutex<bool>,
+    stop: Arc<Notify>,
+}
+
+impl std::fmt::Debug for SqliteDoorbell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteDoorbell")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteDoorbell {
+    /// The doorbell of a service on the SQLite file of `store`; `None` for an in-memory
+    /// database, or when the bell directory's socket paths would be too long.
+    #[must_use]
+    pub fn new(store: &SeaOrmStore) -> Option<Self> {
+        let pool = store.connection().get_sqlite_connection_pool();
+        let options = pool.connect_options();
+        let file = options.get_filename();
+        let text = file.to_string_lossy();
+        if text.is_empty() || text.contains(":memory:") || text.starts_with("file:") {
+            return None;
+        }
+        let file = std::fs::canonicalize(file).ok()?;
+        let mut dir = file.into_os_string();
+        dir.push("-bell");
+        let dir = PathBuf::from(dir);
+        // `<dir>/<pid>-<16 hex>`: the longest name this doorbell binds.
+        if dir.as_os_str().len() + 1 + 10 + 1 + 16 > MAX_SOCKET_PATH {
+            log::debug!(
+                "{}: path too long for a Unix socket, SQLite waiters poll",
+                dir.display()
+            );
+            return None;
+        }
+        Some(Self {
+            table: store.table().to_owned(),
+            dir,
+            subscribers: Subscribers::default(),
+            bound: Arc::default(),
+            listening: Mutex::new(false),
+            stop: Arc::new(Notify::new()),
+        })
+    }
+
+    /// The directory of the sockets.
+    #[must_use]
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn listen(&self) {
+        let mut listening = self
+            .listening
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if *listening {
+            return;
+        }
+        *listening = true;
+        let (dir, subscribers) = (self.dir.clone(), self.subscribers.clone());
+        let (bound, stop) = (Arc::clone(&self.bound), Arc::clone(&self.stop));
+        tokio::spawn(async move {
+            tokio::select! {
+                () = stop.notified() => {}
+                () = receive_forever(dir, subscribers, Arc::clone(&bound)) => {}
+            }
+            unbind(&bound);
+        });
+    }
+}
+
+impl Doorbell for SqliteDoorbell {
+    fn ring(&self, key: &LeaseKey) {
+        let (dir, ring) = (self.dir.clone(), payload(&self.table, key));
+        // A directory listing and one non-blocking send per service: quick, but file IO.
+        tokio::task::spawn_blocking(move || send_to_all(&dir, ring.as_bytes()));
+    }
+
+    fn watch(&self, key: &LeaseKey) -> mpsc::Receiver<()> {
+        let rx = self.subscribers.add(payload(&self.table, key));
+        self.listen();
+        rx
+    }
+
+    fn stop(&self) {
+        self.stop.notify_one();
+        unbind(&self.bound);
+    }
+}
+
+impl Drop for SqliteDoorbell {
+    fn drop(&mut self) {
+        unbind(&self.bound);
+    }
+}
+
+fn unbind(bound: &Mutex<Option<PathBuf>>) {
+    if let Some(path) = bound.lock().unwrap_or_else(PoisonError::into_inner).take() {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// Sends `ring` to every socket in `dir`, without blocking; removes the sockets of dead
+/// services.
+fn send_to_all(dir: &Path, ring: &[u8]) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return; // nobody has waited yet
+    };
+    let socket = match std::os::unix::net::UnixDatagram::unbound() {
+        Ok(s) => s,
+        Err(e) => {
+            log::debug!("doorbell: no socket to ring with: {e}");
+            return;
+        }
+    };
+    if socket.set_nonblocking(true).is_err() {
+        return;
+    }
+    for entry in entries.flatten() {
+        let path = entry.path();
+        match socket.send_to(ring, &path) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                // Nobody is bound there any more: a service that died without unbinding.
+                let _ = std::fs::remove_file(&path);
+            }
+            Err(e) => log::trace!("doorbell: ring to {} not sent: {e}", path.display()),
+        }
+    }
+}
+
+/// Binds and receives, rebinding with a bounded back-off when the socket fails.
+async fn receive_forever(dir: PathBuf, subscribers: Subscribers, bound: Arc<Mutex<Option<PathBuf>>>) {
+    let mut backoff = BACKOFF_MIN;
+    loop {
+        unbind(&bound);
+        match bind(&dir, &bound) {
+            Ok(socket) => {
+                // Rings sent before the socket was bound were lost: everyone tries once.
+                subscribers.wake_all();
+                backoff = BACKOFF_MIN;
+                let mut buf = vec![0u8; MAX_DATAGRAM];
+                loop {
+                    // No bound needed: it waits for a ring, and the task ends at stop.
+                    match socket.recv(&mut buf).await {
+                        Ok(n) => {
+                            if let Ok(ring) = std::str::from_utf8(&buf[..n]) {
+                                subscribers.wake(ring);
+                            }
+                        }
+                        Err(e) => {
+                            log::debug!("doorbell socket failed (waiters poll meanwhile): {e}");
+                            break;
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                log::debug!(
+                    "doorbell: cannot bind in {} (waiters poll meanwhile): {e}",
+                    dir.display()
+                );
+                backoff = next_backoff(backoff);
+            }
+        }
+        tokio::time::sleep(backoff).await;
+    }
+}
+
+fn bind(dir: &Path, bound: &Mutex<Option<PathBuf>>) -> std::io::Result<UnixDatagram> {
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join(format!(
+        "{}-{:016x}",
+        std::process::id(),
+        rand_suffix()
+    ));
+    let socket = UnixDatagram::bind(&path)?;
+    *bound.lock().unwrap_or_else(PoisonError::into_inner) = Some(path);
+    Ok(socket)
+}
+
+/// A suffix that differs between services of one process and between runs.
+fn rand_suffix() -> u64 {
+    use std::hash::BuildHasher;
+    std::collections::hash_map::RandomState::new().hash_one(std::process::id())
+}
