@@ -179,8 +179,11 @@ impl Doorbell for MySqlDoorbell {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
-        let pool = self.waiting.clone();
-        tokio::spawn(async move { pool.close().await });
+        // Outside a runtime (the engine's system already gone) the pool just drops.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let pool = self.waiting.clone();
+            rt.spawn(async move { pool.close().await });
+        }
     }
 }
 
