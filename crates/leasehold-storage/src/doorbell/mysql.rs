@@ -279,16 +279,18 @@ async fn hold_forever(options: MySqlConnectOptions, mut ops: mpsc::UnboundedRece
     let mut queue: Vec<Op> = Vec::new();
     loop {
         if queue.is_empty() {
-            let next = if retry.is_empty() {
-                match tokio::time::timeout(KEEPALIVE, ops.recv()).await {
-                    Ok(next) => next.map(Some),
-                    Err(_) => Some(None),
-                }
+            // Without a connection while keys are held: reconnect after the back-off; locks
+            // to take again: in 100 ms; otherwise a keepalive ping when idle.
+            let wait = if conn.is_none() && !wanted.is_empty() {
+                backoff
+            } else if !retry.is_empty() {
+                Duration::from_millis(100)
             } else {
-                match tokio::time::timeout(Duration::from_millis(100), ops.recv()).await {
-                    Ok(next) => next.map(Some),
-                    Err(_) => Some(None),
-                }
+                KEEPALIVE
+            };
+            let next = match tokio::time::timeout(wait, ops.recv()).await {
+                Ok(next) => next.map(Some),
+                Err(_) => Some(None),
             };
             match next {
                 None => return, // the doorbell is gone
@@ -331,7 +333,6 @@ async fn hold_forever(options: MySqlConnectOptions, mut ops: mpsc::UnboundedRece
                     }
                 }
             }
-            tokio::time::sleep(backoff).await;
             backoff = next_backoff(backoff);
             continue;
         };
