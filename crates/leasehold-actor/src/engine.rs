@@ -582,11 +582,11 @@ impl Handler<ShutdownAll> for LeaseEngine {
             .await;
             // Rung after the release committed: one ring per key for a few keys (on MySQL,
             // stopping lets every named lock go at once anyway).
+            // Awaited (bounded): the engine's runtime ends right after shutdown.
             if let Some(bell) = bell {
                 if n.is_ok() && held.len() <= RING_AT_SHUTDOWN {
-                    for item in &held {
-                        bell.ring(&item.key);
-                    }
+                    let rings = join_all(held.iter().map(|item| bell.ring_now(&item.key)));
+                    let _ = tokio::time::timeout(limit, rings).await;
                 }
                 bell.stop();
             }

@@ -431,8 +431,8 @@ async fn a_release_rings_a_waiting_lock_on_every_backend() {
 }
 
 /// Every backend: a standby lease task in another service, whose retry interval is ten minutes,
-/// takes over when the holder stops its task — only the doorbell (`Event::Wake`) can have woken
-/// it.
+/// takes over when the holder stops its task, and again when the holder shuts down — only the
+/// doorbell (`Event::Wake`) can have woken it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_rings_a_standby_lease_task_on_every_backend() {
     let slow_retry = LeaseConfig::default()
@@ -440,7 +440,7 @@ async fn a_release_rings_a_standby_lease_task_on_every_backend() {
         .with_retry_interval(Duration::from_secs(600));
     for (backend, url) in backends("ring-task") {
         let ns = unique_namespace("ring-task");
-        let (a, _) = counted_service(&url, &ns, slow_retry.clone()).await;
+        let (a, refused_a) = counted_service(&url, &ns, slow_retry.clone()).await;
         let (b, refused) = counted_service(&url, &ns, slow_retry.clone()).await;
         a.start_lease_task("leader", leasehold::LeaseTaskOptions::new())
             .await
@@ -460,7 +460,21 @@ async fn a_release_rings_a_standby_lease_task_on_every_backend() {
             .await
             .unwrap_or_else(|_| panic!("{backend}: the standby was not woken by the release"))
             .expect("held");
-        a.shutdown().await.expect("shutdown");
+        // And the other way round, by shutting the holder down (its rings leave before its
+        // engine's runtime ends).
+        let again = a
+            .start_lease_task("leader", leasehold::LeaseTaskOptions::new())
+            .await
+            .expect("start");
+        let before = refused_a.load(Ordering::SeqCst);
+        refused_at_least(&refused_a, before + 2, backend).await;
+        assert!(!again.has_lease());
+        named_lock_taken(&url, &LeaseKey::parse(&ns, "leader").expect("key")).await;
         b.shutdown().await.expect("shutdown");
+        tokio::time::timeout(RUNG_WITHIN, again.acquired())
+            .await
+            .unwrap_or_else(|_| panic!("{backend}: the standby was not woken by the shutdown"))
+            .expect("held");
+        a.shutdown().await.expect("shutdown");
     }
 }

@@ -56,6 +56,13 @@ pub trait Doorbell: Send + Sync + std::fmt::Debug + 'static {
     /// waiters of `key` in every process (best effort).
     fn ring(&self, key: &LeaseKey);
 
+    /// Like [`Doorbell::ring`], answering once the ring has left (bounded): for a shutdown,
+    /// whose runtime ends right after it. Default: `ring`, answered at once.
+    fn ring_now(&self, key: &LeaseKey) -> futures::future::BoxFuture<'static, ()> {
+        self.ring(key);
+        Box::pin(async {})
+    }
+
     /// Wake-ups when any process rings `key`, from now on. A full channel means a wake-up is
     /// pending already; dropping the receiver unsubscribes.
     fn watch(&self, key: &LeaseKey) -> mpsc::Receiver<()>;

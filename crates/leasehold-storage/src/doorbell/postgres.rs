@@ -77,19 +77,23 @@ impl PgDoorbell {
 
 impl Doorbell for PgDoorbell {
     fn ring(&self, key: &LeaseKey) {
+        tokio::spawn(self.ring_now(key));
+    }
+
+    fn ring_now(&self, key: &LeaseKey) -> futures::future::BoxFuture<'static, ()> {
         let stmt = Statement::from_sql_and_values(
             DbBackend::Postgres,
             "SELECT pg_notify($1, $2)",
             [CHANNEL.into(), payload(self.store.table(), key).into()],
         );
         let (db, limit, key) = (self.store.connection().clone(), self.limit, key.clone());
-        tokio::spawn(async move {
+        Box::pin(async move {
             match tokio::time::timeout(limit, db.execute_raw(stmt)).await {
                 Ok(Ok(_)) => {}
                 Ok(Err(e)) => log::debug!("{key}: pg_notify failed: {e}"),
                 Err(_) => log::debug!("{key}: pg_notify timed out"),
             }
-        });
+        })
     }
 
     fn watch(&self, key: &LeaseKey) -> mpsc::Receiver<()> {

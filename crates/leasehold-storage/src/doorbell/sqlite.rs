@@ -120,6 +120,14 @@ impl Doorbell for SqliteDoorbell {
         tokio::task::spawn_blocking(move || send_to_all(&dir, ring.as_bytes()));
     }
 
+    fn ring_now(&self, key: &LeaseKey) -> futures::future::BoxFuture<'static, ()> {
+        let (dir, ring) = (self.dir.clone(), payload(&self.table, key));
+        let sent = tokio::task::spawn_blocking(move || send_to_all(&dir, ring.as_bytes()));
+        Box::pin(async move {
+            let _ = sent.await;
+        })
+    }
+
     fn watch(&self, key: &LeaseKey) -> mpsc::Receiver<()> {
         let rx = self.subscribers.add(payload(&self.table, key));
         self.listen();
