@@ -118,8 +118,10 @@ pub fn key_of(table: &str, payload: &str) -> Option<LeaseKey> {
 /// The local subscribers of each payload (shared by the backends that receive rings for every
 /// key on one channel).
 #[derive(Debug, Default, Clone)]
+#[allow(dead_code)] // which parts are used depends on the backends compiled in
 pub(crate) struct Subscribers(Arc<Mutex<HashMap<String, Vec<mpsc::Sender<()>>>>>);
 
+#[allow(dead_code)] // which methods are used depends on the backends compiled in
 impl Subscribers {
     /// A new subscription to `payload`.
     pub(crate) fn add(&self, payload: String) -> mpsc::Receiver<()> {
@@ -158,7 +160,6 @@ impl Subscribers {
     }
 
     /// Whether anyone subscribes to `payload`.
-    #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
     pub(crate) fn has(&self, payload: &str) -> bool {
         let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(list) = map.get_mut(payload) else {
@@ -185,6 +186,7 @@ impl Subscribers {
 }
 
 /// The next back-off after `d` (doubling, at most [`BACKOFF_MAX`]).
+#[allow(dead_code)] // unused without a backend
 pub(crate) fn next_backoff(d: Duration) -> Duration {
     (d * 2).clamp(BACKOFF_MIN, BACKOFF_MAX)
 }
