@@ -6,6 +6,9 @@
 //! - [`SeaOrmStore`]: the store on SQLite, PostgreSQL and MySQL/MariaDB, opened with
 //!   [`StoreBuilder`].
 //! - [`MemoryStore`]: the same semantics in memory, for simulations and tests.
+//! - [`doorbell`]: the wake-up a service rings when a tenure ends, so waiters in other processes
+//!   retry at once instead of polling (PostgreSQL `NOTIFY`, MySQL/MariaDB named locks, SQLite
+//!   datagram sockets). The row stays the only source of truth.
 //! - [`testing`]: the conformance suite every store passes, and `CountingStore`, a wrapper that
 //!   counts and times every call and can fail, hang or delay them (for tests and benches).
 //!
