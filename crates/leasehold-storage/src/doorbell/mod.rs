@@ -185,6 +185,34 @@ impl Subscribers {
     }
 }
 
+/// Runs `fut` as a task of the current runtime; without one (an actor stopped while its runtime
+/// is being dropped) it is dropped: a missed ring only costs a poll.
+pub(crate) fn spawn<F>(fut: F)
+where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    if let Ok(rt) = tokio::runtime::Handle::try_current() {
+        rt.spawn(fut);
+    }
+}
+
+/// Runs `f` on the current runtime's blocking threads (as [`spawn`]: dropped without a
+/// runtime); answers when it has run.
+#[allow(dead_code)] // unused without SQLite
+pub(crate) fn spawn_blocking(
+    f: impl FnOnce() + Send + 'static,
+) -> futures::future::BoxFuture<'static, ()> {
+    match tokio::runtime::Handle::try_current() {
+        Ok(rt) => {
+            let done = rt.spawn_blocking(f);
+            Box::pin(async move {
+                let _ = done.await;
+            })
+        }
+        Err(_) => Box::pin(async {}),
+    }
+}
+
 /// The next back-off after `d` (doubling, at most [`BACKOFF_MAX`]).
 #[allow(dead_code)] // unused without a backend
 pub(crate) fn next_backoff(d: Duration) -> Duration {

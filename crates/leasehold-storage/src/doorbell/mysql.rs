@@ -14,8 +14,9 @@
 //!   at a time; the others poll), runs one statement: if nobody holds the named lock the holder
 //!   has not taken it (yet, or it runs without a doorbell) and the task looks again after a short
 //!   pause growing to [`SLICE`]; otherwise it blocks in `GET_LOCK(…, SLICE)` and, when that
-//!   succeeds, lets the lock go in the same statement and rings the key's subscribers. The
-//!   waiter holds the named lock only within that statement, so it never stands in for a holder.
+//!   succeeds, lets the lock go in the same statement and rings the key's subscribers. At most
+//!   [`MAX_WATCHED`] keys have such a task; the waiters of others poll. The waiter holds the
+//!   named lock only within that statement, so it never stands in for a holder.
 //!
 //! Connections per service: 1 (the holder's named locks, opened on the first `held`) + at most
 //! [`MAX_WAITING`] (waits, opened on demand, closed after [`IDLE`] unused) — none of them from
@@ -33,8 +34,11 @@ use tokio::sync::{Notify, mpsc};
 use super::{BACKOFF_MIN, Doorbell, Subscribers, next_backoff, payload};
 use crate::SeaOrmStore;
 
-/// The most keys watched at once through named locks (each blocks one connection).
+/// The most keys waited for at once through named locks (each blocks one connection).
 pub const MAX_WAITING: u32 = 4;
+/// The most keys with a waiting task (taking turns on the [`MAX_WAITING`] connections); the
+/// waiters of further keys poll.
+pub const MAX_WATCHED: usize = 64;
 /// The most named locks the holder's connection takes (one per held key).
 pub const MAX_ARMED: usize = 10_000;
 /// How long one `GET_LOCK` of a waiter blocks before it looks again.
@@ -131,7 +135,7 @@ impl MySqlDoorbell {
         let tx = holder.get_or_insert_with(|| {
             let (tx, rx) = mpsc::unbounded_channel();
             let (options, limit, stop) = (self.options.clone(), self.limit, Arc::clone(&self.stop));
-            tokio::spawn(async move {
+            super::spawn(async move {
                 tokio::select! {
                     () = stop.notified() => {}
                     () = hold_forever(options, rx, limit) => {}
@@ -158,11 +162,11 @@ impl Doorbell for MySqlDoorbell {
         let ring = payload(&self.table, key);
         let mut watched = self.watched.lock().unwrap_or_else(PoisonError::into_inner);
         let rx = self.subscribers.add(ring.clone());
-        if !self.is_stopped() && watched.insert(ring.clone()) {
+        if !self.is_stopped() && watched.len() < MAX_WATCHED && watched.insert(ring.clone()) {
             let (pool, subscribers) = (self.waiting.clone(), self.subscribers.clone());
             let (watched, stop, limit) = (Arc::clone(&self.watched), Arc::clone(&self.stop), self.limit);
             let stopped = Arc::clone(&self.stopped);
-            tokio::spawn(async move {
+            super::spawn(async move {
                 tokio::select! {
                     () = stop.notified() => {}
                     () = wait_for(pool, ring, subscribers, watched, limit, stopped) => {}
@@ -411,7 +415,7 @@ async fn hold_forever(options: MySqlConnectOptions, mut ops: mpsc::UnboundedRece
                 }
                 // The server lets the named locks of a closed session go.
                 if let Some(c) = conn.take() {
-                    tokio::spawn(async move {
+                    super::spawn(async move {
                         let _ = tokio::time::timeout(Duration::from_secs(1), c.close()).await;
                     });
                 }

@@ -66,7 +66,7 @@ impl PgDoorbell {
         let options = (*pool.connect_options()).clone();
         let (subscribers, stop) = (self.subscribers.clone(), Arc::clone(&self.stop));
         let limit = self.limit;
-        tokio::spawn(async move {
+        super::spawn(async move {
             tokio::select! {
                 () = stop.notified() => {}
                 () = listen_forever(options, subscribers, limit) => {}
@@ -77,7 +77,7 @@ impl PgDoorbell {
 
 impl Doorbell for PgDoorbell {
     fn ring(&self, key: &LeaseKey) {
-        tokio::spawn(self.ring_now(key));
+        super::spawn(self.ring_now(key));
     }
 
     fn ring_now(&self, key: &LeaseKey) -> futures::future::BoxFuture<'static, ()> {

@@ -103,7 +103,7 @@ impl SqliteDoorbell {
         *listening = true;
         let (dir, subscribers) = (self.dir.clone(), self.subscribers.clone());
         let (bound, stop) = (Arc::clone(&self.bound), Arc::clone(&self.stop));
-        tokio::spawn(async move {
+        super::spawn(async move {
             tokio::select! {
                 () = stop.notified() => {}
                 () = receive_forever(dir, subscribers, Arc::clone(&bound)) => {}
@@ -117,15 +117,12 @@ impl Doorbell for SqliteDoorbell {
     fn ring(&self, key: &LeaseKey) {
         let (dir, ring) = (self.dir.clone(), payload(&self.table, key));
         // A directory listing and one non-blocking send per service: quick, but file IO.
-        tokio::task::spawn_blocking(move || send_to_all(&dir, ring.as_bytes()));
+        drop(super::spawn_blocking(move || send_to_all(&dir, ring.as_bytes())));
     }
 
     fn ring_now(&self, key: &LeaseKey) -> futures::future::BoxFuture<'static, ()> {
         let (dir, ring) = (self.dir.clone(), payload(&self.table, key));
-        let sent = tokio::task::spawn_blocking(move || send_to_all(&dir, ring.as_bytes()));
-        Box::pin(async move {
-            let _ = sent.await;
-        })
+        super::spawn_blocking(move || send_to_all(&dir, ring.as_bytes()))
     }
 
     fn watch(&self, key: &LeaseKey) -> mpsc::Receiver<()> {
