@@ -221,6 +221,7 @@ impl LeaseActor {
         }
         let now = self.registry.clock().now();
         let cmds = self.machine.handle(now, event);
+        let mut lapsed = false;
         for i in 0..cmds.len() {
             if let (
                 Command::SetDeadline(None),
@@ -244,16 +245,28 @@ impl LeaseActor {
                         self.belief.begin(*token, deadline);
                         began = true;
                     }
-                    Some(Command::Notify(Notification::Renewed { token, .. })) => {
-                        self.belief.renewed(*token, deadline);
+                    // Someone saw this tenure past its deadline and cancelled its token before
+                    // the renewal landed: it is over; end it, keep no deadline.
+                    Some(Command::Notify(Notification::Renewed { token, .. }))
+                        if !self.belief.renewed(*token, deadline) =>
+                    {
+                        lapsed = true;
+                        continue;
                     }
                     _ => {}
                 }
+            }
+            if lapsed && matches!(cmds[i], Command::Notify(Notification::Renewed { .. })) {
+                continue;
             }
             self.execute(now, cmds[i].clone(), ctx);
             if began {
                 self.belief.announce();
             }
+        }
+        if lapsed {
+            self.feed(Event::EndTenure(LossReason::DeadlinePassed), ctx);
+            return;
         }
         if self.stop_when_resting && matches!(self.machine.state(), State::Released) {
             self.stop_when_resting = false;

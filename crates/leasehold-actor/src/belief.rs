@@ -90,17 +90,24 @@ impl Belief {
         self.changed.notify_waiters();
     }
 
-    /// The live tenure's deadline moved (the actor calls this).
-    pub(crate) fn renewed(&self, token: FencingToken, next: Instant) {
+    /// The live tenure's deadline moved (the actor calls this). Answers `false`, and leaves the
+    /// deadline as it was, when a reader already saw the tenure past its deadline and cancelled
+    /// its token ([`Belief::tenure`]): a tenure whose token was cancelled is over for good, so
+    /// the actor must end it rather than extend it.
+    pub(crate) fn renewed(&self, token: FencingToken, next: Instant) -> bool {
         if let State::Held {
             token: live,
             deadline,
-            ..
+            cancel,
         } = &mut *self.lock()
             && *live == token
         {
+            if cancel.as_ref().is_some_and(CancellationToken::is_cancelled) {
+                return false;
+            }
             *deadline = next;
         }
+        true
     }
 
     /// The live tenure (if any) ended: its token is cancelled now.
@@ -151,19 +158,41 @@ impl Belief {
     }
 
     /// The live tenure's token and cancellation token (made now if nobody asked before); `None`
-    /// when no tenure is live or the service has been shut down or dropped.
+    /// when no tenure is live, its local deadline has passed, or the service has been shut down
+    /// or dropped.
+    ///
+    /// A reader that finds the deadline passed before the actor's timer has ended the tenure (a
+    /// busy engine thread runs it late) cancels the tenure's token itself, so the token never
+    /// outlives the deadline by more than the time until someone looks; the tenure cannot be
+    /// renewed after that ([`Belief::renewed`]).
     #[must_use]
     pub fn tenure(&self) -> Option<(FencingToken, CancellationToken)> {
         if self.service.is_cancelled() {
             return None;
         }
-        match &mut *self.lock() {
-            State::Held { token, cancel, .. } => Some((
-                *token,
-                cancel
-                    .get_or_insert_with(|| self.service.child_token())
-                    .clone(),
-            )),
+        let now = self.clock.now();
+        let mut state = self.lock();
+        match &mut *state {
+            State::Held {
+                token,
+                cancel,
+                deadline,
+            } => {
+                if now >= *deadline {
+                    let late = cancel.replace(cancelled());
+                    drop(state);
+                    if let Some(late) = late {
+                        late.cancel();
+                    }
+                    return None;
+                }
+                Some((
+                    *token,
+                    cancel
+                        .get_or_insert_with(|| self.service.child_token())
+                        .clone(),
+                ))
+            }
             _ => None,
         }
     }
@@ -270,6 +299,33 @@ mod tests {
         b.begin(FencingToken(1), clock.now() + Duration::from_millis(10));
         clock.advance(Duration::from_millis(10));
         assert!(!b.holds() && b.token().is_none());
+    }
+
+    #[test]
+    fn a_reader_past_the_deadline_cancels_the_token_and_the_tenure_cannot_be_renewed() {
+        let (b, clock, _) = belief();
+        let deadline = clock.now() + Duration::from_millis(10);
+        b.begin(FencingToken(1), deadline);
+        let (_, cancel) = b.tenure().expect("live");
+        clock.advance(Duration::from_millis(10));
+        // The actor's timer has not run yet: the reader ends the token itself.
+        assert!(b.tenure().is_none());
+        assert!(cancel.is_cancelled(), "the token outlived the deadline");
+        assert!(b.cancellation_of(FencingToken(1)).is_cancelled());
+        // A renewal that lands now must not bring the tenure back.
+        assert!(!b.renewed(FencingToken(1), deadline + Duration::from_secs(1)));
+        assert!(!b.holds() && b.token().is_none() && b.tenure().is_none());
+    }
+
+    #[test]
+    fn a_renewal_before_the_deadline_extends_every_signal() {
+        let (b, clock, _) = belief();
+        let deadline = clock.now() + Duration::from_millis(10);
+        b.begin(FencingToken(1), deadline);
+        let (_, cancel) = b.tenure().expect("live");
+        assert!(b.renewed(FencingToken(1), deadline + Duration::from_secs(1)));
+        clock.advance(Duration::from_millis(500));
+        assert!(b.holds() && b.tenure().is_some() && !cancel.is_cancelled());
     }
 
     #[test]
