@@ -16,6 +16,7 @@ use tokio::time::Instant;
 
 use crate::batcher::{QueueRenew, RenewBatcher};
 use crate::bell::Bell;
+use crate::granter::{GrantBatcher, QueueGrant};
 use crate::lock::{Attempt, RenewAnswer};
 use crate::{Belief, Registry};
 
@@ -93,6 +94,7 @@ pub struct LeaseActor {
     machine: LeaseMachine,
     store: Arc<dyn LeaseStore>,
     renewer: Option<Arc<Addr<RenewBatcher>>>,
+    granter: Option<Arc<Addr<GrantBatcher>>>,
     registry: Arc<Registry>,
     listener: Listener,
     belief: Arc<Belief>,
@@ -151,6 +153,7 @@ impl LeaseActor {
             machine: LeaseMachine::new(config, seed)?,
             store,
             renewer: None,
+            granter: None,
             registry,
             listener,
             belief,
@@ -189,6 +192,14 @@ impl LeaseActor {
     #[must_use]
     pub fn with_belief(mut self, belief: Arc<Belief>) -> Self {
         self.belief = belief;
+        self
+    }
+
+    /// Sends new-tenure grants through `granter` (one statement for grants asked together)
+    /// instead of one statement each. Reclaiming actors grant alone.
+    #[must_use]
+    pub fn with_granter(mut self, granter: Arc<Addr<GrantBatcher>>) -> Self {
+        self.granter = Some(granter);
         self
     }
 
@@ -312,6 +323,32 @@ impl LeaseActor {
             Command::TryAcquire { req, term } => {
                 log::trace!("{key}: begin_tenure {req} as {holder} for {term:?}");
                 let reclaim = self.reclaim_own;
+                if let (Some(granter), false) = (&self.granter, reclaim) {
+                    let (reply, answer) = oneshot::channel();
+                    granter.do_send(QueueGrant {
+                        holder,
+                        key,
+                        term,
+                        reply,
+                    });
+                    // Bounded like any store call: a batch that answers late is not waited for.
+                    let limit = self.limit();
+                    let fut = async move {
+                        match tokio::time::timeout(limit, answer).await {
+                            Ok(Ok(result)) => result,
+                            Ok(Err(_)) => Err(StoreFailure::new("the grant batcher stopped")),
+                            Err(_) => Err(StoreFailure::new(format!(
+                                "begin_tenure: no answer within {limit:?}"
+                            ))),
+                        }
+                    };
+                    ctx.spawn(actix::fut::wrap_future(fut).map(
+                        move |result, act: &mut Self, ctx| {
+                            act.feed(Event::AcquireResult { req, result }, ctx);
+                        },
+                    ));
+                    return;
+                }
                 let fut = async move {
                     let outcome = store.begin_tenure(&key, &holder, term).await?;
                     match outcome {

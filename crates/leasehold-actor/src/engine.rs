@@ -145,6 +145,9 @@ pub struct LeaseEngine {
     pub(crate) holder: HolderId,
     pub(crate) store: Arc<dyn LeaseStore>,
     renewer: Arc<Addr<RenewBatcher>>,
+    /// Grants of actors asked together go out as one statement (started with the engine).
+    granter: Option<Arc<Addr<crate::GrantBatcher>>>,
+    batch_grants: bool,
     registry: Arc<Registry>,
     pub(crate) book: HashMap<LeaseKey, Entry>,
     started: u64,
@@ -187,6 +190,8 @@ impl LeaseEngine {
             holder,
             store,
             renewer: Arc::new(renewer),
+            granter: None,
+            batch_grants: true,
             registry,
             book: HashMap::new(),
             started: 0,
@@ -222,6 +227,14 @@ impl LeaseEngine {
     #[must_use]
     pub fn reintroduce_bug(mut self, bug: Option<KnownBug>) -> Self {
         self.bug = bug;
+        self
+    }
+
+    /// Whether new tenures asked for together are granted in one statement (default `true`;
+    /// see [`GrantBatcher`](crate::GrantBatcher)). `false`: one `begin_tenure` each.
+    #[must_use]
+    pub fn batch_grants(mut self, batch: bool) -> Self {
+        self.batch_grants = batch;
         self
     }
 
@@ -274,6 +287,13 @@ impl LeaseEngine {
         .with_belief(Arc::clone(&belief))
         .with_bell(self.bell.clone())
         .on_exit((self.me(ctx), id));
+        if self.batch_grants {
+            let (store, limit) = (Arc::clone(&self.store), self.limit);
+            let granter = self.granter.get_or_insert_with(|| {
+                Arc::new(crate::GrantBatcher::new(store, limit).start())
+            });
+            actor = actor.with_granter(Arc::clone(granter));
+        }
         actor.reclaim_own(self.reclaim_own);
         actor.cancel_late(self.bug == Some(KnownBug::CancelAfterReleaseAnswer));
         setup(&mut actor);

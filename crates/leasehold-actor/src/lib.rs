@@ -14,7 +14,7 @@
 //! [`StartLease`], [`ReleaseLease`], [`StopLease`], [`AbandonLease`], [`QueryLease`] for a
 //! [`LeaseActor`]; [`StartTask`], [`StopTask`], [`ShutdownAll`], [`ReadRecord`], [`ReadDbNow`],
 //! [`ListTasks`], [`TakeLock`], [`SetCompeting`], [`ListLive`] for a [`LeaseEngine`];
-//! [`QueueRenew`] for the [`RenewBatcher`].
+//! [`QueueRenew`] for the [`RenewBatcher`]; [`QueueGrant`] for the [`GrantBatcher`].
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -24,6 +24,7 @@ mod belief;
 mod bell;
 mod detached;
 mod engine;
+mod granter;
 mod lock;
 pub mod metrics;
 mod registry;
@@ -39,6 +40,7 @@ pub use batcher::{
 pub use belief::{Belief, cancelled};
 pub use bell::{Bell, release_channel};
 pub use detached::detached;
+pub use granter::{GRANTS_IN_FLIGHT, GRANTS_PER_BATCH, GrantBatcher, GrantReply, QueueGrant};
 pub use engine::{
     DEFAULT_REQUEST_TIMEOUT, EngineError, KnownBug, LeaseEngine, ListTasks, Owner, ReadDbNow,
     ReadRecord, ShutdownAll, StartTask, StopTask,

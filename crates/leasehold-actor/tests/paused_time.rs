@@ -59,12 +59,12 @@ impl Heard {
     fn listener(self: &Arc<Self>) -> Listener {
         let me = Arc::clone(self);
         Arc::new(move |_, n: &Notification| {
-            me.0.lock().unwrap().push((MonotonicClock.now(), n.clone()));
+            me.0.lock().expect("not poisoned").push((MonotonicClock.now(), n.clone()));
         })
     }
 
     fn all(&self) -> Vec<(Instant, Notification)> {
-        self.0.lock().unwrap().clone()
+        self.0.lock().expect("not poisoned").clone()
     }
 }
 
@@ -152,7 +152,7 @@ fn a_held_lease_keeps_one_renewal_timer_for_a_minute() {
             "{:?}",
             heard.all()
         );
-        assert!(rig.engine.send(StopTask { key: key.clone(), owner: Owner::Task }).await.unwrap());
+        assert!(rig.engine.send(StopTask { key: key.clone(), owner: Owner::Task }).await.expect("engine"));
         assert!(!believes(&rig, &key, &belief));
     });
 }
@@ -165,7 +165,7 @@ fn renewals_that_answer_late_end_belief_at_the_local_deadline() {
         let stall_from = Arc::new(Mutex::new(None::<Instant>));
         let stall = Arc::clone(&stall_from);
         let rig = rig(Duration::from_secs(1), move |op| {
-            let until = stall.lock().unwrap().map(|t| t + Duration::from_secs(5));
+            let until = stall.lock().expect("not poisoned").map(|t| t + Duration::from_secs(5));
             async move {
                 if let (Op::RenewMany | Op::Renew, Some(until)) = (op, until) {
                     tokio::time::sleep_until(until).await;
@@ -178,7 +178,7 @@ fn renewals_that_answer_late_end_belief_at_the_local_deadline() {
         let (first, cancel) = belief.settled().await.expect("held");
         sleep(Duration::from_millis(2_500)).await;
         let stalled_at = MonotonicClock.now();
-        *stall_from.lock().unwrap() = Some(stalled_at);
+        *stall_from.lock().expect("not poisoned") = Some(stalled_at);
 
         // Sample every 10 ms until well after the stall: belief must end by the last local
         // deadline the machine announced, and never come back for the old token.
@@ -255,7 +255,7 @@ fn renewals_due_together_go_out_as_one_statement() {
         for (key, belief) in &keys {
             assert!(believes(&rig, key, belief));
         }
-        let released = rig.engine.send(ShutdownAll).await.unwrap().unwrap();
+        let released = rig.engine.send(ShutdownAll).await.expect("engine").expect("shutdown");
         assert_eq!(released, 20);
     });
 }
@@ -268,7 +268,7 @@ fn shutdown_with_a_grant_in_flight_is_bounded_and_releases_the_late_grant() {
         let rig = rig(Duration::from_secs(1), move |op| {
             let seen = Arc::clone(&seen);
             async move {
-                if op == Op::BeginTenure {
+                if matches!(op, Op::BeginTenure | Op::BeginTenureMany) {
                     seen.store(true, Ordering::SeqCst);
                     // Applied, but 2 s late: after the engine gave up waiting for it.
                     sleep(Duration::from_secs(2)).await;
@@ -278,7 +278,9 @@ fn shutdown_with_a_grant_in_flight_is_bounded_and_releases_the_late_grant() {
         });
         let heard = Arc::new(Heard::default());
         let (key, belief) = start(&rig, "in-flight", &heard).await;
+        let asked = MonotonicClock.now();
         while !granting.load(Ordering::SeqCst) {
+            assert!(MonotonicClock.now() - asked < Duration::from_secs(5), "no grant was asked for");
             sleep(Duration::from_millis(1)).await;
         }
         let t0 = MonotonicClock.now();
@@ -308,5 +310,48 @@ fn shutdown_with_a_grant_in_flight_is_bounded_and_releases_the_late_grant() {
             .await
             .expect("engine");
         assert!(matches!(after, Err(EngineError::ShuttingDown)), "{after:?}");
+    });
+}
+
+#[test]
+fn grants_asked_together_share_a_statement_and_each_is_answered() {
+    paused(|| async {
+        // Every grant statement takes 50 ms: while the first two are out, the rest queue and go
+        // together.
+        let rig = rig(Duration::from_secs(1), |op| async move {
+            if matches!(op, Op::BeginTenure | Op::BeginTenureMany) {
+                sleep(Duration::from_millis(50)).await;
+            }
+            Ok(())
+        });
+        let heard = Arc::new(Heard::default());
+        let mut started = Vec::new();
+        for i in 0..50 {
+            started.push(start(&rig, &format!("burst-{i}"), &heard).await);
+        }
+        let t0 = MonotonicClock.now();
+        for (_, belief) in &started {
+            belief.settled().await.expect("held");
+        }
+        let took = MonotonicClock.now() - t0;
+        let statements =
+            rig.counts.calls(Op::BeginTenure) + rig.counts.calls(Op::BeginTenureMany);
+        eprintln!(
+            "50 grants in {statements} statements ({} batched items), all held after {took:?}",
+            rig.counts.begin_tenure_many_items()
+        );
+        assert!(statements <= 6, "{statements} grant statements for 50 grants");
+        assert_eq!(
+            rig.counts.calls(Op::BeginTenure) + rig.counts.begin_tenure_many_items(),
+            50,
+            "every grant asked exactly once"
+        );
+        for (key, belief) in &started {
+            assert!(believes(&rig, key, belief));
+            let row = rig.store.get(key).await.expect("get").expect("row");
+            assert_eq!(Some(row.token), belief.token(), "{key}: believed token differs from the row");
+        }
+        let released = rig.engine.send(ShutdownAll).await.expect("engine").expect("shutdown");
+        assert_eq!(released, 50);
     });
 }

@@ -42,6 +42,7 @@ mod connect;
 pub mod entity;
 mod error;
 mod fence;
+mod grant;
 mod memory;
 mod schema;
 mod seaorm;

@@ -484,6 +484,15 @@ impl LeaseStore for SeaOrmStore {
         self.acquire(key, holder, term, false, Some(expected)).await
     }
 
+    async fn begin_tenure_many(
+        &self,
+        holder: &HolderId,
+        keys: &[LeaseKey],
+        term: Term,
+    ) -> Result<Vec<Result<AcquireOutcome, StoreError>>, StoreError> {
+        self.begin_tenure_items(holder, keys, term).await
+    }
+
     async fn renew(
         &self,
         key: &LeaseKey,

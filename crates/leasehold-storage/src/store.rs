@@ -79,6 +79,30 @@ pub trait LeaseStore: Send + Sync + 'static {
         term: Term,
     ) -> Result<AcquireOutcome, StoreError>;
 
+    /// [`LeaseStore::begin_tenure`] for many keys of one holder at once, in as few statements
+    /// and commits as the backend allows (one transaction per thousand keys on the SQL stores),
+    /// so one commit serves many callers. The answer is aligned with `keys`, item by item as
+    /// `begin_tenure` would answer it: a new tenure on a free, released or expired row, a live
+    /// row (this holder's included) answered with its holder and left alone; a key named twice
+    /// is granted once and found live the second time. An item can fail alone (`Err` in its
+    /// place: for example its row stayed locked by another session past the server-side
+    /// bound); the outer `Err` means the batch as a whole failed and its outcome is unknown.
+    /// Nothing is answered before the database committed it.
+    ///
+    /// The default calls `begin_tenure` once per key.
+    async fn begin_tenure_many(
+        &self,
+        holder: &HolderId,
+        keys: &[LeaseKey],
+        term: Term,
+    ) -> Result<Vec<Result<AcquireOutcome, StoreError>>, StoreError> {
+        let mut out = Vec::with_capacity(keys.len());
+        for key in keys {
+            out.push(self.begin_tenure(key, holder, term).await);
+        }
+        Ok(out)
+    }
+
     /// Like [`LeaseStore::begin_tenure`], but may also replace `holder`'s own **live** tenure
     /// if, and only if, its token is `expected` (compare-and-set): the new tenure's token is then
     /// `expected + 1`. A live row of `holder` with another token, or of another holder, answers

@@ -170,6 +170,12 @@ pub const CHECKS: &[(&str, CheckFn)] = &[
     ("size_limits", |c| Box::pin(checks::size_limits(c))),
     ("purge_by_age", |c| Box::pin(checks::purge_by_age(c))),
     ("race_32_tasks_200_rounds", |c| Box::pin(checks::race(c))),
+    ("begin_tenure_many_like_one_by_one", |c| {
+        Box::pin(checks::begin_tenure_many_like_one_by_one(c))
+    }),
+    ("begin_tenure_many_race", |c| {
+        Box::pin(checks::begin_tenure_many_race(c))
+    }),
 ];
 
 /// The checks that need a SQL store ([`LeaseStore::sea_orm`] is `Some`): faults made on its own

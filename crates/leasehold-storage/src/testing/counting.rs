@@ -46,11 +46,13 @@ pub enum Op {
     Purge,
     /// [`LeaseStore::db_now`].
     DbNow,
+    /// [`LeaseStore::begin_tenure_many`].
+    BeginTenureMany,
 }
 
 impl Op {
     /// Every method, in the trait's order.
-    pub const ALL: [Op; 13] = [
+    pub const ALL: [Op; 14] = [
         Op::TryAcquire,
         Op::BeginTenure,
         Op::TakeOverTenure,
@@ -64,6 +66,7 @@ impl Op {
         Op::ListValid,
         Op::Purge,
         Op::DbNow,
+        Op::BeginTenureMany,
     ];
 
     /// The method's name, e.g. `"renew_many"`.
@@ -90,6 +93,7 @@ impl Op {
             Op::ListValid => "list_valid",
             Op::Purge => "purge",
             Op::DbNow => "db_now",
+            Op::BeginTenureMany => "begin_tenure_many",
         }
     }
 }
@@ -127,6 +131,7 @@ pub struct StoreCounts {
     calls: [AtomicU64; Op::ALL.len()],
     nanos: [AtomicU64; Op::ALL.len()],
     renew_many_items: AtomicU64,
+    grant_items: AtomicU64,
 }
 
 impl StoreCounts {
@@ -148,12 +153,21 @@ impl StoreCounts {
         self.renew_many_items.load(Ordering::SeqCst)
     }
 
+    /// How many keys all answered [`LeaseStore::begin_tenure_many`] calls carried.
+    #[must_use]
+    pub fn begin_tenure_many_items(&self) -> u64 {
+        self.grant_items.load(Ordering::SeqCst)
+    }
+
     fn record(&self, op: Op, items: usize, elapsed: Duration) {
         let i = op as usize;
         self.calls[i].fetch_add(1, Ordering::SeqCst);
         if op == Op::RenewMany {
             self.renew_many_items
                 .fetch_add(items as u64, Ordering::SeqCst);
+        }
+        if op == Op::BeginTenureMany {
+            self.grant_items.fetch_add(items as u64, Ordering::SeqCst);
         }
         let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
         self.nanos[i].fetch_add(nanos, Ordering::SeqCst);
@@ -361,6 +375,16 @@ impl LeaseStore for CountingStore {
     ) -> Result<AcquireOutcome, StoreError> {
         let call = self.inner.begin_tenure(key, holder, term);
         self.pass(Op::BeginTenure, 0, call).await
+    }
+
+    async fn begin_tenure_many(
+        &self,
+        holder: &HolderId,
+        keys: &[LeaseKey],
+        term: Term,
+    ) -> Result<Vec<Result<AcquireOutcome, StoreError>>, StoreError> {
+        let call = self.inner.begin_tenure_many(holder, keys, term);
+        self.pass(Op::BeginTenureMany, keys.len(), call).await
     }
 
     async fn take_over_tenure(
