@@ -16,7 +16,7 @@ use tokio::time::Instant;
 
 use crate::batcher::{QueueRenew, RenewBatcher};
 use crate::bell::Bell;
-use crate::granter::{GrantBatcher, QueueGrant};
+use crate::coalescer::{GrantBatcher, ReleaseBatcher};
 use crate::lock::{Attempt, RenewAnswer};
 use crate::{Belief, Registry};
 
@@ -95,6 +95,7 @@ pub struct LeaseActor {
     store: Arc<dyn LeaseStore>,
     renewer: Option<Arc<Addr<RenewBatcher>>>,
     granter: Option<Arc<Addr<GrantBatcher>>>,
+    releaser: Option<Arc<Addr<ReleaseBatcher>>>,
     registry: Arc<Registry>,
     listener: Listener,
     belief: Arc<Belief>,
@@ -154,6 +155,7 @@ impl LeaseActor {
             store,
             renewer: None,
             granter: None,
+            releaser: None,
             registry,
             listener,
             belief,
@@ -200,6 +202,14 @@ impl LeaseActor {
     #[must_use]
     pub fn with_granter(mut self, granter: Arc<Addr<GrantBatcher>>) -> Self {
         self.granter = Some(granter);
+        self
+    }
+
+    /// Sends releases through `releaser` (one statement for releases asked together) instead
+    /// of one statement each.
+    #[must_use]
+    pub fn with_releaser(mut self, releaser: Arc<Addr<ReleaseBatcher>>) -> Self {
+        self.releaser = Some(releaser);
         self
     }
 
@@ -324,23 +334,10 @@ impl LeaseActor {
                 log::trace!("{key}: begin_tenure {req} as {holder} for {term:?}");
                 let reclaim = self.reclaim_own;
                 if let (Some(granter), false) = (&self.granter, reclaim) {
-                    let (reply, answer) = oneshot::channel();
-                    granter.do_send(QueueGrant {
-                        holder,
-                        key,
-                        term,
-                        reply,
-                    });
                     // Bounded like any store call: a batch that answers late is not waited for.
-                    let limit = self.limit();
+                    let (granter, limit) = (Arc::clone(granter), self.limit());
                     let fut = async move {
-                        match tokio::time::timeout(limit, answer).await {
-                            Ok(Ok(result)) => result,
-                            Ok(Err(_)) => Err(StoreFailure::new("the grant batcher stopped")),
-                            Err(_) => Err(StoreFailure::new(format!(
-                                "begin_tenure: no answer within {limit:?}"
-                            ))),
-                        }
+                        crate::coalescer::ask(&granter, (holder, term), key, limit).await
                     };
                     ctx.spawn(actix::fut::wrap_future(fut).map(
                         move |result, act: &mut Self, ctx| {
@@ -402,6 +399,26 @@ impl LeaseActor {
             Command::Release { req, token } => {
                 log::trace!("{key}: release {req} of token {token}");
                 let bell = self.bell.clone();
+                if let Some(releaser) = &self.releaser {
+                    let (releaser, limit) = (Arc::clone(releaser), self.limit());
+                    let fut = async move {
+                        let item = RenewItem {
+                            key: key.clone(),
+                            token,
+                        };
+                        let outcome = crate::coalescer::ask(&releaser, holder, item, limit).await;
+                        if let (Ok(ReleaseOutcome::Released), Some(bell)) = (&outcome, bell) {
+                            bell.ring(&key);
+                        }
+                        outcome
+                    };
+                    ctx.spawn(actix::fut::wrap_future(fut).map(
+                        move |result, act: &mut Self, ctx| {
+                            act.feed(Event::ReleaseResult { req, result }, ctx);
+                        },
+                    ));
+                    return;
+                }
                 let fut = async move {
                     let outcome = store.release(&key, &holder, token).await?;
                     if let (ReleaseOutcome::Released, Some(bell)) = (outcome, bell) {

@@ -147,6 +147,7 @@ pub struct LeaseEngine {
     renewer: Arc<Addr<RenewBatcher>>,
     /// Grants of actors asked together go out as one statement (started with the engine).
     granter: Option<Arc<Addr<crate::GrantBatcher>>>,
+    releaser: Option<Arc<Addr<crate::ReleaseBatcher>>>,
     batch_grants: bool,
     registry: Arc<Registry>,
     pub(crate) book: HashMap<LeaseKey, Entry>,
@@ -191,6 +192,7 @@ impl LeaseEngine {
             store,
             renewer: Arc::new(renewer),
             granter: None,
+            releaser: None,
             batch_grants: true,
             registry,
             book: HashMap::new(),
@@ -230,8 +232,9 @@ impl LeaseEngine {
         self
     }
 
-    /// Whether new tenures asked for together are granted in one statement (default `true`;
-    /// see [`GrantBatcher`](crate::GrantBatcher)). `false`: one `begin_tenure` each.
+    /// Whether grants and releases asked for together go out as one statement (default
+    /// `true`; see [`GrantBatcher`](crate::GrantBatcher), [`ReleaseBatcher`](crate::ReleaseBatcher)).
+    /// `false`: one `begin_tenure` or `release` each.
     #[must_use]
     pub fn batch_grants(mut self, batch: bool) -> Self {
         self.batch_grants = batch;
@@ -293,6 +296,11 @@ impl LeaseEngine {
                 Arc::new(crate::GrantBatcher::new(store, limit).start())
             });
             actor = actor.with_granter(Arc::clone(granter));
+            let store = Arc::clone(&self.store);
+            let releaser = self.releaser.get_or_insert_with(|| {
+                Arc::new(crate::ReleaseBatcher::new(store, limit).start())
+            });
+            actor = actor.with_releaser(Arc::clone(releaser));
         }
         actor.reclaim_own(self.reclaim_own);
         actor.cancel_late(self.bug == Some(KnownBug::CancelAfterReleaseAnswer));

@@ -14,7 +14,8 @@
 //! [`StartLease`], [`ReleaseLease`], [`StopLease`], [`AbandonLease`], [`QueryLease`] for a
 //! [`LeaseActor`]; [`StartTask`], [`StopTask`], [`ShutdownAll`], [`ReadRecord`], [`ReadDbNow`],
 //! [`ListTasks`], [`TakeLock`], [`SetCompeting`], [`ListLive`] for a [`LeaseEngine`];
-//! [`QueueRenew`] for the [`RenewBatcher`]; [`QueueGrant`] for the [`GrantBatcher`].
+//! [`QueueRenew`] for the [`RenewBatcher`]; [`QueueGrant`] and [`QueueRelease`] for the
+//! [`GrantBatcher`] and [`ReleaseBatcher`] (group commit).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -24,7 +25,7 @@ mod belief;
 mod bell;
 mod detached;
 mod engine;
-mod granter;
+mod coalescer;
 mod lock;
 pub mod metrics;
 mod registry;
@@ -40,7 +41,10 @@ pub use batcher::{
 pub use belief::{Belief, cancelled};
 pub use bell::{Bell, release_channel};
 pub use detached::detached;
-pub use granter::{GRANTS_IN_FLIGHT, GRANTS_PER_BATCH, GrantBatcher, GrantReply, QueueGrant};
+pub use coalescer::{
+    Coalescer, GrantBatcher, Grants, IN_FLIGHT, Kind, PER_BATCH, Queue, QueueGrant, QueueRelease,
+    ReleaseBatcher, Releases, Reply,
+};
 pub use engine::{
     DEFAULT_REQUEST_TIMEOUT, EngineError, KnownBug, LeaseEngine, ListTasks, Owner, ReadDbNow,
     ReadRecord, ShutdownAll, StartTask, StopTask,

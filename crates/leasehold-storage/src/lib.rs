@@ -42,7 +42,7 @@ mod connect;
 pub mod entity;
 mod error;
 mod fence;
-mod grant;
+mod group;
 mod memory;
 mod schema;
 mod seaorm;

@@ -493,6 +493,14 @@ impl LeaseStore for SeaOrmStore {
         self.begin_tenure_items(holder, keys, term).await
     }
 
+    async fn release_batch(
+        &self,
+        holder: &HolderId,
+        items: &[RenewItem],
+    ) -> Result<Vec<Result<ReleaseOutcome, StoreError>>, StoreError> {
+        self.release_batch_items(holder, items).await
+    }
+
     async fn renew(
         &self,
         key: &LeaseKey,

@@ -173,6 +173,26 @@ pub trait LeaseStore: Send + Sync + 'static {
     async fn release_many(&self, holder: &HolderId, items: &[RenewItem])
     -> Result<u64, StoreError>;
 
+    /// [`LeaseStore::release`] for many tenures of one holder at once, in as few statements and
+    /// commits as the backend allows, so one commit serves many callers. The answer is aligned
+    /// with `items`, item by item as `release` would answer it (a stale item, of another token,
+    /// lapsed or released, is [`ReleaseOutcome::NotHeld`] and changes nothing). An item can fail
+    /// alone (`Err` in its place); the outer `Err` means the batch as a whole failed and its
+    /// outcome is unknown. Nothing is answered before the database committed it.
+    ///
+    /// The default calls `release` once per item.
+    async fn release_batch(
+        &self,
+        holder: &HolderId,
+        items: &[RenewItem],
+    ) -> Result<Vec<Result<ReleaseOutcome, StoreError>>, StoreError> {
+        let mut out = Vec::with_capacity(items.len());
+        for it in items {
+            out.push(self.release(&it.key, holder, it.token).await);
+        }
+        Ok(out)
+    }
+
     /// Releases every live lease of `holder`, in one statement. Returns how many.
     async fn release_all(&self, holder: &HolderId) -> Result<u64, StoreError>;
 

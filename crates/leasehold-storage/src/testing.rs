@@ -176,6 +176,9 @@ pub const CHECKS: &[(&str, CheckFn)] = &[
     ("begin_tenure_many_race", |c| {
         Box::pin(checks::begin_tenure_many_race(c))
     }),
+    ("release_batch_like_one_by_one", |c| {
+        Box::pin(checks::release_batch_like_one_by_one(c))
+    }),
 ];
 
 /// The checks that need a SQL store ([`LeaseStore::sea_orm`] is `Some`): faults made on its own
@@ -193,6 +196,9 @@ pub const SQL_CHECKS: &[(&str, CheckFn)] = &[
     }),
     ("release_all_purge_next_to_locked_row", |c| {
         Box::pin(faults::release_all_purge_next_to_locked_row(c))
+    }),
+    ("group_commit_next_to_locked_row", |c| {
+        Box::pin(faults::group_commit_next_to_locked_row(c))
     }),
 ];
 

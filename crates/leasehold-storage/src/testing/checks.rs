@@ -805,3 +805,58 @@ pub(super) async fn begin_tenure_many_race(ctx: Ctx) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// `release_batch` answers every item as `release` would: live tenures of the holder released
+/// (their rows kept, tokens kept for the next grant), stale tokens, other holders' rows and
+/// released rows `NotHeld` and left alone.
+pub(super) async fn release_batch_like_one_by_one(ctx: Ctx) -> Result<(), String> {
+    let (a, b) = (holder("a")?, holder("b")?);
+    let mut items = Vec::new();
+    for i in 0..5 {
+        let key = ctx.key(&format!("live-{i}"))?;
+        let (token, _) = acquired(&ctx, &key, &a, term(LONG)?).await?;
+        items.push(RenewItem { key, token });
+    }
+    let stale = ctx.key("stale")?;
+    let (t_stale, _) = acquired(&ctx, &stale, &a, term(LONG)?).await?;
+    items.push(RenewItem {
+        key: stale.clone(),
+        token: FencingToken(t_stale.get() + 1),
+    });
+    let theirs = ctx.key("theirs")?;
+    let (t_theirs, _) = acquired(&ctx, &theirs, &b, term(LONG)?).await?;
+    items.push(RenewItem {
+        key: theirs.clone(),
+        token: t_theirs,
+    });
+    let got = ctx.store.release_batch(&a, &items).await.map_err(e)?;
+    let got: Vec<ReleaseOutcome> = got.into_iter().collect::<Result<_, _>>().map_err(e)?;
+    let mut want = vec![ReleaseOutcome::Released; 5];
+    want.extend([ReleaseOutcome::NotHeld, ReleaseOutcome::NotHeld]);
+    ensure(got == want, || format!("release_batch answered {got:?}"))?;
+    for it in &items[..5] {
+        let rec = ctx.store.get(&it.key).await.map_err(e)?.ok_or("row missing")?;
+        ensure(!rec.held && rec.token == it.token, || {
+            format!("{}: after release the row says {rec:?}", it.key)
+        })?;
+    }
+    for (key, who, token) in [(&stale, &a, t_stale), (&theirs, &b, t_theirs)] {
+        let rec = ctx.store.get(key).await.map_err(e)?.ok_or("row missing")?;
+        ensure(rec.held && rec.holder == *who && rec.token == token, || {
+            format!("{key}: a stale or foreign item changed the row: {rec:?}")
+        })?;
+    }
+    // Released twice: nothing more happens.
+    let again = ctx.store.release_batch(&a, &items[..2]).await.map_err(e)?;
+    ensure(
+        again
+            .iter()
+            .all(|r| matches!(r, Ok(ReleaseOutcome::NotHeld))),
+        || format!("a second release answered {again:?}"),
+    )?;
+    // The next grant of a released row goes on from its token.
+    let (next, _) = acquired(&ctx, &items[0].key, &b, term(LONG)?).await?;
+    ensure(next.get() == items[0].token.get() + 1, || {
+        format!("token after a batch release: {next} (was {})", items[0].token)
+    })
+}

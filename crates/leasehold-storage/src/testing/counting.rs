@@ -48,11 +48,13 @@ pub enum Op {
     DbNow,
     /// [`LeaseStore::begin_tenure_many`].
     BeginTenureMany,
+    /// [`LeaseStore::release_batch`].
+    ReleaseBatch,
 }
 
 impl Op {
     /// Every method, in the trait's order.
-    pub const ALL: [Op; 14] = [
+    pub const ALL: [Op; 15] = [
         Op::TryAcquire,
         Op::BeginTenure,
         Op::TakeOverTenure,
@@ -67,6 +69,7 @@ impl Op {
         Op::Purge,
         Op::DbNow,
         Op::BeginTenureMany,
+        Op::ReleaseBatch,
     ];
 
     /// The method's name, e.g. `"renew_many"`.
@@ -94,6 +97,7 @@ impl Op {
             Op::Purge => "purge",
             Op::DbNow => "db_now",
             Op::BeginTenureMany => "begin_tenure_many",
+            Op::ReleaseBatch => "release_batch",
         }
     }
 }
@@ -428,6 +432,15 @@ impl LeaseStore for CountingStore {
     ) -> Result<Vec<BatchRenewal>, StoreError> {
         let call = self.inner.renew_batch(holder, items, term);
         self.pass(Op::RenewMany, items.len(), call).await
+    }
+
+    async fn release_batch(
+        &self,
+        holder: &HolderId,
+        items: &[RenewItem],
+    ) -> Result<Vec<Result<ReleaseOutcome, StoreError>>, StoreError> {
+        let call = self.inner.release_batch(holder, items);
+        self.pass(Op::ReleaseBatch, items.len(), call).await
     }
 
     async fn release_many(

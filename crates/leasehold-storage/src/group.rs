@@ -1,6 +1,9 @@
-//! Batched grants: [`LeaseStore::begin_tenure_many`] on the SeaORM store, many new tenures of one
-//! holder in one transaction, so one commit serves many callers (group commit). Each statement
-//! is built here beside the values it binds.
+//! Group commit on the SeaORM store: [`LeaseStore::begin_tenure_many`] (many new tenures of one
+//! holder in one transaction) and [`LeaseStore::release_batch`] (many releases in one
+//! statement), so one commit serves many callers. Each statement is built here beside the values
+//! it binds.
+//!
+//! # Grants
 //!
 //! The rules are those of [`LeaseStore::begin_tenure`], item by item: a new tenure only on a
 //! free, released or expired row (token + 1), a live row (anyone's, this holder's included)
@@ -12,15 +15,24 @@
 //! open fenced transaction) is left out of the batch and granted alone afterwards, bounded by the
 //! server's lock timeout. SQLite has no row locks: the batch waits for the write lock, bounded by
 //! the busy timeout.
+//!
+//! # Releases
+//! One `UPDATE` of the live rows among the items (PostgreSQL and SQLite answer the released keys
+//! with `RETURNING`; MySQL locks the live rows `FOR UPDATE SKIP LOCKED` and updates them by id, in
+//! one transaction). An item the batch did not release is asked alone afterwards (on SQLite,
+//! where the batch saw every row under the write lock, it is not held). Nothing is answered before
+//! the commit.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
-use leasehold_core::{AcquireOutcome, DbInstant, FencingToken, HolderId, LeaseKey, Term};
+use leasehold_core::{
+    AcquireOutcome, DbInstant, FencingToken, HolderId, LeaseKey, ReleaseOutcome, Term,
+};
 use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr, QueryResult, TransactionTrait, Value};
 
 use crate::seaorm::{DEADLOCK_RETRIES, backoff, is_deadlock};
 use crate::sql::{Dialect, numbered};
-use crate::{LeaseStore, SeaOrmStore, StoreError};
+use crate::{LeaseStore, RenewItem, SeaOrmStore, StoreError};
 
 /// Items per grant transaction (MySQL binds four values per item).
 pub(crate) const GRANT_CHUNK: usize = 1_000;
@@ -552,5 +564,165 @@ impl SeaOrmStore {
             });
         }
         Ok(decided)
+    }
+}
+
+fn items_json(items: &[&RenewItem]) -> String {
+    serde_json::to_string(
+        &items
+            .iter()
+            .map(|it| (it.key.namespace.as_str(), it.key.name.as_str(), it.token.get()))
+            .collect::<Vec<_>>(),
+    )
+    .unwrap_or_else(|_| "[]".into())
+}
+
+const RELEASE_OP: &str = "release_batch";
+
+impl SeaOrmStore {
+    /// `release_batch`: see the module docs.
+    pub(crate) async fn release_batch_items(
+        &self,
+        holder: &HolderId,
+        items: &[RenewItem],
+    ) -> Result<Vec<Result<ReleaseOutcome, StoreError>>, StoreError> {
+        if items.len() <= 1 {
+            let mut out = Vec::with_capacity(items.len());
+            for it in items {
+                out.push(self.release(&it.key, holder, it.token).await);
+            }
+            return Ok(out);
+        }
+        let mut released: HashSet<usize> = HashSet::new();
+        for chunk in (0..items.len()).collect::<Vec<_>>().chunks(GRANT_CHUNK) {
+            let mut attempt = 0;
+            let got = loop {
+                match self.release_chunk(holder, items, chunk).await {
+                    Err(e) if is_deadlock(&e) && attempt < DEADLOCK_RETRIES => {
+                        attempt = backoff(RELEASE_OP, attempt).await;
+                    }
+                    other => break other.map_err(self.err(RELEASE_OP))?,
+                }
+            };
+            released.extend(got);
+        }
+        let mut out = Vec::with_capacity(items.len());
+        for (i, it) in items.iter().enumerate() {
+            out.push(if released.contains(&i) {
+                Ok(ReleaseOutcome::Released)
+            } else if self.sql.dialect == Dialect::Sqlite {
+                Ok(ReleaseOutcome::NotHeld)
+            } else {
+                // Not live, or its row was locked by another session: alone, bounded by the
+                // server's lock timeout.
+                self.release(&it.key, holder, it.token).await
+            });
+        }
+        Ok(out)
+    }
+
+    /// One statement (PostgreSQL, SQLite) or transaction (MySQL) over `chunk`: the indices of
+    /// the items it released.
+    async fn release_chunk(
+        &self,
+        holder: &HolderId,
+        items: &[RenewItem],
+        chunk: &[usize],
+    ) -> Result<Vec<usize>, DbErr> {
+        let (t, now) = (self.table(), &self.sql.now);
+        let set = format!("SET status = 0, lease_end_time = {now}, gmt_modified = {now}");
+        let index: HashMap<(&str, &str), usize> = chunk
+            .iter()
+            .map(|&i| ((items[i].key.namespace.as_str(), items[i].key.name.as_str()), i))
+            .collect();
+        let all: Vec<&RenewItem> = chunk.iter().map(|&i| &items[i]).collect();
+        let sql = match self.sql.dialect {
+            // Rows another session holds locked are skipped, not waited for.
+            Dialect::Postgres => numbered(&format!(
+                "WITH w AS MATERIALIZED (SELECT e->>0 AS ns, e->>1 AS name, (e->>2)::bigint AS v \
+                 FROM json_array_elements(?::json) e), \
+                 c AS (SELECT x.id FROM w, LATERAL (SELECT id FROM {t} WHERE namespace = w.ns \
+                   AND lease_name = w.name AND version = w.v AND holder = ? AND status = 1 \
+                   FOR UPDATE SKIP LOCKED) x) \
+                 UPDATE {t} AS l {set} FROM c WHERE l.id = c.id AND l.lease_end_time > {now} \
+                 RETURNING l.namespace, l.lease_name"
+            )),
+            Dialect::Sqlite => format!(
+                "UPDATE {t} {set} WHERE (namespace, lease_name, version) IN \
+                 (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]') \
+                 FROM json_each(?)) AND holder = ? AND status = 1 AND lease_end_time > {now} \
+                 RETURNING namespace, lease_name"
+            ),
+            Dialect::MySql { .. } => return self.release_chunk_mysql(holder, items, chunk).await,
+        };
+        let values = vec![items_json(&all).into(), holder.as_str().into()];
+        let rows = self.connection().query_all_raw(self.stmt(&sql, values)).await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let (ns, name) = names_of(row)?;
+            if let Some(&i) = index.get(&(ns.as_str(), name.as_str())) {
+                out.push(i);
+            }
+        }
+        Ok(out)
+    }
+
+    /// MySQL: per namespace, the live rows of the items locked `FOR UPDATE SKIP LOCKED`, then
+    /// released by id, in one transaction.
+    async fn release_chunk_mysql(
+        &self,
+        holder: &HolderId,
+        items: &[RenewItem],
+        chunk: &[usize],
+    ) -> Result<Vec<usize>, DbErr> {
+        let (t, now) = (self.table(), &self.sql.now);
+        let mut by_ns: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for &i in chunk {
+            by_ns.entry(items[i].key.namespace.as_str()).or_default().push(i);
+        }
+        let txn = self.connection().begin().await?;
+        let mut out = Vec::new();
+        for (ns, group) in by_ns {
+            let by_name: HashMap<&str, usize> = group
+                .iter()
+                .map(|&i| (items[i].key.name.as_str(), i))
+                .collect();
+            let pairs = vec!["(?, ?)"; group.len()].join(", ");
+            let lock = format!(
+                "SELECT id, lease_name FROM {t} WHERE namespace = ? AND holder = ? AND status = 1 \
+                 AND lease_end_time > {now} AND lease_name IN ({}) AND (lease_name, version) IN ({pairs}) \
+                 FOR UPDATE SKIP LOCKED",
+                placeholders(group.len())
+            );
+            let mut values: Vec<Value> = vec![ns.into(), holder.as_str().into()];
+            values.extend(group.iter().map(|&i| Value::from(items[i].key.name.as_str())));
+            for &i in &group {
+                values.push(items[i].key.name.as_str().into());
+                values.push(items[i].token.get().into());
+            }
+            let mut ids: Vec<Value> = Vec::new();
+            for row in txn.query_all_raw(self.stmt(&lock, values)).await? {
+                let id: i64 = row
+                    .try_get("", "id")
+                    .map_err(|_| DbErr::Custom(format!("{RELEASE_OP}: column id")))?;
+                let name: String = row
+                    .try_get("", "lease_name")
+                    .map_err(|_| DbErr::Custom(format!("{RELEASE_OP}: column lease_name")))?;
+                if let Some(&i) = by_name.get(name.as_str()) {
+                    ids.push(id.into());
+                    out.push(i);
+                }
+            }
+            if ids.is_empty() {
+                continue;
+            }
+            let update = format!(
+                "UPDATE {t} SET status = 0, lease_end_time = {now}, gmt_modified = {now} WHERE id IN ({})",
+                placeholders(ids.len())
+            );
+            txn.execute_raw(self.stmt(&update, ids)).await?;
+        }
+        txn.commit().await?;
+        Ok(out)
     }
 }
