@@ -11,6 +11,7 @@ const ROWS: &[&str] = &[
     "lock_spread",
     "lock_hot",
     "lock_spread_facade",
+    "lock_spread_facade_group_commit",
     "lock_hot_facade",
     "renewal_1k_statements",
     "renewal_1k_db_ms",

@@ -32,6 +32,7 @@ pub(crate) struct EngineSpec {
     pub(crate) batch_window: Duration,
     pub(crate) layer: Layer,
     pub(crate) reclaim_own_leases: bool,
+    pub(crate) group_commit: bool,
     pub(crate) bug: Option<leasehold_actor::KnownBug>,
 }
 
@@ -89,6 +90,7 @@ pub(crate) async fn start(
                     .with_service_token(cancel)
                     .with_request_timeout(request_timeout)
                     .reclaim_own_leases(spec.reclaim_own_leases)
+                    .batch_grants(spec.group_commit)
                     .reintroduce_bug(spec.bug)
                     .start();
                 Ok::<_, Error>((engine, System::current()))
