@@ -187,27 +187,6 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             crate::watch::watch(&store, ns.as_ref(), prefix, *interval, *count).await?;
             Ok(0)
         }
-        Command::Demo => {
-            let explicit = std::env::args().any(|a| a == "--db" || a.starts_with("--db="))
-                || std::env::var_os("LEASEHOLD_DATABASE_URL").is_some();
-            let (url, dir) = if explicit {
-                (cli.db.clone(), None)
-            } else {
-                let dir =
-                    std::env::temp_dir().join(format!("leasehold-demo-{}", std::process::id()));
-                std::fs::create_dir_all(&dir)
-                    .map_err(|e| Failure::Args(format!("cannot create {}: {e}", dir.display())))?;
-                (
-                    format!("sqlite://{}?mode=rwc", dir.join("demo.db").display()),
-                    Some(dir),
-                )
-            };
-            let code = crate::demo::run(url).await;
-            if let Some(dir) = dir {
-                let _ = std::fs::remove_dir_all(dir);
-            }
-            Ok(code)
-        }
     }
 }
 

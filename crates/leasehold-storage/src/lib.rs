@@ -58,4 +58,5 @@ pub use leasehold_core::{
 };
 pub use memory::MemoryStore;
 pub use seaorm::{Backend, SeaOrmStore};
+pub use sql::rewrite_placeholders;
 pub use store::{BatchRenewal, LeaseStore, RenewItem};

@@ -349,6 +349,26 @@ fn placeholders(n: usize) -> String {
     s
 }
 
+/// `sql`, written with `?` placeholders, as `backend` takes it: PostgreSQL's `$1, $2, …`, and
+/// unchanged for SQLite and MySQL. For statements of your own beside the lease table (the lab's
+/// torture log uses it); a `?` inside a string literal would be rewritten too.
+///
+/// # Examples
+/// ```
+/// use leasehold_storage::rewrite_placeholders;
+/// use sea_orm::DbBackend;
+/// assert_eq!(rewrite_placeholders(DbBackend::Postgres, "a = ? AND b = ?"), "a = $1 AND b = $2");
+/// assert_eq!(rewrite_placeholders(DbBackend::Sqlite, "a = ?"), "a = ?");
+/// ```
+#[must_use]
+pub fn rewrite_placeholders(backend: sea_orm::DbBackend, sql: &str) -> String {
+    if backend == sea_orm::DbBackend::Postgres {
+        numbered(sql)
+    } else {
+        sql.to_owned()
+    }
+}
+
 /// Rewrites `?` placeholders as PostgreSQL's `$1, $2, …`. Our SQL has no `?` in literals.
 pub(crate) fn numbered(sql: &str) -> String {
     let mut out = String::with_capacity(sql.len() + 16);
