@@ -5,7 +5,6 @@ use leasehold_storage::{
     AcquireOutcome, FencingToken, HolderId, LeaseKey, LeaseRecord, LeaseStore, Namespace,
     ReleaseOutcome, SeaOrmStore, StoreBuilder, StoreError, Term, ValidationError, testing,
 };
-use std::sync::Arc;
 
 use crate::duration::human;
 use crate::{Cli, Command};
@@ -273,11 +272,7 @@ async fn check(cli: &Cli) -> Result<u8, Failure> {
         rtts[rtts.len() / 2],
         rtts[rtts.len() - 1]
     );
-    let report = testing::run(
-        Arc::new(store.clone()) as Arc<dyn LeaseStore>,
-        "leasehold-check",
-    )
-    .await;
+    let report = testing::run(store, "leasehold-check").await;
     println!("{report}");
     Ok(if report.failed() == 0 { 0 } else { DB_ERROR })
 }

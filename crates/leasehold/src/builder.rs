@@ -257,9 +257,9 @@ impl LeaseServiceBuilder {
                     .server_timeout(bound);
                 Source::Builders(main, renew, memory)
             }
-            Source::Store(store) => match self.renew_store {
-                Some(renew) => Source::Stores(store, renew),
-                None => Source::Store(store),
+            Source::Store(store, sql) => match self.renew_store {
+                Some(renew) => Source::Stores(store, renew, sql),
+                None => Source::Store(store, sql),
             },
             other => other,
         };
