@@ -144,6 +144,9 @@ pub(crate) struct Entry {
 pub struct LeaseEngine {
     pub(crate) holder: HolderId,
     pub(crate) store: Arc<dyn LeaseStore>,
+    /// The SQL store under `store`, when the service has one: fencing and the PostgreSQL bell
+    /// go to it directly (see [`LeaseEngine::with_sql_store`]).
+    pub(crate) sql: Option<leasehold_storage::SeaOrmStore>,
     renewer: Arc<Addr<RenewBatcher>>,
     /// Grants of actors asked together go out as one statement (started with the engine).
     granter: Option<Arc<Addr<crate::GrantBatcher>>>,
@@ -186,10 +189,10 @@ impl LeaseEngine {
         renewer: Addr<RenewBatcher>,
         registry: Arc<Registry>,
     ) -> Self {
-        let bell = Bell::for_store(&store, DEFAULT_REQUEST_TIMEOUT);
         Self {
             holder,
             store,
+            sql: None,
             renewer: Arc::new(renewer),
             granter: None,
             releaser: None,
@@ -199,7 +202,7 @@ impl LeaseEngine {
             started: 0,
             limit: DEFAULT_REQUEST_TIMEOUT,
             service: CancellationToken::new(),
-            bell,
+            bell: None,
             shut_down: false,
             reclaim_own: false,
             bug: None,
@@ -211,7 +214,18 @@ impl LeaseEngine {
     #[must_use]
     pub fn with_request_timeout(mut self, limit: Duration) -> Self {
         self.limit = limit;
-        self.bell = Bell::for_store(&self.store, limit);
+        self.bell = Bell::for_store(self.sql.as_ref(), limit);
+        self
+    }
+
+    /// The SQL store under the engine's store (the same database and table; the lease store may
+    /// be a wrapper around it): `begin_fenced` opens its transactions there, and on PostgreSQL
+    /// releases are announced and heard on it. Without one, fencing answers an error and
+    /// waiters poll.
+    #[must_use]
+    pub fn with_sql_store(mut self, sql: Option<leasehold_storage::SeaOrmStore>) -> Self {
+        self.sql = sql;
+        self.bell = Bell::for_store(self.sql.as_ref(), self.limit);
         self
     }
 

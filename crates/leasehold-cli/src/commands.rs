@@ -5,7 +5,6 @@ use leasehold_storage::{
     AcquireOutcome, FencingToken, HolderId, LeaseKey, LeaseRecord, LeaseStore, Namespace,
     ReleaseOutcome, SeaOrmStore, StoreBuilder, StoreError, Term, ValidationError, testing,
 };
-use std::sync::Arc;
 
 use crate::duration::human;
 use crate::{Cli, Command};
@@ -187,27 +186,6 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             crate::watch::watch(&store, ns.as_ref(), prefix, *interval, *count).await?;
             Ok(0)
         }
-        Command::Demo => {
-            let explicit = std::env::args().any(|a| a == "--db" || a.starts_with("--db="))
-                || std::env::var_os("LEASEHOLD_DATABASE_URL").is_some();
-            let (url, dir) = if explicit {
-                (cli.db.clone(), None)
-            } else {
-                let dir =
-                    std::env::temp_dir().join(format!("leasehold-demo-{}", std::process::id()));
-                std::fs::create_dir_all(&dir)
-                    .map_err(|e| Failure::Args(format!("cannot create {}: {e}", dir.display())))?;
-                (
-                    format!("sqlite://{}?mode=rwc", dir.join("demo.db").display()),
-                    Some(dir),
-                )
-            };
-            let code = crate::demo::run(url).await;
-            if let Some(dir) = dir {
-                let _ = std::fs::remove_dir_all(dir);
-            }
-            Ok(code)
-        }
     }
 }
 
@@ -294,11 +272,7 @@ async fn check(cli: &Cli) -> Result<u8, Failure> {
         rtts[rtts.len() / 2],
         rtts[rtts.len() - 1]
     );
-    let report = testing::run(
-        Arc::new(store.clone()) as Arc<dyn LeaseStore>,
-        "leasehold-check",
-    )
-    .await;
+    let report = testing::run(store, "leasehold-check").await;
     println!("{report}");
     Ok(if report.failed() == 0 { 0 } else { DB_ERROR })
 }

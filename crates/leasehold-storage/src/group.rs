@@ -28,9 +28,11 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use leasehold_core::{
     AcquireOutcome, DbInstant, FencingToken, HolderId, LeaseKey, ReleaseOutcome, Term,
 };
-use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr, QueryResult, TransactionTrait, Value};
+use sea_orm::{
+    ConnectionTrait, DatabaseTransaction, DbErr, QueryResult, Statement, TransactionTrait, Value,
+};
 
-use crate::seaorm::{DEADLOCK_RETRIES, backoff, is_deadlock};
+use crate::seaorm::retry_deadlocks;
 use crate::sql::{Dialect, numbered};
 use crate::{LeaseStore, RenewItem, SeaOrmStore, StoreError};
 
@@ -96,6 +98,11 @@ fn placeholders(n: usize) -> String {
 }
 
 impl SeaOrmStore {
+    /// `sql` with its values, for this store's backend.
+    fn statement(&self, sql: &str, values: Vec<Value>) -> Statement {
+        Statement::from_sql_and_values(self.connection().get_database_backend(), sql, values)
+    }
+
     /// `begin_tenure_many`: see the module docs.
     pub(crate) async fn begin_tenure_items(
         &self,
@@ -128,15 +135,9 @@ impl SeaOrmStore {
             (0..keys.len()).map(|_| None).collect();
         let mut alone = Vec::new();
         for chunk in unique.chunks(GRANT_CHUNK) {
-            let mut attempt = 0;
-            let decided = loop {
-                match self.grant_chunk(holder, keys, chunk, term).await {
-                    Err(e) if is_deadlock(&e) && attempt < DEADLOCK_RETRIES => {
-                        attempt = backoff(OP, attempt).await;
-                    }
-                    other => break other.map_err(self.err(OP))?,
-                }
-            };
+            let decided = retry_deadlocks(OP, || self.grant_chunk(holder, keys, chunk, term))
+                .await
+                .map_err(self.err(OP))?;
             for (i, d) in decided {
                 out[i] = match d {
                     Decided::Granted { token, until } => Some(Ok(AcquireOutcome::Acquired {
@@ -229,7 +230,7 @@ impl SeaOrmStore {
         chunk: &[usize],
         term: Term,
     ) -> Result<Vec<(usize, Decided)>, DbErr> {
-        let (t, now) = (self.table(), &self.sql.now);
+        let (t, now) = (self.table(), self.sql.now());
         let index: HashMap<(&str, &str), usize> = chunk
             .iter()
             .map(|&i| ((keys[i].namespace.as_str(), keys[i].name.as_str()), i))
@@ -247,7 +248,7 @@ impl SeaOrmStore {
                WHERE id = x.id FOR UPDATE SKIP LOCKED) y ON true"
         ));
         let rows = txn
-            .query_all_raw(self.stmt(&probe, vec![keys_json(&all).into()]))
+            .query_all_raw(self.statement(&probe, vec![keys_json(&all).into()]))
             .await?;
         let mut decided = Vec::with_capacity(chunk.len());
         for row in &rows {
@@ -303,7 +304,7 @@ impl SeaOrmStore {
             keys_json(&wanted).into(),
             term,
         ];
-        let granted = txn.query_all_raw(self.stmt(&grant, values)).await?;
+        let granted = txn.query_all_raw(self.statement(&grant, values)).await?;
         let mut answered = std::collections::HashSet::new();
         for row in &granted {
             let (ns, name) = names_of(row)?;
@@ -339,7 +340,7 @@ impl SeaOrmStore {
         chunk: &[usize],
         term: Term,
     ) -> Result<Vec<(usize, Decided)>, DbErr> {
-        let (t, now) = (self.table(), &self.sql.now);
+        let (t, now) = (self.table(), self.sql.now());
         let index: HashMap<(&str, &str), usize> = chunk
             .iter()
             .map(|&i| ((keys[i].namespace.as_str(), keys[i].name.as_str()), i))
@@ -358,7 +359,7 @@ impl SeaOrmStore {
         );
         let term: Value = term.as_millis_i64().into();
         let values = vec![holder.as_str().into(), term.clone(), json.clone().into(), term];
-        let granted = txn.query_all_raw(self.stmt(&grant, values)).await?;
+        let granted = txn.query_all_raw(self.statement(&grant, values)).await?;
         let mut decided = Vec::with_capacity(chunk.len());
         let mut answered = std::collections::HashSet::new();
         for row in &granted {
@@ -381,7 +382,7 @@ impl SeaOrmStore {
                  FROM {t} WHERE (namespace, lease_name) IN \
                  (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))"
             );
-            let rows = txn.query_all_raw(self.stmt(&read, vec![json.into()])).await?;
+            let rows = txn.query_all_raw(self.statement(&read, vec![json.into()])).await?;
             let mut held = HashMap::new();
             for row in &rows {
                 let (ns, name) = names_of(row)?;
@@ -423,7 +424,7 @@ impl SeaOrmStore {
         group: &[usize],
         term: Term,
     ) -> Result<Vec<(usize, Decided)>, DbErr> {
-        let (t, now) = (self.table(), &self.sql.now);
+        let (t, now) = (self.table(), self.sql.now());
         let by_name: HashMap<&str, usize> = group
             .iter()
             .map(|&i| (keys[i].name.as_str(), i))
@@ -438,7 +439,7 @@ impl SeaOrmStore {
             placeholders(group.len())
         );
         let mut existing = std::collections::HashSet::new();
-        for row in txn.query_all_raw(self.stmt(&exists, named(group))).await? {
+        for row in txn.query_all_raw(self.statement(&exists, named(group))).await? {
             let name: String = row
                 .try_get("", "lease_name")
                 .map_err(|_| DbErr::Custom(format!("{OP}: column lease_name")))?;
@@ -453,7 +454,7 @@ impl SeaOrmStore {
                  WHERE namespace = ? AND lease_name IN ({}) FOR UPDATE SKIP LOCKED",
                 placeholders(group.len())
             );
-            for row in txn.query_all_raw(self.stmt(&lock, named(group))).await? {
+            for row in txn.query_all_raw(self.statement(&lock, named(group))).await? {
                 let name: String = row
                     .try_get("", "lease_name")
                     .map_err(|_| DbErr::Custom(format!("{OP}: column lease_name")))?;
@@ -514,7 +515,7 @@ impl SeaOrmStore {
             values.push(term_ms.into());
         }
         values.push(term_ms.into());
-        txn.execute_raw(self.stmt(&grant, values)).await?;
+        txn.execute_raw(self.statement(&grant, values)).await?;
         // Every upserted row is locked by this transaction now: a locking read (the newest
         // versions, not the snapshot) sees what the upsert did. Ours with the token one above the
         // row we locked (or a row that did not exist) is our grant.
@@ -524,7 +525,7 @@ impl SeaOrmStore {
             placeholders(upsert.len())
         );
         let mut after: HashMap<usize, Seen> = HashMap::new();
-        for row in txn.query_all_raw(self.stmt(&read, named(&upsert))).await? {
+        for row in txn.query_all_raw(self.statement(&read, named(&upsert))).await? {
             let name: String = row
                 .try_get("", "lease_name")
                 .map_err(|_| DbErr::Custom(format!("{OP}: column lease_name")))?;
@@ -595,15 +596,9 @@ impl SeaOrmStore {
         }
         let mut released: HashSet<usize> = HashSet::new();
         for chunk in (0..items.len()).collect::<Vec<_>>().chunks(GRANT_CHUNK) {
-            let mut attempt = 0;
-            let got = loop {
-                match self.release_chunk(holder, items, chunk).await {
-                    Err(e) if is_deadlock(&e) && attempt < DEADLOCK_RETRIES => {
-                        attempt = backoff(RELEASE_OP, attempt).await;
-                    }
-                    other => break other.map_err(self.err(RELEASE_OP))?,
-                }
-            };
+            let got = retry_deadlocks(RELEASE_OP, || self.release_chunk(holder, items, chunk))
+                .await
+                .map_err(self.err(RELEASE_OP))?;
             released.extend(got);
         }
         let mut out = Vec::with_capacity(items.len());
@@ -629,7 +624,7 @@ impl SeaOrmStore {
         items: &[RenewItem],
         chunk: &[usize],
     ) -> Result<Vec<usize>, DbErr> {
-        let (t, now) = (self.table(), &self.sql.now);
+        let (t, now) = (self.table(), self.sql.now());
         let set = format!("SET status = 0, lease_end_time = {now}, gmt_modified = {now}");
         let index: HashMap<(&str, &str), usize> = chunk
             .iter()
@@ -656,7 +651,7 @@ impl SeaOrmStore {
             Dialect::MySql { .. } => return self.release_chunk_mysql(holder, items, chunk).await,
         };
         let values = vec![items_json(&all).into(), holder.as_str().into()];
-        let rows = self.connection().query_all_raw(self.stmt(&sql, values)).await?;
+        let rows = self.connection().query_all_raw(self.statement(&sql, values)).await?;
         let mut out = Vec::with_capacity(rows.len());
         for row in &rows {
             let (ns, name) = names_of(row)?;
@@ -675,7 +670,7 @@ impl SeaOrmStore {
         items: &[RenewItem],
         chunk: &[usize],
     ) -> Result<Vec<usize>, DbErr> {
-        let (t, now) = (self.table(), &self.sql.now);
+        let (t, now) = (self.table(), self.sql.now());
         let mut by_ns: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
         for &i in chunk {
             by_ns.entry(items[i].key.namespace.as_str()).or_default().push(i);
@@ -701,7 +696,7 @@ impl SeaOrmStore {
                 values.push(items[i].token.get().into());
             }
             let mut ids: Vec<Value> = Vec::new();
-            for row in txn.query_all_raw(self.stmt(&lock, values)).await? {
+            for row in txn.query_all_raw(self.statement(&lock, values)).await? {
                 let id: i64 = row
                     .try_get("", "id")
                     .map_err(|_| DbErr::Custom(format!("{RELEASE_OP}: column id")))?;
@@ -720,7 +715,7 @@ impl SeaOrmStore {
                 "UPDATE {t} SET status = 0, lease_end_time = {now}, gmt_modified = {now} WHERE id IN ({})",
                 placeholders(ids.len())
             );
-            txn.execute_raw(self.stmt(&update, ids)).await?;
+            txn.execute_raw(self.statement(&update, ids)).await?;
         }
         txn.commit().await?;
         Ok(out)

@@ -223,11 +223,4 @@ pub trait LeaseStore: Send + Sync + 'static {
 
     /// The store's clock.
     async fn db_now(&self) -> Result<DbInstant, StoreError>;
-
-    /// This store as a [`SeaOrmStore`](crate::SeaOrmStore), when it is one (default `None`).
-    /// Lets the engine reach the connection for fencing and PostgreSQL `NOTIFY`; a wrapping store
-    /// that does not forward it simply goes without them.
-    fn sea_orm(&self) -> Option<&crate::SeaOrmStore> {
-        None
-    }
 }

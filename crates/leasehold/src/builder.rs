@@ -113,7 +113,6 @@ impl LeaseServiceBuilder {
     ///     .await?;
     /// # service.shutdown().await?; Ok(()) }
     /// ```
-    #[must_use]
     pub fn group_commit(mut self, on: bool) -> Self {
         self.group_commit = on;
         self
@@ -279,9 +278,9 @@ impl LeaseServiceBuilder {
                     .server_timeout(bound);
                 Source::Builders(main, renew, memory)
             }
-            Source::Store(store) => match self.renew_store {
-                Some(renew) => Source::Stores(store, renew),
-                None => Source::Store(store),
+            Source::Store(store, sql) => match self.renew_store {
+                Some(renew) => Source::Stores(store, renew, sql),
+                None => Source::Store(store, sql),
             },
             other => other,
         };

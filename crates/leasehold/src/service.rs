@@ -10,7 +10,7 @@ use leasehold_actor::{
 use leasehold_core::{
     DbInstant, HolderId, LeaseConfig, LeaseKey, LeaseName, LeaseRecord, MonotonicClock, Namespace,
 };
-use leasehold_storage::LeaseStore;
+use leasehold_storage::{LeaseStore, SeaOrmStore};
 use tokio::sync::{broadcast, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -113,7 +113,9 @@ impl LeaseService {
         LeaseServiceBuilder::new(Source::Url(url.into()))
     }
 
-    /// A builder over an existing store, used for requests and renewals alike. A SQL store's
+    /// A builder over an existing store, used for requests and renewals alike. The store is
+    /// only a [`LeaseStore`] to the service: fencing (`begin_fenced`) and PostgreSQL wake-ups
+    /// need the SQL store itself, given with [`LeaseService::from_sql_store`]. A SQL store's
     /// connections belong to the runtime that opened them: keep that runtime alive as long as
     /// the service (or prefer [`LeaseService::builder`], which connects on the engine thread).
     ///
@@ -126,7 +128,27 @@ impl LeaseService {
     /// # service.shutdown().await?; Ok(()) }
     /// ```
     pub fn from_store(store: Arc<dyn LeaseStore>) -> LeaseServiceBuilder {
-        LeaseServiceBuilder::new(Source::Store(store))
+        LeaseServiceBuilder::new(Source::Store(store, None))
+    }
+
+    /// A builder over an existing SQL store: requests and renewals go to it, fenced
+    /// transactions open on it, and on PostgreSQL releases are announced and heard on it. Its
+    /// connections belong to the runtime that opened them (see [`LeaseService::from_store`]).
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// use std::time::Duration;
+    /// use leasehold::{LeaseService, StoreBuilder};
+    /// let store = StoreBuilder::new("sqlite::memory:").connect().await?;
+    /// let service = LeaseService::from_sql_store(store).build().await?;
+    /// let guard = service.lock("jobs", "ledger", Duration::from_secs(30)).await?.expect("free");
+    /// assert!(guard.begin_fenced().await?.is_some());
+    /// # drop(guard); service.shutdown().await?; Ok(()) }
+    /// ```
+    pub fn from_sql_store(store: SeaOrmStore) -> LeaseServiceBuilder {
+        let lease_store: Arc<dyn LeaseStore> = Arc::new(store.clone());
+        LeaseServiceBuilder::new(Source::Store(lease_store, Some(store)))
     }
 
     pub(crate) async fn start(

@@ -204,9 +204,7 @@ type AfterCall = Arc<dyn Fn(&Call) + Send + Sync>;
 ///   makes the store hang. It can also delay calls.
 /// - [`after_call`](Self::after_call) sees each answered [`Call`], after it is counted.
 ///
-/// It does not forward [`LeaseStore::sea_orm`]: like any wrapping store that does not, an engine
-/// built on it goes without fencing and PostgreSQL `NOTIFY`. Clones share the inner store, the
-/// counts and the hooks.
+/// Clones share the inner store, the counts and the hooks.
 ///
 /// # Examples
 /// Count renewals and fail every release, as a database that went away would:

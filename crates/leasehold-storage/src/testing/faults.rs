@@ -26,9 +26,7 @@ fn e(err: impl std::fmt::Display) -> String {
 }
 
 fn sql_store(ctx: &Ctx) -> Result<&SeaOrmStore, String> {
-    ctx.store
-        .sea_orm()
-        .ok_or_else(|| "not a SQL store".to_owned())
+    ctx.sql.as_ref().ok_or_else(|| "not a SQL store".to_owned())
 }
 
 fn skip(check: &str, why: &str) -> Result<(), String> {
