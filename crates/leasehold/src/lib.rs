@@ -51,6 +51,7 @@
 mod builder;
 mod error;
 mod event;
+mod health;
 mod holder;
 mod lock;
 mod runtime;
@@ -61,6 +62,7 @@ mod task;
 pub use builder::LeaseServiceBuilder;
 pub use error::{Error, Result};
 pub use event::LeaseEvent;
+pub use health::{DatabaseProbe, Health, HealthReason, Verdict};
 pub use lock::{
     DEFAULT_LOCK_NAMESPACE, DEFAULT_LOCK_RETRY_INTERVAL, DEFAULT_LOCK_TTL, LockError, LockGuard,
     LockOutcome,

@@ -23,6 +23,9 @@ use crate::{Error, LeaseEvent, Result};
 /// How many events a slow subscriber may fall behind before it misses some.
 const EVENT_BUFFER: usize = 1024;
 
+/// How much longer than the request timeout a health probe waits for the engine.
+const HEALTH_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// Leases for master/standby failover, held by one holder (this process) through the database.
 /// Replaces the seeds' `ILeaseService`.
 ///
@@ -348,6 +351,84 @@ impl LeaseService {
     /// [`Error::Store`], [`Error::ShutDown`].
     pub async fn db_now(&self) -> Result<DbInstant> {
         Ok(self.inner.engine.send(ReadDbNow).await??)
+    }
+
+    /// A health check for a liveness or readiness probe: whether the engine answers, whether
+    /// the database answers a read of its clock (one probe through the engine, bounded by the
+    /// request timeout and a grace of 500 ms), the age of the last grant or confirmed renewal,
+    /// and how many leases are held. Renewals are overdue when leases are held and the last
+    /// confirmation is older than the service's renew interval plus its request timeout.
+    /// Never fails: every problem is a [`HealthReason`](crate::HealthReason).
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// use leasehold::{DatabaseProbe, LeaseService};
+    /// let service = LeaseService::builder("sqlite::memory:").build().await?;
+    /// let health = service.health().await;
+    /// assert!(health.is_ready(), "{health}");
+    /// assert!(matches!(health.database, DatabaseProbe::Reachable { .. }));
+    /// assert_eq!((health.leases_held, health.last_renewal_age), (0, None));
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub async fn health(&self) -> crate::Health {
+        use crate::{DatabaseProbe, HealthReason};
+        let clock = Arc::clone(self.inner.registry.clock());
+        let mut health = crate::Health {
+            verdict: crate::Verdict::Healthy,
+            reasons: Vec::new(),
+            engine_alive: false,
+            database: DatabaseProbe::NotProbed,
+            last_renewal_age: None,
+            leases_held: 0,
+        };
+        if self.is_shut_down() {
+            health.reasons.push(HealthReason::ShutDown);
+            return health.decide();
+        }
+        let waited = self.inner.config.request_timeout() + HEALTH_GRACE;
+        let t0 = clock.now();
+        match tokio::time::timeout(waited, self.inner.engine.send(ReadDbNow)).await {
+            Err(_) => health
+                .reasons
+                .push(HealthReason::EngineUnresponsive { waited }),
+            Ok(Err(_)) => health.reasons.push(HealthReason::ShutDown),
+            Ok(Ok(answer)) => {
+                health.engine_alive = true;
+                health.database = match answer {
+                    Ok(_) => DatabaseProbe::Reachable {
+                        round_trip: clock.now().saturating_duration_since(t0),
+                    },
+                    Err(e) => {
+                        let error = e.to_string();
+                        health.reasons.push(HealthReason::DatabaseUnreachable {
+                            error: error.clone(),
+                        });
+                        DatabaseProbe::Unreachable { error }
+                    }
+                };
+            }
+        }
+        let now = clock.now();
+        health.leases_held = self.inner.registry.held_count();
+        health.last_renewal_age = self
+            .inner
+            .registry
+            .last_confirmed()
+            .map(|at| now.saturating_duration_since(at));
+        let limit = self.inner.config.renew_interval() + self.inner.config.request_timeout();
+        if let Some(age) = health.last_renewal_age
+            && health.leases_held > 0
+            && age > limit
+        {
+            health
+                .reasons
+                .push(HealthReason::RenewalsOverdue { age, limit });
+        }
+        health.decide()
     }
 
     /// The names of the running lease tasks.

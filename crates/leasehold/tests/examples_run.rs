@@ -63,3 +63,8 @@ fn shard_tasks_resplit_when_a_host_leaves() {
 fn fencing_rejects_the_stale_write() {
     runs("fencing", &[], "stale write");
 }
+
+#[test]
+fn prometheus_health_serves_metrics_and_probes() {
+    runs("prometheus_health", &["--smoke"], "ready and leading");
+}
