@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use actix_web::{App, HttpResponse, HttpServer, web};
-use leasehold::{LeaseConfig, LeaseService, LeaseTaskOptions};
+use leasehold::{ClockRateOptions, LeaseConfig, LeaseService, LeaseTaskOptions};
 use metrics::{
     Counter, CounterFn, Gauge, GaugeFn, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder,
     SharedString, Unit,
@@ -234,6 +234,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let service = LeaseService::builder(&url)
         .config(LeaseConfig::default().with_term(Duration::from_secs(10)))
+        // The clock-rate check in the background: 20 reads of the database clock per 2 s.
+        .check_clock_rate(ClockRateOptions::new())
         .build()
         .await?;
     let task = service

@@ -11,7 +11,7 @@ pub enum Verdict {
     /// Alive and ready: the engine answers, the database is reachable, renewals are on time.
     Healthy,
     /// Alive but not ready: the engine answers, but the database is unreachable, renewals are
-    /// late. A readiness probe should fail; restarting the
+    /// late, or the background clock-rate check could not show the clocks agree. A readiness probe should fail; restarting the
     /// process would not help.
     Degraded,
     /// Not alive: the service was shut down, or its engine does not answer. A liveness probe
@@ -43,6 +43,10 @@ pub enum HealthReason {
         /// The age beyond which renewals are overdue.
         limit: Duration,
     },
+    /// The background clock-rate check could not show that the application's and the
+    /// database's clocks run at rates within `safety_margin / term` (assumption 2 of
+    /// `docs/semantics.md`): shown too large, or not shown within (inconclusive).
+    ClockRate(crate::ClockRateReport),
 }
 
 impl fmt::Display for HealthReason {
@@ -55,6 +59,7 @@ impl fmt::Display for HealthReason {
             Self::DatabaseUnreachable { error } => {
                 write!(f, "the database is unreachable: {error}")
             }
+            Self::ClockRate(report) => write!(f, "clock rate: {report}"),
             Self::RenewalsOverdue { age, limit } => write!(
                 f,
                 "leases are held but the last confirmed renewal is {age:?} old (more than {limit:?})"
@@ -114,6 +119,10 @@ pub struct Health {
     pub last_renewal_age: Option<Duration>,
     /// How many leases (lease tasks, sharded names, locks, holds) this service holds now.
     pub leases_held: usize,
+    /// The last result of the background clock-rate check, when it is on
+    /// ([`LeaseServiceBuilder::check_clock_rate`](crate::LeaseServiceBuilder::check_clock_rate))
+    /// and has covered its window once.
+    pub clock_rate: Option<crate::ClockRateReport>,
 }
 
 impl Health {

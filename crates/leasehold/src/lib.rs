@@ -49,6 +49,7 @@
 #![warn(missing_docs)]
 
 mod builder;
+mod clock_rate;
 mod error;
 mod event;
 mod health;
@@ -60,6 +61,7 @@ mod shard;
 mod task;
 
 pub use builder::LeaseServiceBuilder;
+pub use clock_rate::{ClockRateOptions, ClockRateReport, measure_clock_rate};
 pub use error::{Error, Result};
 pub use event::LeaseEvent;
 pub use health::{DatabaseProbe, Health, HealthReason, Verdict};
@@ -74,6 +76,7 @@ pub use task::{LeaseTask, LeaseTaskOptions};
 pub use leasehold_actor as engine;
 #[doc(hidden)]
 pub use leasehold_actor::KnownBug;
+pub use leasehold_core::clock_rate::{ClockRateVerdict, RateFit};
 pub use leasehold_core::{
     Clock, DbInstant, FencingToken, HolderId, LeaseConfig, LeaseKey, LeaseName, LeaseRecord,
     LossReason, MonotonicClock, Namespace, Notification, State, Term, ValidationError,

@@ -75,6 +75,8 @@ struct Inner {
     cancel: CancellationToken,
     claim: Mutex<Option<HolderClaim>>,
     bug: Option<leasehold_actor::KnownBug>,
+    /// The latest report of the background clock-rate check, if it runs.
+    clock_rate: Arc<Mutex<Option<crate::ClockRateReport>>>,
 }
 
 impl std::fmt::Debug for EngineThread {
@@ -165,6 +167,7 @@ impl LeaseService {
                 cancel,
                 claim: Mutex::new(Some(claim)),
                 bug,
+                clock_rate: Arc::default(),
             }),
         })
     }
@@ -384,6 +387,7 @@ impl LeaseService {
             database: DatabaseProbe::NotProbed,
             last_renewal_age: None,
             leases_held: 0,
+            clock_rate: None,
         };
         if self.is_shut_down() {
             health.reasons.push(HealthReason::ShutDown);
@@ -427,6 +431,16 @@ impl LeaseService {
             health
                 .reasons
                 .push(HealthReason::RenewalsOverdue { age, limit });
+        }
+        health.clock_rate = *self
+            .inner
+            .clock_rate
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(report) = health.clock_rate
+            && !report.verdict.is_within()
+        {
+            health.reasons.push(HealthReason::ClockRate(report));
         }
         health.decide()
     }
@@ -550,6 +564,19 @@ impl LeaseService {
             }
             Ok(rx.await.map_err(|_| Error::ShutDown)??)
         }
+    }
+
+    /// Starts the background clock-rate check on the engine thread; it ends with the service.
+    pub(crate) fn start_clock_check(&self, options: crate::ClockRateOptions) {
+        let check = crate::clock_rate::background(
+            self.inner.engine.clone(),
+            Arc::clone(self.inner.registry.clock()),
+            self.inner.config.clone(),
+            options,
+            Arc::clone(&self.inner.clock_rate),
+            self.inner.cancel.clone(),
+        );
+        self.spawn_on_engine(check);
     }
 
     /// The parent of every tenure's cancellation token.
