@@ -690,6 +690,22 @@ pub struct StopLease {
 #[rtype(result = "Option<RenewItem>")]
 pub struct AbandonLease;
 
+/// Give the live tenure up and compete again one retry interval after its release settled
+/// ([`Event::Yield`]). Answers the tenure given up, `None` when none was live.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "Option<FencingToken>")]
+pub struct YieldLease;
+
+impl Handler<YieldLease> for LeaseActor {
+    type Result = Option<FencingToken>;
+    fn handle(&mut self, _: YieldLease, ctx: &mut Context<Self>) -> Option<FencingToken> {
+        let now = self.registry.clock().now();
+        let live = self.machine.token().filter(|_| self.machine.holds(now));
+        self.feed(Event::Yield, ctx);
+        live
+    }
+}
+
 /// End the live tenure now for `0` (see [`Event::EndTenure`]).
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "()")]

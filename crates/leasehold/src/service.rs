@@ -172,7 +172,7 @@ impl LeaseService {
         })
     }
 
-    fn key(&self, name: &str) -> Result<LeaseKey> {
+    pub(crate) fn key(&self, name: &str) -> Result<LeaseKey> {
         Ok(LeaseKey::new(
             self.inner.namespace.clone(),
             LeaseName::new(name)?,

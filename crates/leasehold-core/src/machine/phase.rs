@@ -57,7 +57,9 @@ pub(super) enum Rest {
     Stopped,
     /// Gave the tenure up to compete again at `back_at`: one retry interval after the release
     /// settled (`None` until it has).
-    Yielded { back_at: Option<Instant> },
+    Yielded {
+        back_at: Option<Instant>,
+    },
 }
 
 impl Rest {

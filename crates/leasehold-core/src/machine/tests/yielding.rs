@@ -120,7 +120,11 @@ fn stop_release_and_standby_end_a_yield() {
         m.handle(at + ms(10), released(2, Ok(ReleaseOutcome::Released)));
         assert_eq!(m.handle(at + ms(11), event.clone()), [], "{event:?}");
         assert_eq!(m.state(), state, "{event:?}");
-        assert_eq!(m.handle(at + secs(5), Event::Timer), [], "{event:?}: no comeback");
+        assert_eq!(
+            m.handle(at + secs(5), Event::Timer),
+            [],
+            "{event:?}: no comeback"
+        );
     }
     // Stopped while the release is still in flight: finished once it settles.
     let (mut m, t0) = machine();
@@ -189,6 +193,9 @@ fn yield_while_renewing_ignores_the_late_renewal() {
         "the renewal answered late changes nothing"
     );
     assert!(!m.holds(t0 + secs(11)));
-    m.handle(t0 + secs(12), released(req.get(), Ok(ReleaseOutcome::Released)));
+    m.handle(
+        t0 + secs(12),
+        released(req.get(), Ok(ReleaseOutcome::Released)),
+    );
     assert_eq!(m.state(), State::Yielded);
 }
