@@ -625,6 +625,14 @@ impl Actor for LeaseActor {
         }
         self.belief.finish();
         self.keep = None;
+        // The engine hears of the stop before anyone waiting on this actor does, so a caller
+        // told "stopped" (an unlock, a stop) finds the key gone from the book when it asks next.
+        if let Some((engine, id)) = self.on_exit.take() {
+            engine.do_send(crate::engine::ActorStopped {
+                key: self.key.clone(),
+                id,
+            });
+        }
         if let Some(reply) = self.unlock.take() {
             // No answer at all: the release was abandoned to lapse.
             let outcome = self.released.take().ok_or_else(|| {
@@ -640,12 +648,6 @@ impl Actor for LeaseActor {
         }
         for done in self.on_stopped.drain(..) {
             let _ = done.send(());
-        }
-        if let Some((engine, id)) = self.on_exit.take() {
-            engine.do_send(crate::engine::ActorStopped {
-                key: self.key.clone(),
-                id,
-            });
         }
     }
 }
