@@ -68,3 +68,12 @@ fn fencing_rejects_the_stale_write() {
 fn prometheus_health_serves_metrics_and_probes() {
     runs("prometheus_health", &["--smoke"], "ready and leading");
 }
+
+#[test]
+fn graceful_hand_over_lets_the_last_job_finish_first() {
+    runs(
+        "graceful_hand_over",
+        &[],
+        "handed over after the last job finished",
+    );
+}
