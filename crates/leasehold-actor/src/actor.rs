@@ -625,6 +625,14 @@ impl Actor for LeaseActor {
         }
         self.belief.finish();
         self.keep = None;
+        // The engine hears of the stop before anyone waiting on this actor does, so a caller
+        // told "stopped" (an unlock, a stop) finds the key gone from the book when it asks next.
+        if let Some((engine, id)) = self.on_exit.take() {
+            engine.do_send(crate::engine::ActorStopped {
+                key: self.key.clone(),
+                id,
+            });
+        }
         if let Some(reply) = self.unlock.take() {
             // No answer at all: the release was abandoned to lapse.
             let outcome = self.released.take().ok_or_else(|| {
@@ -640,12 +648,6 @@ impl Actor for LeaseActor {
         }
         for done in self.on_stopped.drain(..) {
             let _ = done.send(());
-        }
-        if let Some((engine, id)) = self.on_exit.take() {
-            engine.do_send(crate::engine::ActorStopped {
-                key: self.key.clone(),
-                id,
-            });
         }
     }
 }
@@ -689,6 +691,22 @@ pub struct StopLease {
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "Option<RenewItem>")]
 pub struct AbandonLease;
+
+/// Give the live tenure up and compete again one retry interval after its release settled
+/// ([`Event::Yield`]). Answers the tenure given up, `None` when none was live.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "Option<FencingToken>")]
+pub struct YieldLease;
+
+impl Handler<YieldLease> for LeaseActor {
+    type Result = Option<FencingToken>;
+    fn handle(&mut self, _: YieldLease, ctx: &mut Context<Self>) -> Option<FencingToken> {
+        let now = self.registry.clock().now();
+        let live = self.machine.token().filter(|_| self.machine.holds(now));
+        self.feed(Event::Yield, ctx);
+        live
+    }
+}
 
 /// End the live tenure now for `0` (see [`Event::EndTenure`]).
 #[derive(Debug, Clone, Copy, Message)]

@@ -10,6 +10,7 @@
 //! [`Notification::Acquired`]: leasehold_core::Notification::Acquired
 //! [`Command::SetDeadline`]: leasehold_core::Command::SetDeadline
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use leasehold_core::{Clock, FencingToken};
@@ -44,7 +45,13 @@ pub struct Belief {
     changed: Notify,
     service: CancellationToken,
     clock: Arc<dyn Clock>,
+    /// Work running under this actor's tenures ([`WorkGuard`]s alive), and in the top bit
+    /// whether new work is refused (a hand-over is draining it).
+    work: AtomicU64,
 }
+
+/// The bit of `Belief::work` that refuses new work.
+const DRAINING: u64 = 1 << 63;
 
 impl std::fmt::Debug for Belief {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -64,6 +71,7 @@ impl Belief {
             changed: Notify::new(),
             service,
             clock,
+            work: AtomicU64::new(0),
         })
     }
 
@@ -249,6 +257,98 @@ impl Belief {
     }
 }
 
+impl Belief {
+    /// Begins a piece of work under the live tenure: `None` when no tenure is believed now or
+    /// new work is refused ([`Belief::set_draining`]). The work counts as running until the
+    /// guard is dropped or [`WorkGuard::finish`]ed; a hand-over waits for it before the release.
+    #[must_use]
+    pub fn begin_work(self: &Arc<Self>) -> Option<WorkGuard> {
+        let token = self.token()?;
+        self.work
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                (w & DRAINING == 0).then_some(w + 1)
+            })
+            .ok()?;
+        Some(WorkGuard {
+            belief: Arc::clone(self),
+            token,
+        })
+    }
+
+    /// Refuses (`true`) or accepts again (`false`) new work.
+    pub fn set_draining(&self, on: bool) {
+        if on {
+            self.work.fetch_or(DRAINING, Ordering::AcqRel);
+        } else {
+            self.work.fetch_and(!DRAINING, Ordering::AcqRel);
+        }
+    }
+
+    /// Whether new work is refused.
+    #[must_use]
+    pub fn is_draining(&self) -> bool {
+        self.work.load(Ordering::Acquire) & DRAINING != 0
+    }
+
+    /// How many pieces of work are running.
+    #[must_use]
+    pub fn running_work(&self) -> u64 {
+        self.work.load(Ordering::Acquire) & !DRAINING
+    }
+
+    /// Waits until no work is running.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future only stops waiting.
+    pub async fn work_done(&self) {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if self.running_work() == 0 {
+                return;
+            }
+            changed.await;
+        }
+    }
+}
+
+/// One piece of work running under a tenure ([`Belief::begin_work`]): a hand-over waits for
+/// every guard to be dropped (or [`WorkGuard::finish`]ed) before it releases the lease.
+#[derive(Debug)]
+#[must_use = "the work counts as running until the guard is dropped"]
+pub struct WorkGuard {
+    belief: Arc<Belief>,
+    token: FencingToken,
+}
+
+impl WorkGuard {
+    /// The fencing token of the tenure the work began under.
+    #[must_use]
+    pub fn token(&self) -> FencingToken {
+        self.token
+    }
+
+    /// Whether that tenure is still believed (the same as the tenure's cancellation token not
+    /// being cancelled, read from the clock).
+    #[must_use]
+    pub fn is_held(&self) -> bool {
+        self.belief.holds_token(self.token)
+    }
+
+    /// The work has finished (the same as dropping the guard).
+    pub fn finish(self) {}
+}
+
+impl Drop for WorkGuard {
+    fn drop(&mut self) {
+        let before = self.belief.work.fetch_sub(1, Ordering::AcqRel);
+        if before & !DRAINING == 1 {
+            self.belief.changed.notify_waiters();
+        }
+    }
+}
+
 /// A token that is already cancelled.
 #[must_use]
 pub fn cancelled() -> CancellationToken {
@@ -335,5 +435,35 @@ mod tests {
         let (_, cancel) = b.tenure().expect("live");
         service.cancel();
         assert!(cancel.is_cancelled() && !b.holds());
+    }
+
+    #[tokio::test]
+    async fn work_is_counted_refused_while_draining_and_waited_for() {
+        let (b, clock, _) = belief();
+        assert!(b.begin_work().is_none(), "no tenure, no work");
+        b.begin(FencingToken(4), clock.now() + Duration::from_secs(5));
+        let first = b.begin_work().expect("work");
+        let second = b.begin_work().expect("work");
+        assert_eq!((first.token(), b.running_work()), (FencingToken(4), 2));
+        b.set_draining(true);
+        assert!(
+            b.is_draining() && b.begin_work().is_none(),
+            "refused while draining"
+        );
+        first.finish();
+        assert_eq!(b.running_work(), 1);
+        let waiter = {
+            let b = Arc::clone(&b);
+            tokio::spawn(async move { b.work_done().await })
+        };
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished());
+        drop(second);
+        tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("woken")
+            .expect("joined");
+        b.set_draining(false);
+        assert!(b.begin_work().is_some());
     }
 }

@@ -710,3 +710,51 @@ impl Handler<ListTasks> for LeaseEngine {
             .collect()
     }
 }
+
+/// The [`Belief`] of the running (not stopping) task of `key` run by `owner`, if any.
+#[derive(Debug, Message)]
+#[rtype(result = "Option<Arc<Belief>>")]
+pub struct FindTask {
+    /// The lease.
+    pub key: LeaseKey,
+    /// Who runs it.
+    pub owner: Owner,
+}
+
+impl Handler<FindTask> for LeaseEngine {
+    type Result = Option<Arc<Belief>>;
+
+    fn handle(&mut self, msg: FindTask, _ctx: &mut Context<Self>) -> Self::Result {
+        self.book
+            .get(&msg.key)
+            .filter(|e| e.owner == msg.owner && !e.stopping)
+            .map(|e| Arc::clone(&e.belief))
+    }
+}
+
+/// Yield the tenure of the running task of `key` run by `owner` ([`YieldLease`]). Answers
+/// `None` when there is no such task, else the tenure given up (`None` when none was live).
+#[derive(Debug, Message)]
+#[rtype(result = "Option<Option<leasehold_core::FencingToken>>")]
+pub struct YieldTask {
+    /// The lease.
+    pub key: LeaseKey,
+    /// Who runs it.
+    pub owner: Owner,
+}
+
+impl Handler<YieldTask> for LeaseEngine {
+    type Result = ResponseFuture<Option<Option<leasehold_core::FencingToken>>>;
+
+    fn handle(&mut self, msg: YieldTask, _ctx: &mut Context<Self>) -> Self::Result {
+        let addr = self
+            .book
+            .get(&msg.key)
+            .filter(|e| e.owner == msg.owner && !e.stopping)
+            .map(|e| e.addr.clone());
+        Box::pin(async move {
+            let addr = addr?;
+            Some(addr.send(crate::actor::YieldLease).await.ok().flatten())
+        })
+    }
+}

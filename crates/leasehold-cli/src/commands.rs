@@ -15,6 +15,9 @@ const DB_ERROR: u8 = 1;
 const BAD_ARGS: u8 = 2;
 /// Exit code: refused (held by another, not ours).
 const REFUSED: u8 = 3;
+/// Exit code: `check` found the clock rates too far apart for the margin and term, or could not
+/// show they are not.
+const CLOCK_RATE: u8 = 5;
 
 enum Failure {
     Args(String),
@@ -173,7 +176,22 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             println!("purged {n} rows");
             Ok(0)
         }
-        Command::Check => check(&cli).await,
+        Command::Check {
+            term,
+            safety_margin,
+            clock_window,
+            clock_samples,
+            clock_only,
+        } => {
+            let mut config = leasehold::LeaseConfig::default().with_term(*term);
+            if let Some(margin) = safety_margin {
+                config = config.with_safety_margin(*margin);
+            }
+            let clock = leasehold::ClockRateOptions::new()
+                .window(*clock_window)
+                .samples(*clock_samples);
+            check(&cli, &config, &clock, *clock_only).await
+        }
         Command::Watch {
             namespace,
             prefix,
@@ -252,7 +270,14 @@ fn wall_clock_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
-async fn check(cli: &Cli) -> Result<u8, Failure> {
+async fn check(
+    cli: &Cli,
+    config: &leasehold::LeaseConfig,
+    clock_options: &leasehold::ClockRateOptions,
+    clock_only: bool,
+) -> Result<u8, Failure> {
+    config.validate()?;
+    clock_options.validate()?;
     let store = open(cli, true).await?;
     println!("database: {:?}, table {}", store.backend(), store.table());
     let clock = MonotonicClock;
@@ -272,7 +297,29 @@ async fn check(cli: &Cli) -> Result<u8, Failure> {
         rtts[rtts.len() / 2],
         rtts[rtts.len() - 1]
     );
-    let report = testing::run(store, "leasehold-check").await;
-    println!("{report}");
-    Ok(if report.failed() == 0 { 0 } else { DB_ERROR })
+    let rate = match leasehold::measure_clock_rate(&store, &clock, config, clock_options).await {
+        Ok(rate) => rate,
+        Err(leasehold::Error::Store(e)) => return Err(Failure::Store(e)),
+        Err(e) => return Err(Failure::Args(e.to_string())),
+    };
+    println!(
+        "clock rate (term {:?}, safety margin {:?}): {rate}",
+        config.term(),
+        config.safety_margin()
+    );
+    if !clock_only {
+        let report = testing::run(store.clone(), "leasehold-check").await;
+        println!("{report}");
+        if report.failed() != 0 {
+            return Ok(DB_ERROR);
+        }
+    }
+    if !rate.verdict.is_within() {
+        eprintln!(
+            "leasehold: the clock rates of this host and the database {}",
+            rate.verdict
+        );
+        return Ok(CLOCK_RATE);
+    }
+    Ok(0)
 }

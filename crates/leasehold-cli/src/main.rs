@@ -3,7 +3,8 @@
 //! The operator's tools only: the demo, the bench and the torture test are `leasehold-lab`.
 //!
 //! Exit codes: 0 done; 1 database error; 2 bad arguments; 3 refused (held by another holder, or
-//! not ours to unlock).
+//! not ours to unlock); 5 `check`: the clock rates differ too much for the configured margin
+//! and term, or could not be shown not to.
 #![forbid(unsafe_code)]
 
 mod commands;
@@ -125,10 +126,30 @@ pub enum Command {
         #[arg(long)]
         count: Option<u64>,
     },
-    /// Run the conformance suite against the database in a scratch namespace, and report the
-    /// clock offset and round-trip time.
-    #[command(after_help = "Example:\n  leasehold --db postgres://postgres@127.0.0.1/test check")]
-    Check,
+    /// Run the conformance suite against the database in a scratch namespace, report the clock
+    /// offset and round-trip time, and measure the clock-rate difference between the database
+    /// and this host's monotonic clock over a window: exit 5 when it is larger than
+    /// safety-margin / term (or cannot be shown smaller).
+    #[command(
+        after_help = "Example:\n  leasehold --db postgres://postgres@127.0.0.1/test check --term 10s --safety-margin 1s --clock-window 5s"
+    )]
+    Check {
+        /// The lease term the clock-rate verdict is for.
+        #[arg(long, default_value = "30s", value_parser = duration::parse, allow_hyphen_values = true)]
+        term: Duration,
+        /// The safety margin the clock-rate verdict is for (default: term / 10, at most 2 s).
+        #[arg(long, value_parser = duration::parse, allow_hyphen_values = true)]
+        safety_margin: Option<Duration>,
+        /// The window the database clock is sampled over.
+        #[arg(long, default_value = "2s", value_parser = duration::parse, allow_hyphen_values = true)]
+        clock_window: Duration,
+        /// How many samples of the database clock over the window (at least 3).
+        #[arg(long, default_value_t = 20)]
+        clock_samples: usize,
+        /// Only the clock checks: skip the conformance suite (which takes several seconds).
+        #[arg(long)]
+        clock_only: bool,
+    },
 }
 
 fn main() -> ExitCode {

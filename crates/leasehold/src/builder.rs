@@ -42,6 +42,7 @@ pub struct LeaseServiceBuilder {
     renew_store: Option<Arc<dyn LeaseStore>>,
     reclaim_own_leases: bool,
     group_commit: bool,
+    clock_check: Option<crate::ClockRateOptions>,
     bug: Option<leasehold_actor::KnownBug>,
 }
 
@@ -69,6 +70,7 @@ impl LeaseServiceBuilder {
             renew_store: None,
             reclaim_own_leases: false,
             group_commit: true,
+            clock_check: None,
             bug: None,
         }
     }
@@ -141,6 +143,33 @@ impl LeaseServiceBuilder {
     /// ```
     pub fn reclaim_own_leases(mut self, reclaim: bool) -> Self {
         self.reclaim_own_leases = reclaim;
+        self
+    }
+
+    /// Runs the clock-rate check in the background (default: off): reads the database's clock
+    /// `options.sample_count()` times per `options.window_len()`, through the engine, fits the
+    /// last window against the monotonic clock and judges it against the service's
+    /// `safety_margin / term` (see [`measure_clock_rate`](crate::measure_clock_rate)). The
+    /// latest report is in [`Health::clock_rate`](crate::Health::clock_rate); a verdict other
+    /// than within makes the service [`Verdict::Degraded`](crate::Verdict::Degraded) and is
+    /// logged at warn; the gauges `leasehold_clock_rate_difference`, `_uncertainty` and `_ok`
+    /// follow. It costs one `SELECT` of the clock per sample (10 a second by default).
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// use std::time::Duration;
+    /// use leasehold::{ClockRateOptions, LeaseService};
+    /// let options = ClockRateOptions::new().window(Duration::from_millis(300)).samples(4);
+    /// let service = LeaseService::builder("sqlite::memory:").check_clock_rate(options).build().await?;
+    /// tokio::time::sleep(Duration::from_millis(600)).await;
+    /// if let Some(report) = service.health().await.clock_rate {
+    ///     println!("{report}");
+    /// }
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
+    pub fn check_clock_rate(mut self, options: crate::ClockRateOptions) -> Self {
+        self.clock_check = Some(options);
         self
     }
 
@@ -262,6 +291,9 @@ impl LeaseServiceBuilder {
     /// reached; [`Error::Thread`](crate::Error::Thread) when the engine thread cannot start.
     pub async fn build(self) -> Result<LeaseService> {
         self.config.validate()?;
+        if let Some(options) = &self.clock_check {
+            options.validate()?;
+        }
         let holder = crate::holder::holder(self.holder)?;
         let namespace = Namespace::new(self.namespace)?;
         let source = match self.source {
@@ -293,7 +325,11 @@ impl LeaseServiceBuilder {
             group_commit: self.group_commit,
             bug: self.bug,
         };
-        LeaseService::start(spec, holder, namespace, self.config).await
+        let service = LeaseService::start(spec, holder, namespace, self.config).await?;
+        if let Some(options) = self.clock_check {
+            service.start_clock_check(options);
+        }
+        Ok(service)
     }
 }
 
