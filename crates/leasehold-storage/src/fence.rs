@@ -16,7 +16,7 @@ use std::ops::Deref;
 
 use leasehold_core::{FencingToken, HolderId, LeaseKey};
 use sea_orm::{
-    ConnectionTrait, DatabaseTransaction, SqliteTransactionMode, Statement, TransactionOptions,
+    ConnectionTrait, DatabaseTransaction, SqliteTransactionMode, TransactionOptions,
     TransactionTrait,
 };
 
@@ -123,31 +123,8 @@ impl SeaOrmStore {
             .begin_with_options(options)
             .await
             .map_err(|e| StoreError::db(op, self.table(), e))?;
-        let lock = match self.sql.dialect {
-            Dialect::Sqlite => "",
-            Dialect::Postgres | Dialect::MySql { .. } => " FOR UPDATE",
-        };
-        let mut sql = format!(
-            "SELECT version FROM {} WHERE namespace = ? AND lease_name = ? AND holder = ? AND version = ? \
-             AND status = 1 AND lease_end_time > {}{lock}",
-            self.table(),
-            self.sql.now
-        );
-        if self.sql.dialect == Dialect::Postgres {
-            sql = crate::sql::numbered(&sql);
-        }
-        let stmt = Statement::from_sql_and_values(
-            txn.get_database_backend(),
-            sql,
-            [
-                key.namespace.as_str().into(),
-                key.name.as_str().into(),
-                holder.as_str().into(),
-                token.get().into(),
-            ],
-        );
         let live = txn
-            .query_one_raw(stmt)
+            .query_one_raw(self.sql.fenced(key, holder, token))
             .await
             .map_err(|e| StoreError::db(op, self.table(), e))?
             .is_some();

@@ -9,14 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use leasehold::{Clock, LeaseConfig, LeaseService, MonotonicClock};
 use leasehold_storage::testing::{CountingStore, MYSQL_ENV, Op, POSTGRES_ENV, backend_url};
-use leasehold_storage::{
-    AcquireOutcome, DbInstant, FencingToken, HolderId, LeaseKey, LeaseRecord, LeaseStore,
-    Namespace, ReleaseOutcome, RenewItem, RenewOutcome, SeaOrmStore, StoreBuilder, StoreError,
-    Term,
-};
+use leasehold_storage::{LeaseKey, StoreBuilder};
 
 use common::{sqlite_file_url, unique_namespace};
 
@@ -57,7 +52,7 @@ async fn service_with_slow_grants(
                     let (delay, hang) =
                         (delay_ms.load(Ordering::SeqCst), hang.load(Ordering::SeqCst));
                     async move {
-                        if matches!(op, Op::BeginTenure) {
+                        if matches!(op, Op::BeginTenure | Op::BeginTenureMany) {
                             if hang {
                                 futures::future::pending::<()>().await;
                             }
@@ -226,133 +221,38 @@ async fn postgres_waiters_share_one_listener_and_shut_down_cleanly() {
     holder.shutdown().await.expect("shutdown");
 }
 
-/// A SQL store that counts refused grants and, unlike `CountingStore`, hands the engine its
-/// `SeaOrmStore` (so the service gets its doorbell).
-struct Refusals {
-    inner: SeaOrmStore,
-    refused: Arc<AtomicU64>,
-}
-
-#[async_trait]
-impl LeaseStore for Refusals {
-    async fn try_acquire(
-        &self,
-        key: &LeaseKey,
-        holder: &HolderId,
-        term: Term,
-    ) -> Result<AcquireOutcome, StoreError> {
-        self.inner.try_acquire(key, holder, term).await
-    }
-    async fn begin_tenure(
-        &self,
-        key: &LeaseKey,
-        holder: &HolderId,
-        term: Term,
-    ) -> Result<AcquireOutcome, StoreError> {
-        let outcome = self.inner.begin_tenure(key, holder, term).await?;
-        if matches!(outcome, AcquireOutcome::HeldBy { .. }) {
-            self.refused.fetch_add(1, Ordering::SeqCst);
-        }
-        Ok(outcome)
-    }
-    async fn take_over_tenure(
-        &self,
-        key: &LeaseKey,
-        holder: &HolderId,
-        expected: FencingToken,
-        term: Term,
-    ) -> Result<AcquireOutcome, StoreError> {
-        self.inner
-            .take_over_tenure(key, holder, expected, term)
-            .await
-    }
-    async fn renew(
-        &self,
-        key: &LeaseKey,
-        holder: &HolderId,
-        token: FencingToken,
-        term: Term,
-    ) -> Result<RenewOutcome, StoreError> {
-        self.inner.renew(key, holder, token, term).await
-    }
-    async fn renew_many(
-        &self,
-        holder: &HolderId,
-        items: &[RenewItem],
-        term: Term,
-    ) -> Result<Vec<bool>, StoreError> {
-        self.inner.renew_many(holder, items, term).await
-    }
-    async fn release(
-        &self,
-        key: &LeaseKey,
-        holder: &HolderId,
-        token: FencingToken,
-    ) -> Result<ReleaseOutcome, StoreError> {
-        self.inner.release(key, holder, token).await
-    }
-    async fn release_many(
-        &self,
-        holder: &HolderId,
-        items: &[RenewItem],
-    ) -> Result<u64, StoreError> {
-        self.inner.release_many(holder, items).await
-    }
-    async fn release_all(&self, holder: &HolderId) -> Result<u64, StoreError> {
-        self.inner.release_all(holder).await
-    }
-    async fn force_release(&self, key: &LeaseKey) -> Result<bool, StoreError> {
-        self.inner.force_release(key).await
-    }
-    async fn get(&self, key: &LeaseKey) -> Result<Option<LeaseRecord>, StoreError> {
-        self.inner.get(key).await
-    }
-    async fn list_valid(
-        &self,
-        namespace: Option<&Namespace>,
-        prefix: &str,
-    ) -> Result<Vec<LeaseRecord>, StoreError> {
-        self.inner.list_valid(namespace, prefix).await
-    }
-    async fn purge(
-        &self,
-        namespace: Option<&Namespace>,
-        older_than: Duration,
-    ) -> Result<u64, StoreError> {
-        self.inner.purge(namespace, older_than).await
-    }
-    async fn db_now(&self) -> Result<DbInstant, StoreError> {
-        self.inner.db_now().await
-    }
-    fn sea_orm(&self) -> Option<&SeaOrmStore> {
-        Some(&self.inner)
-    }
-}
-
-/// A service on `url` in `ns` with its doorbell, and the count of its refused grants.
+/// A service on `url` in `ns` with its doorbell (it has its SQL store), and the count of its
+/// grant requests that reached the store.
 async fn counted_service(url: &str, ns: &str, config: LeaseConfig) -> (LeaseService, Arc<AtomicU64>) {
     let store = StoreBuilder::new(url).connect().await.expect("store");
-    let refused = Arc::new(AtomicU64::new(0));
-    let store = Refusals {
-        inner: store,
-        refused: Arc::clone(&refused),
-    };
-    let service = LeaseService::from_store(Arc::new(store))
+    let grants = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&grants);
+    let service = LeaseService::from_sql_store(store)
         .namespace(ns)
         .config(config)
+        .store_layer(move |store| {
+            let counted = Arc::clone(&counted);
+            Arc::new(
+                CountingStore::new(store, Arc::default()).after_call(move |call| {
+                    if matches!(call.op, Op::BeginTenure | Op::BeginTenureMany) {
+                        counted.fetch_add(1, Ordering::SeqCst);
+                    }
+                }),
+            )
+        })
         .build()
         .await
         .expect("service");
-    (service, refused)
+    (service, grants)
 }
 
-/// Waits (bounded) until `n` grants of a service were refused.
+/// Waits (bounded) until a service asked for `n` grants (each refused: the key is held).
 async fn refused_at_least(refused: &AtomicU64, n: u64, what: &str) {
     let started = MonotonicClock.now();
     while refused.load(Ordering::SeqCst) < n {
         assert!(
             MonotonicClock.now() - started < Duration::from_secs(30),
-            "{what}: fewer than {n} refusals"
+            "{what}: fewer than {n} grant requests"
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
