@@ -362,11 +362,11 @@ async fn a_release_rings_a_standby_lease_task_on_every_backend() {
             .expect("held");
         // And the other way round, by shutting the holder down (its rings leave before its
         // engine's runtime ends).
+        let before = refused_a.load(Ordering::SeqCst);
         let again = a
             .start_lease_task("leader", leasehold::LeaseTaskOptions::new())
             .await
             .expect("start");
-        let before = refused_a.load(Ordering::SeqCst);
         refused_at_least(&refused_a, before + 2, backend).await;
         assert!(!again.has_lease());
         named_lock_taken(&url, &LeaseKey::parse(&ns, "leader").expect("key")).await;
