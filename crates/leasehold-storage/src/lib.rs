@@ -43,6 +43,7 @@
 #![warn(missing_docs)]
 
 mod batch;
+mod clock_rate;
 mod connect;
 pub mod entity;
 mod error;
@@ -56,6 +57,7 @@ mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+pub use clock_rate::measure_clock_rate;
 pub use connect::StoreBuilder;
 pub use error::StoreError;
 pub use fence::FencedTransaction;
