@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use leasehold_core::{HolderId, Namespace, RenewOutcome, Term};
-use sea_orm::{ConnectionTrait, DbErr, QueryResult, TransactionTrait, Value};
+use sea_orm::{ConnectionTrait, DbErr, QueryResult, Value};
 
 use crate::seaorm::{DEADLOCK_RETRIES, MYSQL_RENEW_CHUNK, backoff, get, is_deadlock};
 use crate::sql::Dialect;
@@ -246,7 +246,7 @@ impl SeaOrmStore {
     }
 
     async fn db_begin(&self) -> Result<sea_orm::DatabaseTransaction, DbErr> {
-        self.connection().begin().await
+        crate::seaorm::begin_whole(self.connection(), sea_orm::TransactionOptions::default()).await
     }
 
     /// `release_many`: one statement per chunk.

@@ -17,7 +17,6 @@ use std::ops::Deref;
 use leasehold_core::{FencingToken, HolderId, LeaseKey};
 use sea_orm::{
     ConnectionTrait, DatabaseTransaction, SqliteTransactionMode, Statement, TransactionOptions,
-    TransactionTrait,
 };
 
 use crate::sql::Dialect;
@@ -118,9 +117,7 @@ impl SeaOrmStore {
                 .then_some(SqliteTransactionMode::Immediate),
             ..TransactionOptions::default()
         };
-        let txn = self
-            .connection()
-            .begin_with_options(options)
+        let txn = crate::seaorm::begin_whole(self.connection(), options)
             .await
             .map_err(|e| StoreError::db(op, self.table(), e))?;
         let lock = match self.sql.dialect {

@@ -8,7 +8,8 @@ use leasehold_core::{
     ReleaseOutcome, RenewOutcome, Term,
 };
 use sea_orm::{
-    ConnectionTrait, DatabaseConnection, DbBackend, QueryResult, Statement, TransactionTrait, Value,
+    ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, QueryResult, Statement,
+    TransactionOptions, TransactionTrait, Value,
 };
 
 use crate::sql::{Dialect, Sql, like_prefix};
@@ -372,7 +373,7 @@ impl SeaOrmStore {
         values: Vec<Value>,
         key: &LeaseKey,
     ) -> Result<Option<QueryResult>, sea_orm::DbErr> {
-        let txn = self.db.begin().await?;
+        let txn = begin_whole(&self.db, TransactionOptions::default()).await?;
         log::trace!("try_acquire: {}", self.sql.acquire);
         txn.execute_raw(self.stmt(&self.sql.acquire, values))
             .await?;
@@ -391,6 +392,24 @@ impl SeaOrmStore {
             .next();
         txn.commit().await?;
         Ok(row)
+    }
+}
+
+/// Begins a transaction on `db` in a task of its own that always runs to its end, so a caller
+/// that gives up (its bound passed, its future dropped) while the `BEGIN` is on the wire does not
+/// leave the transaction open on the pooled connection. sqlx counts a transaction only once the
+/// server answered its `BEGIN`: a begin dropped before that is never rolled back (MySQL: at all;
+/// the connection goes back to the pool inside a transaction and every later statement on it is
+/// answered but never committed). Here the task finishes the begin; when nobody waits for the
+/// transaction any more, it is dropped there, which rolls it back.
+pub(crate) async fn begin_whole(
+    db: &DatabaseConnection,
+    options: TransactionOptions,
+) -> Result<DatabaseTransaction, sea_orm::DbErr> {
+    let db = db.clone();
+    match tokio::spawn(async move { db.begin_with_options(options).await }).await {
+        Ok(begun) => begun,
+        Err(e) => Err(sea_orm::DbErr::Custom(format!("the begin's task ended: {e}"))),
     }
 }
 
