@@ -44,6 +44,9 @@ pub struct DbState {
     pub versions: HashMap<String, i64>,
     /// Every held row version the audit triggers saw: `(key, token, holder)`, in order.
     pub grants: Vec<(String, i64, String)>,
+    /// Whether the audit triggers were installed (then [`DbState::grants`] is every grant the
+    /// database committed).
+    pub audited: bool,
 }
 
 /// Two holders believing one key at one instant.
@@ -103,6 +106,10 @@ pub struct Report {
     /// a stall (SIGSTOP) past its grant, ms: the engine had not run yet to cancel it. Only
     /// fencing covers this window (see docs/semantics.md, "a paused process").
     pub token_lag_after_resume_ms: Option<f64>,
+    /// Lease calls that failed because their connection was inside a transaction they did not
+    /// begin ("current transaction is aborted"): a pooled connection left in a transaction,
+    /// where grants can be answered and never committed.
+    pub connection_violations: Vec<String>,
     /// What did not come back after the fault healed (no grant on a promoted standby).
     pub unrecovered: Vec<String>,
     /// Holders that did not finish their log (killed, or stuck at exit).
@@ -130,6 +137,11 @@ impl Report {
         );
         v.extend(self.token_violations.iter().map(|s| format!("token: {s}")));
         v.extend(self.fence_violations.iter().map(|s| format!("fence: {s}")));
+        v.extend(
+            self.connection_violations
+                .iter()
+                .map(|s| format!("connection: {s}")),
+        );
         v.extend(self.unrecovered.iter().map(|s| format!("not recovered: {s}")));
         v
     }
@@ -263,8 +275,16 @@ pub fn analyse(
                     *c = (*c).max(*at);
                 }
                 Record::Lost { .. } => report.lost += 1,
-                Record::Error { call, .. } => {
+                Record::Error { call, error, .. } => {
                     report.errors += 1;
+                    // Every logged error is a lease call's (fenced writes log `Write`): none of
+                    // them runs in a transaction of the caller's.
+                    if error.contains("current transaction is aborted") {
+                        report.connection_violations.push(format!(
+                            "{} {call} ran inside a transaction it did not begin: {error}",
+                            log.holder
+                        ));
+                    }
                     if call == "subscribe" {
                         lagged.insert(log.holder.clone());
                     }
@@ -327,6 +347,17 @@ pub fn analyse(
         }
     }
 
+    if db.audited {
+        let kept: BTreeSet<(&str, i64)> =
+            db.grants.iter().map(|(k, t, _)| (k.as_str(), *t)).collect();
+        for ((key, token), holders) in &granted {
+            if !kept.contains(&(key.as_str(), *token)) {
+                report.token_violations.push(format!(
+                    "{key} token {token} granted to {holders:?} but the database never committed that grant"
+                ));
+            }
+        }
+    }
     for (key, token, holder) in &db.grants {
         if !granted.contains_key(&(key.clone(), *token)) {
             report
@@ -451,6 +482,7 @@ mod tests {
             writes: vec![],
             versions: [("ns/a".to_owned(), version)].into(),
             grants: vec![],
+            audited: false,
         }
     }
 
@@ -475,6 +507,21 @@ mod tests {
         assert!(r.overlaps.is_empty(), "{:?}", r.overlaps);
         assert_eq!(r.min_gap_ms, Some(1.0));
         assert_eq!(r.max_gap_ms, Some(2.0));
+    }
+
+    #[test]
+    fn a_grant_the_audit_never_saw_is_a_violation() {
+        // The row ends at token 2 (a later grant), but token 1 was never committed.
+        let mut state = db(2);
+        state.audited = true;
+        state.grants = vec![("ns/a".into(), 2, "y".into())];
+        let logs = [
+            belief("x", 1, 0, 1_000_000),
+            belief("y", 2, 3_000_000, 4_000_000),
+        ];
+        let r = analyse("t", "mem", &logs, &state, 10_000_000);
+        assert_eq!(r.token_violations.len(), 1, "{:?}", r.token_violations);
+        assert!(r.token_violations[0].contains("never committed"));
     }
 
     #[test]
