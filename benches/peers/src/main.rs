@@ -1,7 +1,7 @@
 //! `peer-locks`: lock + unlock pairs per second of the crates users would pick instead of
 //! leasehold (`distributed-lock-postgres`, `distributed-lock-mysql` 0.2.0), on exactly the
-//! workload of `leasehold bench`'s `lock_spread` and `lock_hot` rows
-//! (`crates/leasehold-cli/src/bench/locks.rs`), plus raw sqlx 0.8
+//! workload of `leasehold-lab bench`'s `lock_spread` and `lock_hot` rows
+//! (`crates/leasehold-lab/src/bench/locks.rs`), plus raw sqlx 0.8
 //! `pg_advisory_lock`/`pg_advisory_unlock` pairs as a same-process floor on PostgreSQL.
 //!
 //! - `lock_spread`: 16 tasks (futures joined with `join_all` in one task, as in leasehold),

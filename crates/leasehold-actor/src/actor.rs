@@ -16,6 +16,7 @@ use tokio::time::Instant;
 
 use crate::batcher::{QueueRenew, RenewBatcher};
 use crate::bell::Bell;
+use crate::coalescer::{GrantBatcher, ReleaseBatcher};
 use crate::lock::{Attempt, RenewAnswer};
 use crate::{Belief, Registry};
 
@@ -93,6 +94,8 @@ pub struct LeaseActor {
     machine: LeaseMachine,
     store: Arc<dyn LeaseStore>,
     renewer: Option<Arc<Addr<RenewBatcher>>>,
+    granter: Option<Arc<Addr<GrantBatcher>>>,
+    releaser: Option<Arc<Addr<ReleaseBatcher>>>,
     registry: Arc<Registry>,
     listener: Listener,
     belief: Arc<Belief>,
@@ -151,6 +154,8 @@ impl LeaseActor {
             machine: LeaseMachine::new(config, seed)?,
             store,
             renewer: None,
+            granter: None,
+            releaser: None,
             registry,
             listener,
             belief,
@@ -192,6 +197,22 @@ impl LeaseActor {
         self
     }
 
+    /// Sends new-tenure grants through `granter` (one statement for grants asked together)
+    /// instead of one statement each. Reclaiming actors grant alone.
+    #[must_use]
+    pub fn with_granter(mut self, granter: Arc<Addr<GrantBatcher>>) -> Self {
+        self.granter = Some(granter);
+        self
+    }
+
+    /// Sends releases through `releaser` (one statement for releases asked together) instead
+    /// of one statement each.
+    #[must_use]
+    pub fn with_releaser(mut self, releaser: Arc<Addr<ReleaseBatcher>>) -> Self {
+        self.releaser = Some(releaser);
+        self
+    }
+
     pub(crate) fn with_bell(mut self, bell: Option<Arc<Bell>>) -> Self {
         self.bell = bell;
         self
@@ -221,6 +242,7 @@ impl LeaseActor {
         }
         let now = self.registry.clock().now();
         let cmds = self.machine.handle(now, event);
+        let mut lapsed = false;
         for i in 0..cmds.len() {
             if let (
                 Command::SetDeadline(None),
@@ -244,16 +266,28 @@ impl LeaseActor {
                         self.belief.begin(*token, deadline);
                         began = true;
                     }
-                    Some(Command::Notify(Notification::Renewed { token, .. })) => {
-                        self.belief.renewed(*token, deadline);
+                    // Someone saw this tenure past its deadline and cancelled its token before
+                    // the renewal landed: it is over; end it, keep no deadline.
+                    Some(Command::Notify(Notification::Renewed { token, .. }))
+                        if !self.belief.renewed(*token, deadline) =>
+                    {
+                        lapsed = true;
+                        continue;
                     }
                     _ => {}
                 }
+            }
+            if lapsed && matches!(cmds[i], Command::Notify(Notification::Renewed { .. })) {
+                continue;
             }
             self.execute(now, cmds[i].clone(), ctx);
             if began {
                 self.belief.announce();
             }
+        }
+        if lapsed {
+            self.feed(Event::EndTenure(LossReason::DeadlinePassed), ctx);
+            return;
         }
         if self.stop_when_resting && matches!(self.machine.state(), State::Released) {
             self.stop_when_resting = false;
@@ -299,6 +333,19 @@ impl LeaseActor {
             Command::TryAcquire { req, term } => {
                 log::trace!("{key}: begin_tenure {req} as {holder} for {term:?}");
                 let reclaim = self.reclaim_own;
+                if let (Some(granter), false) = (&self.granter, reclaim) {
+                    // Bounded like any store call: a batch that answers late is not waited for.
+                    let (granter, limit) = (Arc::clone(granter), self.limit());
+                    let fut = async move {
+                        crate::coalescer::ask(&granter, (holder, term), key, limit).await
+                    };
+                    ctx.spawn(actix::fut::wrap_future(fut).map(
+                        move |result, act: &mut Self, ctx| {
+                            act.feed(Event::AcquireResult { req, result }, ctx);
+                        },
+                    ));
+                    return;
+                }
                 let fut = async move {
                     let outcome = store.begin_tenure(&key, &holder, term).await?;
                     match outcome {
@@ -352,6 +399,26 @@ impl LeaseActor {
             Command::Release { req, token } => {
                 log::trace!("{key}: release {req} of token {token}");
                 let bell = self.bell.clone();
+                if let Some(releaser) = &self.releaser {
+                    let (releaser, limit) = (Arc::clone(releaser), self.limit());
+                    let fut = async move {
+                        let item = RenewItem {
+                            key: key.clone(),
+                            token,
+                        };
+                        let outcome = crate::coalescer::ask(&releaser, holder, item, limit).await;
+                        if let (Ok(ReleaseOutcome::Released), Some(bell)) = (&outcome, bell) {
+                            bell.ring(&key);
+                        }
+                        outcome
+                    };
+                    ctx.spawn(actix::fut::wrap_future(fut).map(
+                        move |result, act: &mut Self, ctx| {
+                            act.feed(Event::ReleaseResult { req, result }, ctx);
+                        },
+                    ));
+                    return;
+                }
                 let fut = async move {
                     let outcome = store.release(&key, &holder, token).await?;
                     if let (ReleaseOutcome::Released, Some(bell)) = (outcome, bell) {
@@ -558,6 +625,14 @@ impl Actor for LeaseActor {
         }
         self.belief.finish();
         self.keep = None;
+        // The engine hears of the stop before anyone waiting on this actor does, so a caller
+        // told "stopped" (an unlock, a stop) finds the key gone from the book when it asks next.
+        if let Some((engine, id)) = self.on_exit.take() {
+            engine.do_send(crate::engine::ActorStopped {
+                key: self.key.clone(),
+                id,
+            });
+        }
         if let Some(reply) = self.unlock.take() {
             // No answer at all: the release was abandoned to lapse.
             let outcome = self.released.take().ok_or_else(|| {
@@ -573,12 +648,6 @@ impl Actor for LeaseActor {
         }
         for done in self.on_stopped.drain(..) {
             let _ = done.send(());
-        }
-        if let Some((engine, id)) = self.on_exit.take() {
-            engine.do_send(crate::engine::ActorStopped {
-                key: self.key.clone(),
-                id,
-            });
         }
     }
 }
@@ -622,6 +691,22 @@ pub struct StopLease {
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "Option<RenewItem>")]
 pub struct AbandonLease;
+
+/// Give the live tenure up and compete again one retry interval after its release settled
+/// ([`Event::Yield`]). Answers the tenure given up, `None` when none was live.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "Option<FencingToken>")]
+pub struct YieldLease;
+
+impl Handler<YieldLease> for LeaseActor {
+    type Result = Option<FencingToken>;
+    fn handle(&mut self, _: YieldLease, ctx: &mut Context<Self>) -> Option<FencingToken> {
+        let now = self.registry.clock().now();
+        let live = self.machine.token().filter(|_| self.machine.holds(now));
+        self.feed(Event::Yield, ctx);
+        live
+    }
+}
 
 /// End the live tenure now for `0` (see [`Event::EndTenure`]).
 #[derive(Debug, Clone, Copy, Message)]

@@ -10,6 +10,7 @@
 //! [`Notification::Acquired`]: leasehold_core::Notification::Acquired
 //! [`Command::SetDeadline`]: leasehold_core::Command::SetDeadline
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use leasehold_core::{Clock, FencingToken};
@@ -44,7 +45,13 @@ pub struct Belief {
     changed: Notify,
     service: CancellationToken,
     clock: Arc<dyn Clock>,
+    /// Work running under this actor's tenures ([`WorkGuard`]s alive), and in the top bit
+    /// whether new work is refused (a hand-over is draining it).
+    work: AtomicU64,
 }
+
+/// The bit of `Belief::work` that refuses new work.
+const DRAINING: u64 = 1 << 63;
 
 impl std::fmt::Debug for Belief {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -64,6 +71,7 @@ impl Belief {
             changed: Notify::new(),
             service,
             clock,
+            work: AtomicU64::new(0),
         })
     }
 
@@ -90,17 +98,24 @@ impl Belief {
         self.changed.notify_waiters();
     }
 
-    /// The live tenure's deadline moved (the actor calls this).
-    pub(crate) fn renewed(&self, token: FencingToken, next: Instant) {
+    /// The live tenure's deadline moved (the actor calls this). Answers `false`, and leaves the
+    /// deadline as it was, when a reader already saw the tenure past its deadline and cancelled
+    /// its token ([`Belief::tenure`]): a tenure whose token was cancelled is over for good, so
+    /// the actor must end it rather than extend it.
+    pub(crate) fn renewed(&self, token: FencingToken, next: Instant) -> bool {
         if let State::Held {
             token: live,
             deadline,
-            ..
+            cancel,
         } = &mut *self.lock()
             && *live == token
         {
+            if cancel.as_ref().is_some_and(CancellationToken::is_cancelled) {
+                return false;
+            }
             *deadline = next;
         }
+        true
     }
 
     /// The live tenure (if any) ended: its token is cancelled now.
@@ -151,19 +166,41 @@ impl Belief {
     }
 
     /// The live tenure's token and cancellation token (made now if nobody asked before); `None`
-    /// when no tenure is live or the service has been shut down or dropped.
+    /// when no tenure is live, its local deadline has passed, or the service has been shut down
+    /// or dropped.
+    ///
+    /// A reader that finds the deadline passed before the actor's timer has ended the tenure (a
+    /// busy engine thread runs it late) cancels the tenure's token itself, so the token never
+    /// outlives the deadline by more than the time until someone looks; the tenure cannot be
+    /// renewed after that ([`Belief::renewed`]).
     #[must_use]
     pub fn tenure(&self) -> Option<(FencingToken, CancellationToken)> {
         if self.service.is_cancelled() {
             return None;
         }
-        match &mut *self.lock() {
-            State::Held { token, cancel, .. } => Some((
-                *token,
-                cancel
-                    .get_or_insert_with(|| self.service.child_token())
-                    .clone(),
-            )),
+        let now = self.clock.now();
+        let mut state = self.lock();
+        match &mut *state {
+            State::Held {
+                token,
+                cancel,
+                deadline,
+            } => {
+                if now >= *deadline {
+                    let late = cancel.replace(cancelled());
+                    drop(state);
+                    if let Some(late) = late {
+                        late.cancel();
+                    }
+                    return None;
+                }
+                Some((
+                    *token,
+                    cancel
+                        .get_or_insert_with(|| self.service.child_token())
+                        .clone(),
+                ))
+            }
             _ => None,
         }
     }
@@ -216,6 +253,98 @@ impl Belief {
                 () = changed => {}
                 () = self.service.cancelled() => return None,
             }
+        }
+    }
+}
+
+impl Belief {
+    /// Begins a piece of work under the live tenure: `None` when no tenure is believed now or
+    /// new work is refused ([`Belief::set_draining`]). The work counts as running until the
+    /// guard is dropped or [`WorkGuard::finish`]ed; a hand-over waits for it before the release.
+    #[must_use]
+    pub fn begin_work(self: &Arc<Self>) -> Option<WorkGuard> {
+        let token = self.token()?;
+        self.work
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                (w & DRAINING == 0).then_some(w + 1)
+            })
+            .ok()?;
+        Some(WorkGuard {
+            belief: Arc::clone(self),
+            token,
+        })
+    }
+
+    /// Refuses (`true`) or accepts again (`false`) new work.
+    pub fn set_draining(&self, on: bool) {
+        if on {
+            self.work.fetch_or(DRAINING, Ordering::AcqRel);
+        } else {
+            self.work.fetch_and(!DRAINING, Ordering::AcqRel);
+        }
+    }
+
+    /// Whether new work is refused.
+    #[must_use]
+    pub fn is_draining(&self) -> bool {
+        self.work.load(Ordering::Acquire) & DRAINING != 0
+    }
+
+    /// How many pieces of work are running.
+    #[must_use]
+    pub fn running_work(&self) -> u64 {
+        self.work.load(Ordering::Acquire) & !DRAINING
+    }
+
+    /// Waits until no work is running.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future only stops waiting.
+    pub async fn work_done(&self) {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if self.running_work() == 0 {
+                return;
+            }
+            changed.await;
+        }
+    }
+}
+
+/// One piece of work running under a tenure ([`Belief::begin_work`]): a hand-over waits for
+/// every guard to be dropped (or [`WorkGuard::finish`]ed) before it releases the lease.
+#[derive(Debug)]
+#[must_use = "the work counts as running until the guard is dropped"]
+pub struct WorkGuard {
+    belief: Arc<Belief>,
+    token: FencingToken,
+}
+
+impl WorkGuard {
+    /// The fencing token of the tenure the work began under.
+    #[must_use]
+    pub fn token(&self) -> FencingToken {
+        self.token
+    }
+
+    /// Whether that tenure is still believed (the same as the tenure's cancellation token not
+    /// being cancelled, read from the clock).
+    #[must_use]
+    pub fn is_held(&self) -> bool {
+        self.belief.holds_token(self.token)
+    }
+
+    /// The work has finished (the same as dropping the guard).
+    pub fn finish(self) {}
+}
+
+impl Drop for WorkGuard {
+    fn drop(&mut self) {
+        let before = self.belief.work.fetch_sub(1, Ordering::AcqRel);
+        if before & !DRAINING == 1 {
+            self.belief.changed.notify_waiters();
         }
     }
 }
@@ -273,11 +402,68 @@ mod tests {
     }
 
     #[test]
+    fn a_reader_past_the_deadline_cancels_the_token_and_the_tenure_cannot_be_renewed() {
+        let (b, clock, _) = belief();
+        let deadline = clock.now() + Duration::from_millis(10);
+        b.begin(FencingToken(1), deadline);
+        let (_, cancel) = b.tenure().expect("live");
+        clock.advance(Duration::from_millis(10));
+        // The actor's timer has not run yet: the reader ends the token itself.
+        assert!(b.tenure().is_none());
+        assert!(cancel.is_cancelled(), "the token outlived the deadline");
+        assert!(b.cancellation_of(FencingToken(1)).is_cancelled());
+        // A renewal that lands now must not bring the tenure back.
+        assert!(!b.renewed(FencingToken(1), deadline + Duration::from_secs(1)));
+        assert!(!b.holds() && b.token().is_none() && b.tenure().is_none());
+    }
+
+    #[test]
+    fn a_renewal_before_the_deadline_extends_every_signal() {
+        let (b, clock, _) = belief();
+        let deadline = clock.now() + Duration::from_millis(10);
+        b.begin(FencingToken(1), deadline);
+        let (_, cancel) = b.tenure().expect("live");
+        assert!(b.renewed(FencingToken(1), deadline + Duration::from_secs(1)));
+        clock.advance(Duration::from_millis(500));
+        assert!(b.holds() && b.tenure().is_some() && !cancel.is_cancelled());
+    }
+
+    #[test]
     fn cancelling_the_service_cancels_every_tenure_token() {
         let (b, clock, service) = belief();
         b.begin(FencingToken(1), clock.now() + Duration::from_secs(5));
         let (_, cancel) = b.tenure().expect("live");
         service.cancel();
         assert!(cancel.is_cancelled() && !b.holds());
+    }
+
+    #[tokio::test]
+    async fn work_is_counted_refused_while_draining_and_waited_for() {
+        let (b, clock, _) = belief();
+        assert!(b.begin_work().is_none(), "no tenure, no work");
+        b.begin(FencingToken(4), clock.now() + Duration::from_secs(5));
+        let first = b.begin_work().expect("work");
+        let second = b.begin_work().expect("work");
+        assert_eq!((first.token(), b.running_work()), (FencingToken(4), 2));
+        b.set_draining(true);
+        assert!(
+            b.is_draining() && b.begin_work().is_none(),
+            "refused while draining"
+        );
+        first.finish();
+        assert_eq!(b.running_work(), 1);
+        let waiter = {
+            let b = Arc::clone(&b);
+            tokio::spawn(async move { b.work_done().await })
+        };
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished());
+        drop(second);
+        tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("woken")
+            .expect("joined");
+        b.set_draining(false);
+        assert!(b.begin_work().is_some());
     }
 }

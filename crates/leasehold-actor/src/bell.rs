@@ -9,7 +9,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use leasehold_core::LeaseKey;
-use leasehold_storage::LeaseStore;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -64,14 +63,16 @@ impl std::fmt::Debug for Bell {
 }
 
 impl Bell {
-    /// The bell of a service over `store`: `Some` on PostgreSQL (with the `postgres` feature),
-    /// `None` elsewhere. Announcements are bounded by `limit`.
+    /// The bell of a service over the SQL store `store`: `Some` on PostgreSQL (with the
+    /// `postgres` feature), `None` elsewhere. Announcements are bounded by `limit`.
     #[must_use]
-    pub fn for_store(store: &Arc<dyn LeaseStore>, limit: Duration) -> Option<Arc<Bell>> {
+    pub fn for_store(
+        store: Option<&leasehold_storage::SeaOrmStore>,
+        limit: Duration,
+    ) -> Option<Arc<Bell>> {
         #[cfg(feature = "postgres")]
         {
             let pg = store
-                .sea_orm()
                 .filter(|s| s.backend() == leasehold_storage::Backend::Postgres)?
                 .clone();
             Some(Arc::new(Bell {

@@ -144,7 +144,14 @@ pub(crate) struct Entry {
 pub struct LeaseEngine {
     pub(crate) holder: HolderId,
     pub(crate) store: Arc<dyn LeaseStore>,
+    /// The SQL store under `store`, when the service has one: fencing and the PostgreSQL bell
+    /// go to it directly (see [`LeaseEngine::with_sql_store`]).
+    pub(crate) sql: Option<leasehold_storage::SeaOrmStore>,
     renewer: Arc<Addr<RenewBatcher>>,
+    /// Grants of actors asked together go out as one statement (started with the engine).
+    granter: Option<Arc<Addr<crate::GrantBatcher>>>,
+    releaser: Option<Arc<Addr<crate::ReleaseBatcher>>>,
+    batch_grants: bool,
     registry: Arc<Registry>,
     pub(crate) book: HashMap<LeaseKey, Entry>,
     started: u64,
@@ -182,17 +189,20 @@ impl LeaseEngine {
         renewer: Addr<RenewBatcher>,
         registry: Arc<Registry>,
     ) -> Self {
-        let bell = Bell::for_store(&store, DEFAULT_REQUEST_TIMEOUT);
         Self {
             holder,
             store,
+            sql: None,
             renewer: Arc::new(renewer),
+            granter: None,
+            releaser: None,
+            batch_grants: true,
             registry,
             book: HashMap::new(),
             started: 0,
             limit: DEFAULT_REQUEST_TIMEOUT,
             service: CancellationToken::new(),
-            bell,
+            bell: None,
             shut_down: false,
             reclaim_own: false,
             bug: None,
@@ -204,7 +214,18 @@ impl LeaseEngine {
     #[must_use]
     pub fn with_request_timeout(mut self, limit: Duration) -> Self {
         self.limit = limit;
-        self.bell = Bell::for_store(&self.store, limit);
+        self.bell = Bell::for_store(self.sql.as_ref(), limit);
+        self
+    }
+
+    /// The SQL store under the engine's store (the same database and table; the lease store may
+    /// be a wrapper around it): `begin_fenced` opens its transactions there, and on PostgreSQL
+    /// releases are announced and heard on it. Without one, fencing answers an error and
+    /// waiters poll.
+    #[must_use]
+    pub fn with_sql_store(mut self, sql: Option<leasehold_storage::SeaOrmStore>) -> Self {
+        self.sql = sql;
+        self.bell = Bell::for_store(self.sql.as_ref(), self.limit);
         self
     }
 
@@ -222,6 +243,15 @@ impl LeaseEngine {
     #[must_use]
     pub fn reintroduce_bug(mut self, bug: Option<KnownBug>) -> Self {
         self.bug = bug;
+        self
+    }
+
+    /// Whether grants and releases asked for together go out as one statement (default
+    /// `true`; see [`GrantBatcher`](crate::GrantBatcher), [`ReleaseBatcher`](crate::ReleaseBatcher)).
+    /// `false`: one `begin_tenure` or `release` each.
+    #[must_use]
+    pub fn batch_grants(mut self, batch: bool) -> Self {
+        self.batch_grants = batch;
         self
     }
 
@@ -274,6 +304,18 @@ impl LeaseEngine {
         .with_belief(Arc::clone(&belief))
         .with_bell(self.bell.clone())
         .on_exit((self.me(ctx), id));
+        if self.batch_grants {
+            let (store, limit) = (Arc::clone(&self.store), self.limit);
+            let granter = self.granter.get_or_insert_with(|| {
+                Arc::new(crate::GrantBatcher::new(store, limit).start())
+            });
+            actor = actor.with_granter(Arc::clone(granter));
+            let store = Arc::clone(&self.store);
+            let releaser = self.releaser.get_or_insert_with(|| {
+                Arc::new(crate::ReleaseBatcher::new(store, limit).start())
+            });
+            actor = actor.with_releaser(Arc::clone(releaser));
+        }
         actor.reclaim_own(self.reclaim_own);
         actor.cancel_late(self.bug == Some(KnownBug::CancelAfterReleaseAnswer));
         setup(&mut actor);
@@ -666,5 +708,53 @@ impl Handler<ListTasks> for LeaseEngine {
             .filter(|(_, e)| e.owner == msg.owner && !e.stopping)
             .map(|(k, _)| k.clone())
             .collect()
+    }
+}
+
+/// The [`Belief`] of the running (not stopping) task of `key` run by `owner`, if any.
+#[derive(Debug, Message)]
+#[rtype(result = "Option<Arc<Belief>>")]
+pub struct FindTask {
+    /// The lease.
+    pub key: LeaseKey,
+    /// Who runs it.
+    pub owner: Owner,
+}
+
+impl Handler<FindTask> for LeaseEngine {
+    type Result = Option<Arc<Belief>>;
+
+    fn handle(&mut self, msg: FindTask, _ctx: &mut Context<Self>) -> Self::Result {
+        self.book
+            .get(&msg.key)
+            .filter(|e| e.owner == msg.owner && !e.stopping)
+            .map(|e| Arc::clone(&e.belief))
+    }
+}
+
+/// Yield the tenure of the running task of `key` run by `owner` ([`YieldLease`]). Answers
+/// `None` when there is no such task, else the tenure given up (`None` when none was live).
+#[derive(Debug, Message)]
+#[rtype(result = "Option<Option<leasehold_core::FencingToken>>")]
+pub struct YieldTask {
+    /// The lease.
+    pub key: LeaseKey,
+    /// Who runs it.
+    pub owner: Owner,
+}
+
+impl Handler<YieldTask> for LeaseEngine {
+    type Result = ResponseFuture<Option<Option<leasehold_core::FencingToken>>>;
+
+    fn handle(&mut self, msg: YieldTask, _ctx: &mut Context<Self>) -> Self::Result {
+        let addr = self
+            .book
+            .get(&msg.key)
+            .filter(|e| e.owner == msg.owner && !e.stopping)
+            .map(|e| e.addr.clone());
+        Box::pin(async move {
+            let addr = addr?;
+            Some(addr.send(crate::actor::YieldLease).await.ok().flatten())
+        })
     }
 }

@@ -13,8 +13,10 @@
 //! actix applications can start these actors in their own system and talk to them by messages:
 //! [`StartLease`], [`ReleaseLease`], [`StopLease`], [`AbandonLease`], [`QueryLease`] for a
 //! [`LeaseActor`]; [`StartTask`], [`StopTask`], [`ShutdownAll`], [`ReadRecord`], [`ReadDbNow`],
-//! [`ListTasks`], [`TakeLock`], [`SetCompeting`], [`ListLive`] for a [`LeaseEngine`];
-//! [`QueueRenew`] for the [`RenewBatcher`].
+//! [`ListTasks`], [`FindTask`], [`YieldTask`], [`TakeLock`], [`SetCompeting`], [`ListLive`] for
+//! a [`LeaseEngine`] ([`YieldLease`] for a [`LeaseActor`]); [`QueueRenew`] for the
+//! [`RenewBatcher`]; [`QueueGrant`] and [`QueueRelease`] for the [`GrantBatcher`] and
+//! [`ReleaseBatcher`] (group commit).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -24,6 +26,7 @@ mod belief;
 mod bell;
 mod detached;
 mod engine;
+mod coalescer;
 mod lock;
 pub mod metrics;
 mod registry;
@@ -31,17 +34,21 @@ mod shard;
 
 pub use actor::{
     AbandonLease, CompeteLease, EndTenure, LeaseActor, LeaseStatus, Listener, QueryLease,
-    ReleaseLease, StandByLease, StartLease, StopLease, WakeLease,
+    ReleaseLease, StandByLease, StartLease, StopLease, WakeLease, YieldLease,
 };
 pub use batcher::{
     DEFAULT_BATCH_WINDOW, QueueRenew, RenewBatcher, RenewReply, TERM_WINDOW_DIVISOR,
 };
-pub use belief::{Belief, cancelled};
+pub use belief::{Belief, WorkGuard, cancelled};
 pub use bell::{Bell, release_channel};
 pub use detached::detached;
+pub use coalescer::{
+    Coalescer, GrantBatcher, Grants, IN_FLIGHT, Kind, PER_BATCH, Queue, QueueGrant, QueueRelease,
+    ReleaseBatcher, Releases, Reply,
+};
 pub use engine::{
-    DEFAULT_REQUEST_TIMEOUT, EngineError, KnownBug, LeaseEngine, ListTasks, Owner, ReadDbNow,
-    ReadRecord, ShutdownAll, StartTask, StopTask,
+    DEFAULT_REQUEST_TIMEOUT, EngineError, FindTask, KnownBug, LeaseEngine, ListTasks, Owner,
+    ReadDbNow, ReadRecord, ShutdownAll, StartTask, StopTask, YieldTask,
 };
 pub use lock::{
     Attempt, BeginFenced, FindLock, HoldLock, KeepUntilStopped, ListLocks, MakeHold, RenewAnswer,

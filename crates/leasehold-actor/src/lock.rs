@@ -328,8 +328,9 @@ impl Handler<WatchReleases> for LeaseEngine {
 }
 
 /// Open a [`FencedTransaction`] for the tenure `token` of `key` on the engine's store
-/// (see [`leasehold_storage::SeaOrmStore::begin_fenced`]); an error when the store is not a
-/// SeaORM store. Bounded by the request timeout.
+/// (see [`leasehold_storage::SeaOrmStore::begin_fenced`]) on the engine's SQL store
+/// ([`crate::LeaseEngine::with_sql_store`]); an error when it has none. Bounded by the request
+/// timeout.
 #[derive(Debug, Message)]
 #[rtype(result = "Result<Option<FencedTransaction>, StoreError>")]
 pub struct BeginFenced {
@@ -343,13 +344,13 @@ impl Handler<BeginFenced> for LeaseEngine {
     type Result = ResponseFuture<Result<Option<FencedTransaction>, StoreError>>;
 
     fn handle(&mut self, msg: BeginFenced, _ctx: &mut Context<Self>) -> Self::Result {
-        let store = self.store.sea_orm().cloned();
+        let store = self.sql.clone();
         let holder = self.holder.clone();
         Box::pin(detached("begin_fenced", self.limit, async move {
             let Some(store) = store else {
                 return Err(StoreError::Unexpected {
                     op: "begin_fenced",
-                    detail: "the service's store is not a SeaOrmStore".to_owned(),
+                    detail: "the service has no SQL store (build it from a URL, or with LeaseService::from_sql_store)".to_owned(),
                 });
             };
             store.begin_fenced(&msg.key, &holder, msg.token).await

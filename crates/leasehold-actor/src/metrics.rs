@@ -12,6 +12,17 @@
 //! | `leasehold_renew_batch_leases` | histogram | | leases per batched renewal statement |
 //! | `leasehold_renew_batch_seconds` | histogram | | latency of one batched renewal |
 //! | `leasehold_renew_batches_total` | counter | `outcome` | batched renewals (`ok`, `error`) |
+//! | `leasehold_leases_held` | gauge | | tenures whose local deadline is recorded (every lease task, sharded name, lock and hold of the process) |
+//! | `leasehold_is_leader` | gauge | `namespace`, `name` | 1 while this process holds the name, 0 after |
+//! | `leasehold_clock_rate_difference` | gauge | | measured rate of the database's clock relative to the monotonic clock, minus 1 (background clock-rate check) |
+//! | `leasehold_clock_rate_uncertainty` | gauge | | the uncertainty of that measurement |
+//! | `leasehold_clock_rate_ok` | gauge | | 1 when the measured difference is shown within `safety_margin / term`, 0 otherwise |
+//!
+//! `leasehold_is_leader` has one series per name ever held: a service with very many names (a
+//! large sharded set) may prefer to drop or aggregate it in the exporter. The gauges follow the
+//! registry that answers `has_lease`: set at the grant, cleared when the tenure ends (before
+//! any release), and a stuck engine's deadline passing shows in `has_lease` at once but in the
+//! gauges only once the deadline is cleared (by the machine's timer at that instant).
 
 use std::time::Duration;
 
@@ -26,7 +37,46 @@ pub const METRIC_NAMES: &[&str] = &[
     "leasehold_renew_batch_leases",
     "leasehold_renew_batch_seconds",
     "leasehold_renew_batches_total",
+    "leasehold_leases_held",
+    "leasehold_is_leader",
+    "leasehold_clock_rate_difference",
+    "leasehold_clock_rate_uncertainty",
+    "leasehold_clock_rate_ok",
 ];
+
+/// A lease of `namespace`/`name` began (`true`) or stopped (`false`) being recorded as held.
+pub(crate) fn held(namespace: &str, name: &str, held: bool) {
+    #[cfg(feature = "metrics")]
+    {
+        let gauge = metrics::gauge!("leasehold_leases_held");
+        if held {
+            gauge.increment(1.0);
+        } else {
+            gauge.decrement(1.0);
+        }
+        metrics::gauge!(
+            "leasehold_is_leader",
+            "namespace" => namespace.to_owned(),
+            "name" => name.to_owned()
+        )
+        .set(if held { 1.0 } else { 0.0 });
+    }
+    #[cfg(not(feature = "metrics"))]
+    let _ = (namespace, name, held);
+}
+
+/// Publishes the result of a clock-rate measurement: the rate difference, its uncertainty, and
+/// whether it was shown within the allowed difference.
+pub fn clock_rate(difference: f64, uncertainty: f64, ok: bool) {
+    #[cfg(feature = "metrics")]
+    {
+        metrics::gauge!("leasehold_clock_rate_difference").set(difference);
+        metrics::gauge!("leasehold_clock_rate_uncertainty").set(uncertainty);
+        metrics::gauge!("leasehold_clock_rate_ok").set(if ok { 1.0 } else { 0.0 });
+    }
+    #[cfg(not(feature = "metrics"))]
+    let _ = (difference, uncertainty, ok);
+}
 
 /// Counts a notification of the lease machine.
 pub(crate) fn notification(n: &Notification) {

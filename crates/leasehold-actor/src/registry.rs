@@ -1,7 +1,9 @@
 //! The registry that answers `has_lease` from memory.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
 
 use dashmap::DashMap;
 use leasehold_core::{Clock, LeaseKey, LeaseName, Namespace};
@@ -52,6 +54,10 @@ pub struct Registry {
     /// Every other namespace.
     namespaces: RwLock<HashMap<Namespace, Arc<NamespaceDeadlines>, FastHash>>,
     clock: Arc<dyn Clock>,
+    /// The instant the registry was made: `confirmed` counts from it.
+    epoch: Instant,
+    /// Nanoseconds from `epoch` to the last grant or renewal recorded (0: none yet).
+    confirmed: AtomicU64,
 }
 
 /// The deadlines of one namespace of a [`Registry`], keyed by lease name. Obtained from
@@ -95,19 +101,34 @@ impl NamespaceDeadlines {
         self.deadlines.get(name).map(|d| *d)
     }
 
-    fn set(&self, name: &LeaseName, deadline: Option<Instant>) {
+    /// Records or clears `name`'s deadline; answers whether a deadline was added (`Some(true)`)
+    /// or removed (`Some(false)`), `None` when only moved or nothing changed.
+    fn set(&self, name: &LeaseName, deadline: Option<Instant>) -> Option<bool> {
         match deadline {
             Some(d) => {
                 if let Some(mut slot) = self.deadlines.get_mut(name.as_str()) {
                     *slot = d;
+                    None
                 } else {
                     self.deadlines.insert(name.clone(), d);
+                    Some(true)
                 }
             }
-            None => {
-                self.deadlines.remove(name.as_str());
-            }
+            None => self.deadlines.remove(name.as_str()).map(|_| false),
         }
+    }
+
+    /// How many leases of this namespace are held now (deadline recorded and in the future).
+    fn held_count(&self, now: Instant) -> usize {
+        self.deadlines.iter().filter(|e| now < *e.value()).count()
+    }
+
+    /// Clears every deadline, telling the gauges.
+    fn clear(&self, namespace: &str) {
+        self.deadlines.retain(|name, _| {
+            crate::metrics::held(namespace, name.as_str(), false);
+            false
+        });
     }
 }
 
@@ -132,6 +153,8 @@ impl Registry {
         Self {
             default_namespace: NamespaceDeadlines::new(&clock),
             namespaces: RwLock::new(HashMap::default()),
+            epoch: clock.now(),
+            confirmed: AtomicU64::new(0),
             clock,
         }
     }
@@ -195,20 +218,52 @@ impl Registry {
             .deadline(key.name.as_str())
     }
 
-    /// Records (`Some`) or clears (`None`) the local deadline of `key`.
+    /// Records (`Some`: a grant or a confirmed renewal, which [`Registry::last_confirmed`]
+    /// remembers) or clears (`None`) the local deadline of `key`. The gauges of
+    /// [`crate::metrics`] follow.
     pub fn set(&self, key: &LeaseKey, deadline: Option<Instant>) {
-        match (self.find(key.namespace.as_str()), deadline) {
+        if deadline.is_some() {
+            let since = self.clock.now().saturating_duration_since(self.epoch);
+            let nanos = u64::try_from(since.as_nanos()).unwrap_or(u64::MAX).max(1);
+            self.confirmed.fetch_max(nanos, Ordering::Relaxed);
+        }
+        let changed = match (self.find(key.namespace.as_str()), deadline) {
             (Some(ns), _) => ns.set(&key.name, deadline),
             (None, Some(_)) => self.namespace(&key.namespace).set(&key.name, deadline),
-            (None, None) => {}
+            (None, None) => None,
+        };
+        if let Some(held) = changed {
+            crate::metrics::held(key.namespace.as_str(), key.name.as_str(), held);
         }
     }
 
     /// Clears every deadline: nothing is held from now on.
     pub fn clear(&self) {
-        self.default_namespace.deadlines.clear();
-        for ns in self.read().values() {
-            ns.deadlines.clear();
+        self.default_namespace.clear("");
+        for (namespace, ns) in self.read().iter() {
+            ns.clear(namespace.as_str());
+        }
+    }
+
+    /// How many leases are held now: a deadline is recorded and the clock is before it. Walks
+    /// every recorded deadline (no allocation).
+    #[must_use]
+    pub fn held_count(&self) -> usize {
+        let now = self.clock.now();
+        self.default_namespace.held_count(now)
+            + self
+                .read()
+                .values()
+                .map(|ns| ns.held_count(now))
+                .sum::<usize>()
+    }
+
+    /// The instant of the last grant or confirmed renewal recorded by any lease, if any.
+    #[must_use]
+    pub fn last_confirmed(&self) -> Option<Instant> {
+        match self.confirmed.load(Ordering::Relaxed) {
+            0 => None,
+            nanos => Some(self.epoch + Duration::from_nanos(nanos)),
         }
     }
 
@@ -284,5 +339,34 @@ mod tests {
         registry.set(&other, Some(clock.now() + Duration::from_secs(2)));
         assert!(!jobs.has_lease("a"));
         assert!(registry.has_lease(&other));
+    }
+
+    #[test]
+    fn held_count_and_last_confirmed_follow_grants_renewals_and_clears() {
+        let clock = ManualClock::starting_now();
+        let registry = Registry::new(Arc::new(clock.clone()));
+        assert_eq!(
+            (registry.held_count(), registry.last_confirmed()),
+            (0, None)
+        );
+        let a = LeaseKey::parse("", "a").expect("valid");
+        let b = LeaseKey::parse("jobs", "b").expect("valid");
+        registry.set(&a, Some(clock.now() + Duration::from_secs(1)));
+        clock.advance(Duration::from_millis(300));
+        registry.set(&b, Some(clock.now() + Duration::from_secs(5)));
+        assert_eq!(registry.held_count(), 2);
+        assert_eq!(registry.last_confirmed(), Some(clock.now()));
+        clock.advance(Duration::from_secs(1));
+        assert_eq!(registry.held_count(), 1, "a's deadline passed");
+        registry.set(&b, None);
+        assert_eq!(registry.held_count(), 0);
+        assert_eq!(
+            registry.last_confirmed(),
+            Some(clock.now() - Duration::from_secs(1)),
+            "a clear is no confirmation"
+        );
+        registry.set(&a, Some(clock.now() + Duration::from_secs(1)));
+        registry.clear();
+        assert_eq!(registry.held_count(), 0);
     }
 }

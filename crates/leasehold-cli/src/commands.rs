@@ -5,7 +5,6 @@ use leasehold_storage::{
     AcquireOutcome, FencingToken, HolderId, LeaseKey, LeaseRecord, LeaseStore, Namespace,
     ReleaseOutcome, SeaOrmStore, StoreBuilder, StoreError, Term, ValidationError, testing,
 };
-use std::sync::Arc;
 
 use crate::duration::human;
 use crate::{Cli, Command};
@@ -16,6 +15,9 @@ const DB_ERROR: u8 = 1;
 const BAD_ARGS: u8 = 2;
 /// Exit code: refused (held by another, not ours).
 const REFUSED: u8 = 3;
+/// Exit code: `check` found the clock rates too far apart for the margin and term, or could not
+/// show they are not.
+const CLOCK_RATE: u8 = 5;
 
 enum Failure {
     Args(String),
@@ -174,7 +176,22 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             println!("purged {n} rows");
             Ok(0)
         }
-        Command::Check => check(&cli).await,
+        Command::Check {
+            term,
+            safety_margin,
+            clock_window,
+            clock_samples,
+            clock_only,
+        } => {
+            let mut config = leasehold::LeaseConfig::default().with_term(*term);
+            if let Some(margin) = safety_margin {
+                config = config.with_safety_margin(*margin);
+            }
+            let clock = leasehold::ClockRateOptions::new()
+                .window(*clock_window)
+                .samples(*clock_samples);
+            check(&cli, &config, &clock, *clock_only).await
+        }
         Command::Watch {
             namespace,
             prefix,
@@ -186,27 +203,6 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             let store = open(&cli, false).await?;
             crate::watch::watch(&store, ns.as_ref(), prefix, *interval, *count).await?;
             Ok(0)
-        }
-        Command::Demo => {
-            let explicit = std::env::args().any(|a| a == "--db" || a.starts_with("--db="))
-                || std::env::var_os("LEASEHOLD_DATABASE_URL").is_some();
-            let (url, dir) = if explicit {
-                (cli.db.clone(), None)
-            } else {
-                let dir =
-                    std::env::temp_dir().join(format!("leasehold-demo-{}", std::process::id()));
-                std::fs::create_dir_all(&dir)
-                    .map_err(|e| Failure::Args(format!("cannot create {}: {e}", dir.display())))?;
-                (
-                    format!("sqlite://{}?mode=rwc", dir.join("demo.db").display()),
-                    Some(dir),
-                )
-            };
-            let code = crate::demo::run(url).await;
-            if let Some(dir) = dir {
-                let _ = std::fs::remove_dir_all(dir);
-            }
-            Ok(code)
         }
     }
 }
@@ -274,7 +270,14 @@ fn wall_clock_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
-async fn check(cli: &Cli) -> Result<u8, Failure> {
+async fn check(
+    cli: &Cli,
+    config: &leasehold::LeaseConfig,
+    clock_options: &leasehold::ClockRateOptions,
+    clock_only: bool,
+) -> Result<u8, Failure> {
+    config.validate()?;
+    clock_options.validate()?;
     let store = open(cli, true).await?;
     println!("database: {:?}, table {}", store.backend(), store.table());
     let clock = MonotonicClock;
@@ -294,11 +297,29 @@ async fn check(cli: &Cli) -> Result<u8, Failure> {
         rtts[rtts.len() / 2],
         rtts[rtts.len() - 1]
     );
-    let report = testing::run(
-        Arc::new(store.clone()) as Arc<dyn LeaseStore>,
-        "leasehold-check",
-    )
-    .await;
-    println!("{report}");
-    Ok(if report.failed() == 0 { 0 } else { DB_ERROR })
+    let rate = match leasehold::measure_clock_rate(&store, &clock, config, clock_options).await {
+        Ok(rate) => rate,
+        Err(leasehold::Error::Store(e)) => return Err(Failure::Store(e)),
+        Err(e) => return Err(Failure::Args(e.to_string())),
+    };
+    println!(
+        "clock rate (term {:?}, safety margin {:?}): {rate}",
+        config.term(),
+        config.safety_margin()
+    );
+    if !clock_only {
+        let report = testing::run(store.clone(), "leasehold-check").await;
+        println!("{report}");
+        if report.failed() != 0 {
+            return Ok(DB_ERROR);
+        }
+    }
+    if !rate.verdict.is_within() {
+        eprintln!(
+            "leasehold: the clock rates of this host and the database {}",
+            rate.verdict
+        );
+        return Ok(CLOCK_RATE);
+    }
+    Ok(0)
 }

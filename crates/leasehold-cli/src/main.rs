@@ -1,35 +1,20 @@
 //! `leasehold`: operate lease tables from the shell.
 //!
+//! The operator's tools only: the demo, the bench and the torture test are `leasehold-lab`.
+//!
 //! Exit codes: 0 done; 1 database error; 2 bad arguments; 3 refused (held by another holder, or
-//! not ours to unlock); 4 `torture` found a violation.
+//! not ours to unlock); 5 `check`: the clock rates differ too much for the configured margin
+//! and term, or could not be shown not to.
 #![forbid(unsafe_code)]
 
-mod bench;
 mod commands;
-mod demo;
-mod duration;
-mod torture;
 mod watch;
 
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
-
-/// The system allocator, counting bytes allocated and freed: `leasehold bench` reads the heap
-/// bytes one held lease costs from it (a few relaxed atomic additions per allocation).
-#[global_allocator]
-static ALLOCATOR: &stats_alloc::StatsAlloc<std::alloc::System> = &stats_alloc::INSTRUMENTED_SYSTEM;
-
-/// Heap bytes live now in this process (Rust allocations; C libraries such as SQLite allocate
-/// outside it).
-pub(crate) fn heap_bytes() -> i64 {
-    let s = ALLOCATOR.stats();
-    s.bytes_allocated as i64 - s.bytes_deallocated as i64 + s.bytes_reallocated as i64
-}
-
-/// Default database: a SQLite file in the current directory, created if missing.
-pub const DEFAULT_DB: &str = "sqlite://leasehold.db?mode=rwc";
+use clap::{Parser, Subcommand};
+use leasehold_cli::{DEFAULT_DB, duration};
 
 /// Coordinate program instances through the database they already run: leases, locks and
 /// fencing tokens on SQLite, PostgreSQL and MySQL/MariaDB.
@@ -141,34 +126,36 @@ pub enum Command {
         #[arg(long)]
         count: Option<u64>,
     },
-    /// Three in-process nodes elect a master, shard 12 tasks, take a lock with a fenced write,
-    /// survive the master's crash and take the restarted node back. Runs on a temporary SQLite
-    /// file unless --db (or LEASEHOLD_DATABASE_URL) is given.
+    /// Run the conformance suite against the database in a scratch namespace, report the clock
+    /// offset and round-trip time, and measure the clock-rate difference between the database
+    /// and this host's monotonic clock over a window: exit 5 when it is larger than
+    /// safety-margin / term (or cannot be shown smaller).
     #[command(
-        after_help = "Example:\n  cargo run --release -p leasehold-cli -- demo\n  leasehold --db postgres://postgres@127.0.0.1/test demo"
+        after_help = "Example:\n  leasehold --db postgres://postgres@127.0.0.1/test check --term 10s --safety-margin 1s --clock-window 5s"
     )]
-    Demo,
-    /// Run the conformance suite against the database in a scratch namespace, and report the
-    /// clock offset and round-trip time.
-    #[command(after_help = "Example:\n  leasehold --db postgres://postgres@127.0.0.1/test check")]
-    Check,
+    Check {
+        /// The lease term the clock-rate verdict is for.
+        #[arg(long, default_value = "30s", value_parser = duration::parse, allow_hyphen_values = true)]
+        term: Duration,
+        /// The safety margin the clock-rate verdict is for (default: term / 10, at most 2 s).
+        #[arg(long, value_parser = duration::parse, allow_hyphen_values = true)]
+        safety_margin: Option<Duration>,
+        /// The window the database clock is sampled over.
+        #[arg(long, default_value = "2s", value_parser = duration::parse, allow_hyphen_values = true)]
+        clock_window: Duration,
+        /// How many samples of the database clock over the window (at least 3).
+        #[arg(long, default_value_t = 20)]
+        clock_samples: usize,
+        /// Only the clock checks: skip the conformance suite (which takes several seconds).
+        #[arg(long)]
+        clock_only: bool,
+    },
 }
 
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
-    let parsed = parse();
-    let cli = match parsed {
-        Ok(Parsed::Cli(cli)) => cli,
-        Ok(Parsed::Bench(db, prefix, args)) => {
-            return run_on_runtime(async move { bench::run(&db, &prefix, &args).await });
-        }
-        Ok(Parsed::BenchPeer(db, prefix, args)) => {
-            return run_on_runtime(async move { bench::run_peer(&db, &prefix, &args).await });
-        }
-        Ok(Parsed::Torture(db, args)) => return run_on_runtime(torture::run(&db, args)),
-        Ok(Parsed::TortureWorker(db, args)) => {
-            return run_on_runtime(torture::run_worker(&db, args));
-        }
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
         Err(e) if !e.use_stderr() => {
             // --help and --version
             print!("{e}");
@@ -186,81 +173,6 @@ fn main() -> ExitCode {
         }
     };
     run_on_runtime(commands::run(cli))
-}
-
-/// What the command line asked for: a `commands` subcommand, or the torture ones (parsed apart so
-/// that `commands` stays unaware of them).
-enum Parsed {
-    Cli(Cli),
-    Torture(String, torture::TortureArgs),
-    TortureWorker(String, torture::WorkerArgs),
-    Bench(String, String, bench::BenchArgs),
-    BenchPeer(String, String, bench::PeerArgs),
-}
-
-const TORTURE_HELP: &str = "Checked, per lease name, in database-time order (ties by insertion order):\n\
-  - accepted fenced writes never go back to a lower token;\n\
-  - no token is written by two holders;\n\
-  - between the first and last unfenced write of a tenure (holder, token) made while its grant was\n\
-    live by the database clock, no live unfenced write of another tenure appears.\n\
-Each row records, computed in its own INSERT, whether its grant was still live. Unfenced writes\n\
-that landed after their grant ended (a paused or slow holder) are counted as stale_unfenced:\n\
-expected under --pause, not a violation: only fencing stops them. Exit 4 on any violation.\n\n\
-Example:\n  leasehold --db postgres://postgres@127.0.0.1/test torture --procs 3 --names 2 --secs 20 --kill --pause --term 2s";
-
-fn parse() -> Result<Parsed, clap::Error> {
-    let command = Cli::command()
-        .subcommand(
-            torture::TortureArgs::augment_args(clap::Command::new("torture"))
-                .about("Torture test: worker processes compete for names under SIGKILL and SIGSTOP; check the log of their writes")
-                .after_help(TORTURE_HELP),
-        )
-        .subcommand(
-            torture::WorkerArgs::augment_args(clap::Command::new("torture-worker"))
-                .hide(true)
-                .after_help("Example:\n  (started by leasehold torture)"),
-        );
-    let command = command.subcommand(
-        bench::BenchArgs::augment_args(clap::Command::new("bench"))
-            .about("Measure this database: store vs raw SQL, locks, renewal cost, failover, has_lease, ring, memory")
-            .after_help("Example:\n  leasehold --db postgres://postgres@127.0.0.1/test bench --quick --json"),
-    ).subcommand(
-        bench::PeerArgs::augment_args(clap::Command::new("bench-peer"))
-            .hide(true)
-            .after_help("Example:\n  (started by leasehold bench)"),
-    );
-    let matches = command.try_get_matches()?;
-    let prefix = |m: &ArgMatches| {
-        m.get_one::<String>("table_prefix")
-            .cloned()
-            .unwrap_or_default()
-    };
-    let db = |m: &ArgMatches| {
-        m.get_one::<String>("db")
-            .cloned()
-            .unwrap_or_else(|| DEFAULT_DB.to_owned())
-    };
-    match matches.subcommand() {
-        Some(("torture", sub)) => Ok(Parsed::Torture(
-            db(sub),
-            torture::TortureArgs::from_arg_matches(sub)?,
-        )),
-        Some(("torture-worker", sub)) => Ok(Parsed::TortureWorker(
-            db(sub),
-            torture::WorkerArgs::from_arg_matches(sub)?,
-        )),
-        Some(("bench", sub)) => Ok(Parsed::Bench(
-            db(sub),
-            prefix(sub),
-            bench::BenchArgs::from_arg_matches(sub)?,
-        )),
-        Some(("bench-peer", sub)) => Ok(Parsed::BenchPeer(
-            db(sub),
-            prefix(sub),
-            bench::PeerArgs::from_arg_matches(sub)?,
-        )),
-        _ => Ok(Parsed::Cli(Cli::from_arg_matches(&matches)?)),
-    }
 }
 
 fn run_on_runtime(work: impl std::future::Future<Output = u8>) -> ExitCode {

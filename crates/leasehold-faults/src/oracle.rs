@@ -142,7 +142,11 @@ impl Report {
                 .iter()
                 .map(|s| format!("connection: {s}")),
         );
-        v.extend(self.unrecovered.iter().map(|s| format!("not recovered: {s}")));
+        v.extend(
+            self.unrecovered
+                .iter()
+                .map(|s| format!("not recovered: {s}")),
+        );
         v
     }
 

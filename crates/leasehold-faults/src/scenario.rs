@@ -705,9 +705,11 @@ pub fn failover(bin: &Path, replication: Replication) -> Result<Report, ServerEr
     run.note("holder d started on the new primary");
     run.sleep_ms(pace.tail_ms);
     // The service recovers by itself: some holder is granted a name on the new primary.
-    let recovered = wait_for(&run.holders, Duration::from_secs(3 * TERM_MS / 1000), |_, r| {
-        matches!(r, Record::Acquired { at, .. } if *at > promoted)
-    })
+    let recovered = wait_for(
+        &run.holders,
+        Duration::from_secs(3 * TERM_MS / 1000),
+        |_, r| matches!(r, Record::Acquired { at, .. } if *at > promoted),
+    )
     .is_some();
     let mut report = run.finish(&standby);
     if !recovered {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use leasehold::{
     AcquireOutcome, DbInstant, FencingToken, HolderId, LeaseKey, LeaseRecord, LeaseStore,
-    Namespace, ReleaseOutcome, RenewItem, RenewOutcome, SeaOrmStore, StoreError, Term,
+    Namespace, ReleaseOutcome, RenewItem, RenewOutcome, StoreError, Term,
 };
 
 use crate::fault::{Fault, FaultDice, HANG_CAP};
@@ -48,8 +48,8 @@ impl Recorder {
 /// Every call draws one [`Fault`]: passed through, delayed, hung (until the caller drops it, at
 /// most [`HANG_CAP`]), failed, applied with the answer lost, applied and answered late, or
 /// answered `TimedOut` at once and **applied later** (on `late`, or the caller's runtime),
-/// after the engine abandoned it. `sea_orm()` is forwarded, so fenced transactions and
-/// PostgreSQL notifications reach the real store (without faults).
+/// after the engine abandoned it. Fenced transactions and PostgreSQL notifications do not go
+/// through it: the engine sends them to its SQL store directly (without faults).
 #[derive(Clone)]
 pub struct FaultStore {
     inner: Arc<dyn LeaseStore>,
@@ -379,9 +379,5 @@ impl LeaseStore for FaultStore {
         let inner = Arc::clone(&self.inner);
         self.faulty("db_now", async move { inner.db_now().await })
             .await
-    }
-
-    fn sea_orm(&self) -> Option<&SeaOrmStore> {
-        self.inner.sea_orm()
     }
 }

@@ -57,3 +57,56 @@ async fn sql_backends() {
     }
     assert_none(&failed);
 }
+
+/// Lease tasks handed over and yielded with work running, contending for the shared names
+/// under the default faults, on every backend (seed 0; `LEASEHOLD_SIM_SEEDS` for more).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hand_over_and_yield_under_faults() {
+    use leasehold_service_sim::OpWeights;
+    let weights = OpWeights {
+        start_lease_task: 10,
+        stop_lease_task: 1,
+        observe_task: 4,
+        hand_over: 5,
+        yield_lease: 6,
+        lock: 0,
+        try_locker: 0,
+        guard_unlock: 0,
+        guard_drop: 0,
+        guard_renew: 0,
+        guard_at_least: 0,
+        guard_fenced: 0,
+        unlock_by_name: 0,
+        hold_lock: 0,
+        start_sharded: 0,
+        leave: 0,
+        read: 0,
+        shutdown: 0,
+        drop_service: 0,
+        pause: 2,
+    };
+    let mut failed = Vec::new();
+    let runs = std::iter::once(Backend::Memory)
+        .chain(backends())
+        .flat_map(|b| seeds(1).into_iter().map(move |s| (s, b.clone())));
+    for (seed, backend) in runs {
+        let spec = SimSpec {
+            weights: weights.clone(),
+            duration: std::time::Duration::from_secs(3),
+            ..SimSpec::new(seed, backend.clone())
+        };
+        let report = run(spec)
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e}", backend.name()));
+        assert!(
+            report.grants > 3,
+            "{}: too few grants to show anything",
+            backend.name()
+        );
+        if !report.is_ok() {
+            eprintln!("{report}");
+            failed.push(report.summary());
+        }
+    }
+    assert_none(&failed);
+}

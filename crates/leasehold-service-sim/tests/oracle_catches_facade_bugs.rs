@@ -14,6 +14,8 @@ fn none() -> OpWeights {
         start_lease_task: 0,
         stop_lease_task: 0,
         observe_task: 0,
+        hand_over: 0,
+        yield_lease: 0,
         lock: 0,
         try_locker: 0,
         guard_unlock: 0,
@@ -50,6 +52,8 @@ async fn cancel_after_release_answer_is_caught() {
             start_lease_task: 10,
             stop_lease_task: 8,
             observe_task: 6,
+            hand_over: 0,
+            yield_lease: 0,
             ..none()
         },
         faults: Some(FaultPlan {

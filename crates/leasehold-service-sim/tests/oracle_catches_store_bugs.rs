@@ -15,6 +15,8 @@ fn contention() -> OpWeights {
         start_lease_task: 10,
         stop_lease_task: 6,
         observe_task: 4,
+        hand_over: 0,
+        yield_lease: 0,
         lock: 8,
         try_locker: 4,
         guard_unlock: 6,

@@ -41,6 +41,10 @@ pub struct FaultConfig {
     /// release delayed past its timeout ends the holder's next tenure, granted with the same
     /// token; see `tests/machine_bug_stale_release.rs`).
     pub release_every: Option<Duration>,
+    /// Mean gap between yields (`Event::Yield`: give the tenure up and compete again one retry
+    /// interval after the release settled) of one holder's lease; `None`: none. Application
+    /// churn, like `release_every`.
+    pub yield_every: Option<Duration>,
 }
 
 impl FaultConfig {
@@ -60,6 +64,7 @@ impl FaultConfig {
             crash_every: None,
             max_down: Duration::ZERO,
             release_every: None,
+            yield_every: None,
         }
     }
 
@@ -81,6 +86,7 @@ impl FaultConfig {
             crash_every: Some(term * 15),
             max_down: term * 2,
             release_every: None,
+            yield_every: None,
         }
     }
 }

@@ -32,6 +32,8 @@ pub struct Stats {
     pub crashes: u64,
     /// Voluntary releases.
     pub releases: u64,
+    /// Yields (`Event::Yield`).
+    pub yields: u64,
     /// Tenures announced (`Notify(Acquired)`).
     pub acquisitions: u64,
     /// Tenures announced by a different holder than the previous one of the same name.
@@ -66,6 +68,7 @@ impl Stats {
         self.pauses += other.pauses;
         self.crashes += other.crashes;
         self.releases += other.releases;
+        self.yields += other.yields;
         self.acquisitions += other.acquisitions;
         self.takeovers += other.takeovers;
         self.losses += other.losses;

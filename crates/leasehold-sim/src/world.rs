@@ -215,6 +215,14 @@ impl<'c> World<'c> {
                     }
                 }
             }
+            if let Some(every) = cfg.faults.yield_every {
+                for name in 0..self.keys.len() {
+                    for at in self.instants(every, window) {
+                        self.queue
+                            .push(at, deliver(holder, u32::MAX, name, Event::Yield));
+                    }
+                }
+            }
         }
     }
 
@@ -299,6 +307,9 @@ impl<'c> World<'c> {
                 }
                 if event == Event::Release {
                     self.report.stats.releases += 1;
+                }
+                if event == Event::Yield {
+                    self.report.stats.yields += 1;
                 }
                 self.handle(holder, name, event);
                 true

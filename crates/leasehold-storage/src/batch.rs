@@ -9,64 +9,25 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use leasehold_core::{HolderId, Namespace, RenewOutcome, Term};
-use sea_orm::{ConnectionTrait, DbErr, QueryResult, Value};
+use sea_orm::{ConnectionTrait, DbErr, QueryResult};
 
-use crate::seaorm::{DEADLOCK_RETRIES, MYSQL_RENEW_CHUNK, backoff, get, is_deadlock};
+use crate::seaorm::{MYSQL_RENEW_CHUNK, get, retry_deadlocks};
 use crate::sql::Dialect;
 use crate::{BatchRenewal, LeaseStore, RenewItem, SeaOrmStore, StoreError};
 
-fn items_json(op: &'static str, items: &[&RenewItem]) -> Result<String, StoreError> {
-    serde_json::to_string(
-        &items
-            .iter()
-            .map(|it| {
-                (
-                    it.key.namespace.as_str(),
-                    it.key.name.as_str(),
-                    it.token.get(),
-                )
-            })
-            .collect::<Vec<_>>(),
-    )
-    .map_err(|e| StoreError::Unexpected {
-        op,
-        detail: e.to_string(),
-    })
-}
-
 /// Item indices grouped by namespace, in chunks of at most [`MYSQL_RENEW_CHUNK`].
-fn by_namespace(items: &[RenewItem]) -> Vec<(&str, Vec<usize>)> {
+fn by_namespace(items: &[RenewItem]) -> Vec<Vec<usize>> {
     let mut groups: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for (i, it) in items.iter().enumerate() {
         groups.entry(it.key.namespace.as_str()).or_default().push(i);
     }
     let mut out = Vec::new();
-    for (ns, indices) in groups {
+    for indices in groups.into_values() {
         for chunk in indices.chunks(MYSQL_RENEW_CHUNK) {
-            out.push((ns, chunk.to_vec()));
+            out.push(chunk.to_vec());
         }
     }
     out
-}
-
-/// MySQL parameters naming `chunk`: namespace, holder, the names, then (name, token) pairs.
-fn mysql_key_values(
-    ns: &str,
-    holder: &HolderId,
-    items: &[RenewItem],
-    chunk: &[usize],
-) -> Vec<Value> {
-    let mut values: Vec<Value> = vec![ns.into(), holder.as_str().into()];
-    values.extend(
-        chunk
-            .iter()
-            .map(|&i| Value::from(items[i].key.name.as_str())),
-    );
-    for &i in chunk {
-        values.push(items[i].key.name.as_str().into());
-        values.push(items[i].token.get().into());
-    }
-    values
 }
 
 impl SeaOrmStore {
@@ -90,24 +51,8 @@ impl SeaOrmStore {
         let mut skipped: Vec<usize> = Vec::new();
         match self.sql.dialect {
             Dialect::Postgres | Dialect::Sqlite => {
-                let all: Vec<&RenewItem> = items.iter().collect();
-                let json = items_json(op, &all)?;
-                let sql = self.sql.renew_many(self.table());
-                let values: Vec<Value> = if self.sql.dialect == Dialect::Postgres {
-                    vec![
-                        json.into(),
-                        holder.as_str().into(),
-                        term.as_millis_i64().into(),
-                        holder.as_str().into(),
-                    ]
-                } else {
-                    vec![
-                        term.as_millis_i64().into(),
-                        json.into(),
-                        holder.as_str().into(),
-                    ]
-                };
-                for row in self.all(op, &sql, values).await? {
+                let stmt = self.sql.renew_many(holder, items, term)?;
+                for row in self.query_all(op, stmt).await? {
                     let ns: String = get(&row, op, "namespace")?;
                     let name: String = get(&row, op, "lease_name")?;
                     let renewed = if self.sql.dialect == Dialect::Postgres {
@@ -125,12 +70,11 @@ impl SeaOrmStore {
                 }
             }
             Dialect::MySql { .. } => {
-                for (ns, chunk) in by_namespace(items) {
-                    let (renewed, locked_out) = self
-                        .retry_deadlock(op, || {
-                            self.renew_chunk_mysql(ns, holder, items, &chunk, term)
-                        })
-                        .await?;
+                for chunk in by_namespace(items) {
+                    let (renewed, locked_out) =
+                        retry_deadlocks(op, || self.renew_chunk_mysql(holder, items, &chunk, term))
+                            .await
+                            .map_err(self.err(op))?;
                     for i in renewed {
                         answers[i] = BatchRenewal::Renewed;
                     }
@@ -151,22 +95,6 @@ impl SeaOrmStore {
         Ok(answers)
     }
 
-    async fn retry_deadlock<T, F, Fut>(&self, op: &'static str, f: F) -> Result<T, StoreError>
-    where
-        F: Fn() -> Fut,
-        Fut: std::future::Future<Output = Result<T, DbErr>>,
-    {
-        let mut attempt = 0;
-        loop {
-            match f().await {
-                Err(e) if is_deadlock(&e) && attempt < DEADLOCK_RETRIES => {
-                    attempt = backoff(op, attempt).await;
-                }
-                other => return other.map_err(self.err(op)),
-            }
-        }
-    }
-
     /// One namespace chunk of a MySQL batched renewal, in one transaction: the candidates by a
     /// consistent read that locks nothing, the same rows locked `FOR UPDATE SKIP LOCKED`, the
     /// update of the locked ones by id, and a read of them back under the same locks. A row
@@ -175,7 +103,6 @@ impl SeaOrmStore {
     /// Returns the renewed item indices and those of rows another session held locked.
     async fn renew_chunk_mysql(
         &self,
-        ns: &str,
         holder: &HolderId,
         items: &[RenewItem],
         chunk: &[usize],
@@ -185,23 +112,18 @@ impl SeaOrmStore {
             .iter()
             .map(|&i| (items[i].key.name.as_str(), i))
             .collect();
-        let keys = mysql_key_values(ns, holder, items, chunk);
-        let txn = self.db_begin().await?;
+        let txn =
+            crate::seaorm::begin_whole(self.connection(), sea_orm::TransactionOptions::default())
+                .await?;
         let seen = txn
-            .query_all_raw(self.stmt(
-                &self.sql.mysql_candidates(self.table(), chunk.len(), false),
-                keys.clone(),
-            ))
+            .query_all_raw(self.sql.mysql_candidates(holder, items, chunk, false))
             .await?;
         if seen.is_empty() {
             txn.commit().await?;
             return Ok((Vec::new(), Vec::new()));
         }
         let locked = txn
-            .query_all_raw(self.stmt(
-                &self.sql.mysql_candidates(self.table(), chunk.len(), true),
-                keys,
-            ))
+            .query_all_raw(self.sql.mysql_candidates(holder, items, chunk, true))
             .await?;
         let mut before: HashMap<i64, (usize, i64, i64)> = HashMap::new();
         for row in &locked {
@@ -212,14 +134,10 @@ impl SeaOrmStore {
         }
         let mut renewed = Vec::new();
         if !before.is_empty() {
-            let ids: Vec<Value> = before.keys().map(|&id| Value::from(id)).collect();
-            let mut values: Vec<Value> = vec![term.as_millis_i64().into()];
-            values.extend(ids.iter().cloned());
-            txn.execute_raw(self.stmt(&self.sql.mysql_renew_ids(self.table(), ids.len()), values))
+            let ids: Vec<i64> = before.keys().copied().collect();
+            txn.execute_raw(self.sql.mysql_renew_ids(&ids, term))
                 .await?;
-            let after = txn
-                .query_all_raw(self.stmt(&self.sql.mysql_read_ids(self.table(), ids.len()), ids))
-                .await?;
+            let after = txn.query_all_raw(self.sql.mysql_read_ids(&ids)).await?;
             for row in &after {
                 let id: i64 = row.try_get("", "id")?;
                 let end: i64 = row.try_get("", "lease_end_time")?;
@@ -245,10 +163,6 @@ impl SeaOrmStore {
         Ok((renewed, skipped))
     }
 
-    async fn db_begin(&self) -> Result<sea_orm::DatabaseTransaction, DbErr> {
-        crate::seaorm::begin_whole(self.connection(), sea_orm::TransactionOptions::default()).await
-    }
-
     /// `release_many`: one statement per chunk.
     pub(crate) async fn release_items(
         &self,
@@ -261,18 +175,14 @@ impl SeaOrmStore {
         }
         match self.sql.dialect {
             Dialect::Postgres | Dialect::Sqlite => {
-                let all: Vec<&RenewItem> = items.iter().collect();
-                let json = items_json(op, &all)?;
-                let sql = self.sql.release_many(self.table(), items.len());
-                self.exec(op, &sql, vec![json.into(), holder.as_str().into()])
+                self.execute(op, self.sql.release_many(holder, items)?)
                     .await
             }
             Dialect::MySql { .. } => {
                 let mut n = 0;
-                for (ns, chunk) in by_namespace(items) {
-                    let sql = self.sql.release_many(self.table(), chunk.len());
+                for chunk in by_namespace(items) {
                     n += self
-                        .exec(op, &sql, mysql_key_values(ns, holder, items, &chunk))
+                        .execute(op, self.sql.mysql_release_many(holder, items, &chunk))
                         .await?;
                 }
                 Ok(n)
@@ -286,22 +196,12 @@ impl SeaOrmStore {
     pub(crate) async fn release_all_mysql(&self, holder: &HolderId) -> Result<u64, StoreError> {
         let op = "release_all";
         let ids = self
-            .candidate_ids(
-                op,
-                &self.sql.mysql_release_all_candidates(self.table()),
-                vec![holder.as_str().into()],
-            )
+            .candidate_ids(op, self.sql.mysql_release_all_candidates(holder))
             .await?;
         let mut n = 0;
         for chunk in ids.chunks(MYSQL_RENEW_CHUNK) {
-            let mut values: Vec<Value> = vec![holder.as_str().into()];
-            values.extend(chunk.iter().map(|&id| Value::from(id)));
             n += self
-                .exec(
-                    op,
-                    &self.sql.mysql_release_ids(self.table(), chunk.len()),
-                    values,
-                )
+                .execute(op, self.sql.mysql_release_ids(holder, chunk))
                 .await?;
         }
         Ok(n)
@@ -315,29 +215,13 @@ impl SeaOrmStore {
         age: Term,
     ) -> Result<u64, StoreError> {
         let op = "purge";
-        let mut values: Vec<Value> = vec![age.as_millis_i64().into()];
-        if let Some(ns) = namespace {
-            values.push(ns.as_str().into());
-        }
         let ids = self
-            .candidate_ids(
-                op,
-                &self
-                    .sql
-                    .mysql_purge_candidates(self.table(), namespace.is_some()),
-                values,
-            )
+            .candidate_ids(op, self.sql.mysql_purge_candidates(namespace, age))
             .await?;
         let mut n = 0;
         for chunk in ids.chunks(MYSQL_RENEW_CHUNK) {
-            let mut values: Vec<Value> = vec![age.as_millis_i64().into()];
-            values.extend(chunk.iter().map(|&id| Value::from(id)));
             n += self
-                .exec(
-                    op,
-                    &self.sql.mysql_purge_ids(self.table(), chunk.len()),
-                    values,
-                )
+                .execute(op, self.sql.mysql_purge_ids(age, chunk))
                 .await?;
         }
         Ok(n)
@@ -346,10 +230,9 @@ impl SeaOrmStore {
     async fn candidate_ids(
         &self,
         op: &'static str,
-        sql: &str,
-        values: Vec<Value>,
+        stmt: sea_orm::Statement,
     ) -> Result<Vec<i64>, StoreError> {
-        self.all(op, sql, values)
+        self.query_all(op, stmt)
             .await?
             .iter()
             .map(|r| get(r, op, "id"))

@@ -244,9 +244,9 @@ impl StoreBuilder {
                 // in-memory database lives in its only connection, so it is kept).
                 opt.map_sqlx_sqlite_pool_opts(|p| {
                     p.before_acquire(|conn, _meta| {
-                        Box::pin(async move {
-                            Ok(!sea_orm::sqlx::Connection::is_in_transaction(conn))
-                        })
+                        Box::pin(
+                            async move { Ok(!sea_orm::sqlx::Connection::is_in_transaction(conn)) },
+                        )
                     })
                 });
             }
@@ -273,7 +273,8 @@ impl StoreBuilder {
     }
 }
 
-/// Sets the session's lock-wait and statement-time bounds on a new MySQL/MariaDB connection.
+/// Sets the session's lock-wait and statement-time bounds and its isolation level (READ
+/// COMMITTED) on a new MySQL/MariaDB connection.
 #[cfg(feature = "mysql")]
 async fn mysql_session_bounds(
     conn: &mut sea_orm::sqlx::MySqlConnection,
@@ -298,6 +299,14 @@ async fn mysql_session_bounds(
         )
     };
     conn.execute(sea_orm::sqlx::AssertSqlSafe(set)).await?;
+    // READ COMMITTED: a locking read takes the rows it finds, not the gaps before them. Under
+    // InnoDB's default REPEATABLE READ an open fenced transaction (its `FOR UPDATE` on one lease
+    // row) also locks the gap before that row, and every grant of a new name that sorts into the
+    // gap waits for it (seen: a batch of grants next to a fenced transaction timed out whole).
+    // Every statement of the store is atomic on its own, and its transactions read what they
+    // locked, so none depends on a repeatable snapshot.
+    conn.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+        .await?;
     Ok(())
 }
 

@@ -15,9 +15,7 @@
 use std::ops::Deref;
 
 use leasehold_core::{FencingToken, HolderId, LeaseKey};
-use sea_orm::{
-    ConnectionTrait, DatabaseTransaction, SqliteTransactionMode, Statement, TransactionOptions,
-};
+use sea_orm::{ConnectionTrait, DatabaseTransaction, SqliteTransactionMode, TransactionOptions};
 
 use crate::sql::Dialect;
 use crate::{SeaOrmStore, StoreError};
@@ -120,31 +118,8 @@ impl SeaOrmStore {
         let txn = crate::seaorm::begin_whole(self.connection(), options)
             .await
             .map_err(|e| StoreError::db(op, self.table(), e))?;
-        let lock = match self.sql.dialect {
-            Dialect::Sqlite => "",
-            Dialect::Postgres | Dialect::MySql { .. } => " FOR UPDATE",
-        };
-        let mut sql = format!(
-            "SELECT version FROM {} WHERE namespace = ? AND lease_name = ? AND holder = ? AND version = ? \
-             AND status = 1 AND lease_end_time > {}{lock}",
-            self.table(),
-            self.sql.now
-        );
-        if self.sql.dialect == Dialect::Postgres {
-            sql = crate::sql::numbered(&sql);
-        }
-        let stmt = Statement::from_sql_and_values(
-            txn.get_database_backend(),
-            sql,
-            [
-                key.namespace.as_str().into(),
-                key.name.as_str().into(),
-                holder.as_str().into(),
-                token.get().into(),
-            ],
-        );
         let live = txn
-            .query_one_raw(stmt)
+            .query_one_raw(self.sql.fenced(key, holder, token))
             .await
             .map_err(|e| StoreError::db(op, self.table(), e))?
             .is_some();

@@ -6,8 +6,13 @@
 //! - [`SeaOrmStore`]: the store on SQLite, PostgreSQL and MySQL/MariaDB, opened with
 //!   [`StoreBuilder`].
 //! - [`MemoryStore`]: the same semantics in memory, for simulations and tests.
-//! - [`testing`]: the conformance suite every store passes, and `CountingStore`, a wrapper that
-//!   counts and times every call and can fail, hang or delay them (for tests and benches).
+//! - [`entity`]: the SeaORM entity of the lease table, for application queries (leasehold's own
+//!   statements are in `sql.rs`: one function per statement, its values beside its text).
+//! - [`rewrite_placeholders`]: `?` placeholders as the backend takes them, for statements of
+//!   your own beside the lease table.
+//! - `testing` (cargo feature `testing`): the conformance suite every store passes, and
+//!   `CountingStore`, a wrapper that counts and times every call and can fail, hang or delay
+//!   them (for tests, benches and `leasehold check`).
 //!
 //! # Rules every store keeps
 //! 1. Expiry is computed and compared by the database's clock inside each statement.
@@ -42,11 +47,13 @@ mod connect;
 pub mod entity;
 mod error;
 mod fence;
+mod group;
 mod memory;
 mod schema;
 mod seaorm;
 mod sql;
 mod store;
+#[cfg(feature = "testing")]
 pub mod testing;
 
 pub use connect::StoreBuilder;
@@ -58,4 +65,5 @@ pub use leasehold_core::{
 };
 pub use memory::MemoryStore;
 pub use seaorm::{Backend, SeaOrmStore};
+pub use sql::rewrite_placeholders;
 pub use store::{BatchRenewal, LeaseStore, RenewItem};

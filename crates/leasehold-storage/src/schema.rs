@@ -1,10 +1,10 @@
 //! What [`SeaOrmStore::verify_schema`] checks beyond the column names, read from each backend's
-//! catalog.
+//! catalog (the statements are `Sql::catalog_unique_keys` and `Sql::catalog_columns`).
 
-use sea_orm::{ConnectionTrait, DbErr, Statement, Value};
+use sea_orm::{ConnectionTrait, DbErr};
 
 use crate::SeaOrmStore;
-use crate::sql::{Dialect, numbered};
+use crate::sql::Dialect;
 
 const INTEGER_COLUMNS: [&str; 5] = [
     "lease_end_time",
@@ -18,44 +18,10 @@ const KEY: &str = "namespace,lease_name";
 
 /// What is wrong with the lease table, one sentence each; empty when nothing is.
 pub(crate) async fn problems(store: &SeaOrmStore) -> Result<Vec<String>, DbErr> {
-    let t = store.table();
-    let (key_sql, cols_sql) = match store.sql.dialect {
-        Dialect::Postgres => (
-            numbered(
-                "SELECT string_agg(a.attname, ',' ORDER BY k.ord) AS cols \
-                 FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY k(attnum, ord) \
-                 JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum \
-                 WHERE i.indrelid = to_regclass(?) AND i.indisunique AND i.indpred IS NULL \
-                 GROUP BY i.indexrelid",
-            ),
-            numbered(
-                "SELECT a.attname::text AS name, format_type(a.atttypid, a.atttypmod) AS type, '' AS collation \
-                 FROM pg_attribute a WHERE a.attrelid = to_regclass(?) AND a.attnum > 0 AND NOT a.attisdropped",
-            ),
-        ),
-        Dialect::Sqlite => (
-            "SELECT (SELECT group_concat(name, ',') FROM (SELECT name FROM pragma_index_info(il.name) ORDER BY seqno)) AS cols \
-             FROM pragma_index_list(?) il WHERE il.\"unique\" = 1 AND il.partial = 0"
-                .to_owned(),
-            "SELECT name, type, '' AS collation FROM pragma_table_info(?)".to_owned(),
-        ),
-        Dialect::MySql { .. } => (
-            "SELECT CAST(GROUP_CONCAT(COLUMN_NAME ORDER BY SEQ_IN_INDEX) AS CHAR) AS cols \
-             FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? \
-             AND NON_UNIQUE = 0 GROUP BY INDEX_NAME"
-                .to_owned(),
-            "SELECT CAST(COLUMN_NAME AS CHAR) AS name, CAST(COLUMN_TYPE AS CHAR) AS type, \
-             CAST(COALESCE(COLLATION_NAME, '') AS CHAR) AS collation \
-             FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?"
-                .to_owned(),
-        ),
-    };
-    let backend = store.connection().get_database_backend();
-    let arg = || vec![Value::from(t)];
     let mut out = Vec::new();
     let keys: Vec<String> = store
         .connection()
-        .query_all_raw(Statement::from_sql_and_values(backend, key_sql, arg()))
+        .query_all_raw(store.sql.catalog_unique_keys())
         .await?
         .iter()
         .map(|r| {
@@ -71,7 +37,7 @@ pub(crate) async fn problems(store: &SeaOrmStore) -> Result<Vec<String>, DbErr> 
     let mysql = matches!(store.sql.dialect, Dialect::MySql { .. });
     for row in store
         .connection()
-        .query_all_raw(Statement::from_sql_and_values(backend, cols_sql, arg()))
+        .query_all_raw(store.sql.catalog_columns())
         .await?
     {
         let name: String = row.try_get("", "name")?;

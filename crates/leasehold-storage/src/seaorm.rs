@@ -1,4 +1,6 @@
-//! The SeaORM store: SQLite, PostgreSQL and MySQL/MariaDB.
+//! The SeaORM store: SQLite, PostgreSQL and MySQL/MariaDB. It only sends the statements `sql.rs`
+//! makes (through [`retry_deadlocks`], the one retry loop) and reads their rows; the batched
+//! statements are driven from `batch.rs`.
 
 use std::time::Duration;
 
@@ -8,11 +10,11 @@ use leasehold_core::{
     ReleaseOutcome, RenewOutcome, Term,
 };
 use sea_orm::{
-    ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, QueryResult, Statement,
-    TransactionOptions, TransactionTrait, Value,
+    ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, QueryResult,
+    Statement, TransactionOptions, TransactionTrait,
 };
 
-use crate::sql::{Dialect, Sql, like_prefix};
+use crate::sql::{Dialect, Sql};
 use crate::{BatchRenewal, LeaseStore, RenewItem, StoreError};
 
 /// Which database a [`SeaOrmStore`] talks to.
@@ -59,9 +61,8 @@ impl SeaOrmStore {
             DbBackend::Postgres => Backend::Postgres,
             DbBackend::Sqlite => Backend::Sqlite,
             _ => {
-                let stmt = Statement::from_string(DbBackend::MySql, "SELECT VERSION() AS v");
                 let row = db
-                    .query_one_raw(stmt)
+                    .query_one_raw(crate::sql::mysql_version())
                     .await
                     .map_err(|e| StoreError::Database {
                         op: "connect",
@@ -150,13 +151,8 @@ impl SeaOrmStore {
     /// # Errors
     /// [`StoreError::Schema`] naming the table and what is wrong.
     pub async fn verify_schema(&self) -> Result<(), StoreError> {
-        let sql = format!(
-            "SELECT id, namespace, lease_name, holder, lease_end_time, status, version, gmt_create, gmt_modified \
-             FROM {} WHERE 1 = 0",
-            self.table
-        );
         self.db
-            .query_all_raw(self.stmt(&sql, Vec::new()))
+            .query_all_raw(self.sql.columns())
             .await
             .map(|_| ())
             .map_err(|e| match StoreError::db("verify_schema", &self.table, e) {
@@ -179,66 +175,46 @@ impl SeaOrmStore {
         }
     }
 
-    pub(crate) fn stmt(&self, sql: &str, values: Vec<Value>) -> Statement {
-        Statement::from_sql_and_values(self.db.get_database_backend(), sql, values)
-    }
-
     pub(crate) fn err(&self, op: &'static str) -> impl FnOnce(sea_orm::DbErr) -> StoreError + '_ {
         move |e| StoreError::db(op, &self.table, e)
     }
 
-    async fn one(
+    /// Sends `stmt` and reads its first row, retrying a deadlock victim ([`retry_deadlocks`]).
+    pub(crate) async fn query_one(
         &self,
         op: &'static str,
-        sql: &str,
-        values: Vec<Value>,
+        stmt: Statement,
     ) -> Result<Option<QueryResult>, StoreError> {
-        log::trace!("{op}: {sql}");
-        let mut attempt = 0;
-        loop {
-            match self.db.query_one_raw(self.stmt(sql, values.clone())).await {
-                Err(e) if is_deadlock(&e) && attempt < DEADLOCK_RETRIES => {
-                    attempt = backoff(op, attempt).await;
-                }
-                other => return other.map_err(self.err(op)),
-            }
-        }
+        log::trace!("{op}: {}", stmt.sql);
+        retry_deadlocks(op, || self.db.query_one_raw(stmt.clone()))
+            .await
+            .map_err(self.err(op))
     }
 
-    pub(crate) async fn all(
+    /// Sends `stmt` and reads every row, retrying a deadlock victim ([`retry_deadlocks`]).
+    pub(crate) async fn query_all(
         &self,
         op: &'static str,
-        sql: &str,
-        values: Vec<Value>,
+        stmt: Statement,
     ) -> Result<Vec<QueryResult>, StoreError> {
-        log::trace!("{op}: {sql}");
-        let mut attempt = 0;
-        loop {
-            match self.db.query_all_raw(self.stmt(sql, values.clone())).await {
-                Err(e) if is_deadlock(&e) && attempt < DEADLOCK_RETRIES => {
-                    attempt = backoff(op, attempt).await;
-                }
-                other => return other.map_err(self.err(op)),
-            }
-        }
+        log::trace!("{op}: {}", stmt.sql);
+        retry_deadlocks(op, || self.db.query_all_raw(stmt.clone()))
+            .await
+            .map_err(self.err(op))
     }
 
-    pub(crate) async fn exec(
+    /// Sends `stmt` and returns the rows it changed, retrying a deadlock victim
+    /// ([`retry_deadlocks`]).
+    pub(crate) async fn execute(
         &self,
         op: &'static str,
-        sql: &str,
-        values: Vec<Value>,
+        stmt: Statement,
     ) -> Result<u64, StoreError> {
-        log::trace!("{op}: {sql}");
-        let mut attempt = 0;
-        loop {
-            match self.db.execute_raw(self.stmt(sql, values.clone())).await {
-                Err(e) if is_deadlock(&e) && attempt < DEADLOCK_RETRIES => {
-                    attempt = backoff(op, attempt).await;
-                }
-                other => return other.map(|r| r.rows_affected()).map_err(self.err(op)),
-            }
-        }
+        log::trace!("{op}: {}", stmt.sql);
+        retry_deadlocks(op, || self.db.execute_raw(stmt.clone()))
+            .await
+            .map(|r| r.rows_affected())
+            .map_err(self.err(op))
     }
 
     /// The grant statement behind `try_acquire` (`keep`: a live grant of ours keeps its token),
@@ -257,40 +233,9 @@ impl SeaOrmStore {
             (false, None) => "begin_tenure",
             (false, Some(_)) => "take_over_tenure",
         };
-        let [ns, name] = key_values(key);
-        let (t, k, x): (Value, Value, Value) = (
-            term.as_millis_i64().into(),
-            i32::from(keep).into(),
-            expected.map_or(-1, FencingToken::get).into(),
-        );
-        let values = match self.sql.dialect {
-            Dialect::Postgres | Dialect::Sqlite => {
-                vec![
-                    ns,
-                    name,
-                    holder.as_str().into(),
-                    t.clone(),
-                    k.clone(),
-                    t,
-                    k,
-                    x,
-                ]
-            }
-            Dialect::MySql { .. } => {
-                vec![
-                    ns,
-                    name,
-                    holder.as_str().into(),
-                    t.clone(),
-                    k.clone(),
-                    x,
-                    k,
-                    t,
-                ]
-            }
-        };
+        let stmt = self.sql.acquire(key, holder, term, keep, expected);
         for _ in 0..ACQUIRE_ATTEMPTS {
-            if let Some((row, took)) = self.upsert(op, values.clone(), key).await? {
+            if let Some((row, took)) = self.upsert(op, &stmt, key).await? {
                 let got: String = get(&row, op, "holder")?;
                 let token = FencingToken(get(&row, op, "version")?);
                 let until = DbInstant(get(&row, op, "lease_end_time")?);
@@ -331,29 +276,22 @@ impl SeaOrmStore {
     async fn upsert(
         &self,
         op: &'static str,
-        values: Vec<Value>,
+        stmt: &Statement,
         key: &LeaseKey,
     ) -> Result<Option<(QueryResult, bool)>, StoreError> {
         let row = match self.sql.dialect {
             Dialect::Postgres | Dialect::Sqlite => {
-                let rows = self.all(op, &self.sql.acquire, values).await?;
+                let rows = self.query_all(op, stmt.clone()).await?;
                 return Ok(rows.into_iter().next().map(|r| (r, true)));
             }
-            Dialect::MySql { returning: true } => self
-                .all(op, &self.sql.acquire, values)
-                .await?
-                .into_iter()
-                .next(),
+            Dialect::MySql { returning: true } => {
+                self.query_all(op, stmt.clone()).await?.into_iter().next()
+            }
             Dialect::MySql { returning: false } => {
-                let mut attempt = 0;
-                loop {
-                    match self.upsert_in_transaction(values.clone(), key).await {
-                        Err(e) if is_deadlock(&e) && attempt < DEADLOCK_RETRIES => {
-                            attempt = backoff(op, attempt).await;
-                        }
-                        other => break other.map_err(self.err(op))?,
-                    }
-                }
+                log::trace!("{op}: {}", stmt.sql);
+                retry_deadlocks(op, || self.upsert_in_transaction(stmt.clone(), key))
+                    .await
+                    .map_err(self.err(op))?
             }
         };
         let Some(row) = row else {
@@ -370,23 +308,13 @@ impl SeaOrmStore {
     /// one transaction whose commit is checked.
     async fn upsert_in_transaction(
         &self,
-        values: Vec<Value>,
+        upsert: Statement,
         key: &LeaseKey,
-    ) -> Result<Option<QueryResult>, sea_orm::DbErr> {
+    ) -> Result<Option<QueryResult>, DbErr> {
         let txn = begin_whole(&self.db, TransactionOptions::default()).await?;
-        log::trace!("try_acquire: {}", self.sql.acquire);
-        txn.execute_raw(self.stmt(&self.sql.acquire, values))
-            .await?;
-        let read = format!(
-            "SELECT holder, version, lease_end_time, CAST(@leasehold_took AS SIGNED) AS took \
-             FROM {} WHERE namespace = ? AND lease_name = ?",
-            self.table
-        );
+        txn.execute_raw(upsert).await?;
         let row = txn
-            .query_all_raw(self.stmt(
-                &read,
-                vec![key.namespace.as_str().into(), key.name.as_str().into()],
-            ))
+            .query_all_raw(self.sql.grant_row(key))
             .await?
             .into_iter()
             .next();
@@ -409,7 +337,9 @@ pub(crate) async fn begin_whole(
     let db = db.clone();
     match tokio::spawn(async move { db.begin_with_options(options).await }).await {
         Ok(begun) => begun,
-        Err(e) => Err(sea_orm::DbErr::Custom(format!("the begin's task ended: {e}"))),
+        Err(e) => Err(sea_orm::DbErr::Custom(format!(
+            "the begin's task ended: {e}"
+        ))),
     }
 }
 
@@ -418,7 +348,7 @@ pub(crate) async fn begin_whole(
 /// statement was rolled back whole, so running it again is safe.
 pub(crate) const DEADLOCK_RETRIES: u32 = 8;
 
-pub(crate) fn is_deadlock(e: &sea_orm::DbErr) -> bool {
+fn is_deadlock(e: &DbErr) -> bool {
     let m = e.to_string();
     m.contains("Deadlock found")
         || m.contains("deadlock detected")
@@ -426,11 +356,25 @@ pub(crate) fn is_deadlock(e: &sea_orm::DbErr) -> bool {
         || m.contains("40P01")
 }
 
-/// Waits a little (growing, 1–8 ms) before retrying a deadlock victim; returns the next attempt.
-pub(crate) async fn backoff(op: &str, attempt: u32) -> u32 {
-    log::debug!("{op}: deadlock victim, retrying (attempt {})", attempt + 1);
-    tokio::time::sleep(std::time::Duration::from_millis(1 << attempt.min(3))).await;
-    attempt + 1
+/// Runs `attempt` until the database does not pick it as a deadlock victim, at most
+/// [`DEADLOCK_RETRIES`] times more, waiting a little (growing, 1–8 ms) before each retry. The
+/// only retry loop of the store: every statement and transaction goes through it.
+pub(crate) async fn retry_deadlocks<T, F, Fut>(op: &str, mut attempt: F) -> Result<T, DbErr>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, DbErr>>,
+{
+    let mut retries = 0;
+    loop {
+        match attempt().await {
+            Err(e) if is_deadlock(&e) && retries < DEADLOCK_RETRIES => {
+                log::debug!("{op}: deadlock victim, retrying (attempt {})", retries + 1);
+                tokio::time::sleep(Duration::from_millis(1 << retries.min(3))).await;
+                retries += 1;
+            }
+            other => return other,
+        }
+    }
 }
 
 pub(crate) fn get<T: sea_orm::TryGetable>(
@@ -465,16 +409,8 @@ fn record(row: &QueryResult, op: &'static str) -> Result<LeaseRecord, StoreError
     })
 }
 
-fn key_values(key: &LeaseKey) -> [Value; 2] {
-    [key.namespace.as_str().into(), key.name.as_str().into()]
-}
-
 #[async_trait]
 impl LeaseStore for SeaOrmStore {
-    fn sea_orm(&self) -> Option<&SeaOrmStore> {
-        Some(self)
-    }
-
     async fn try_acquire(
         &self,
         key: &LeaseKey,
@@ -503,6 +439,23 @@ impl LeaseStore for SeaOrmStore {
         self.acquire(key, holder, term, false, Some(expected)).await
     }
 
+    async fn begin_tenure_many(
+        &self,
+        holder: &HolderId,
+        keys: &[LeaseKey],
+        term: Term,
+    ) -> Result<Vec<Result<AcquireOutcome, StoreError>>, StoreError> {
+        self.begin_tenure_items(holder, keys, term).await
+    }
+
+    async fn release_batch(
+        &self,
+        holder: &HolderId,
+        items: &[RenewItem],
+    ) -> Result<Vec<Result<ReleaseOutcome, StoreError>>, StoreError> {
+        self.release_batch_items(holder, items).await
+    }
+
     async fn renew(
         &self,
         key: &LeaseKey,
@@ -510,15 +463,9 @@ impl LeaseStore for SeaOrmStore {
         token: FencingToken,
         term: Term,
     ) -> Result<RenewOutcome, StoreError> {
-        let [ns, name] = key_values(key);
-        let values = vec![
-            term.as_millis_i64().into(),
-            ns,
-            name,
-            holder.as_str().into(),
-            token.get().into(),
-        ];
-        let n = self.exec("renew", &self.sql.renew, values).await?;
+        let n = self
+            .execute("renew", self.sql.renew(key, holder, token, term))
+            .await?;
         Ok(if n == 1 {
             RenewOutcome::Renewed
         } else {
@@ -563,13 +510,8 @@ impl LeaseStore for SeaOrmStore {
         holder: &HolderId,
         token: FencingToken,
     ) -> Result<ReleaseOutcome, StoreError> {
-        let [ns, name] = key_values(key);
         let n = self
-            .exec(
-                "release",
-                &self.sql.release,
-                vec![ns, name, holder.as_str().into(), token.get().into()],
-            )
+            .execute("release", self.sql.release(key, holder, token))
             .await?;
         Ok(if n == 1 {
             ReleaseOutcome::Released
@@ -582,25 +524,19 @@ impl LeaseStore for SeaOrmStore {
         if let Dialect::MySql { .. } = self.sql.dialect {
             return self.release_all_mysql(holder).await;
         }
-        self.exec(
-            "release_all",
-            &self.sql.release_all,
-            vec![holder.as_str().into()],
-        )
-        .await
+        self.execute("release_all", self.sql.release_all(holder))
+            .await
     }
 
     async fn force_release(&self, key: &LeaseKey) -> Result<bool, StoreError> {
-        let [ns, name] = key_values(key);
         Ok(self
-            .exec("force_release", &self.sql.force_release, vec![ns, name])
+            .execute("force_release", self.sql.force_release(key))
             .await?
             == 1)
     }
 
     async fn get(&self, key: &LeaseKey) -> Result<Option<LeaseRecord>, StoreError> {
-        let [ns, name] = key_values(key);
-        self.one("get", &self.sql.select_one, vec![ns, name])
+        self.query_one("get", self.sql.get(key))
             .await?
             .map(|r| record(&r, "get"))
             .transpose()
@@ -611,22 +547,7 @@ impl LeaseStore for SeaOrmStore {
         namespace: Option<&Namespace>,
         prefix: &str,
     ) -> Result<Vec<LeaseRecord>, StoreError> {
-        let sql = self
-            .sql
-            .list_valid(&self.table, namespace.is_some(), !prefix.is_empty());
-        let mut values: Vec<Value> = Vec::new();
-        if let Some(ns) = namespace {
-            values.push(ns.as_str().into());
-        }
-        if !prefix.is_empty() {
-            if self.sql.dialect == Dialect::Postgres {
-                values.push(like_prefix(prefix).into());
-            } else {
-                values.push(prefix.into());
-                values.push(prefix.into());
-            }
-        }
-        self.all("list_valid", &sql, values)
+        self.query_all("list_valid", self.sql.list_valid(namespace, prefix))
             .await?
             .iter()
             .map(|r| record(r, "list_valid"))
@@ -642,20 +563,11 @@ impl LeaseStore for SeaOrmStore {
         if let Dialect::MySql { .. } = self.sql.dialect {
             return self.purge_mysql(namespace, age).await;
         }
-        let mut values: Vec<Value> = vec![age.as_millis_i64().into()];
-        let sql = match namespace {
-            Some(ns) => {
-                values.push(ns.as_str().into());
-                &self.sql.purge_ns
-            }
-            None => &self.sql.purge,
-        };
-        self.exec("purge", sql, values).await
+        self.execute("purge", self.sql.purge(namespace, age)).await
     }
 
     async fn db_now(&self) -> Result<DbInstant, StoreError> {
-        let sql = format!("SELECT {} AS db_now", self.sql.now);
-        let row = self.one("db_now", &sql, Vec::new()).await?;
+        let row = self.query_one("db_now", self.sql.db_now()).await?;
         let row = row.ok_or(StoreError::Unexpected {
             op: "db_now",
             detail: "no row".into(),

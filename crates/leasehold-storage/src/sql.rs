@@ -1,5 +1,12 @@
-//! The SQL of each backend, built once per store. Every value is a bound parameter; only the
-//! validated table name is spliced in.
+//! Every statement of the SeaORM store: one function per statement, returning the finished
+//! [`Statement`] with its values bound in the order its text names them, per backend. The text of
+//! the fixed statements is built once per store. Every value is a bound parameter; only the
+//! validated table name is spliced in. [`crate::SeaOrmStore`] sends these and reads the rows.
+
+use leasehold_core::{FencingToken, HolderId, LeaseKey, Namespace, Term};
+use sea_orm::{DbBackend, Statement, Value};
+
+use crate::{RenewItem, StoreError};
 
 /// Which SQL dialect a store speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -13,19 +20,32 @@ pub(crate) enum Dialect {
     },
 }
 
-/// The statements of one store.
+/// The statements of one store (see the module docs).
 #[derive(Debug, Clone)]
 pub(crate) struct Sql {
     pub dialect: Dialect,
-    pub now: String,
-    pub acquire: String,
-    pub select_one: String,
-    pub renew: String,
-    pub release: String,
-    pub release_all: String,
-    pub force_release: String,
-    pub purge: String,
-    pub purge_ns: String,
+    backend: DbBackend,
+    table: String,
+    /// The database's clock in milliseconds since the epoch, as an SQL expression.
+    now: String,
+    text: Texts,
+}
+
+/// The text of the fixed statements, placeholders already in the backend's form.
+#[derive(Debug, Clone)]
+struct Texts {
+    acquire: String,
+    grant_row: String,
+    select_one: String,
+    renew: String,
+    release: String,
+    release_all: String,
+    force_release: String,
+    purge: String,
+    purge_ns: String,
+    db_now: String,
+    fenced: String,
+    columns: String,
 }
 
 /// PostgreSQL: the JSON list of `[namespace, name, token]` items, expanded once. Driving from it
@@ -42,7 +62,18 @@ const PG_KEY: &str = "namespace = w.ns AND lease_name = w.name AND version = w.v
 const COLS: &str = "namespace, lease_name, holder, version, lease_end_time, status";
 
 impl Sql {
+    /// The database's clock in milliseconds since the epoch, as an SQL expression (for the
+    /// batched statements of `group.rs`, built beside their binds there).
+    pub(crate) fn now(&self) -> &str {
+        &self.now
+    }
+
     pub(crate) fn new(dialect: Dialect, table: &str) -> Self {
+        let backend = match dialect {
+            Dialect::Sqlite => DbBackend::Sqlite,
+            Dialect::Postgres => DbBackend::Postgres,
+            Dialect::MySql { .. } => DbBackend::MySql,
+        };
         let now = match dialect {
             // clock_timestamp(), not now(): now() is frozen at the start of the transaction, and
             // clock_timestamp() is read when the row is evaluated, after any lock wait. Floored to
@@ -65,7 +96,7 @@ impl Sql {
         // Parameters of every grant: namespace, name, holder, term (ms), then `keep` (1:
         // try_acquire keeps the token of a live grant of ours and may extend it; 0: a new
         // tenure), then `expected` (the token of our own live tenure a take-over may replace; -1
-        // for none). The order differs per dialect: see `acquire_values`.
+        // for none). The order differs per dialect: see `Sql::acquire`.
         let acquire = match dialect {
             // ON CONFLICT DO UPDATE locks the existing row, then evaluates WHERE and SET on its
             // newest version: the clock is read then, after any lock wait.
@@ -132,10 +163,29 @@ impl Sql {
             "DELETE FROM {t} WHERE (status = 0 OR lease_end_time <= {now}) AND lease_end_time < {now} - ?"
         );
         let purge_ns = format!("{purge} AND namespace = ?");
-        let mut sql = Self {
-            dialect,
-            now,
+        // Oracle MySQL's read of the row its grant upsert left, in the same transaction.
+        let grant_row = format!(
+            "SELECT holder, version, lease_end_time, CAST(@leasehold_took AS SIGNED) AS took \
+             FROM {t} WHERE namespace = ? AND lease_name = ?"
+        );
+        let db_now = format!("SELECT {now} AS db_now");
+        // The fence: this tenure, still live by the database's clock, its row locked until the
+        // transaction ends (SQLite: the transaction holds the database's write lock instead).
+        let lock = match dialect {
+            Dialect::Sqlite => "",
+            Dialect::Postgres | Dialect::MySql { .. } => " FOR UPDATE",
+        };
+        let fenced = format!(
+            "SELECT version FROM {t} WHERE namespace = ? AND lease_name = ? AND holder = ? AND version = ? \
+             AND status = 1 AND lease_end_time > {now}{lock}"
+        );
+        let columns = format!(
+            "SELECT id, namespace, lease_name, holder, lease_end_time, status, version, gmt_create, gmt_modified \
+             FROM {t} WHERE 1 = 0"
+        );
+        let mut text = Texts {
             acquire,
+            grant_row,
             select_one,
             renew,
             release,
@@ -143,179 +193,448 @@ impl Sql {
             force_release,
             purge,
             purge_ns,
+            db_now,
+            fenced,
+            columns,
         };
         if dialect == Dialect::Postgres {
             for s in [
-                &mut sql.acquire,
-                &mut sql.select_one,
-                &mut sql.renew,
-                &mut sql.release,
-                &mut sql.release_all,
-                &mut sql.force_release,
-                &mut sql.purge,
-                &mut sql.purge_ns,
+                &mut text.acquire,
+                &mut text.grant_row,
+                &mut text.select_one,
+                &mut text.renew,
+                &mut text.release,
+                &mut text.release_all,
+                &mut text.force_release,
+                &mut text.purge,
+                &mut text.purge_ns,
+                &mut text.fenced,
             ] {
                 *s = numbered(s);
             }
         }
-        sql
+        Self {
+            dialect,
+            backend,
+            table: table.to_owned(),
+            now,
+            text,
+        }
     }
 
-    /// `SELECT` of the held rows, optionally in one namespace, optionally under a name prefix.
-    pub(crate) fn list_valid(&self, table: &str, namespace: bool, prefix: bool) -> String {
-        let now = &self.now;
+    fn statement(&self, sql: &str, values: Vec<Value>) -> Statement {
+        Statement::from_sql_and_values(self.backend, sql, values)
+    }
+
+    /// The grant behind `try_acquire` (`keep`: a live grant of ours keeps its token and is
+    /// extended), `begin_tenure` (a new tenure on a free row only) and `take_over_tenure` (also
+    /// over our own live tenure `expected`). PostgreSQL and SQLite return the row only when they
+    /// granted; MariaDB returns it always, with `took`; Oracle MySQL returns nothing (read it
+    /// back with [`Sql::grant_row`] in the same transaction).
+    pub(crate) fn acquire(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        term: Term,
+        keep: bool,
+        expected: Option<FencingToken>,
+    ) -> Statement {
+        let [ns, name] = key_values(key);
+        let (t, k, x): (Value, Value, Value) = (
+            term.as_millis_i64().into(),
+            i32::from(keep).into(),
+            expected.map_or(-1, FencingToken::get).into(),
+        );
+        let h: Value = holder.as_str().into();
+        let values = match self.dialect {
+            Dialect::Postgres | Dialect::Sqlite => vec![ns, name, h, t.clone(), k.clone(), t, k, x],
+            Dialect::MySql { .. } => vec![ns, name, h, t.clone(), k.clone(), x, k, t],
+        };
+        self.statement(&self.text.acquire, values)
+    }
+
+    /// Oracle MySQL: the row the grant upsert left and whether it granted (`took`).
+    pub(crate) fn grant_row(&self, key: &LeaseKey) -> Statement {
+        self.statement(&self.text.grant_row, key_values(key).into())
+    }
+
+    /// One row, with the database's time (`db_now`).
+    pub(crate) fn get(&self, key: &LeaseKey) -> Statement {
+        self.statement(&self.text.select_one, key_values(key).into())
+    }
+
+    /// Extends the live tenure `holder`/`token` to one `term` from now.
+    pub(crate) fn renew(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        token: FencingToken,
+        term: Term,
+    ) -> Statement {
+        let [ns, name] = key_values(key);
+        let values = vec![
+            term.as_millis_i64().into(),
+            ns,
+            name,
+            holder.as_str().into(),
+            token.get().into(),
+        ];
+        self.statement(&self.text.renew, values)
+    }
+
+    /// Releases the live tenure `holder`/`token`.
+    pub(crate) fn release(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        token: FencingToken,
+    ) -> Statement {
+        let [ns, name] = key_values(key);
+        self.statement(
+            &self.text.release,
+            vec![ns, name, holder.as_str().into(), token.get().into()],
+        )
+    }
+
+    /// Releases every live tenure of `holder` (PostgreSQL, SQLite; MySQL goes by id:
+    /// [`Sql::mysql_release_all_candidates`]).
+    pub(crate) fn release_all(&self, holder: &HolderId) -> Statement {
+        self.statement(&self.text.release_all, vec![holder.as_str().into()])
+    }
+
+    /// Releases `key` whoever holds it.
+    pub(crate) fn force_release(&self, key: &LeaseKey) -> Statement {
+        self.statement(&self.text.force_release, key_values(key).into())
+    }
+
+    /// Deletes the rows ended more than `age` ago (PostgreSQL, SQLite; MySQL goes by id:
+    /// [`Sql::mysql_purge_candidates`]).
+    pub(crate) fn purge(&self, namespace: Option<&Namespace>, age: Term) -> Statement {
+        let mut values: Vec<Value> = vec![age.as_millis_i64().into()];
+        let sql = match namespace {
+            Some(ns) => {
+                values.push(ns.as_str().into());
+                &self.text.purge_ns
+            }
+            None => &self.text.purge,
+        };
+        self.statement(sql, values)
+    }
+
+    /// The database's clock (`db_now`).
+    pub(crate) fn db_now(&self) -> Statement {
+        self.statement(&self.text.db_now, Vec::new())
+    }
+
+    /// The fence of [`crate::SeaOrmStore::begin_fenced`]: a row when the tenure is live, locked
+    /// until the transaction ends.
+    pub(crate) fn fenced(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        token: FencingToken,
+    ) -> Statement {
+        let [ns, name] = key_values(key);
+        self.statement(
+            &self.text.fenced,
+            vec![ns, name, holder.as_str().into(), token.get().into()],
+        )
+    }
+
+    /// Every column leasehold reads or writes, no row: fails when one is missing.
+    pub(crate) fn columns(&self) -> Statement {
+        self.statement(&self.text.columns, Vec::new())
+    }
+
+    /// The held rows, optionally in one namespace, optionally under a name prefix (matched
+    /// literally), ordered by namespace and name, with the database's time (`db_now`).
+    pub(crate) fn list_valid(&self, namespace: Option<&Namespace>, prefix: &str) -> Statement {
+        let (table, now) = (&self.table, &self.now);
         let mut s = format!(
             "SELECT {COLS}, {now} AS db_now FROM {table} WHERE status = 1 AND lease_end_time > {now}"
         );
-        if namespace {
+        let mut values: Vec<Value> = Vec::new();
+        if let Some(ns) = namespace {
             s.push_str(" AND namespace = ?");
+            values.push(ns.as_str().into());
         }
-        if prefix {
+        if !prefix.is_empty() {
             match self.dialect {
-                Dialect::Postgres => s.push_str(" AND lease_name LIKE ? ESCAPE '!'"),
+                Dialect::Postgres => {
+                    s.push_str(" AND lease_name LIKE ? ESCAPE '!'");
+                    values.push(like_prefix(prefix).into());
+                }
                 // SQLite's LIKE ignores ASCII case, and MariaDB's LIKE misses names where a
                 // four-byte character follows a four-byte prefix character (seen on 10.11 through
-                // the binary protocol): compare the prefix exactly instead. Both bind it twice.
-                Dialect::Sqlite => s.push_str(" AND substr(lease_name, 1, length(?)) = ?"),
-                Dialect::MySql { .. } => s.push_str(" AND LEFT(lease_name, CHAR_LENGTH(?)) = ?"),
+                // the binary protocol): compare the prefix exactly instead, bound twice.
+                Dialect::Sqlite | Dialect::MySql { .. } => {
+                    s.push_str(if self.dialect == Dialect::Sqlite {
+                        " AND substr(lease_name, 1, length(?)) = ?"
+                    } else {
+                        " AND LEFT(lease_name, CHAR_LENGTH(?)) = ?"
+                    });
+                    values.push(prefix.into());
+                    values.push(prefix.into());
+                }
             }
         }
         s.push_str(" ORDER BY namespace, lease_name");
-        self.finish(s)
+        self.statement(&self.finish(s), values)
     }
 
-    /// Batched renewal. SQLite and PostgreSQL take the items as one JSON parameter and return the
-    /// renewed keys; MySQL runs [`Sql::mysql_candidates`], [`Sql::mysql_renew_ids`] and
-    /// [`Sql::mysql_read_ids`] in one transaction instead.
-    ///
-    /// PostgreSQL parameters: json, holder, term, holder. Rows come back with `renewed` 1
-    /// (renewed) or 0 (live, ours, but locked by another session: skipped, outcome unknown).
-    /// SQLite parameters: term, json, holder.
-    pub(crate) fn renew_many(&self, table: &str) -> String {
-        let now = &self.now;
-        match self.dialect {
+    /// Batched renewal of `items` of `holder` on PostgreSQL and SQLite: the items as one JSON
+    /// parameter, the renewed keys returned (MySQL runs [`Sql::mysql_candidates`],
+    /// [`Sql::mysql_renew_ids`] and [`Sql::mysql_read_ids`] in one transaction instead).
+    /// PostgreSQL returns rows with `renewed` 1 (renewed) or 0 (live, ours, but locked by another
+    /// session: skipped, outcome unknown); SQLite returns the renewed rows.
+    pub(crate) fn renew_many(
+        &self,
+        holder: &HolderId,
+        items: &[RenewItem],
+        term: Term,
+    ) -> Result<Statement, StoreError> {
+        let (table, now) = (&self.table, &self.now);
+        let json: Value = items_json("renew_many", items)?.into();
+        let (t, h): (Value, Value) = (term.as_millis_i64().into(), holder.as_str().into());
+        Ok(match self.dialect {
             // PostgreSQL drives from the materialized JSON list (`PG_ITEMS`) through the unique
-            // key. SQLite: a semi-join on the unique key. Rows locked by another session (an open fenced transaction) are skipped, not
+            // key. Rows locked by another session (an open fenced transaction) are skipped, not
             // waited for, and reported back so the caller can try them alone.
-            Dialect::Postgres => numbered(&format!(
-                "WITH {PG_ITEMS}, \
-                 c AS (SELECT x.id FROM w, LATERAL (SELECT id FROM {table} \
-                   WHERE {PG_KEY} AND holder = ? AND status = 1 FOR UPDATE SKIP LOCKED) x), \
-                 u AS (UPDATE {table} AS l SET lease_end_time = {now} + ?, gmt_modified = {now} \
-                 FROM c WHERE l.id = c.id AND l.status = 1 AND l.lease_end_time > {now} \
-                 RETURNING l.namespace, l.lease_name) \
-                 SELECT namespace, lease_name, 1 AS renewed FROM u \
-                 UNION ALL SELECT x.namespace, x.lease_name, 0 AS renewed FROM w, LATERAL (SELECT id, namespace, lease_name \
-                   FROM {table} WHERE {PG_KEY} AND holder = ? AND status = 1 OFFSET 0) x \
-                 WHERE x.id NOT IN (SELECT id FROM c)"
-            )),
-            Dialect::Sqlite | Dialect::MySql { .. } => format!(
-                "UPDATE {table} SET lease_end_time = {now} + ?, gmt_modified = {now} \
-                 WHERE (namespace, lease_name, version) IN \
-                 (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]') FROM json_each(?)) \
-                 AND holder = ? AND status = 1 AND lease_end_time > {now} \
-                 RETURNING namespace, lease_name"
+            Dialect::Postgres => self.statement(
+                &numbered(&format!(
+                    "WITH {PG_ITEMS}, \
+                     c AS (SELECT x.id FROM w, LATERAL (SELECT id FROM {table} \
+                       WHERE {PG_KEY} AND holder = ? AND status = 1 FOR UPDATE SKIP LOCKED) x), \
+                     u AS (UPDATE {table} AS l SET lease_end_time = {now} + ?, gmt_modified = {now} \
+                     FROM c WHERE l.id = c.id AND l.status = 1 AND l.lease_end_time > {now} \
+                     RETURNING l.namespace, l.lease_name) \
+                     SELECT namespace, lease_name, 1 AS renewed FROM u \
+                     UNION ALL SELECT x.namespace, x.lease_name, 0 AS renewed FROM w, LATERAL (SELECT id, namespace, lease_name \
+                       FROM {table} WHERE {PG_KEY} AND holder = ? AND status = 1 OFFSET 0) x \
+                     WHERE x.id NOT IN (SELECT id FROM c)"
+                )),
+                vec![json, h.clone(), t, h],
             ),
-        }
+            // SQLite: a semi-join on the unique key.
+            Dialect::Sqlite | Dialect::MySql { .. } => self.statement(
+                &format!(
+                    "UPDATE {table} SET lease_end_time = {now} + ?, gmt_modified = {now} \
+                     WHERE (namespace, lease_name, version) IN \
+                     (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]') FROM json_each(?)) \
+                     AND holder = ? AND status = 1 AND lease_end_time > {now} \
+                     RETURNING namespace, lease_name"
+                ),
+                vec![t, json, h],
+            ),
+        })
     }
 
-    /// Batched release of named tenures, one statement (PostgreSQL, SQLite: parameters json,
-    /// holder; MySQL: namespace, holder, then `n` names, then `n` (name, token) pairs).
-    pub(crate) fn release_many(&self, table: &str, n: usize) -> String {
-        let now = &self.now;
+    /// Batched release of the named tenures `items` of `holder`, one statement, the items as
+    /// one JSON parameter (PostgreSQL, SQLite; MySQL: [`Sql::mysql_release_many`]).
+    pub(crate) fn release_many(
+        &self,
+        holder: &HolderId,
+        items: &[RenewItem],
+    ) -> Result<Statement, StoreError> {
+        let (table, now) = (&self.table, &self.now);
         let set = format!("SET status = 0, lease_end_time = {now}, gmt_modified = {now}");
-        match self.dialect {
+        let values = vec![
+            items_json("release_many", items)?.into(),
+            holder.as_str().into(),
+        ];
+        let sql = match self.dialect {
             Dialect::Postgres => numbered(&format!(
                 "WITH {PG_ITEMS} UPDATE {table} AS l {set} \
                  FROM (SELECT x.id FROM w, LATERAL (SELECT id FROM {table} WHERE {PG_KEY} OFFSET 0) x) c \
                  WHERE l.id = c.id AND l.holder = ? AND l.status = 1 AND l.lease_end_time > {now}"
             )),
-            Dialect::Sqlite => format!(
+            Dialect::Sqlite | Dialect::MySql { .. } => format!(
                 "UPDATE {table} {set} WHERE (namespace, lease_name, version) IN \
                  (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]') FROM json_each(?)) \
                  AND holder = ? AND status = 1 AND lease_end_time > {now}"
             ),
-            Dialect::MySql { .. } => format!(
-                "UPDATE {table} {set} WHERE namespace = ? AND holder = ? AND status = 1 \
+        };
+        Ok(self.statement(&sql, values))
+    }
+
+    /// MySQL: batched release of the items `chunk` (one namespace) of `holder`, one statement.
+    pub(crate) fn mysql_release_many(
+        &self,
+        holder: &HolderId,
+        items: &[RenewItem],
+        chunk: &[usize],
+    ) -> Statement {
+        let now = &self.now;
+        self.statement(
+            &format!(
+                "UPDATE {} SET status = 0, lease_end_time = {now}, gmt_modified = {now} \
+                 WHERE namespace = ? AND holder = ? AND status = 1 \
                  AND lease_end_time > {now} AND lease_name IN ({}) AND (lease_name, version) IN ({})",
-                placeholders(n),
-                pairs(n)
+                self.table,
+                placeholders(chunk.len()),
+                pairs(chunk.len())
             ),
+            mysql_key_values(holder, items, chunk),
+        )
+    }
+
+    /// MySQL: the live-by-status rows of `holder` among the items `chunk` (one namespace).
+    /// `lock`: `FOR UPDATE SKIP LOCKED` (the rows this transaction may change); without it a
+    /// consistent read that does not lock (every candidate, locked by someone else or not).
+    pub(crate) fn mysql_candidates(
+        &self,
+        holder: &HolderId,
+        items: &[RenewItem],
+        chunk: &[usize],
+        lock: bool,
+    ) -> Statement {
+        self.statement(
+            &format!(
+                "SELECT id, lease_name, lease_end_time, gmt_modified FROM {} \
+                 WHERE namespace = ? AND holder = ? AND status = 1 AND lease_name IN ({}) \
+                 AND (lease_name, version) IN ({}){}",
+                self.table,
+                placeholders(chunk.len()),
+                pairs(chunk.len()),
+                if lock { " FOR UPDATE SKIP LOCKED" } else { "" }
+            ),
+            mysql_key_values(holder, items, chunk),
+        )
+    }
+
+    /// MySQL: renews the rows `ids` (which this transaction has locked), if still live.
+    pub(crate) fn mysql_renew_ids(&self, ids: &[i64], term: Term) -> Statement {
+        let now = &self.now;
+        let mut values: Vec<Value> = vec![term.as_millis_i64().into()];
+        values.extend(ids.iter().map(|&id| Value::from(id)));
+        self.statement(
+            &format!(
+                "UPDATE {} SET lease_end_time = {now} + ?, gmt_modified = {now} \
+                 WHERE id IN ({}) AND status = 1 AND lease_end_time > {now}",
+                self.table,
+                placeholders(ids.len())
+            ),
+            values,
+        )
+    }
+
+    /// MySQL: reads back the rows `ids` (after [`Sql::mysql_renew_ids`], under the same locks).
+    pub(crate) fn mysql_read_ids(&self, ids: &[i64]) -> Statement {
+        self.statement(
+            &format!(
+                "SELECT id, lease_end_time, gmt_modified FROM {} WHERE id IN ({})",
+                self.table,
+                placeholders(ids.len())
+            ),
+            ids.iter().map(|&id| Value::from(id)).collect(),
+        )
+    }
+
+    /// MySQL: a non-locking read of the ids `release_all` of `holder` would change.
+    pub(crate) fn mysql_release_all_candidates(&self, holder: &HolderId) -> Statement {
+        self.statement(
+            &format!(
+                "SELECT id FROM {} WHERE holder = ? AND status = 1 AND lease_end_time > {}",
+                self.table, self.now
+            ),
+            vec![holder.as_str().into()],
+        )
+    }
+
+    /// MySQL: a non-locking read of the ids `purge` would delete.
+    pub(crate) fn mysql_purge_candidates(
+        &self,
+        namespace: Option<&Namespace>,
+        age: Term,
+    ) -> Statement {
+        let now = &self.now;
+        let mut values: Vec<Value> = vec![age.as_millis_i64().into()];
+        if let Some(ns) = namespace {
+            values.push(ns.as_str().into());
         }
-    }
-
-    /// MySQL: the live-by-status rows of `holder` among `n` (name, token) items of one
-    /// namespace: parameters namespace, holder, `n` names, `n` pairs. `lock`: `FOR UPDATE SKIP
-    /// LOCKED` (the rows this transaction may change); without it a consistent read that does
-    /// not lock (every candidate, locked by someone else or not).
-    pub(crate) fn mysql_candidates(&self, table: &str, n: usize, lock: bool) -> String {
-        format!(
-            "SELECT id, lease_name, lease_end_time, gmt_modified FROM {table} \
-             WHERE namespace = ? AND holder = ? AND status = 1 AND lease_name IN ({}) \
-             AND (lease_name, version) IN ({}){}",
-            placeholders(n),
-            pairs(n),
-            if lock { " FOR UPDATE SKIP LOCKED" } else { "" }
+        self.statement(
+            &format!(
+                "SELECT id FROM {} WHERE (status = 0 OR lease_end_time <= {now}) AND lease_end_time < {now} - ?{}",
+                self.table,
+                if namespace.is_some() { " AND namespace = ?" } else { "" }
+            ),
+            values,
         )
     }
 
-    /// MySQL: renews the `n` rows (by id) this transaction has locked, if still live: parameters
-    /// term, then `n` ids.
-    pub(crate) fn mysql_renew_ids(&self, table: &str, n: usize) -> String {
+    /// MySQL: `release_all` of the candidate `ids`, the condition checked again.
+    pub(crate) fn mysql_release_ids(&self, holder: &HolderId, ids: &[i64]) -> Statement {
         let now = &self.now;
-        format!(
-            "UPDATE {table} SET lease_end_time = {now} + ?, gmt_modified = {now} \
-             WHERE id IN ({}) AND status = 1 AND lease_end_time > {now}",
-            placeholders(n)
+        let mut values: Vec<Value> = vec![holder.as_str().into()];
+        values.extend(ids.iter().map(|&id| Value::from(id)));
+        self.statement(
+            &format!(
+                "UPDATE {} SET status = 0, lease_end_time = {now}, gmt_modified = {now} \
+                 WHERE holder = ? AND status = 1 AND lease_end_time > {now} AND id IN ({})",
+                self.table,
+                placeholders(ids.len())
+            ),
+            values,
         )
     }
 
-    /// MySQL: reads back `n` rows by id (after [`Sql::mysql_renew_ids`], under the same locks).
-    pub(crate) fn mysql_read_ids(&self, table: &str, n: usize) -> String {
-        format!(
-            "SELECT id, lease_end_time, gmt_modified FROM {table} WHERE id IN ({})",
-            placeholders(n)
-        )
-    }
-
-    /// MySQL: a non-locking read of the ids `release_all` (parameter holder) or `purge`
-    /// (parameters age, and namespace when `namespace`) would change.
-    pub(crate) fn mysql_release_all_candidates(&self, table: &str) -> String {
-        format!(
-            "SELECT id FROM {table} WHERE holder = ? AND status = 1 AND lease_end_time > {}",
-            self.now
-        )
-    }
-
-    /// See [`Sql::mysql_release_all_candidates`].
-    pub(crate) fn mysql_purge_candidates(&self, table: &str, namespace: bool) -> String {
+    /// MySQL: `purge` of the candidate `ids`, the condition checked again.
+    pub(crate) fn mysql_purge_ids(&self, age: Term, ids: &[i64]) -> Statement {
         let now = &self.now;
-        format!(
-            "SELECT id FROM {table} WHERE (status = 0 OR lease_end_time <= {now}) AND lease_end_time < {now} - ?{}",
-            if namespace { " AND namespace = ?" } else { "" }
+        let mut values: Vec<Value> = vec![age.as_millis_i64().into()];
+        values.extend(ids.iter().map(|&id| Value::from(id)));
+        self.statement(
+            &format!(
+                "DELETE FROM {} WHERE (status = 0 OR lease_end_time <= {now}) AND lease_end_time < {now} - ? \
+                 AND id IN ({})",
+                self.table,
+                placeholders(ids.len())
+            ),
+            values,
         )
     }
 
-    /// MySQL: `release_all` of `n` candidate ids, the condition checked again: parameters holder,
-    /// then `n` ids.
-    pub(crate) fn mysql_release_ids(&self, table: &str, n: usize) -> String {
-        let now = &self.now;
-        format!(
-            "UPDATE {table} SET status = 0, lease_end_time = {now}, gmt_modified = {now} \
-             WHERE holder = ? AND status = 1 AND lease_end_time > {now} AND id IN ({})",
-            placeholders(n)
-        )
+    /// The catalog's unique keys of the lease table, each as `cols` (comma-separated column
+    /// names in key order).
+    pub(crate) fn catalog_unique_keys(&self) -> Statement {
+        let sql = match self.dialect {
+            Dialect::Postgres => numbered(
+                "SELECT string_agg(a.attname, ',' ORDER BY k.ord) AS cols \
+                 FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY k(attnum, ord) \
+                 JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum \
+                 WHERE i.indrelid = to_regclass(?) AND i.indisunique AND i.indpred IS NULL \
+                 GROUP BY i.indexrelid",
+            ),
+            Dialect::Sqlite => "SELECT (SELECT group_concat(name, ',') FROM (SELECT name FROM pragma_index_info(il.name) ORDER BY seqno)) AS cols \
+                 FROM pragma_index_list(?) il WHERE il.\"unique\" = 1 AND il.partial = 0"
+                .to_owned(),
+            Dialect::MySql { .. } => "SELECT CAST(GROUP_CONCAT(COLUMN_NAME ORDER BY SEQ_IN_INDEX) AS CHAR) AS cols \
+                 FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? \
+                 AND NON_UNIQUE = 0 GROUP BY INDEX_NAME"
+                .to_owned(),
+        };
+        self.statement(&sql, vec![self.table.as_str().into()])
     }
 
-    /// MySQL: `purge` of `n` candidate ids, the condition checked again: parameters age, then `n`
-    /// ids.
-    pub(crate) fn mysql_purge_ids(&self, table: &str, n: usize) -> String {
-        let now = &self.now;
-        format!(
-            "DELETE FROM {table} WHERE (status = 0 OR lease_end_time <= {now}) AND lease_end_time < {now} - ? \
-             AND id IN ({})",
-            placeholders(n)
-        )
+    /// The catalog's columns of the lease table: `name`, `type` and `collation` (empty but on
+    /// MySQL).
+    pub(crate) fn catalog_columns(&self) -> Statement {
+        let sql = match self.dialect {
+            Dialect::Postgres => numbered(
+                "SELECT a.attname::text AS name, format_type(a.atttypid, a.atttypmod) AS type, '' AS collation \
+                 FROM pg_attribute a WHERE a.attrelid = to_regclass(?) AND a.attnum > 0 AND NOT a.attisdropped",
+            ),
+            Dialect::Sqlite => {
+                "SELECT name, type, '' AS collation FROM pragma_table_info(?)".to_owned()
+            }
+            Dialect::MySql { .. } => {
+                "SELECT CAST(COLUMN_NAME AS CHAR) AS name, CAST(COLUMN_TYPE AS CHAR) AS type, \
+                 CAST(COALESCE(COLLATION_NAME, '') AS CHAR) AS collation \
+                 FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?"
+                    .to_owned()
+            }
+        };
+        self.statement(&sql, vec![self.table.as_str().into()])
     }
 
     fn finish(&self, s: String) -> String {
@@ -325,6 +644,54 @@ impl Sql {
             s
         }
     }
+}
+
+/// The server's version string (`v`), to tell MariaDB from Oracle MySQL before a store exists.
+pub(crate) fn mysql_version() -> Statement {
+    Statement::from_string(DbBackend::MySql, "SELECT VERSION() AS v")
+}
+
+fn key_values(key: &LeaseKey) -> [Value; 2] {
+    [key.namespace.as_str().into(), key.name.as_str().into()]
+}
+
+/// PostgreSQL and SQLite: `items` as one JSON parameter, a list of `[namespace, name, token]`.
+fn items_json(op: &'static str, items: &[RenewItem]) -> Result<String, StoreError> {
+    serde_json::to_string(
+        &items
+            .iter()
+            .map(|it| {
+                (
+                    it.key.namespace.as_str(),
+                    it.key.name.as_str(),
+                    it.token.get(),
+                )
+            })
+            .collect::<Vec<_>>(),
+    )
+    .map_err(|e| StoreError::Unexpected {
+        op,
+        detail: e.to_string(),
+    })
+}
+
+/// MySQL: the values naming the items `chunk` of one namespace: namespace, holder, the names,
+/// then (name, token) pairs.
+fn mysql_key_values(holder: &HolderId, items: &[RenewItem], chunk: &[usize]) -> Vec<Value> {
+    let ns = chunk
+        .first()
+        .map_or("", |&i| items[i].key.namespace.as_str());
+    let mut values: Vec<Value> = vec![ns.into(), holder.as_str().into()];
+    values.extend(
+        chunk
+            .iter()
+            .map(|&i| Value::from(items[i].key.name.as_str())),
+    );
+    for &i in chunk {
+        values.push(items[i].key.name.as_str().into());
+        values.push(items[i].token.get().into());
+    }
+    values
 }
 
 fn pairs(n: usize) -> String {
@@ -347,6 +714,26 @@ fn placeholders(n: usize) -> String {
         s.push('?');
     }
     s
+}
+
+/// `sql`, written with `?` placeholders, as `backend` takes it: PostgreSQL's `$1, $2, …`, and
+/// unchanged for SQLite and MySQL. For statements of your own beside the lease table (the lab's
+/// torture log uses it); a `?` inside a string literal would be rewritten too.
+///
+/// # Examples
+/// ```
+/// use leasehold_storage::rewrite_placeholders;
+/// use sea_orm::DbBackend;
+/// assert_eq!(rewrite_placeholders(DbBackend::Postgres, "a = ? AND b = ?"), "a = $1 AND b = $2");
+/// assert_eq!(rewrite_placeholders(DbBackend::Sqlite, "a = ?"), "a = ?");
+/// ```
+#[must_use]
+pub fn rewrite_placeholders(backend: sea_orm::DbBackend, sql: &str) -> String {
+    if backend == sea_orm::DbBackend::Postgres {
+        numbered(sql)
+    } else {
+        sql.to_owned()
+    }
 }
 
 /// Rewrites `?` placeholders as PostgreSQL's `$1, $2, …`. Our SQL has no `?` in literals.

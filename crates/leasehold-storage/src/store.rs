@@ -79,6 +79,30 @@ pub trait LeaseStore: Send + Sync + 'static {
         term: Term,
     ) -> Result<AcquireOutcome, StoreError>;
 
+    /// [`LeaseStore::begin_tenure`] for many keys of one holder at once, in as few statements
+    /// and commits as the backend allows (one transaction per thousand keys on the SQL stores),
+    /// so one commit serves many callers. The answer is aligned with `keys`, item by item as
+    /// `begin_tenure` would answer it: a new tenure on a free, released or expired row, a live
+    /// row (this holder's included) answered with its holder and left alone; a key named twice
+    /// is granted once and found live the second time. An item can fail alone (`Err` in its
+    /// place: for example its row stayed locked by another session past the server-side
+    /// bound); the outer `Err` means the batch as a whole failed and its outcome is unknown.
+    /// Nothing is answered before the database committed it.
+    ///
+    /// The default calls `begin_tenure` once per key.
+    async fn begin_tenure_many(
+        &self,
+        holder: &HolderId,
+        keys: &[LeaseKey],
+        term: Term,
+    ) -> Result<Vec<Result<AcquireOutcome, StoreError>>, StoreError> {
+        let mut out = Vec::with_capacity(keys.len());
+        for key in keys {
+            out.push(self.begin_tenure(key, holder, term).await);
+        }
+        Ok(out)
+    }
+
     /// Like [`LeaseStore::begin_tenure`], but may also replace `holder`'s own **live** tenure
     /// if, and only if, its token is `expected` (compare-and-set): the new tenure's token is then
     /// `expected + 1`. A live row of `holder` with another token, or of another holder, answers
@@ -149,6 +173,26 @@ pub trait LeaseStore: Send + Sync + 'static {
     async fn release_many(&self, holder: &HolderId, items: &[RenewItem])
     -> Result<u64, StoreError>;
 
+    /// [`LeaseStore::release`] for many tenures of one holder at once, in as few statements and
+    /// commits as the backend allows, so one commit serves many callers. The answer is aligned
+    /// with `items`, item by item as `release` would answer it (a stale item, of another token,
+    /// lapsed or released, is [`ReleaseOutcome::NotHeld`] and changes nothing). An item can fail
+    /// alone (`Err` in its place); the outer `Err` means the batch as a whole failed and its
+    /// outcome is unknown. Nothing is answered before the database committed it.
+    ///
+    /// The default calls `release` once per item.
+    async fn release_batch(
+        &self,
+        holder: &HolderId,
+        items: &[RenewItem],
+    ) -> Result<Vec<Result<ReleaseOutcome, StoreError>>, StoreError> {
+        let mut out = Vec::with_capacity(items.len());
+        for it in items {
+            out.push(self.release(&it.key, holder, it.token).await);
+        }
+        Ok(out)
+    }
+
     /// Releases every live lease of `holder`, in one statement. Returns how many.
     async fn release_all(&self, holder: &HolderId) -> Result<u64, StoreError>;
 
@@ -179,11 +223,4 @@ pub trait LeaseStore: Send + Sync + 'static {
 
     /// The store's clock.
     async fn db_now(&self) -> Result<DbInstant, StoreError>;
-
-    /// This store as a [`SeaOrmStore`](crate::SeaOrmStore), when it is one (default `None`).
-    /// Lets the engine reach the connection for fencing and PostgreSQL `NOTIFY`; a wrapping store
-    /// that does not forward it simply goes without them.
-    fn sea_orm(&self) -> Option<&crate::SeaOrmStore> {
-        None
-    }
 }

@@ -8,9 +8,8 @@
 //! # Examples
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
-//! use std::sync::Arc;
 //! use leasehold_storage::{MemoryStore, testing};
-//! let report = testing::run(Arc::new(MemoryStore::new()), "doc").await;
+//! let report = testing::run(MemoryStore::new(), "doc").await;
 //! assert_eq!(report.failed(), 0, "{report}");
 //! # }
 //! ```
@@ -26,7 +25,7 @@ use leasehold_core::{
     Term,
 };
 
-use crate::LeaseStore;
+use crate::{LeaseStore, MemoryStore, SeaOrmStore};
 
 mod checks;
 mod counting;
@@ -81,10 +80,64 @@ impl fmt::Display for Report {
 type CheckFuture = Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
 type CheckFn = fn(Ctx) -> CheckFuture;
 
-/// What a check gets: the store and a namespace of its own.
+/// What the suite runs against: a store, and the SQL store under it when there is one (then the
+/// [`SQL_CHECKS`] run too, with faults made on its own database).
+#[derive(Clone)]
+pub struct Subject {
+    store: Arc<dyn LeaseStore>,
+    sql: Option<SeaOrmStore>,
+}
+
+impl Subject {
+    /// Any store: the [`CHECKS`].
+    #[must_use]
+    pub fn store(store: Arc<dyn LeaseStore>) -> Self {
+        Self { store, sql: None }
+    }
+
+    /// A SQL store: the [`CHECKS`] and the [`SQL_CHECKS`].
+    #[must_use]
+    pub fn sql(store: SeaOrmStore) -> Self {
+        Self {
+            store: Arc::new(store.clone()),
+            sql: Some(store),
+        }
+    }
+
+    /// `store`, a wrapper around the SQL store `sql` (for example a [`CountingStore`]): the
+    /// [`CHECKS`] through `store`, and the [`SQL_CHECKS`] with their faults made on `sql`.
+    #[must_use]
+    pub fn wrapping(store: Arc<dyn LeaseStore>, sql: SeaOrmStore) -> Self {
+        Self {
+            store,
+            sql: Some(sql),
+        }
+    }
+}
+
+impl From<Arc<dyn LeaseStore>> for Subject {
+    fn from(store: Arc<dyn LeaseStore>) -> Self {
+        Self::store(store)
+    }
+}
+
+impl From<MemoryStore> for Subject {
+    fn from(store: MemoryStore) -> Self {
+        Self::store(Arc::new(store))
+    }
+}
+
+impl From<SeaOrmStore> for Subject {
+    fn from(store: SeaOrmStore) -> Self {
+        Self::sql(store)
+    }
+}
+
+/// What a check gets: the store, the SQL store under it (if any) and a namespace of its own.
 #[derive(Clone)]
 pub struct Ctx {
     store: Arc<dyn LeaseStore>,
+    sql: Option<SeaOrmStore>,
     ns: Namespace,
 }
 
@@ -170,11 +223,20 @@ pub const CHECKS: &[(&str, CheckFn)] = &[
     ("size_limits", |c| Box::pin(checks::size_limits(c))),
     ("purge_by_age", |c| Box::pin(checks::purge_by_age(c))),
     ("race_32_tasks_200_rounds", |c| Box::pin(checks::race(c))),
+    ("begin_tenure_many_like_one_by_one", |c| {
+        Box::pin(checks::begin_tenure_many_like_one_by_one(c))
+    }),
+    ("begin_tenure_many_race", |c| {
+        Box::pin(checks::begin_tenure_many_race(c))
+    }),
+    ("release_batch_like_one_by_one", |c| {
+        Box::pin(checks::release_batch_like_one_by_one(c))
+    }),
 ];
 
-/// The checks that need a SQL store ([`LeaseStore::sea_orm`] is `Some`): faults made on its own
-/// database (an unwritable database, rows held locked by another session). [`run`] adds them
-/// for such a store.
+/// The checks that need a SQL store ([`Subject::sql`]): faults made on its own database (an
+/// unwritable database, rows held locked by another session). [`run`] adds them for such a
+/// subject.
 pub const SQL_CHECKS: &[(&str, CheckFn)] = &[
     ("failed_commit_never_a_grant", |c| {
         Box::pin(faults::failed_commit_never_a_grant(c))
@@ -188,26 +250,30 @@ pub const SQL_CHECKS: &[(&str, CheckFn)] = &[
     ("release_all_purge_next_to_locked_row", |c| {
         Box::pin(faults::release_all_purge_next_to_locked_row(c))
     }),
+    ("group_commit_next_to_locked_row", |c| {
+        Box::pin(faults::group_commit_next_to_locked_row(c))
+    }),
 ];
 
-/// How many checks [`run`] runs against `store`.
+/// How many checks [`run`] runs against `subject`.
 #[must_use]
-pub fn check_count(store: &dyn LeaseStore) -> usize {
-    CHECKS.len() + store.sea_orm().map_or(0, |_| SQL_CHECKS.len())
+pub fn check_count(subject: &Subject) -> usize {
+    CHECKS.len() + subject.sql.as_ref().map_or(0, |_| SQL_CHECKS.len())
 }
 
-/// Runs every check against `store`, each in namespace `{base}.{check}` (`base` is made unique
+/// Runs every check against `subject`, each in namespace `{base}.{check}` (`base` is made unique
 /// with the database's clock and the process id).
-pub async fn run(store: Arc<dyn LeaseStore>, base: &str) -> Report {
-    run_matching(store, base, |_| true).await
+pub async fn run(subject: impl Into<Subject>, base: &str) -> Report {
+    run_matching(subject, base, |_| true).await
 }
 
 /// Runs the checks whose names satisfy `filter`.
 pub async fn run_matching(
-    store: Arc<dyn LeaseStore>,
+    subject: impl Into<Subject>,
     base: &str,
     filter: impl Fn(&str) -> bool,
 ) -> Report {
+    let Subject { store, sql } = subject.into();
     let stamp = match store.db_now().await {
         Ok(t) => t.as_millis(),
         Err(e) => {
@@ -221,18 +287,15 @@ pub async fn run_matching(
         }
     };
     let mut report = Report::default();
-    let sql: &[(&str, CheckFn)] = if store.sea_orm().is_some() {
-        SQL_CHECKS
-    } else {
-        &[]
-    };
-    for (name, check) in CHECKS.iter().chain(sql).filter(|(n, _)| filter(n)) {
+    let sql_checks: &[(&str, CheckFn)] = if sql.is_some() { SQL_CHECKS } else { &[] };
+    for (name, check) in CHECKS.iter().chain(sql_checks).filter(|(n, _)| filter(n)) {
         let ns = format!("{base}.{}.{stamp}.{name}", std::process::id());
         let start = MonotonicClock.now();
         let outcome = match Namespace::new(ns) {
             Ok(ns) => {
                 check(Ctx {
                     store: store.clone(),
+                    sql: sql.clone(),
                     ns,
                 })
                 .await

@@ -15,7 +15,11 @@ use leasehold_testkit::{Fault, FaultProxy};
 use sea_orm::{ConnectionTrait, Statement};
 
 fn upstream(url: &str) -> SocketAddr {
-    let host = url.split('@').nth(1).and_then(|s| s.split('/').next()).expect("host:port");
+    let host = url
+        .split('@')
+        .nth(1)
+        .and_then(|s| s.split('/').next())
+        .expect("host:port");
     let host = host.replace("localhost", "127.0.0.1");
     host.parse().expect("loopback address")
 }
@@ -44,9 +48,11 @@ async fn cancelled_begin_leaves_nothing_open(url: &str, tag: &str) {
     // Let the connection settle back into the pool (sqlx pings it on release) first.
     tokio::time::sleep(Duration::from_millis(200)).await;
     proxy.set(Fault::Blackhole);
-    let abandoned =
-        tokio::time::timeout(Duration::from_millis(300), store.begin_fenced(&key, &me, token))
-            .await;
+    let abandoned = tokio::time::timeout(
+        Duration::from_millis(300),
+        store.begin_fenced(&key, &me, token),
+    )
+    .await;
     assert!(abandoned.is_err(), "the begin should hang in the blackhole");
     // The held bytes (the BEGIN) arrive now.
     proxy.set(Fault::Pass);
@@ -60,7 +66,10 @@ async fn cancelled_begin_leaves_nothing_open(url: &str, tag: &str) {
     .await
     .expect("bounded")
     .expect("acquire");
-    assert!(matches!(granted, AcquireOutcome::Acquired { .. }), "{granted:?}");
+    assert!(
+        matches!(granted, AcquireOutcome::Acquired { .. }),
+        "{granted:?}"
+    );
     let sql = format!(
         "SELECT COUNT(*) AS n FROM lease_info WHERE namespace = '{ns}' AND lease_name = 'second' AND status = 1"
     );
@@ -74,7 +83,10 @@ async fn cancelled_begin_leaves_nothing_open(url: &str, tag: &str) {
         .expect("count")
         .expect("row");
     let kept: i64 = row.try_get("", "n").expect("n");
-    assert_eq!(kept, 1, "a grant was answered that the database never committed");
+    assert_eq!(
+        kept, 1,
+        "a grant was answered that the database never committed"
+    );
     let _ = store.release_all(&me).await;
     let _ = direct
         .connection()

@@ -1,20 +1,19 @@
 //! The conformance suite on every store: in memory and SQLite always, PostgreSQL and MySQL when
 //! `LEASEHOLD_TEST_POSTGRES` / `LEASEHOLD_TEST_MYSQL` are set (required when `CI` is set).
 
-use std::sync::Arc;
-
-use leasehold_storage::testing::{self, MYSQL_ENV, POSTGRES_ENV, backend_url};
 use std::time::Duration;
 
-use leasehold_storage::{Backend, LeaseStore, MemoryStore, StoreBuilder};
+use leasehold_storage::testing::{self, MYSQL_ENV, POSTGRES_ENV, Subject, backend_url};
+use leasehold_storage::{Backend, MemoryStore, StoreBuilder};
 
 /// The server-side bound of every SQL store here: short, so the checks of statements blocked
 /// behind a locked row are quick.
 const BOUND: Duration = Duration::from_secs(1);
 
-async fn check(store: Arc<dyn LeaseStore>, label: &str) {
-    let expected = testing::check_count(store.as_ref());
-    let report = testing::run(store, &format!("conformance.{label}")).await;
+async fn check(subject: impl Into<Subject>, label: &str) {
+    let subject = subject.into();
+    let expected = testing::check_count(&subject);
+    let report = testing::run(subject, &format!("conformance.{label}")).await;
     println!("{label}:\n{report}");
     assert_eq!(report.failed(), 0, "{label}:\n{report}");
     assert_eq!(report.passed(), expected);
@@ -22,7 +21,7 @@ async fn check(store: Arc<dyn LeaseStore>, label: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_store() {
-    check(Arc::new(MemoryStore::new()), "memory").await;
+    check(MemoryStore::new(), "memory").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -32,7 +31,7 @@ async fn sqlite_in_memory() {
         .connect()
         .await
         .expect("connect");
-    check(Arc::new(store), "sqlite-memory").await;
+    check(store, "sqlite-memory").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -45,7 +44,7 @@ async fn sqlite_file_wal() {
         .connect()
         .await
         .expect("connect");
-    check(Arc::new(store), "sqlite-file").await;
+    check(store, "sqlite-file").await;
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -60,7 +59,7 @@ async fn postgres() {
         .await
         .expect("connect to PostgreSQL");
     assert_eq!(store.backend(), Backend::Postgres);
-    check(Arc::new(store), "postgres").await;
+    check(store, "postgres").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -73,7 +72,7 @@ async fn mysql() {
         .connect()
         .await
         .expect("connect to MySQL");
-    check(Arc::new(store), "mysql").await;
+    check(store, "mysql").await;
 }
 
 /// The Oracle MySQL 8 path (grant = upsert + read in a transaction), run on whatever MySQL-family
@@ -90,5 +89,5 @@ async fn mysql_without_returning() {
         .await
         .expect("connect to MySQL");
     let store = store.speaking(Backend::MySql);
-    check(Arc::new(store), "mysql-8-path").await;
+    check(store, "mysql-8-path").await;
 }

@@ -1,7 +1,6 @@
 //! The plain SQL files create a table the store accepts; a missing table, an older schema, a
 //! read-only database and bad URLs give typed errors and change nothing.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use leasehold_storage::testing::{self, MYSQL_ENV, POSTGRES_ENV, backend_url};
@@ -48,7 +47,7 @@ async fn plain_sql_accepted(url: &str, file: &str) {
         .connect()
         .await
         .expect("store on hand-made table");
-    let report = testing::run_matching(Arc::new(store), &format!("sqlfile.{file}"), |n| {
+    let report = testing::run_matching(store, &format!("sqlfile.{file}"), |n| {
         matches!(
             n,
             "grant_on_empty_table"

@@ -10,8 +10,7 @@
 use std::time::Duration;
 
 use leasehold_storage::{
-    AcquireOutcome, HolderId, LeaseKey, LeaseStore, ReleaseOutcome, SeaOrmStore, StoreBuilder,
-    Term,
+    AcquireOutcome, HolderId, LeaseKey, LeaseStore, ReleaseOutcome, SeaOrmStore, StoreBuilder, Term,
 };
 use sea_orm::{ConnectionTrait, Statement};
 
@@ -88,7 +87,10 @@ async fn a_transaction_sqlite_rolled_back_itself_leaves_no_open_transaction_behi
     let other = StoreBuilder::new(&url).connect().await.expect("connect");
     let second = LeaseKey::parse("full", "second").expect("key");
     assert!(matches!(
-        store.try_acquire(&second, &me, term()).await.expect("acquire"),
+        store
+            .try_acquire(&second, &me, term())
+            .await
+            .expect("acquire"),
         AcquireOutcome::Acquired { .. }
     ));
     let kept = one(
@@ -96,7 +98,10 @@ async fn a_transaction_sqlite_rolled_back_itself_leaves_no_open_transaction_behi
         "SELECT COUNT(*) FROM lease_info WHERE namespace = 'full' AND lease_name = 'second' AND status = 1",
     )
     .await;
-    assert_eq!(kept, 1, "a grant was answered that the database never committed");
+    assert_eq!(
+        kept, 1,
+        "a grant was answered that the database never committed"
+    );
     assert!(matches!(
         store.release(&key, &me, token).await.expect("release"),
         ReleaseOutcome::Released
@@ -106,7 +111,10 @@ async fn a_transaction_sqlite_rolled_back_itself_leaves_no_open_transaction_behi
         "SELECT COUNT(*) FROM lease_info WHERE namespace = 'full' AND lease_name = 'ledger' AND status = 1",
     )
     .await;
-    assert_eq!(held, 0, "a release was answered that the database never committed");
+    assert_eq!(
+        held, 0,
+        "a release was answered that the database never committed"
+    );
     drop((store, other));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -41,6 +41,8 @@ pub struct LeaseServiceBuilder {
     layer: Option<StoreLayer>,
     renew_store: Option<Arc<dyn LeaseStore>>,
     reclaim_own_leases: bool,
+    group_commit: bool,
+    clock_check: Option<crate::ClockRateOptions>,
     bug: Option<leasehold_actor::KnownBug>,
 }
 
@@ -67,6 +69,8 @@ impl LeaseServiceBuilder {
             layer: None,
             renew_store: None,
             reclaim_own_leases: false,
+            group_commit: true,
+            clock_check: None,
             bug: None,
         }
     }
@@ -97,6 +101,25 @@ impl LeaseServiceBuilder {
         self
     }
 
+    /// Whether grants and releases asked for while earlier ones are in flight go out together,
+    /// one transaction and one commit for many callers (default: `true`). A lone grant or
+    /// release is always the plain statement; turning this off only makes every one of a burst
+    /// a statement of its own (the benchmark's baseline).
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// let service = leasehold::LeaseService::builder("sqlite::memory:")
+    ///     .group_commit(false)
+    ///     .build()
+    ///     .await?;
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
+    pub fn group_commit(mut self, on: bool) -> Self {
+        self.group_commit = on;
+        self
+    }
+
     /// Take over this holder id's own unexpired leases at once, as new tenures with the next
     /// fencing token, instead of waiting for them to lapse (default: `false`).
     ///
@@ -120,6 +143,33 @@ impl LeaseServiceBuilder {
     /// ```
     pub fn reclaim_own_leases(mut self, reclaim: bool) -> Self {
         self.reclaim_own_leases = reclaim;
+        self
+    }
+
+    /// Runs the clock-rate check in the background (default: off): reads the database's clock
+    /// `options.sample_count()` times per `options.window_len()`, through the engine, fits the
+    /// last window against the monotonic clock and judges it against the service's
+    /// `safety_margin / term` (see [`measure_clock_rate`](crate::measure_clock_rate)). The
+    /// latest report is in [`Health::clock_rate`](crate::Health::clock_rate); a verdict other
+    /// than within makes the service [`Verdict::Degraded`](crate::Verdict::Degraded) and is
+    /// logged at warn; the gauges `leasehold_clock_rate_difference`, `_uncertainty` and `_ok`
+    /// follow. It costs one `SELECT` of the clock per sample (10 a second by default).
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// use std::time::Duration;
+    /// use leasehold::{ClockRateOptions, LeaseService};
+    /// let options = ClockRateOptions::new().window(Duration::from_millis(300)).samples(4);
+    /// let service = LeaseService::builder("sqlite::memory:").check_clock_rate(options).build().await?;
+    /// tokio::time::sleep(Duration::from_millis(600)).await;
+    /// if let Some(report) = service.health().await.clock_rate {
+    ///     println!("{report}");
+    /// }
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
+    pub fn check_clock_rate(mut self, options: crate::ClockRateOptions) -> Self {
+        self.clock_check = Some(options);
         self
     }
 
@@ -241,6 +291,9 @@ impl LeaseServiceBuilder {
     /// reached; [`Error::Thread`](crate::Error::Thread) when the engine thread cannot start.
     pub async fn build(self) -> Result<LeaseService> {
         self.config.validate()?;
+        if let Some(options) = &self.clock_check {
+            options.validate()?;
+        }
         let holder = crate::holder::holder(self.holder)?;
         let namespace = Namespace::new(self.namespace)?;
         let source = match self.source {
@@ -257,9 +310,9 @@ impl LeaseServiceBuilder {
                     .server_timeout(bound);
                 Source::Builders(main, renew, memory)
             }
-            Source::Store(store) => match self.renew_store {
-                Some(renew) => Source::Stores(store, renew),
-                None => Source::Store(store),
+            Source::Store(store, sql) => match self.renew_store {
+                Some(renew) => Source::Stores(store, renew, sql),
+                None => Source::Store(store, sql),
             },
             other => other,
         };
@@ -269,9 +322,14 @@ impl LeaseServiceBuilder {
             batch_window: self.batch_window,
             layer: self.layer,
             reclaim_own_leases: self.reclaim_own_leases,
+            group_commit: self.group_commit,
             bug: self.bug,
         };
-        LeaseService::start(spec, holder, namespace, self.config).await
+        let service = LeaseService::start(spec, holder, namespace, self.config).await?;
+        if let Some(options) = self.clock_check {
+            service.start_clock_check(options);
+        }
+        Ok(service)
     }
 }
 

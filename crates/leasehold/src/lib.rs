@@ -49,8 +49,11 @@
 #![warn(missing_docs)]
 
 mod builder;
+mod clock_rate;
 mod error;
 mod event;
+mod hand_over;
+mod health;
 mod holder;
 mod lock;
 mod runtime;
@@ -59,8 +62,11 @@ mod shard;
 mod task;
 
 pub use builder::LeaseServiceBuilder;
+pub use clock_rate::{ClockRateOptions, ClockRateReport, measure_clock_rate};
 pub use error::{Error, Result};
 pub use event::LeaseEvent;
+pub use hand_over::HandOver;
+pub use health::{DatabaseProbe, Health, HealthReason, Verdict};
 pub use lock::{
     DEFAULT_LOCK_NAMESPACE, DEFAULT_LOCK_RETRY_INTERVAL, DEFAULT_LOCK_TTL, LockError, LockGuard,
     LockOutcome,
@@ -72,6 +78,8 @@ pub use task::{LeaseTask, LeaseTaskOptions};
 pub use leasehold_actor as engine;
 #[doc(hidden)]
 pub use leasehold_actor::KnownBug;
+pub use leasehold_actor::WorkGuard;
+pub use leasehold_core::clock_rate::{ClockRateVerdict, RateFit};
 pub use leasehold_core::{
     Clock, DbInstant, FencingToken, HolderId, LeaseConfig, LeaseKey, LeaseName, LeaseRecord,
     LossReason, MonotonicClock, Namespace, Notification, State, Term, ValidationError,

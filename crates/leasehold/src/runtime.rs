@@ -8,7 +8,7 @@ use std::time::Duration;
 use actix::{Actor, Addr, System};
 use leasehold_actor::{LeaseEngine, Registry, RenewBatcher};
 use leasehold_core::HolderId;
-use leasehold_storage::{LeaseStore, StoreBuilder};
+use leasehold_storage::{LeaseStore, SeaOrmStore, StoreBuilder};
 use tokio::sync::oneshot;
 
 use crate::builder::{Layer, is_memory_sqlite};
@@ -21,10 +21,23 @@ pub(crate) enum Source {
     /// The request store's builder, the renewal store's builder (same URL), and whether the URL
     /// is in-memory SQLite (then one store serves both).
     Builders(StoreBuilder, StoreBuilder, bool),
-    Store(Arc<dyn LeaseStore>),
-    /// A store for requests and one for renewals.
-    Stores(Arc<dyn LeaseStore>, Arc<dyn LeaseStore>),
+    /// A store for requests and renewals, and the SQL store it is (or wraps), if any.
+    Store(Arc<dyn LeaseStore>, Option<SeaOrmStore>),
+    /// A store for requests, one for renewals, and the SQL store of requests, if any.
+    Stores(
+        Arc<dyn LeaseStore>,
+        Arc<dyn LeaseStore>,
+        Option<SeaOrmStore>,
+    ),
 }
+
+/// The opened stores: requests, renewals, and the SQL store under requests (fencing, the
+/// PostgreSQL bell), if any.
+type Opened = (
+    Arc<dyn LeaseStore>,
+    Arc<dyn LeaseStore>,
+    Option<SeaOrmStore>,
+);
 
 pub(crate) struct EngineSpec {
     pub(crate) source: Source,
@@ -32,6 +45,7 @@ pub(crate) struct EngineSpec {
     pub(crate) batch_window: Duration,
     pub(crate) layer: Layer,
     pub(crate) reclaim_own_leases: bool,
+    pub(crate) group_commit: bool,
     pub(crate) bug: Option<leasehold_actor::KnownBug>,
 }
 
@@ -42,18 +56,19 @@ pub(crate) struct EngineThread {
     pub(crate) thread: std::thread::JoinHandle<()>,
 }
 
-async fn open(source: Source) -> Result<(Arc<dyn LeaseStore>, Arc<dyn LeaseStore>)> {
+async fn open(source: Source) -> Result<Opened> {
     match source {
-        Source::Store(store) => Ok((Arc::clone(&store), store)),
-        Source::Stores(store, renew) => Ok((store, renew)),
+        Source::Store(store, sql) => Ok((Arc::clone(&store), store, sql)),
+        Source::Stores(store, renew, sql) => Ok((store, renew, sql)),
         Source::Builders(main, renew, memory) => {
-            let store: Arc<dyn LeaseStore> = Arc::new(main.connect().await?);
+            let sql = main.connect().await?;
+            let store: Arc<dyn LeaseStore> = Arc::new(sql.clone());
             if memory {
-                return Ok((Arc::clone(&store), store));
+                return Ok((Arc::clone(&store), store, Some(sql)));
             }
             let renew: Arc<dyn LeaseStore> =
                 Arc::new(renew.max_connections(2).migrate(false).connect().await?);
-            Ok((store, renew))
+            Ok((store, renew, Some(sql)))
         }
         Source::Url(url) => {
             let (main, renew) = (
@@ -79,7 +94,8 @@ pub(crate) async fn start(
         .spawn(move || {
             let runner = System::new();
             let started = runner.block_on(async move {
-                let (store, renew_store) = open(spec.source).await?;
+                // The layer wraps the lease calls; fencing and the bell use the SQL store itself.
+                let (store, renew_store, sql) = open(spec.source).await?;
                 let (store, renew_store) = match &spec.layer {
                     Some(layer) => (layer(store), layer(renew_store)),
                     None => (store, renew_store),
@@ -88,7 +104,9 @@ pub(crate) async fn start(
                 let engine = LeaseEngine::new(spec.holder, store, renewer, registry)
                     .with_service_token(cancel)
                     .with_request_timeout(request_timeout)
+                    .with_sql_store(sql)
                     .reclaim_own_leases(spec.reclaim_own_leases)
+                    .batch_grants(spec.group_commit)
                     .reintroduce_bug(spec.bug)
                     .start();
                 Ok::<_, Error>((engine, System::current()))

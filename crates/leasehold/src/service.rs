@@ -10,7 +10,7 @@ use leasehold_actor::{
 use leasehold_core::{
     DbInstant, HolderId, LeaseConfig, LeaseKey, LeaseName, LeaseRecord, MonotonicClock, Namespace,
 };
-use leasehold_storage::LeaseStore;
+use leasehold_storage::{LeaseStore, SeaOrmStore};
 use tokio::sync::{broadcast, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -22,6 +22,9 @@ use crate::{Error, LeaseEvent, Result};
 
 /// How many events a slow subscriber may fall behind before it misses some.
 const EVENT_BUFFER: usize = 1024;
+
+/// How much longer than the request timeout a health probe waits for the engine.
+const HEALTH_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Leases for master/standby failover, held by one holder (this process) through the database.
 /// Replaces the seeds' `ILeaseService`.
@@ -72,6 +75,8 @@ struct Inner {
     cancel: CancellationToken,
     claim: Mutex<Option<HolderClaim>>,
     bug: Option<leasehold_actor::KnownBug>,
+    /// The latest report of the background clock-rate check, if it runs.
+    clock_rate: Arc<Mutex<Option<crate::ClockRateReport>>>,
 }
 
 impl std::fmt::Debug for EngineThread {
@@ -113,7 +118,9 @@ impl LeaseService {
         LeaseServiceBuilder::new(Source::Url(url.into()))
     }
 
-    /// A builder over an existing store, used for requests and renewals alike. A SQL store's
+    /// A builder over an existing store, used for requests and renewals alike. The store is
+    /// only a [`LeaseStore`] to the service: fencing (`begin_fenced`) and PostgreSQL wake-ups
+    /// need the SQL store itself, given with [`LeaseService::from_sql_store`]. A SQL store's
     /// connections belong to the runtime that opened them: keep that runtime alive as long as
     /// the service (or prefer [`LeaseService::builder`], which connects on the engine thread).
     ///
@@ -126,7 +133,27 @@ impl LeaseService {
     /// # service.shutdown().await?; Ok(()) }
     /// ```
     pub fn from_store(store: Arc<dyn LeaseStore>) -> LeaseServiceBuilder {
-        LeaseServiceBuilder::new(Source::Store(store))
+        LeaseServiceBuilder::new(Source::Store(store, None))
+    }
+
+    /// A builder over an existing SQL store: requests and renewals go to it, fenced
+    /// transactions open on it, and on PostgreSQL releases are announced and heard on it. Its
+    /// connections belong to the runtime that opened them (see [`LeaseService::from_store`]).
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// use std::time::Duration;
+    /// use leasehold::{LeaseService, StoreBuilder};
+    /// let store = StoreBuilder::new("sqlite::memory:").connect().await?;
+    /// let service = LeaseService::from_sql_store(store).build().await?;
+    /// let guard = service.lock("jobs", "ledger", Duration::from_secs(30)).await?.expect("free");
+    /// assert!(guard.begin_fenced().await?.is_some());
+    /// # drop(guard); service.shutdown().await?; Ok(()) }
+    /// ```
+    pub fn from_sql_store(store: SeaOrmStore) -> LeaseServiceBuilder {
+        let lease_store: Arc<dyn LeaseStore> = Arc::new(store.clone());
+        LeaseServiceBuilder::new(Source::Store(lease_store, Some(store)))
     }
 
     pub(crate) async fn start(
@@ -162,11 +189,12 @@ impl LeaseService {
                 cancel,
                 claim: Mutex::new(Some(claim)),
                 bug,
+                clock_rate: Arc::default(),
             }),
         })
     }
 
-    fn key(&self, name: &str) -> Result<LeaseKey> {
+    pub(crate) fn key(&self, name: &str) -> Result<LeaseKey> {
         Ok(LeaseKey::new(
             self.inner.namespace.clone(),
             LeaseName::new(name)?,
@@ -350,6 +378,95 @@ impl LeaseService {
         Ok(self.inner.engine.send(ReadDbNow).await??)
     }
 
+    /// A health check for a liveness or readiness probe: whether the engine answers, whether
+    /// the database answers a read of its clock (one probe through the engine, bounded by the
+    /// request timeout and a grace of 500 ms), the age of the last grant or confirmed renewal,
+    /// and how many leases are held. Renewals are overdue when leases are held and the last
+    /// confirmation is older than the service's renew interval plus its request timeout.
+    /// Never fails: every problem is a [`HealthReason`](crate::HealthReason).
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// use leasehold::{DatabaseProbe, LeaseService};
+    /// let service = LeaseService::builder("sqlite::memory:").build().await?;
+    /// let health = service.health().await;
+    /// assert!(health.is_ready(), "{health}");
+    /// assert!(matches!(health.database, DatabaseProbe::Reachable { .. }));
+    /// assert_eq!((health.leases_held, health.last_renewal_age), (0, None));
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub async fn health(&self) -> crate::Health {
+        use crate::{DatabaseProbe, HealthReason};
+        let clock = Arc::clone(self.inner.registry.clock());
+        let mut health = crate::Health {
+            verdict: crate::Verdict::Healthy,
+            reasons: Vec::new(),
+            engine_alive: false,
+            database: DatabaseProbe::NotProbed,
+            last_renewal_age: None,
+            leases_held: 0,
+            clock_rate: None,
+        };
+        if self.is_shut_down() {
+            health.reasons.push(HealthReason::ShutDown);
+            return health.decide();
+        }
+        let waited = self.inner.config.request_timeout() + HEALTH_GRACE;
+        let t0 = clock.now();
+        match tokio::time::timeout(waited, self.inner.engine.send(ReadDbNow)).await {
+            Err(_) => health
+                .reasons
+                .push(HealthReason::EngineUnresponsive { waited }),
+            Ok(Err(_)) => health.reasons.push(HealthReason::ShutDown),
+            Ok(Ok(answer)) => {
+                health.engine_alive = true;
+                health.database = match answer {
+                    Ok(_) => DatabaseProbe::Reachable {
+                        round_trip: clock.now().saturating_duration_since(t0),
+                    },
+                    Err(e) => {
+                        let error = e.to_string();
+                        health.reasons.push(HealthReason::DatabaseUnreachable {
+                            error: error.clone(),
+                        });
+                        DatabaseProbe::Unreachable { error }
+                    }
+                };
+            }
+        }
+        let now = clock.now();
+        health.leases_held = self.inner.registry.held_count();
+        health.last_renewal_age = self
+            .inner
+            .registry
+            .last_confirmed()
+            .map(|at| now.saturating_duration_since(at));
+        let limit = self.inner.config.renew_interval() + self.inner.config.request_timeout();
+        if let Some(age) = health.last_renewal_age
+            && health.leases_held > 0
+            && age > limit
+        {
+            health
+                .reasons
+                .push(HealthReason::RenewalsOverdue { age, limit });
+        }
+        health.clock_rate = *self
+            .inner
+            .clock_rate
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(report) = health.clock_rate
+            && !report.verdict.is_within()
+        {
+            health.reasons.push(HealthReason::ClockRate(report));
+        }
+        health.decide()
+    }
+
     /// The names of the running lease tasks.
     ///
     /// # Examples
@@ -469,6 +586,19 @@ impl LeaseService {
             }
             Ok(rx.await.map_err(|_| Error::ShutDown)??)
         }
+    }
+
+    /// Starts the background clock-rate check on the engine thread; it ends with the service.
+    pub(crate) fn start_clock_check(&self, options: crate::ClockRateOptions) {
+        let check = crate::clock_rate::background(
+            self.inner.engine.clone(),
+            Arc::clone(self.inner.registry.clock()),
+            self.inner.config.clone(),
+            options,
+            Arc::clone(&self.inner.clock_rate),
+            self.inner.cancel.clone(),
+        );
+        self.spawn_on_engine(check);
     }
 
     /// The parent of every tenure's cancellation token.

@@ -268,6 +268,49 @@ impl LeaseTask {
         }
     }
 
+    /// Begins one piece of work under the current tenure and tells the engine when it has
+    /// finished: the work counts as running until the returned guard is dropped (or
+    /// [`WorkGuard::finish`](crate::WorkGuard::finish)ed), and a hand-over
+    /// ([`LeaseService::hand_over`](crate::LeaseService::hand_over),
+    /// [`LeaseService::yield_lease`](crate::LeaseService::yield_lease)) waits for it before it
+    /// releases the lease. `None` when no tenure is live or a hand-over is draining the task:
+    /// take no new work then.
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// # use leasehold::{LeaseService, LeaseTaskOptions};
+    /// # let service = LeaseService::builder("sqlite::memory:").build().await?;
+    /// let task = service.start_lease_task("leader", LeaseTaskOptions::new()).await?;
+    /// assert!(task.begin_work().is_none() || task.has_lease());
+    /// let (token, _) = task.acquired().await?;
+    /// let work = task.begin_work().expect("held");
+    /// assert_eq!(work.token(), token);
+    /// // ... do the work, fenced with `work.token()`, while `work.is_held()` ...
+    /// drop(work); // finished
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn begin_work(&self) -> Option<crate::WorkGuard> {
+        self.belief.begin_work()
+    }
+
+    /// Whether a hand-over is draining this task (new work is refused).
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// # use leasehold::{LeaseService, LeaseTaskOptions};
+    /// # let service = LeaseService::builder("sqlite::memory:").build().await?;
+    /// let task = service.start_lease_task("leader", LeaseTaskOptions::new()).await?;
+    /// assert!(!task.is_draining());
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn is_draining(&self) -> bool {
+        self.belief.is_draining()
+    }
+
     /// Waits until a tenure is live and returns its fencing token and cancellation token.
     ///
     /// # Examples

@@ -63,3 +63,17 @@ fn shard_tasks_resplit_when_a_host_leaves() {
 fn fencing_rejects_the_stale_write() {
     runs("fencing", &[], "stale write");
 }
+
+#[test]
+fn prometheus_health_serves_metrics_and_probes() {
+    runs("prometheus_health", &["--smoke"], "ready and leading");
+}
+
+#[test]
+fn graceful_hand_over_lets_the_last_job_finish_first() {
+    runs(
+        "graceful_hand_over",
+        &[],
+        "handed over after the last job finished",
+    );
+}

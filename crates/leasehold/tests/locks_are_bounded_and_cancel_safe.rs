@@ -50,7 +50,7 @@ async fn service_with_slow_grants(
                     let (delay, hang) =
                         (delay_ms.load(Ordering::SeqCst), hang.load(Ordering::SeqCst));
                     async move {
-                        if matches!(op, Op::BeginTenure) {
+                        if matches!(op, Op::BeginTenure | Op::BeginTenureMany) {
                             if hang {
                                 futures::future::pending::<()>().await;
                             }

@@ -1,5 +1,6 @@
 //! With the `metrics` feature (on by default), the engine reports grants, losses, releases and
-//! batched renewals to whatever recorder the application installed.
+//! batched renewals to whatever recorder the application installed, and keeps the gauges of
+//! held leases and "is leader" per name.
 #![cfg(feature = "metrics")]
 
 use std::collections::HashMap;
@@ -9,7 +10,7 @@ use std::time::Duration;
 
 use leasehold::{LeaseConfig, LeaseService, LeaseTaskOptions};
 use metrics::{
-    Counter, CounterFn, Gauge, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder,
+    Counter, CounterFn, Gauge, GaugeFn, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder,
     SharedString, Unit,
 };
 
@@ -35,6 +36,52 @@ impl HistogramFn for Cell {
     }
 }
 
+/// A gauge's value (f64 bits).
+#[derive(Default)]
+struct Level(AtomicU64);
+
+impl GaugeFn for Level {
+    fn increment(&self, value: f64) {
+        let _ = self
+            .0
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| {
+                Some((f64::from_bits(v) + value).to_bits())
+            });
+    }
+    fn decrement(&self, value: f64) {
+        self.increment(-value);
+    }
+    fn set(&self, value: f64) {
+        self.0.store(value.to_bits(), Ordering::SeqCst);
+    }
+}
+
+/// Gauges by name and labels: `name{k=v,...}`.
+#[derive(Default)]
+struct Levels(Mutex<HashMap<String, Arc<Level>>>);
+
+fn series(key: &Key) -> String {
+    let labels: Vec<String> = key
+        .labels()
+        .map(|l| format!("{}={}", l.key(), l.value()))
+        .collect();
+    format!("{}{{{}}}", key.name(), labels.join(","))
+}
+
+impl Levels {
+    fn cell(&self, key: &Key) -> Arc<Level> {
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(map.entry(series(key)).or_default())
+    }
+    fn get(&self, series: &str) -> Option<f64> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(series)
+            .map(|c| f64::from_bits(c.0.load(Ordering::SeqCst)))
+    }
+}
+
 impl Tally {
     fn cell(&self, key: &Key) -> Arc<Cell> {
         let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
@@ -49,7 +96,7 @@ impl Tally {
     }
 }
 
-struct TallyRecorder(Arc<Tally>);
+struct TallyRecorder(Arc<Tally>, Arc<Levels>);
 
 impl Recorder for TallyRecorder {
     fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
@@ -58,8 +105,8 @@ impl Recorder for TallyRecorder {
     fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
         Counter::from_arc(self.0.cell(key))
     }
-    fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
-        Gauge::noop()
+    fn register_gauge(&self, key: &Key, _: &Metadata<'_>) -> Gauge {
+        Gauge::from_arc(self.1.cell(key))
     }
     fn register_histogram(&self, key: &Key, _: &Metadata<'_>) -> Histogram {
         Histogram::from_arc(self.0.cell(key))
@@ -69,7 +116,8 @@ impl Recorder for TallyRecorder {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grants_renewals_and_releases_are_counted() {
     let tally = Arc::new(Tally::default());
-    metrics::set_global_recorder(TallyRecorder(Arc::clone(&tally)))
+    let levels = Arc::new(Levels::default());
+    metrics::set_global_recorder(TallyRecorder(Arc::clone(&tally), Arc::clone(&levels)))
         .expect("the only recorder of this test binary");
 
     let service = LeaseService::builder("sqlite::memory:")
@@ -91,9 +139,19 @@ async fn grants_renewals_and_releases_are_counted() {
             .expect("in time")
             .expect("held");
     }
+    assert_eq!(levels.get("leasehold_leases_held{}"), Some(3.0));
     // A few renew intervals (term / 3 = 200 ms each).
     tokio::time::sleep(Duration::from_millis(900)).await;
     assert!(service.stop_lease_task("a").await.expect("stop"));
+    assert_eq!(levels.get("leasehold_leases_held{}"), Some(2.0));
+    assert_eq!(
+        levels.get("leasehold_is_leader{namespace=,name=a}"),
+        Some(0.0)
+    );
+    assert_eq!(
+        levels.get("leasehold_is_leader{namespace=,name=b}"),
+        Some(1.0)
+    );
 
     assert_eq!(tally.get("leasehold_grants_total"), 3);
     assert!(
@@ -110,4 +168,9 @@ async fn grants_renewals_and_releases_are_counted() {
         assert!(name.starts_with("leasehold_"));
     }
     service.shutdown().await.expect("shutdown");
+    assert_eq!(levels.get("leasehold_leases_held{}"), Some(0.0));
+    assert_eq!(
+        levels.get("leasehold_is_leader{namespace=,name=b}"),
+        Some(0.0)
+    );
 }

@@ -119,6 +119,12 @@ pub enum Event {
     /// apply again (after a refusal or a loss), apply now instead of at the scheduled instant.
     /// Ignored elsewhere; an announcement that is late or wrong only costs one refused attempt.
     Wake,
+    /// Give the live tenure up and compete again (Spring's `yieldLeadership`): the tenure ends
+    /// here and is released as on [`Event::Release`]; once the release has settled the machine
+    /// waits one full retry interval, ignoring [`Event::Wake`] (its own release's announcement),
+    /// and applies again, so contenders waiting their retry interval get a chance first. Ignored
+    /// when no tenure is live; a machine that does not compete (a lock) only releases.
+    Yield,
     /// End the live tenure at once for `reason` (for example a panicking callback): the deadline
     /// is cleared, [`Notification::Lost`] emitted, the grant released, and the machine competes
     /// again if it competes at all. Ignored when no tenure is live.
@@ -275,4 +281,7 @@ pub enum State {
     Standby,
     /// Given up for good.
     Stopped,
+    /// The tenure was yielded ([`Event::Yield`]): its release is settling, or the machine waits
+    /// one retry interval before applying again.
+    Yielded,
 }

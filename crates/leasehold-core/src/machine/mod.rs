@@ -72,6 +72,13 @@ use rng::XorShift;
 /// The ring assigns the name elsewhere: like *Released*, but [`Event::Compete`] (not `Start`)
 /// resumes competing.
 ///
+/// # Yielded
+/// The tenure was given up by [`Event::Yield`] (ended here first, then released, like
+/// *Released*). One retry interval after the release settled the machine applies again
+/// (*Applying*); meanwhile [`Event::Wake`] (its own release's announcement), `Start` and
+/// `Compete` change nothing, and `Release`, `StandBy` and `Stop` end the yield as they would
+/// end competing.
+///
 /// # Stopped
 /// Given up for good, with the same clean-up as *Released*; `Start` and `Compete` are ignored.
 /// [`LeaseMachine::is_finished`] tells when nothing is left to settle.
@@ -208,6 +215,10 @@ impl LeaseMachine {
                 rest: Rest::Stopped,
                 ..
             } => State::Stopped,
+            Phase::Resting {
+                rest: Rest::Yielded { .. },
+                ..
+            } => State::Yielded,
         }
     }
 
@@ -451,6 +462,15 @@ impl LeaseMachine {
                 let cleanup = self.give_up(now, tenure, not_before, out);
                 self.rest(now, Rest::of(&ev), cleanup, false, out)
             }
+            (Phase::Held { tenure, .. } | Phase::Renewing { tenure, .. }, Event::Yield) => {
+                let cleanup = self.give_up(now, tenure, None, out);
+                let rest = if self.compete {
+                    Rest::Yielded { back_at: None }
+                } else {
+                    Rest::Released
+                };
+                self.rest(now, rest, cleanup, false, out)
+            }
             (Phase::Held { tenure, .. }, Event::RenewNow) => self.send_renew(now, tenure, 0, out),
             (Phase::Held { tenure, .. }, Event::SetAutoRenew(on)) => Phase::Held {
                 tenure,
@@ -546,6 +566,14 @@ impl LeaseMachine {
             }
             (
                 Phase::Resting {
+                    rest: Rest::Yielded { back_at: Some(at) },
+                    cleanup: Cleanup::Done,
+                    ..
+                },
+                Event::Timer,
+            ) if now >= at => self.send_acquire(now, 0, out),
+            (
+                Phase::Resting {
                     rest: rest @ Rest::Released,
                     cleanup,
                     ..
@@ -562,7 +590,7 @@ impl LeaseMachine {
             ) => self.rest(now, rest, cleanup, true, out),
             (
                 Phase::Resting {
-                    rest: Rest::Standby,
+                    rest: Rest::Standby | Rest::Yielded { .. },
                     cleanup,
                     ..
                 },
@@ -570,7 +598,7 @@ impl LeaseMachine {
             ) => self.rest(now, Rest::of(&ev), cleanup, false, out),
             (
                 Phase::Resting {
-                    rest: Rest::Released | Rest::Standby,
+                    rest: Rest::Released | Rest::Standby | Rest::Yielded { .. },
                     cleanup,
                     ..
                 },

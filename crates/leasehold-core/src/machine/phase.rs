@@ -55,6 +55,11 @@ pub(super) enum Rest {
     Released,
     Standby,
     Stopped,
+    /// Gave the tenure up to compete again at `back_at`: one retry interval after the release
+    /// settled (`None` until it has).
+    Yielded {
+        back_at: Option<Instant>,
+    },
 }
 
 impl Rest {

@@ -43,6 +43,11 @@ impl LeaseMachine {
     /// The next instant the machine must act at, if any.
     pub(super) fn next_wake(&self) -> Option<Instant> {
         match self.phase {
+            Phase::Resting {
+                rest: Rest::Yielded { back_at: Some(at) },
+                cleanup: Cleanup::Done,
+                ..
+            } => Some(at),
             Phase::Idle
             | Phase::Resting {
                 cleanup: Cleanup::Done,
@@ -299,6 +304,16 @@ impl LeaseMachine {
     ) -> Phase {
         if resume && cleanup == Cleanup::Done {
             self.send_acquire(now, 0, out)
+        } else if rest == (Rest::Yielded { back_at: None }) && cleanup == Cleanup::Done {
+            // The yielded tenure's release has settled: compete again one full retry interval
+            // from now, after the contenders' own jittered retries.
+            Phase::Resting {
+                rest: Rest::Yielded {
+                    back_at: Some(now + self.config.retry_interval()),
+                },
+                cleanup,
+                resume: false,
+            }
         } else {
             Phase::Resting {
                 rest,

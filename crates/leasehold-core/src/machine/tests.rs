@@ -14,6 +14,7 @@ mod giving_up;
 mod lock_modes;
 mod random;
 mod tenure;
+mod yielding;
 
 const TERM: Duration = Duration::from_secs(30);
 const MARGIN: Duration = Duration::from_secs(2);

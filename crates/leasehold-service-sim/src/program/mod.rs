@@ -93,6 +93,8 @@ enum Op {
     StartLeaseTask,
     StopLeaseTask,
     ObserveTask,
+    HandOver,
+    YieldLease,
     Lock,
     TryLocker,
     GuardUnlock,
@@ -110,11 +112,13 @@ enum Op {
     Pause,
 }
 
-fn menu(w: &OpWeights) -> [(Op, u32); 18] {
+fn menu(w: &OpWeights) -> [(Op, u32); 20] {
     [
         (Op::StartLeaseTask, w.start_lease_task),
         (Op::StopLeaseTask, w.stop_lease_task),
         (Op::ObserveTask, w.observe_task),
+        (Op::HandOver, w.hand_over),
+        (Op::YieldLease, w.yield_lease),
         (Op::Lock, w.lock),
         (Op::TryLocker, w.try_locker),
         (Op::GuardUnlock, w.guard_unlock),
@@ -202,6 +206,8 @@ impl Program {
             Op::StartLeaseTask => self.start_lease_task().await,
             Op::StopLeaseTask => self.stop_lease_task().await,
             Op::ObserveTask => self.observe_task().await,
+            Op::HandOver => self.hand_over(false).await,
+            Op::YieldLease => self.hand_over(true).await,
             Op::Lock => self.lock().await,
             Op::TryLocker => self.try_locker().await,
             Op::GuardUnlock => self.guard_unlock().await,

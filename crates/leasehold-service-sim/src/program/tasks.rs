@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::FutureExt;
-use leasehold::{LeaseTaskOptions, ShardOptions};
+use leasehold::{LeaseTask, LeaseTaskOptions, ShardOptions};
 use rand::Rng;
 
 use super::Program;
@@ -72,6 +72,50 @@ impl Program {
             .await;
         if out.is_some() {
             self.tasks.remove(&name);
+        }
+    }
+
+    /// `hand_over` (or `yield_lease`) of a task, mostly a running one, after beginning a piece
+    /// of work under it that returns after a random part of a term (sometimes after the
+    /// hand-over's timeout).
+    pub(super) async fn hand_over(&mut self, yield_it: bool) {
+        let Some(service) = self.service() else {
+            return;
+        };
+        let name = match self.tasks.keys().next().cloned() {
+            Some(n) if self.rng.random_bool(0.9) => {
+                let i = self.rng.random_range(0..self.tasks.len());
+                self.tasks.keys().nth(i).cloned().unwrap_or(n)
+            }
+            _ => self.pick_name(),
+        };
+        if let Some(work) = self.tasks.get(&name).and_then(LeaseTask::begin_work) {
+            let lasts = self.ctx.term().mul_f64(self.rng.random_range(0.0..1.5));
+            self.note(format!(
+                "work under {name} (token {}) for {lasts:?}",
+                work.token()
+            ));
+            tokio::spawn(async move {
+                tokio::time::sleep(lasts).await;
+                work.finish();
+            });
+        }
+        let timeout = self.ctx.term().mul_f64(self.rng.random_range(0.0..1.0));
+        let bound = timeout + self.ctx.settled();
+        if yield_it {
+            let f = service.yield_lease(&name, timeout);
+            let what = format!("yield_lease {name} (timeout {timeout:?})");
+            self.drive(&what, bound, f, |r| format!("{r:?}")).await;
+        } else {
+            let f = service.hand_over(&name, timeout);
+            let what = format!("hand_over {name} (timeout {timeout:?})");
+            if self
+                .drive(&what, bound, f, |r| format!("{r:?}"))
+                .await
+                .is_some()
+            {
+                self.tasks.remove(&name);
+            }
         }
     }
 

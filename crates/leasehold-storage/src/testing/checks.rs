@@ -664,3 +664,199 @@ pub(super) async fn race(ctx: Ctx) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// `begin_tenure_many` answers every item as `begin_tenure` would: free and released rows
+/// granted (token + 1), live rows of another holder and of the caller itself left alone and
+/// named, a key named twice granted once.
+pub(super) async fn begin_tenure_many_like_one_by_one(ctx: Ctx) -> Result<(), String> {
+    let (a, b) = (holder("a")?, holder("b")?);
+    let other = ctx.key("other")?;
+    let own = ctx.key("own")?;
+    let freed = ctx.key("freed")?;
+    let (t_other, _) = acquired(&ctx, &other, &b, term(LONG)?).await?;
+    let (t_own, _) = acquired(&ctx, &own, &a, term(LONG)?).await?;
+    let (t_freed, _) = acquired(&ctx, &freed, &b, term(LONG)?).await?;
+    ctx.store.release(&freed, &b, t_freed).await.map_err(e)?;
+    let mut keys = vec![other.clone(), own.clone(), freed.clone()];
+    for i in 0..6 {
+        keys.push(ctx.key(&format!("new-{i}"))?);
+    }
+    keys.push(ctx.key("new-2")?);
+    let got = ctx
+        .store
+        .begin_tenure_many(&a, &keys, term(LONG)?)
+        .await
+        .map_err(e)?;
+    ensure(got.len() == keys.len(), || {
+        format!("{} answers for {} keys", got.len(), keys.len())
+    })?;
+    let got: Vec<AcquireOutcome> = got.into_iter().collect::<Result<_, _>>().map_err(e)?;
+    ensure(
+        matches!(&got[0], AcquireOutcome::HeldBy { holder, token, .. } if *holder == b && *token == t_other),
+        || format!("b's live row answered {:?}", got[0]),
+    )?;
+    ensure(
+        matches!(&got[1], AcquireOutcome::HeldBy { holder, token, .. } if *holder == a && *token == t_own),
+        || format!("a's own live row answered {:?}", got[1]),
+    )?;
+    ensure(
+        matches!(&got[2], AcquireOutcome::Acquired { token, .. } if token.get() == t_freed.get() + 1),
+        || format!("a released row answered {:?} (was token {t_freed})", got[2]),
+    )?;
+    for (i, outcome) in got.iter().enumerate().take(9).skip(3) {
+        ensure(
+            matches!(outcome, AcquireOutcome::Acquired { token, .. } if *token == FencingToken(1)),
+            || format!("new key {} answered {outcome:?}", keys[i]),
+        )?;
+    }
+    let AcquireOutcome::Acquired { token: t2, .. } = got[5] else {
+        return Err("new-2 not granted".into());
+    };
+    ensure(
+        matches!(&got[9], AcquireOutcome::HeldBy { holder, token, .. } if *holder == a && *token == t2),
+        || format!("new-2 named twice answered {:?}", got[9]),
+    )?;
+    // The store agrees with every answer.
+    for (key, who, token) in [
+        (&other, &b, t_other),
+        (&own, &a, t_own),
+        (&freed, &a, FencingToken(t_freed.get() + 1)),
+        (&keys[5], &a, t2),
+    ] {
+        let rec = ctx.store.get(key).await.map_err(e)?.ok_or("row missing")?;
+        ensure(rec.held && rec.holder == *who && rec.token == token, || {
+            format!("{key}: the row says {rec:?}, expected {who} with {token}")
+        })?;
+    }
+    // Tenures granted in a batch renew and release like any other.
+    ensure(
+        ctx.store
+            .renew(&keys[3], &a, FencingToken(1), term(LONG)?)
+            .await
+            .map_err(e)?
+            == RenewOutcome::Renewed,
+        || "a batch grant did not renew".into(),
+    )?;
+    ensure(
+        ctx.store
+            .release(&keys[4], &a, FencingToken(1))
+            .await
+            .map_err(e)?
+            == ReleaseOutcome::Released,
+        || "a batch grant did not release".into(),
+    )?;
+    let empty = ctx
+        .store
+        .begin_tenure_many(&a, &[], term(LONG)?)
+        .await
+        .map_err(e)?;
+    ensure(empty.is_empty(), || format!("no keys answered {empty:?}"))
+}
+
+/// Holders granting overlapping sets of keys in opposite orders, all at once: every key goes to
+/// exactly one of them each round, no batch deadlocks for good, and tokens grow by one a round.
+pub(super) async fn begin_tenure_many_race(ctx: Ctx) -> Result<(), String> {
+    const HOLDERS: usize = 4;
+    const KEYS: usize = 40;
+    const ROUNDS: usize = 10;
+    let keys: Vec<LeaseKey> = (0..KEYS)
+        .map(|i| ctx.key(&format!("k{i}")))
+        .collect::<Result<_, _>>()?;
+    let holders: Vec<_> = (0..HOLDERS)
+        .map(|h| holder(&format!("h{h}")))
+        .collect::<Result<_, _>>()?;
+    for round in 0..ROUNDS {
+        let barrier = Arc::new(Barrier::new(HOLDERS));
+        let mut tasks = Vec::new();
+        for (h, who) in holders.iter().enumerate() {
+            let (store, barrier, who) = (Arc::clone(&ctx.store), Arc::clone(&barrier), who.clone());
+            // Each holder asks for a different rotation of the keys, half of them reversed.
+            let mut mine: Vec<LeaseKey> = keys.iter().cycle().skip(h * 7).take(KEYS).cloned().collect();
+            if h % 2 == 1 {
+                mine.reverse();
+            }
+            tasks.push(tokio::spawn(async move {
+                barrier.wait().await;
+                let got = store.begin_tenure_many(&who, &mine, term(LONG)?).await.map_err(e)?;
+                Ok::<_, String>((who, mine, got))
+            }));
+        }
+        let mut owner: std::collections::HashMap<LeaseKey, (crate::HolderId, FencingToken)> =
+            std::collections::HashMap::new();
+        for t in tasks {
+            let (who, mine, got) = t.await.map_err(e)??;
+            for (key, outcome) in mine.iter().zip(got) {
+                if let AcquireOutcome::Acquired { token, .. } = outcome.map_err(e)?
+                    && let Some((first, _)) = owner.insert(key.clone(), (who.clone(), token))
+                {
+                    return Err(format!("round {round}: {key} granted to {first} and {who}"));
+                }
+            }
+        }
+        ensure(owner.len() == KEYS, || {
+            format!("round {round}: only {} of {KEYS} keys granted", owner.len())
+        })?;
+        for (key, (who, token)) in &owner {
+            ensure(token.get() == i64::try_from(round).unwrap_or(0) + 1, || {
+                format!("round {round}: {key} has token {token}")
+            })?;
+            ctx.store.release(key, who, *token).await.map_err(e)?;
+        }
+    }
+    Ok(())
+}
+
+/// `release_batch` answers every item as `release` would: live tenures of the holder released
+/// (their rows kept, tokens kept for the next grant), stale tokens, other holders' rows and
+/// released rows `NotHeld` and left alone.
+pub(super) async fn release_batch_like_one_by_one(ctx: Ctx) -> Result<(), String> {
+    let (a, b) = (holder("a")?, holder("b")?);
+    let mut items = Vec::new();
+    for i in 0..5 {
+        let key = ctx.key(&format!("live-{i}"))?;
+        let (token, _) = acquired(&ctx, &key, &a, term(LONG)?).await?;
+        items.push(RenewItem { key, token });
+    }
+    let stale = ctx.key("stale")?;
+    let (t_stale, _) = acquired(&ctx, &stale, &a, term(LONG)?).await?;
+    items.push(RenewItem {
+        key: stale.clone(),
+        token: FencingToken(t_stale.get() + 1),
+    });
+    let theirs = ctx.key("theirs")?;
+    let (t_theirs, _) = acquired(&ctx, &theirs, &b, term(LONG)?).await?;
+    items.push(RenewItem {
+        key: theirs.clone(),
+        token: t_theirs,
+    });
+    let got = ctx.store.release_batch(&a, &items).await.map_err(e)?;
+    let got: Vec<ReleaseOutcome> = got.into_iter().collect::<Result<_, _>>().map_err(e)?;
+    let mut want = vec![ReleaseOutcome::Released; 5];
+    want.extend([ReleaseOutcome::NotHeld, ReleaseOutcome::NotHeld]);
+    ensure(got == want, || format!("release_batch answered {got:?}"))?;
+    for it in &items[..5] {
+        let rec = ctx.store.get(&it.key).await.map_err(e)?.ok_or("row missing")?;
+        ensure(!rec.held && rec.token == it.token, || {
+            format!("{}: after release the row says {rec:?}", it.key)
+        })?;
+    }
+    for (key, who, token) in [(&stale, &a, t_stale), (&theirs, &b, t_theirs)] {
+        let rec = ctx.store.get(key).await.map_err(e)?.ok_or("row missing")?;
+        ensure(rec.held && rec.holder == *who && rec.token == token, || {
+            format!("{key}: a stale or foreign item changed the row: {rec:?}")
+        })?;
+    }
+    // Released twice: nothing more happens.
+    let again = ctx.store.release_batch(&a, &items[..2]).await.map_err(e)?;
+    ensure(
+        again
+            .iter()
+            .all(|r| matches!(r, Ok(ReleaseOutcome::NotHeld))),
+        || format!("a second release answered {again:?}"),
+    )?;
+    // The next grant of a released row goes on from its token.
+    let (next, _) = acquired(&ctx, &items[0].key, &b, term(LONG)?).await?;
+    ensure(next.get() == items[0].token.get() + 1, || {
+        format!("token after a batch release: {next} (was {})", items[0].token)
+    })
+}

@@ -46,11 +46,15 @@ pub enum Op {
     Purge,
     /// [`LeaseStore::db_now`].
     DbNow,
+    /// [`LeaseStore::begin_tenure_many`].
+    BeginTenureMany,
+    /// [`LeaseStore::release_batch`].
+    ReleaseBatch,
 }
 
 impl Op {
     /// Every method, in the trait's order.
-    pub const ALL: [Op; 13] = [
+    pub const ALL: [Op; 15] = [
         Op::TryAcquire,
         Op::BeginTenure,
         Op::TakeOverTenure,
@@ -64,6 +68,8 @@ impl Op {
         Op::ListValid,
         Op::Purge,
         Op::DbNow,
+        Op::BeginTenureMany,
+        Op::ReleaseBatch,
     ];
 
     /// The method's name, e.g. `"renew_many"`.
@@ -90,6 +96,8 @@ impl Op {
             Op::ListValid => "list_valid",
             Op::Purge => "purge",
             Op::DbNow => "db_now",
+            Op::BeginTenureMany => "begin_tenure_many",
+            Op::ReleaseBatch => "release_batch",
         }
     }
 }
@@ -127,6 +135,7 @@ pub struct StoreCounts {
     calls: [AtomicU64; Op::ALL.len()],
     nanos: [AtomicU64; Op::ALL.len()],
     renew_many_items: AtomicU64,
+    grant_items: AtomicU64,
 }
 
 impl StoreCounts {
@@ -148,12 +157,21 @@ impl StoreCounts {
         self.renew_many_items.load(Ordering::SeqCst)
     }
 
+    /// How many keys all answered [`LeaseStore::begin_tenure_many`] calls carried.
+    #[must_use]
+    pub fn begin_tenure_many_items(&self) -> u64 {
+        self.grant_items.load(Ordering::SeqCst)
+    }
+
     fn record(&self, op: Op, items: usize, elapsed: Duration) {
         let i = op as usize;
         self.calls[i].fetch_add(1, Ordering::SeqCst);
         if op == Op::RenewMany {
             self.renew_many_items
                 .fetch_add(items as u64, Ordering::SeqCst);
+        }
+        if op == Op::BeginTenureMany {
+            self.grant_items.fetch_add(items as u64, Ordering::SeqCst);
         }
         let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
         self.nanos[i].fetch_add(nanos, Ordering::SeqCst);
@@ -186,9 +204,7 @@ type AfterCall = Arc<dyn Fn(&Call) + Send + Sync>;
 ///   makes the store hang. It can also delay calls.
 /// - [`after_call`](Self::after_call) sees each answered [`Call`], after it is counted.
 ///
-/// It does not forward [`LeaseStore::sea_orm`]: like any wrapping store that does not, an engine
-/// built on it goes without fencing and PostgreSQL `NOTIFY`. Clones share the inner store, the
-/// counts and the hooks.
+/// Clones share the inner store, the counts and the hooks.
 ///
 /// # Examples
 /// Count renewals and fail every release, as a database that went away would:
@@ -363,6 +379,16 @@ impl LeaseStore for CountingStore {
         self.pass(Op::BeginTenure, 0, call).await
     }
 
+    async fn begin_tenure_many(
+        &self,
+        holder: &HolderId,
+        keys: &[LeaseKey],
+        term: Term,
+    ) -> Result<Vec<Result<AcquireOutcome, StoreError>>, StoreError> {
+        let call = self.inner.begin_tenure_many(holder, keys, term);
+        self.pass(Op::BeginTenureMany, keys.len(), call).await
+    }
+
     async fn take_over_tenure(
         &self,
         key: &LeaseKey,
@@ -404,6 +430,15 @@ impl LeaseStore for CountingStore {
     ) -> Result<Vec<BatchRenewal>, StoreError> {
         let call = self.inner.renew_batch(holder, items, term);
         self.pass(Op::RenewMany, items.len(), call).await
+    }
+
+    async fn release_batch(
+        &self,
+        holder: &HolderId,
+        items: &[RenewItem],
+    ) -> Result<Vec<Result<ReleaseOutcome, StoreError>>, StoreError> {
+        let call = self.inner.release_batch(holder, items);
+        self.pass(Op::ReleaseBatch, items.len(), call).await
     }
 
     async fn release_many(

@@ -26,9 +26,7 @@ fn e(err: impl std::fmt::Display) -> String {
 }
 
 fn sql_store(ctx: &Ctx) -> Result<&SeaOrmStore, String> {
-    ctx.store
-        .sea_orm()
-        .ok_or_else(|| "not a SQL store".to_owned())
+    ctx.sql.as_ref().ok_or_else(|| "not a SQL store".to_owned())
 }
 
 fn skip(check: &str, why: &str) -> Result<(), String> {
@@ -434,4 +432,65 @@ pub(super) async fn release_all_purge_next_to_locked_row(ctx: Ctx) -> Result<(),
     ensure(rec.held && rec.holder == b, || {
         format!("b's row changed: {rec:?}")
     })
+}
+
+/// A batch of grants and of releases next to a row another session holds locked: every other
+/// item is answered, and the locked one alone gives up at the server-side bound (or is answered
+/// once the lock is gone): one locked row never holds the batch hostage.
+pub(super) async fn group_commit_next_to_locked_row(ctx: Ctx) -> Result<(), String> {
+    let store = sql_store(&ctx)?;
+    if store.backend() == Backend::Sqlite {
+        return skip("group_commit_next_to_locked_row", "SQLite has no row locks");
+    }
+    if bound(&ctx, "group_commit_next_to_locked_row")?.is_none() {
+        return Ok(());
+    }
+    let (a, b) = (holder("a")?, holder("b")?);
+    let locked = ctx.key("locked")?;
+    let (t_locked, _) = acquired(&ctx, &locked, &b, term(LONG)?).await?;
+    let keys = vec![ctx.key("free-1")?, locked.clone(), ctx.key("free-2")?];
+    let txn = lock_row(store, &locked).await?;
+    let got = ctx.store.begin_tenure_many(&a, &keys, term(LONG)?).await;
+    let got = got.map_err(e)?;
+    ensure(
+        matches!(got[0], Ok(AcquireOutcome::Acquired { .. }))
+            && matches!(got[2], Ok(AcquireOutcome::Acquired { .. })),
+        || format!("the free items next to a locked row answered {got:?}"),
+    )?;
+    ensure(
+        matches!(&got[1], Ok(AcquireOutcome::HeldBy { holder, .. }) if *holder == b)
+            || matches!(got[1], Err(StoreError::ServerTimeout { .. })),
+        || format!("the locked row answered {:?}", got[1]),
+    )?;
+    // Releases: a's two grants and b's locked tenure (as b) in one batch each.
+    let mine: Vec<RenewItem> = [0, 2]
+        .iter()
+        .map(|&i| match &got[i] {
+            Ok(AcquireOutcome::Acquired { token, .. }) => Ok(RenewItem {
+                key: keys[i].clone(),
+                token: *token,
+            }),
+            other => Err(format!("{other:?}")),
+        })
+        .collect::<Result<_, _>>()?;
+    let released = ctx.store.release_batch(&a, &mine).await.map_err(e)?;
+    ensure(
+        released
+            .iter()
+            .all(|r| matches!(r, Ok(crate::ReleaseOutcome::Released))),
+        || format!("releases next to a locked row answered {released:?}"),
+    )?;
+    let theirs = [RenewItem {
+        key: locked.clone(),
+        token: t_locked,
+    }];
+    let blocked = ctx.store.release_batch(&b, &theirs).await.map_err(e)?;
+    txn.rollback().await.map_err(e)?;
+    ensure(
+        matches!(
+            blocked[0],
+            Ok(crate::ReleaseOutcome::Released) | Err(StoreError::ServerTimeout { .. })
+        ),
+        || format!("the locked row's release answered {:?}", blocked[0]),
+    )
 }

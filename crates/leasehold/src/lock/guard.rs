@@ -283,7 +283,8 @@ impl LockGuard {
     /// is live, locking the lease row until it ends ([`SeaOrmStore::begin_fenced`]). `None`: the
     /// tenure has ended, do not write.
     ///
-    /// Only for a service built from a URL (the engine must hold a [`SeaOrmStore`]); your tables
+    /// Only for a service with a SQL store (built from a URL, or with
+    /// [`crate::LeaseService::from_sql_store`]); your tables
     /// must live in the lease database. The transaction's connection belongs to the service's
     /// engine runtime: finish it before shutting the service down. To use a connection of your
     /// own, see [`LockGuard::begin_fenced_on`].
@@ -301,7 +302,7 @@ impl LockGuard {
     /// ```
     ///
     /// # Errors
-    /// [`crate::Error::Store`] when the database fails or the store is not a [`SeaOrmStore`].
+    /// [`crate::Error::Store`] when the database fails or the service has no SQL store.
     pub async fn begin_fenced(&self) -> Result<Option<FencedTransaction>> {
         if !self.is_held() {
             return Ok(None);

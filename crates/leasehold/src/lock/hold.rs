@@ -143,8 +143,8 @@ impl LeaseService {
     /// ```
     ///
     /// # Errors
-    /// [`Error::Invalid`]; [`Error::Store`] when the database fails or the store is not a
-    /// [`crate::SeaOrmStore`]; [`Error::ShutDown`].
+    /// [`Error::Invalid`]; [`Error::Store`] when the database fails or the service has no SQL
+    /// store ([`crate::LeaseService::from_sql_store`]); [`Error::ShutDown`].
     pub async fn begin_fenced(
         &self,
         namespace: &str,

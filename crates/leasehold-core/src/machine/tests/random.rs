@@ -137,7 +137,8 @@ fn randomized_runs_never_hold_at_or_after_the_deadline() {
                     Event::EndTenure(LossReason::CallbackPanicked),
                     Event::SetCompete(false),
                     Event::Wake,
-                ][(rng.next_u64() % 12) as usize]
+                    Event::Yield,
+                ][(rng.next_u64() % 13) as usize]
                     .clone(),
                 _ => Event::Timer,
             };

@@ -6,7 +6,7 @@
 //! lease row still named this holder and token with an unexpired grant), `db_time` (BIGINT ms by
 //! the database clock at the insert: the same expressions as `leasehold-storage`'s `sql.rs`).
 
-use leasehold_storage::{FencedTransaction, SeaOrmStore, StoreError};
+use leasehold_storage::{FencedTransaction, SeaOrmStore, StoreError, rewrite_placeholders};
 use sea_orm::{ConnectionTrait, DbBackend as Backend, QueryResult, Statement, Value};
 
 /// The log table's name.
@@ -52,25 +52,6 @@ fn now_sql(backend: Backend) -> &'static str {
         // MySQL and MariaDB: the only other backends leasehold-storage connects to.
         _ => "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)",
     }
-}
-
-/// `?` placeholders as `$1, $2, …` for PostgreSQL.
-fn placeholders(backend: Backend, sql: &str) -> String {
-    if backend != Backend::Postgres {
-        return sql.to_owned();
-    }
-    let mut out = String::with_capacity(sql.len() + 16);
-    let mut n = 0;
-    for c in sql.chars() {
-        if c == '?' {
-            n += 1;
-            out.push('$');
-            out.push_str(&n.to_string());
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 fn db_err(op: &'static str, source: sea_orm::DbErr) -> StoreError {
@@ -170,7 +151,7 @@ impl LogWriter {
         .collect();
         Statement::from_sql_and_values(
             self.store.connection().get_database_backend(),
-            placeholders(backend, &sql),
+            rewrite_placeholders(backend, &sql),
             values,
         )
     }
@@ -228,7 +209,7 @@ pub async fn read(store: &SeaOrmStore, namespace: &str) -> Result<Vec<Row>, Stor
     );
     let stmt = Statement::from_sql_and_values(
         store.connection().get_database_backend(),
-        placeholders(store.connection().get_database_backend(), &sql),
+        rewrite_placeholders(store.connection().get_database_backend(), &sql),
         [namespace.into()],
     );
     let rows = store
@@ -266,8 +247,11 @@ pub async fn holders(store: &SeaOrmStore, namespace: &str) -> Result<Vec<String>
         "SELECT holder FROM {} WHERE namespace = ? AND status = 1",
         store.table()
     );
-    let stmt =
-        Statement::from_sql_and_values(backend, placeholders(backend, &sql), [namespace.into()]);
+    let stmt = Statement::from_sql_and_values(
+        backend,
+        rewrite_placeholders(backend, &sql),
+        [namespace.into()],
+    );
     let rows = store
         .connection()
         .query_all_raw(stmt)
@@ -293,7 +277,7 @@ pub async fn final_tokens(
     );
     let stmt = Statement::from_sql_and_values(
         store.connection().get_database_backend(),
-        placeholders(store.connection().get_database_backend(), &sql),
+        rewrite_placeholders(store.connection().get_database_backend(), &sql),
         [namespace.into()],
     );
     let rows = store

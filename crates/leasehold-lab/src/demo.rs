@@ -1,4 +1,4 @@
-//! `leasehold demo`: three nodes on one database elect a master, shard twelve tasks, take a lock
+//! `leasehold-lab demo`: three nodes on one database elect a master, shard twelve tasks, take a lock
 //! with a fenced write, survive the master's crash, and take the restarted node back in.
 //!
 //! Everything printed is stamped with the database's clock. The demo samples every node's
@@ -279,7 +279,7 @@ async fn demo(url: String) -> Result<bool, String> {
         .await
         .map_err(|e| format!("demo: {e}"))?;
     println!(
-        "leasehold demo on {:?} (namespace {namespace}); times are the database's clock\n",
+        "leasehold-lab demo on {:?} (namespace {namespace}); times are the database's clock\n",
         store.backend()
     );
     let ledger = "leasehold_demo_ledger";

@@ -1,4 +1,4 @@
-//! `leasehold torture`: worker processes compete for a few names under SIGKILL and SIGSTOP, log
+//! `leasehold-lab torture`: worker processes compete for a few names under SIGKILL and SIGSTOP, log
 //! every write they make while they believe they hold a name, and the log is checked at the end.
 //! See [`check`] for what is a violation and why.
 
@@ -21,7 +21,7 @@ use crate::duration;
 /// Exit code: the log shows a violation.
 pub const VIOLATION: u8 = 4;
 
-/// Arguments of `leasehold torture`.
+/// Arguments of `leasehold-lab torture`.
 #[derive(Debug, clap::Args)]
 pub struct TortureArgs {
     /// Worker processes.
@@ -44,7 +44,7 @@ pub struct TortureArgs {
     pub term: Duration,
 }
 
-/// Arguments of the hidden `leasehold torture-worker`.
+/// Arguments of the hidden `leasehold-lab torture-worker`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct WorkerArgs {
     /// Namespace of the run.
@@ -78,7 +78,7 @@ pub async fn run_worker(db: &str, args: WorkerArgs) -> u8 {
     match worker::run(db, args).await {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("leasehold: {e}");
+            eprintln!("leasehold-lab: {e}");
             1
         }
     }
@@ -89,15 +89,15 @@ pub async fn run(db: &str, args: TortureArgs) -> u8 {
     match torture(db, &args).await {
         Ok(code) => code,
         Err(Failure::Args(msg)) => {
-            eprintln!("leasehold: {msg}");
+            eprintln!("leasehold-lab: {msg}");
             2
         }
         Err(Failure::Store(e)) => {
-            eprintln!("leasehold: {e}");
+            eprintln!("leasehold-lab: {e}");
             1
         }
         Err(Failure::Spawn(e)) => {
-            eprintln!("leasehold: cannot start a torture worker: {e}");
+            eprintln!("leasehold-lab: cannot start a torture worker: {e}");
             1
         }
     }
@@ -307,7 +307,7 @@ async fn faults(
         for slot in 0..workers.slots.len() {
             if let Ok(Some(status)) = workers.slots[slot].try_wait() {
                 eprintln!(
-                    "leasehold: torture worker {slot} exited by itself ({status}); restarting it"
+                    "leasehold-lab: torture worker {slot} exited by itself ({status}); restarting it"
                 );
                 exits += 1;
                 paused.remove(&slot);

@@ -53,7 +53,7 @@ pub enum PeerMode {
     Advisory,
 }
 
-/// Options of the hidden `bench-peer` subcommand (started by `leasehold bench`).
+/// Options of the hidden `bench-peer` subcommand (started by `leasehold-lab bench`).
 #[derive(Debug, Clone, Args)]
 pub struct PeerArgs {
     /// Namespace of the `ping` and `pong` locks.

@@ -1,4 +1,4 @@
-//! `leasehold bench --quick` completes and prints every row on SQLite (always) and on
+//! `leasehold-lab bench --quick` completes and prints every row on SQLite (always) and on
 //! PostgreSQL / MySQL when their URLs are set. The figures themselves are not asserted.
 
 use std::process::Command;
@@ -11,6 +11,7 @@ const ROWS: &[&str] = &[
     "lock_spread",
     "lock_hot",
     "lock_spread_facade",
+    "lock_spread_facade_group_commit",
     "lock_hot_facade",
     "renewal_1k_statements",
     "renewal_1k_db_ms",
@@ -26,10 +27,10 @@ const ROWS: &[&str] = &[
 ];
 
 fn bench_quick(url: &str) {
-    let out = Command::new(env!("CARGO_BIN_EXE_leasehold"))
+    let out = Command::new(env!("CARGO_BIN_EXE_leasehold-lab"))
         .args(["--db", url, "bench", "--quick", "--json"])
         .output()
-        .expect("run leasehold bench");
+        .expect("run leasehold-lab bench");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),

@@ -208,6 +208,14 @@ pub(crate) async fn rows(ctx: &Ctx) -> Vec<Row> {
         .build()
         .await
         .map_err(err);
+    // The same facade with every grant and release a statement of its own: the baseline of
+    // group commit, in the same run.
+    let one_by_one = LeaseService::builder(ctx.url.clone())
+        .table_prefix(ctx.prefix.clone())
+        .group_commit(false)
+        .build()
+        .await
+        .map_err(err);
     super::step("lock_spread: store");
     let spread_ours = spread(&ours, &ctx.namespace("spread"), plan).await;
     super::step("lock_spread: baseline");
@@ -233,7 +241,12 @@ pub(crate) async fn rows(ctx: &Ctx) -> Vec<Row> {
         }
         Err(e) => (Err(e.clone()), Err(e.clone())),
     };
-    if let Ok(service) = &facade {
+    super::step("lock_spread: facade without group commit");
+    let spread_one_by_one = match &one_by_one {
+        Ok(service) => spread(&Kind::Facade(service.clone()), &ctx.namespace("spread-1by1"), plan).await,
+        Err(e) => Err(e.clone()),
+    };
+    for service in [&facade, &one_by_one].into_iter().flatten() {
         let _ = service.shutdown().await;
     }
     let spread_note = format!("{SPREAD_NAMES} names × {TASKS} tasks");
@@ -259,9 +272,16 @@ pub(crate) async fn rows(ctx: &Ctx) -> Vec<Row> {
         row(
             "lock_spread_facade",
             base_name,
-            spread_facade,
+            spread_facade.clone(),
             spread_base,
             format!("{spread_note} on one LeaseService, lock+unlock"),
+        ),
+        row(
+            "lock_spread_facade_group_commit",
+            "the same without group commit",
+            spread_facade,
+            spread_one_by_one,
+            format!("{spread_note} on one LeaseService, lock+unlock, group commit on vs off"),
         ),
         row(
             "lock_hot_facade",

@@ -1,4 +1,4 @@
-//! `leasehold torture` on every backend: worker processes killed with SIGKILL and frozen with
+//! `leasehold-lab torture` on every backend: worker processes killed with SIGKILL and frozen with
 //! SIGSTOP past their term compete for two names; the run must see takeovers (a run without one
 //! proves nothing) and no violation of the log invariants.
 #![allow(clippy::disallowed_methods)] // the tests time the command from outside
@@ -30,7 +30,7 @@ fn figure(line: &str, label: &str) -> u64 {
 
 fn torture(url: &str, secs: u64) -> Figures {
     let started = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_leasehold"))
+    let out = Command::new(env!("CARGO_BIN_EXE_leasehold-lab"))
         .args(["--db", url, "torture", "--procs", "3", "--names", "2"])
         .args([
             "--secs",
@@ -113,7 +113,7 @@ fn bad_torture_arguments_are_refused_before_anything_starts() {
         (&["--term", "10ms"][..], "--term"),
         (&["--term", "-1s"][..], "negative"),
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_leasehold"))
+        let out = Command::new(env!("CARGO_BIN_EXE_leasehold-lab"))
             .args(["--db", "sqlite::memory:", "torture"])
             .args(args)
             .env_remove("LEASEHOLD_DATABASE_URL")

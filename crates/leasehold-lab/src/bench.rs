@@ -1,4 +1,4 @@
-//! `leasehold bench`: what leasehold costs on one database, next to a baseline run in the same
+//! `leasehold-lab bench`: what leasehold costs on one database, next to a baseline run in the same
 //! process (issue 9).
 //!
 //! Every figure is a [`Row`]: a median and p99 (or one value), the baseline's median and p99, and
@@ -10,6 +10,7 @@
 //! | `lock_spread` | store lock pairs (try_acquire + release), 1,000 names × 16 tasks | `PgAdvisoryLock` pairs on PostgreSQL, raw sqlx of the same SQL elsewhere |
 //! | `lock_hot` | the same on one name | the same |
 //! | `lock_spread_facade`, `lock_hot_facade` | the facade's `lock` + `LockGuard::unlock` | as `lock_spread` / `lock_hot` |
+//! | `lock_spread_facade_group_commit` | the facade's `lock` + `unlock` on spread names | the same facade with `group_commit(false)` |
 //! | `renewal_1k_statements`, `renewal_1k_db_ms`, `renewal_10k_…` | statements and database time per renew interval through `LeaseService` | one `renew` statement per lease |
 //! | `failover_crash`, `failover_graceful` | ms until a second service holds the lease | term + retry interval |
 //! | `has_lease` | ns per call, 1,000 held leases | a `HashMap` lookup and a clock read |
@@ -33,7 +34,7 @@ use leasehold_storage::{Backend, SeaOrmStore, StoreBuilder};
 
 pub use handoff_processes::{PeerArgs, run as run_peer};
 
-/// Options of `leasehold bench`.
+/// Options of `leasehold-lab bench`.
 #[derive(Debug, Clone, Args)]
 pub struct BenchArgs {
     /// Print the rows as JSON (one object with a `rows` array; stable field names).
@@ -267,7 +268,7 @@ fn table(backend: &str, plan: Plan, rows: &[Row]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "leasehold bench: {backend}, {} run\n",
+        "leasehold-lab bench: {backend}, {} run\n",
         if plan.quick { "quick" } else { "full" }
     );
     let _ = writeln!(
@@ -353,7 +354,7 @@ pub async fn run(db: &str, table_prefix: &str, args: &BenchArgs) -> u8 {
     {
         Ok(store) => store,
         Err(e) => {
-            eprintln!("leasehold: {e}");
+            eprintln!("leasehold-lab: {e}");
             return 1;
         }
     };
@@ -394,7 +395,7 @@ pub async fn run(db: &str, table_prefix: &str, args: &BenchArgs) -> u8 {
         match serde_json::to_string_pretty(&doc) {
             Ok(text) => println!("{text}"),
             Err(e) => {
-                eprintln!("leasehold: {e}");
+                eprintln!("leasehold-lab: {e}");
                 return 1;
             }
         }

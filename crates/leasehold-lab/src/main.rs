@@ -1,0 +1,169 @@
+//! `leasehold-lab`: the lab beside the operator's `leasehold` binary. It shows leasehold working
+//! (`demo`), measures it (`bench`, with its `bench-peer` child for the hand-over between
+//! processes) and tortures it (`torture`, with its `torture-worker` children under SIGKILL and
+//! SIGSTOP). Only this binary counts its heap allocations (for the bench's memory row).
+//!
+//! Exit codes: 0 done; 1 database error (or the demo saw a double holder); 2 bad arguments;
+//! 4 `torture` found a violation.
+#![forbid(unsafe_code)]
+
+mod bench;
+mod demo;
+mod torture;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use leasehold_cli::DEFAULT_DB;
+use leasehold_cli::duration;
+
+/// The system allocator, counting bytes allocated and freed: `leasehold-lab bench` reads the
+/// heap bytes one held lease costs from it (a few relaxed atomic additions per allocation, paid
+/// only by this binary, not by the operator's `leasehold`).
+#[global_allocator]
+static ALLOCATOR: &stats_alloc::StatsAlloc<std::alloc::System> = &stats_alloc::INSTRUMENTED_SYSTEM;
+
+/// Heap bytes live now in this process (Rust allocations; C libraries such as SQLite allocate
+/// outside it).
+pub(crate) fn heap_bytes() -> i64 {
+    let s = ALLOCATOR.stats();
+    s.bytes_allocated as i64 - s.bytes_deallocated as i64 + s.bytes_reallocated as i64
+}
+
+/// See leasehold work, measure it, torture it.
+#[derive(Debug, Parser)]
+#[command(
+    name = "leasehold-lab",
+    version,
+    about,
+    after_help = "Example:\n  cargo run --release -p leasehold-lab -- demo"
+)]
+struct Lab {
+    /// Database URL: sqlite://FILE?mode=rwc, sqlite::memory:, postgres://…, mysql://…
+    #[arg(long, global = true, env = "LEASEHOLD_DATABASE_URL", default_value = DEFAULT_DB)]
+    db: String,
+    /// Table name prefix (the table is PREFIXlease_info).
+    #[arg(long, global = true, default_value = "")]
+    table_prefix: String,
+    /// What to do.
+    #[command(subcommand)]
+    command: LabCommand,
+}
+
+const TORTURE_HELP: &str = "Checked, per lease name, in database-time order (ties by insertion order):\n\
+  - accepted fenced writes never go back to a lower token;\n\
+  - no token is written by two holders;\n\
+  - between the first and last unfenced write of a tenure (holder, token) made while its grant was\n\
+    live by the database clock, no live unfenced write of another tenure appears.\n\
+Each row records, computed in its own INSERT, whether its grant was still live. Unfenced writes\n\
+that landed after their grant ended (a paused or slow holder) are counted as stale_unfenced:\n\
+expected under --pause, not a violation: only fencing stops them. Exit 4 on any violation.\n\n\
+Example:\n  leasehold-lab --db postgres://postgres@127.0.0.1/test torture --procs 3 --names 2 --secs 20 --kill --pause --term 2s";
+
+#[derive(Debug, Subcommand)]
+enum LabCommand {
+    /// Three in-process nodes elect a master, shard 12 tasks, take a lock with a fenced write,
+    /// survive the master's crash and take the restarted node back. Runs on a temporary SQLite
+    /// file unless --db (or LEASEHOLD_DATABASE_URL) is given.
+    #[command(
+        after_help = "Example:\n  cargo run --release -p leasehold-lab -- demo\n  leasehold-lab --db postgres://postgres@127.0.0.1/test demo"
+    )]
+    Demo,
+    /// Measure this database: store vs raw SQL, locks, renewal cost, failover, has_lease, ring,
+    /// memory.
+    #[command(
+        after_help = "Example:\n  leasehold-lab --db postgres://postgres@127.0.0.1/test bench --quick --json"
+    )]
+    Bench(bench::BenchArgs),
+    /// The other process of the bench's `lock_handoff_processes` row.
+    #[command(
+        hide = true,
+        after_help = "Example:\n  (started by leasehold-lab bench)"
+    )]
+    BenchPeer(bench::PeerArgs),
+    /// Torture test: worker processes compete for names under SIGKILL and SIGSTOP; check the log
+    /// of their writes.
+    #[command(after_help = TORTURE_HELP)]
+    Torture(torture::TortureArgs),
+    /// One worker of `torture`.
+    #[command(
+        hide = true,
+        after_help = "Example:\n  (started by leasehold-lab torture)"
+    )]
+    TortureWorker(torture::WorkerArgs),
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    let lab = match Lab::try_parse() {
+        Ok(lab) => lab,
+        Err(e) if !e.use_stderr() => {
+            // --help and --version
+            print!("{e}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            let text = e.to_string();
+            let line = text
+                .lines()
+                .next()
+                .unwrap_or("bad arguments")
+                .trim_start_matches("error: ");
+            eprintln!("leasehold-lab: {line} (see leasehold-lab --help)");
+            return ExitCode::from(2);
+        }
+    };
+    let Lab {
+        db,
+        table_prefix,
+        command,
+    } = lab;
+    match command {
+        LabCommand::Demo => run_on_runtime(run_demo(db)),
+        LabCommand::Bench(args) => {
+            run_on_runtime(async move { bench::run(&db, &table_prefix, &args).await })
+        }
+        LabCommand::BenchPeer(args) => {
+            run_on_runtime(async move { bench::run_peer(&db, &table_prefix, &args).await })
+        }
+        LabCommand::Torture(args) => run_on_runtime(torture::run(&db, args)),
+        LabCommand::TortureWorker(args) => run_on_runtime(torture::run_worker(&db, args)),
+    }
+}
+
+/// The demo on `db` when a database was named, else on a SQLite file in a temporary directory
+/// removed afterwards.
+async fn run_demo(db: String) -> u8 {
+    let explicit = std::env::args().any(|a| a == "--db" || a.starts_with("--db="))
+        || std::env::var_os("LEASEHOLD_DATABASE_URL").is_some();
+    if explicit {
+        return demo::run(db).await;
+    }
+    let dir = std::env::temp_dir().join(format!("leasehold-demo-{}", std::process::id()));
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        eprintln!("leasehold-lab: cannot create {}: {e}", dir.display());
+        return 2;
+    }
+    let code = demo::run(format!(
+        "sqlite://{}?mode=rwc",
+        dir.join("demo.db").display()
+    ))
+    .await;
+    let _ = std::fs::remove_dir_all(dir);
+    code
+}
+
+fn run_on_runtime(work: impl std::future::Future<Output = u8>) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("leasehold-lab: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    ExitCode::from(runtime.block_on(work))
+}

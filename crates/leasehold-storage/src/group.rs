@@ -1,0 +1,723 @@
+//! Group commit on the SeaORM store: [`LeaseStore::begin_tenure_many`] (many new tenures of one
+//! holder in one transaction) and [`LeaseStore::release_batch`] (many releases in one
+//! statement), so one commit serves many callers. Each statement is built here beside the values
+//! it binds.
+//!
+//! # Grants
+//!
+//! The rules are those of [`LeaseStore::begin_tenure`], item by item: a new tenure only on a
+//! free, released or expired row (token + 1), a live row (anyone's, this holder's included)
+//! answered with its holder, token and end and left alone, expiry judged by the database clock
+//! after any lock wait. Nothing is answered before the transaction committed.
+//!
+//! One locked row never holds the batch hostage: PostgreSQL and MySQL first lock the batch's
+//! existing rows `FOR UPDATE SKIP LOCKED`; an item whose row another session holds locked (an
+//! open fenced transaction) is left out of the batch and granted alone afterwards, bounded by the
+//! server's lock timeout. SQLite has no row locks: the batch waits for the write lock, bounded by
+//! the busy timeout.
+//!
+//! # Releases
+//! One `UPDATE` of the live rows among the items (PostgreSQL and SQLite answer the released keys
+//! with `RETURNING`; MySQL locks the live rows `FOR UPDATE SKIP LOCKED` and updates them by id, in
+//! one transaction). An item the batch did not release is asked alone afterwards (on SQLite,
+//! where the batch saw every row under the write lock, it is not held). Nothing is answered before
+//! the commit.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use leasehold_core::{
+    AcquireOutcome, DbInstant, FencingToken, HolderId, LeaseKey, ReleaseOutcome, Term,
+};
+use sea_orm::{
+    ConnectionTrait, DatabaseTransaction, DbErr, QueryResult, Statement, TransactionOptions, Value,
+};
+
+use crate::seaorm::retry_deadlocks;
+use crate::sql::{Dialect, numbered};
+use crate::{LeaseStore, RenewItem, SeaOrmStore, StoreError};
+
+/// Items per grant transaction (MySQL binds four values per item).
+pub(crate) const GRANT_CHUNK: usize = 1_000;
+
+const OP: &str = "begin_tenure_many";
+
+/// What a chunk's transaction decided for one item.
+enum Decided {
+    Granted { token: i64, until: i64 },
+    Held { holder: String, token: i64, until: i64 },
+    /// Not decided by the batch (its row was locked by another session, or changed under the
+    /// batch): granted alone after the commit.
+    Alone,
+}
+
+/// One existing row as the batch saw it.
+struct Seen {
+    holder: String,
+    version: i64,
+    until: i64,
+    live: bool,
+}
+
+fn seen(row: &QueryResult) -> Result<Seen, DbErr> {
+    let col = |c: &str| DbErr::Custom(format!("{OP}: column {c}"));
+    let holder: String = row.try_get("", "holder").map_err(|_| col("holder"))?;
+    let version: i64 = row.try_get("", "version").map_err(|_| col("version"))?;
+    let until: i64 = row.try_get("", "lease_end_time").map_err(|_| col("lease_end_time"))?;
+    let status: i16 = row.try_get("", "status").map_err(|_| col("status"))?;
+    let now: i64 = row.try_get("", "db_now").map_err(|_| col("db_now"))?;
+    Ok(Seen {
+        holder,
+        version,
+        until,
+        live: status == 1 && until > now,
+    })
+}
+
+fn names_of(row: &QueryResult) -> Result<(String, String), DbErr> {
+    let ns: String = row
+        .try_get("", "namespace")
+        .map_err(|_| DbErr::Custom(format!("{OP}: column namespace")))?;
+    let name: String = row
+        .try_get("", "lease_name")
+        .map_err(|_| DbErr::Custom(format!("{OP}: column lease_name")))?;
+    Ok((ns, name))
+}
+
+fn keys_json(keys: &[&LeaseKey]) -> String {
+    serde_json::to_string(
+        &keys
+            .iter()
+            .map(|k| (k.namespace.as_str(), k.name.as_str()))
+            .collect::<Vec<_>>(),
+    )
+    .unwrap_or_else(|_| "[]".into())
+}
+
+fn placeholders(n: usize) -> String {
+    vec!["?"; n].join(", ")
+}
+
+impl SeaOrmStore {
+    /// `sql` with its values, for this store's backend.
+    fn statement(&self, sql: &str, values: Vec<Value>) -> Statement {
+        Statement::from_sql_and_values(self.connection().get_database_backend(), sql, values)
+    }
+
+    /// `begin_tenure_many`: see the module docs.
+    pub(crate) async fn begin_tenure_items(
+        &self,
+        holder: &HolderId,
+        keys: &[LeaseKey],
+        term: Term,
+    ) -> Result<Vec<Result<AcquireOutcome, StoreError>>, StoreError> {
+        if keys.len() <= 1 {
+            let mut out = Vec::with_capacity(keys.len());
+            for key in keys {
+                out.push(self.begin_tenure(key, holder, term).await);
+            }
+            return Ok(out);
+        }
+        // A key named twice: the first is the grant, the second finds it live (as two
+        // `begin_tenure`s in a row would).
+        let mut first: HashMap<&LeaseKey, usize> = HashMap::new();
+        let mut unique = Vec::new();
+        let mut repeats = Vec::new();
+        for (i, key) in keys.iter().enumerate() {
+            match first.get(key) {
+                Some(&f) => repeats.push((i, f)),
+                None => {
+                    first.insert(key, i);
+                    unique.push(i);
+                }
+            }
+        }
+        let mut out: Vec<Option<Result<AcquireOutcome, StoreError>>> =
+            (0..keys.len()).map(|_| None).collect();
+        let mut alone = Vec::new();
+        for chunk in unique.chunks(GRANT_CHUNK) {
+            let decided = retry_deadlocks(OP, || self.grant_chunk(holder, keys, chunk, term))
+                .await
+                .map_err(self.err(OP))?;
+            for (i, d) in decided {
+                out[i] = match d {
+                    Decided::Granted { token, until } => Some(Ok(AcquireOutcome::Acquired {
+                        token: FencingToken(token),
+                        until: DbInstant(until),
+                    })),
+                    Decided::Held {
+                        holder,
+                        token,
+                        until,
+                    } => Some(HolderId::new(holder).map_err(|e| StoreError::Unexpected {
+                        op: OP,
+                        detail: e.to_string(),
+                    }).map(|holder| AcquireOutcome::HeldBy {
+                        holder,
+                        until: DbInstant(until),
+                        token: FencingToken(token),
+                    })),
+                    Decided::Alone => {
+                        alone.push(i);
+                        None
+                    }
+                };
+            }
+        }
+        for i in alone {
+            out[i] = Some(self.begin_tenure(&keys[i], holder, term).await);
+        }
+        for (i, f) in repeats {
+            out[i] = Some(match &out[f] {
+                Some(Ok(AcquireOutcome::Acquired { token, until })) => {
+                    Ok(AcquireOutcome::HeldBy {
+                        holder: holder.clone(),
+                        until: *until,
+                        token: *token,
+                    })
+                }
+                _ => self.begin_tenure(&keys[i], holder, term).await,
+            });
+        }
+        Ok(out
+            .into_iter()
+            .map(|o| {
+                o.unwrap_or(Err(StoreError::Unexpected {
+                    op: OP,
+                    detail: "an item was left unanswered".into(),
+                }))
+            })
+            .collect())
+    }
+
+    /// One transaction over `chunk` (indices into `keys`, each key once).
+    async fn grant_chunk(
+        &self,
+        holder: &HolderId,
+        keys: &[LeaseKey],
+        chunk: &[usize],
+        term: Term,
+    ) -> Result<Vec<(usize, Decided)>, DbErr> {
+        let txn = crate::seaorm::begin_whole(self.connection(), TransactionOptions::default()).await?;
+        let decided = match self.sql.dialect {
+            Dialect::Postgres => self.grant_pg(&txn, holder, keys, chunk, term).await?,
+            Dialect::Sqlite => self.grant_sqlite(&txn, holder, keys, chunk, term).await?,
+            Dialect::MySql { .. } => {
+                let mut by_ns: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+                for &i in chunk {
+                    by_ns.entry(keys[i].namespace.as_str()).or_default().push(i);
+                }
+                let mut all = Vec::with_capacity(chunk.len());
+                for (ns, mut group) in by_ns {
+                    group.sort_by(|&a, &b| keys[a].name.as_str().cmp(keys[b].name.as_str()));
+                    all.extend(self.grant_mysql(&txn, holder, keys, ns, &group, term).await?);
+                }
+                all
+            }
+        };
+        // Read to the end and committed before anything is answered: a failed commit is an
+        // error (the caller cannot know the outcome), never a grant.
+        txn.commit().await?;
+        Ok(decided)
+    }
+
+    /// PostgreSQL: lock the existing rows that are free to lock, upsert the free and absent
+    /// ones in one statement, answer the live ones from the locked read.
+    async fn grant_pg(
+        &self,
+        txn: &DatabaseTransaction,
+        holder: &HolderId,
+        keys: &[LeaseKey],
+        chunk: &[usize],
+        term: Term,
+    ) -> Result<Vec<(usize, Decided)>, DbErr> {
+        let (t, now) = (self.table(), self.sql.now());
+        let index: HashMap<(&str, &str), usize> = chunk
+            .iter()
+            .map(|&i| ((keys[i].namespace.as_str(), keys[i].name.as_str()), i))
+            .collect();
+        let all: Vec<&LeaseKey> = chunk.iter().map(|&i| &keys[i]).collect();
+        // The rows that exist (a read that locks nothing), each with its row locked by this
+        // transaction, or NULLs when another session holds it locked.
+        let probe = numbered(&format!(
+            "WITH w AS MATERIALIZED (SELECT e->>0 AS ns, e->>1 AS name FROM json_array_elements(?::json) e) \
+             SELECT x.namespace, x.lease_name, y.holder, y.version, y.lease_end_time, y.status, \
+             (y.id IS NOT NULL) AS mine, {now} AS db_now \
+             FROM w, LATERAL (SELECT id, namespace, lease_name FROM {t} \
+               WHERE namespace = w.ns AND lease_name = w.name OFFSET 0) x \
+             LEFT JOIN LATERAL (SELECT id, holder, version, lease_end_time, status FROM {t} \
+               WHERE id = x.id FOR UPDATE SKIP LOCKED) y ON true"
+        ));
+        let rows = txn
+            .query_all_raw(self.statement(&probe, vec![keys_json(&all).into()]))
+            .await?;
+        let mut decided = Vec::with_capacity(chunk.len());
+        for row in &rows {
+            let (ns, name) = names_of(row)?;
+            let Some(&i) = index.get(&(ns.as_str(), name.as_str())) else {
+                continue;
+            };
+            let mine: bool = row
+                .try_get("", "mine")
+                .map_err(|_| DbErr::Custom(format!("{OP}: column mine")))?;
+            if !mine {
+                decided.push((i, Decided::Alone));
+                continue;
+            }
+            let s = seen(row)?;
+            if s.live {
+                decided.push((
+                    i,
+                    Decided::Held {
+                        holder: s.holder,
+                        token: s.version,
+                        until: s.until,
+                    },
+                ));
+            }
+        }
+        let settled: std::collections::HashSet<usize> = decided.iter().map(|(i, _)| *i).collect();
+        let mut upsert: Vec<usize> = chunk
+            .iter()
+            .copied()
+            .filter(|i| !settled.contains(i))
+            .collect();
+        if upsert.is_empty() {
+            return Ok(decided);
+        }
+        upsert.sort_by(|&a, &b| {
+            (keys[a].namespace.as_str(), keys[a].name.as_str())
+                .cmp(&(keys[b].namespace.as_str(), keys[b].name.as_str()))
+        });
+        let wanted: Vec<&LeaseKey> = upsert.iter().map(|&i| &keys[i]).collect();
+        let grant = numbered(&format!(
+            "INSERT INTO {t} AS l (namespace, lease_name, holder, lease_end_time, status, version, gmt_create, gmt_modified) \
+             SELECT e->>0, e->>1, ?, {now} + ?, 1, 1, {now}, {now} FROM json_array_elements(?::json) e \
+             ON CONFLICT (namespace, lease_name) DO UPDATE SET version = l.version + 1, \
+             holder = excluded.holder, lease_end_time = {now} + ?, status = 1, gmt_modified = {now} \
+             WHERE l.status = 0 OR l.lease_end_time <= {now} \
+             RETURNING namespace, lease_name, version, lease_end_time"
+        ));
+        let term: Value = term.as_millis_i64().into();
+        let values = vec![
+            holder.as_str().into(),
+            term.clone(),
+            keys_json(&wanted).into(),
+            term,
+        ];
+        let granted = txn.query_all_raw(self.statement(&grant, values)).await?;
+        let mut answered = std::collections::HashSet::new();
+        for row in &granted {
+            let (ns, name) = names_of(row)?;
+            let Some(&i) = index.get(&(ns.as_str(), name.as_str())) else {
+                continue;
+            };
+            let token: i64 = row
+                .try_get("", "version")
+                .map_err(|_| DbErr::Custom(format!("{OP}: column version")))?;
+            let until: i64 = row
+                .try_get("", "lease_end_time")
+                .map_err(|_| DbErr::Custom(format!("{OP}: column lease_end_time")))?;
+            answered.insert(i);
+            decided.push((i, Decided::Granted { token, until }));
+        }
+        // Refused by the upsert: a row inserted by another session since the probe. Rare; each
+        // is asked alone after the commit.
+        for i in upsert {
+            if !answered.contains(&i) {
+                decided.push((i, Decided::Alone));
+            }
+        }
+        Ok(decided)
+    }
+
+    /// SQLite: the upsert of every item in one statement under the database's write lock, then
+    /// the refused items read in the same transaction (nothing can change them in between).
+    async fn grant_sqlite(
+        &self,
+        txn: &DatabaseTransaction,
+        holder: &HolderId,
+        keys: &[LeaseKey],
+        chunk: &[usize],
+        term: Term,
+    ) -> Result<Vec<(usize, Decided)>, DbErr> {
+        let (t, now) = (self.table(), self.sql.now());
+        let index: HashMap<(&str, &str), usize> = chunk
+            .iter()
+            .map(|&i| ((keys[i].namespace.as_str(), keys[i].name.as_str()), i))
+            .collect();
+        let all: Vec<&LeaseKey> = chunk.iter().map(|&i| &keys[i]).collect();
+        let json = keys_json(&all);
+        // `WHERE true`: SQLite's parser needs it between a SELECT and ON CONFLICT.
+        let grant = format!(
+            "INSERT INTO {t} AS l (namespace, lease_name, holder, lease_end_time, status, version, gmt_create, gmt_modified) \
+             SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), ?, {now} + ?, 1, 1, {now}, {now} \
+             FROM json_each(?) WHERE true \
+             ON CONFLICT (namespace, lease_name) DO UPDATE SET version = l.version + 1, \
+             holder = excluded.holder, lease_end_time = {now} + ?, status = 1, gmt_modified = {now} \
+             WHERE l.status = 0 OR l.lease_end_time <= {now} \
+             RETURNING namespace, lease_name, version, lease_end_time"
+        );
+        let term: Value = term.as_millis_i64().into();
+        let values = vec![holder.as_str().into(), term.clone(), json.clone().into(), term];
+        let granted = txn.query_all_raw(self.statement(&grant, values)).await?;
+        let mut decided = Vec::with_capacity(chunk.len());
+        let mut answered = std::collections::HashSet::new();
+        for row in &granted {
+            let (ns, name) = names_of(row)?;
+            let Some(&i) = index.get(&(ns.as_str(), name.as_str())) else {
+                continue;
+            };
+            let token: i64 = row
+                .try_get("", "version")
+                .map_err(|_| DbErr::Custom(format!("{OP}: column version")))?;
+            let until: i64 = row
+                .try_get("", "lease_end_time")
+                .map_err(|_| DbErr::Custom(format!("{OP}: column lease_end_time")))?;
+            answered.insert(i);
+            decided.push((i, Decided::Granted { token, until }));
+        }
+        if answered.len() < chunk.len() {
+            let read = format!(
+                "SELECT namespace, lease_name, holder, version, lease_end_time, status, {now} AS db_now \
+                 FROM {t} WHERE (namespace, lease_name) IN \
+                 (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))"
+            );
+            let rows = txn.query_all_raw(self.statement(&read, vec![json.into()])).await?;
+            let mut held = HashMap::new();
+            for row in &rows {
+                let (ns, name) = names_of(row)?;
+                if let Some(&i) = index.get(&(ns.as_str(), name.as_str()))
+                    && !answered.contains(&i)
+                {
+                    held.insert(i, seen(row)?);
+                }
+            }
+            for &i in chunk {
+                if answered.contains(&i) {
+                    continue;
+                }
+                decided.push(match held.remove(&i) {
+                    Some(s) if s.live => (
+                        i,
+                        Decided::Held {
+                            holder: s.holder,
+                            token: s.version,
+                            until: s.until,
+                        },
+                    ),
+                    _ => (i, Decided::Alone),
+                });
+            }
+        }
+        Ok(decided)
+    }
+
+    /// MySQL/MariaDB, one namespace: the existing rows (a read that locks nothing), the same
+    /// rows locked `FOR UPDATE SKIP LOCKED`, one multi-row upsert of the free and absent ones,
+    /// and a read of those back under this transaction's locks.
+    async fn grant_mysql(
+        &self,
+        txn: &DatabaseTransaction,
+        holder: &HolderId,
+        keys: &[LeaseKey],
+        ns: &str,
+        group: &[usize],
+        term: Term,
+    ) -> Result<Vec<(usize, Decided)>, DbErr> {
+        let (t, now) = (self.table(), self.sql.now());
+        let by_name: HashMap<&str, usize> = group
+            .iter()
+            .map(|&i| (keys[i].name.as_str(), i))
+            .collect();
+        let named = |idx: &[usize]| -> Vec<Value> {
+            let mut v: Vec<Value> = vec![ns.into()];
+            v.extend(idx.iter().map(|&i| Value::from(keys[i].name.as_str())));
+            v
+        };
+        let exists = format!(
+            "SELECT lease_name FROM {t} WHERE namespace = ? AND lease_name IN ({})",
+            placeholders(group.len())
+        );
+        let mut existing = std::collections::HashSet::new();
+        for row in txn.query_all_raw(self.statement(&exists, named(group))).await? {
+            let name: String = row
+                .try_get("", "lease_name")
+                .map_err(|_| DbErr::Custom(format!("{OP}: column lease_name")))?;
+            if let Some(&i) = by_name.get(name.as_str()) {
+                existing.insert(i);
+            }
+        }
+        let mut before: HashMap<usize, Seen> = HashMap::new();
+        if !existing.is_empty() {
+            let lock = format!(
+                "SELECT lease_name, holder, version, lease_end_time, status, {now} AS db_now FROM {t} \
+                 WHERE namespace = ? AND lease_name IN ({}) FOR UPDATE SKIP LOCKED",
+                placeholders(group.len())
+            );
+            for row in txn.query_all_raw(self.statement(&lock, named(group))).await? {
+                let name: String = row
+                    .try_get("", "lease_name")
+                    .map_err(|_| DbErr::Custom(format!("{OP}: column lease_name")))?;
+                if let Some(&i) = by_name.get(name.as_str()) {
+                    before.insert(i, seen(&row)?);
+                }
+            }
+        }
+        let mut decided = Vec::with_capacity(group.len());
+        let mut upsert = Vec::new();
+        for &i in group {
+            match (existing.contains(&i), before.get(&i)) {
+                (true, None) => decided.push((i, Decided::Alone)),
+                (true, Some(s)) if s.live => decided.push((
+                    i,
+                    Decided::Held {
+                        holder: s.holder.clone(),
+                        token: s.version,
+                        until: s.until,
+                    },
+                )),
+                _ => upsert.push(i),
+            }
+        }
+        if upsert.is_empty() {
+            return Ok(decided);
+        }
+        // The first row reads the clock into @leasehold_now for the rows that are inserted;
+        // a row taken over reads it again after its lock (`now`). @leasehold_took decides once
+        // per row, from the old row, before any assignment changes it.
+        let rows: Vec<String> = (0..upsert.len())
+            .map(|r| {
+                if r == 0 {
+                    format!(
+                        "(?, ?, ?, (@leasehold_now := {now}) + ?, 1, 1, @leasehold_now, @leasehold_now)"
+                    )
+                } else {
+                    "(?, ?, ?, @leasehold_now + ?, 1, 1, @leasehold_now, @leasehold_now)".to_owned()
+                }
+            })
+            .collect();
+        let grant = format!(
+            "INSERT INTO {t} (namespace, lease_name, holder, lease_end_time, status, version, gmt_create, gmt_modified) \
+             VALUES {} ON DUPLICATE KEY UPDATE \
+             version = IF((@leasehold_took := (status = 0 OR lease_end_time <= {now})), version + 1, version), \
+             holder = IF(@leasehold_took, VALUES(holder), holder), \
+             lease_end_time = IF(@leasehold_took, {now} + ?, lease_end_time), \
+             status = IF(@leasehold_took, 1, status), \
+             gmt_modified = IF(@leasehold_took, {now}, gmt_modified)",
+            rows.join(", ")
+        );
+        let term_ms = term.as_millis_i64();
+        let mut values: Vec<Value> = Vec::with_capacity(upsert.len() * 4 + 1);
+        for &i in &upsert {
+            values.push(ns.into());
+            values.push(keys[i].name.as_str().into());
+            values.push(holder.as_str().into());
+            values.push(term_ms.into());
+        }
+        values.push(term_ms.into());
+        txn.execute_raw(self.statement(&grant, values)).await?;
+        // Every upserted row is locked by this transaction now: a locking read (the newest
+        // versions, not the snapshot) sees what the upsert did. Ours with the token one above the
+        // row we locked (or a row that did not exist) is our grant.
+        let read = format!(
+            "SELECT lease_name, holder, version, lease_end_time, status, {now} AS db_now FROM {t} \
+             WHERE namespace = ? AND lease_name IN ({}) FOR UPDATE",
+            placeholders(upsert.len())
+        );
+        let mut after: HashMap<usize, Seen> = HashMap::new();
+        for row in txn.query_all_raw(self.statement(&read, named(&upsert))).await? {
+            let name: String = row
+                .try_get("", "lease_name")
+                .map_err(|_| DbErr::Custom(format!("{OP}: column lease_name")))?;
+            if let Some(&i) = by_name.get(name.as_str()) {
+                after.insert(i, seen(&row)?);
+            }
+        }
+        for i in upsert {
+            let Some(now_row) = after.remove(&i) else {
+                decided.push((i, Decided::Alone));
+                continue;
+            };
+            let ours = now_row.holder == holder.as_str()
+                && now_row.live
+                && before
+                    .get(&i)
+                    .is_none_or(|b| now_row.version == b.version + 1);
+            decided.push(if ours {
+                (
+                    i,
+                    Decided::Granted {
+                        token: now_row.version,
+                        until: now_row.until,
+                    },
+                )
+            } else if now_row.live {
+                (
+                    i,
+                    Decided::Held {
+                        holder: now_row.holder,
+                        token: now_row.version,
+                        until: now_row.until,
+                    },
+                )
+            } else {
+                (i, Decided::Alone)
+            });
+        }
+        Ok(decided)
+    }
+}
+
+fn items_json(items: &[&RenewItem]) -> String {
+    serde_json::to_string(
+        &items
+            .iter()
+            .map(|it| (it.key.namespace.as_str(), it.key.name.as_str(), it.token.get()))
+            .collect::<Vec<_>>(),
+    )
+    .unwrap_or_else(|_| "[]".into())
+}
+
+const RELEASE_OP: &str = "release_batch";
+
+impl SeaOrmStore {
+    /// `release_batch`: see the module docs.
+    pub(crate) async fn release_batch_items(
+        &self,
+        holder: &HolderId,
+        items: &[RenewItem],
+    ) -> Result<Vec<Result<ReleaseOutcome, StoreError>>, StoreError> {
+        if items.len() <= 1 {
+            let mut out = Vec::with_capacity(items.len());
+            for it in items {
+                out.push(self.release(&it.key, holder, it.token).await);
+            }
+            return Ok(out);
+        }
+        let mut released: HashSet<usize> = HashSet::new();
+        for chunk in (0..items.len()).collect::<Vec<_>>().chunks(GRANT_CHUNK) {
+            let got = retry_deadlocks(RELEASE_OP, || self.release_chunk(holder, items, chunk))
+                .await
+                .map_err(self.err(RELEASE_OP))?;
+            released.extend(got);
+        }
+        let mut out = Vec::with_capacity(items.len());
+        for (i, it) in items.iter().enumerate() {
+            out.push(if released.contains(&i) {
+                Ok(ReleaseOutcome::Released)
+            } else if self.sql.dialect == Dialect::Sqlite {
+                Ok(ReleaseOutcome::NotHeld)
+            } else {
+                // Not live, or its row was locked by another session: alone, bounded by the
+                // server's lock timeout.
+                self.release(&it.key, holder, it.token).await
+            });
+        }
+        Ok(out)
+    }
+
+    /// One statement (PostgreSQL, SQLite) or transaction (MySQL) over `chunk`: the indices of
+    /// the items it released.
+    async fn release_chunk(
+        &self,
+        holder: &HolderId,
+        items: &[RenewItem],
+        chunk: &[usize],
+    ) -> Result<Vec<usize>, DbErr> {
+        let (t, now) = (self.table(), self.sql.now());
+        let set = format!("SET status = 0, lease_end_time = {now}, gmt_modified = {now}");
+        let index: HashMap<(&str, &str), usize> = chunk
+            .iter()
+            .map(|&i| ((items[i].key.namespace.as_str(), items[i].key.name.as_str()), i))
+            .collect();
+        let all: Vec<&RenewItem> = chunk.iter().map(|&i| &items[i]).collect();
+        let sql = match self.sql.dialect {
+            // Rows another session holds locked are skipped, not waited for.
+            Dialect::Postgres => numbered(&format!(
+                "WITH w AS MATERIALIZED (SELECT e->>0 AS ns, e->>1 AS name, (e->>2)::bigint AS v \
+                 FROM json_array_elements(?::json) e), \
+                 c AS (SELECT x.id FROM w, LATERAL (SELECT id FROM {t} WHERE namespace = w.ns \
+                   AND lease_name = w.name AND version = w.v AND holder = ? AND status = 1 \
+                   FOR UPDATE SKIP LOCKED) x) \
+                 UPDATE {t} AS l {set} FROM c WHERE l.id = c.id AND l.lease_end_time > {now} \
+                 RETURNING l.namespace, l.lease_name"
+            )),
+            Dialect::Sqlite => format!(
+                "UPDATE {t} {set} WHERE (namespace, lease_name, version) IN \
+                 (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]') \
+                 FROM json_each(?)) AND holder = ? AND status = 1 AND lease_end_time > {now} \
+                 RETURNING namespace, lease_name"
+            ),
+            Dialect::MySql { .. } => return self.release_chunk_mysql(holder, items, chunk).await,
+        };
+        let values = vec![items_json(&all).into(), holder.as_str().into()];
+        let rows = self.connection().query_all_raw(self.statement(&sql, values)).await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let (ns, name) = names_of(row)?;
+            if let Some(&i) = index.get(&(ns.as_str(), name.as_str())) {
+                out.push(i);
+            }
+        }
+        Ok(out)
+    }
+
+    /// MySQL: per namespace, the live rows of the items locked `FOR UPDATE SKIP LOCKED`, then
+    /// released by id, in one transaction.
+    async fn release_chunk_mysql(
+        &self,
+        holder: &HolderId,
+        items: &[RenewItem],
+        chunk: &[usize],
+    ) -> Result<Vec<usize>, DbErr> {
+        let (t, now) = (self.table(), self.sql.now());
+        let mut by_ns: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for &i in chunk {
+            by_ns.entry(items[i].key.namespace.as_str()).or_default().push(i);
+        }
+        let txn = crate::seaorm::begin_whole(self.connection(), TransactionOptions::default()).await?;
+        let mut out = Vec::new();
+        for (ns, group) in by_ns {
+            let by_name: HashMap<&str, usize> = group
+                .iter()
+                .map(|&i| (items[i].key.name.as_str(), i))
+                .collect();
+            let pairs = vec!["(?, ?)"; group.len()].join(", ");
+            let lock = format!(
+                "SELECT id, lease_name FROM {t} WHERE namespace = ? AND holder = ? AND status = 1 \
+                 AND lease_end_time > {now} AND lease_name IN ({}) AND (lease_name, version) IN ({pairs}) \
+                 FOR UPDATE SKIP LOCKED",
+                placeholders(group.len())
+            );
+            let mut values: Vec<Value> = vec![ns.into(), holder.as_str().into()];
+            values.extend(group.iter().map(|&i| Value::from(items[i].key.name.as_str())));
+            for &i in &group {
+                values.push(items[i].key.name.as_str().into());
+                values.push(items[i].token.get().into());
+            }
+            let mut ids: Vec<Value> = Vec::new();
+            for row in txn.query_all_raw(self.statement(&lock, values)).await? {
+                let id: i64 = row
+                    .try_get("", "id")
+                    .map_err(|_| DbErr::Custom(format!("{RELEASE_OP}: column id")))?;
+                let name: String = row
+                    .try_get("", "lease_name")
+                    .map_err(|_| DbErr::Custom(format!("{RELEASE_OP}: column lease_name")))?;
+                if let Some(&i) = by_name.get(name.as_str()) {
+                    ids.push(id.into());
+                    out.push(i);
+                }
+            }
+            if ids.is_empty() {
+                continue;
+            }
+            let update = format!(
+                "UPDATE {t} SET status = 0, lease_end_time = {now}, gmt_modified = {now} WHERE id IN ({})",
+                placeholders(ids.len())
+            );
+            txn.execute_raw(self.statement(&update, ids)).await?;
+        }
+        txn.commit().await?;
+        Ok(out)
+    }
+}
