@@ -183,11 +183,11 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             clock_samples,
             clock_only,
         } => {
-            let mut config = leasehold::LeaseConfig::default().with_term(*term);
+            let mut config = leasehold_core::LeaseConfig::default().with_term(*term);
             if let Some(margin) = safety_margin {
                 config = config.with_safety_margin(*margin);
             }
-            let clock = leasehold::ClockRateOptions::new()
+            let clock = leasehold_core::clock_rate::ClockRateOptions::new()
                 .window(*clock_window)
                 .samples(*clock_samples);
             check(&cli, &config, &clock, *clock_only).await
@@ -272,8 +272,8 @@ fn wall_clock_ms() -> i64 {
 
 async fn check(
     cli: &Cli,
-    config: &leasehold::LeaseConfig,
-    clock_options: &leasehold::ClockRateOptions,
+    config: &leasehold_core::LeaseConfig,
+    clock_options: &leasehold_core::clock_rate::ClockRateOptions,
     clock_only: bool,
 ) -> Result<u8, Failure> {
     config.validate()?;
@@ -297,18 +297,14 @@ async fn check(
         rtts[rtts.len() / 2],
         rtts[rtts.len() - 1]
     );
-    let rate = match leasehold::measure_clock_rate(&store, &clock, config, clock_options).await {
-        Ok(rate) => rate,
-        Err(leasehold::Error::Store(e)) => return Err(Failure::Store(e)),
-        Err(e) => return Err(Failure::Args(e.to_string())),
-    };
+    let rate = leasehold_storage::measure_clock_rate(&store, &clock, config, clock_options).await?;
     println!(
         "clock rate (term {:?}, safety margin {:?}): {rate}",
         config.term(),
         config.safety_margin()
     );
     if !clock_only {
-        let report = testing::run(store.clone(), "leasehold-check").await;
+        let report = testing::run(store, "leasehold-check").await;
         println!("{report}");
         if report.failed() != 0 {
             return Ok(DB_ERROR);

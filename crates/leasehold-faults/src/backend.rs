@@ -118,6 +118,7 @@ pub trait Backend {
                     state.grants.push(g);
                 }
             }
+            state.audited = true;
         }
         Ok(state)
     }

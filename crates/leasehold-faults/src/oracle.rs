@@ -44,6 +44,9 @@ pub struct DbState {
     pub versions: HashMap<String, i64>,
     /// Every held row version the audit triggers saw: `(key, token, holder)`, in order.
     pub grants: Vec<(String, i64, String)>,
+    /// Whether the audit triggers were installed (then [`DbState::grants`] is every grant the
+    /// database committed).
+    pub audited: bool,
 }
 
 /// Two holders believing one key at one instant.
@@ -103,6 +106,12 @@ pub struct Report {
     /// a stall (SIGSTOP) past its grant, ms: the engine had not run yet to cancel it. Only
     /// fencing covers this window (see docs/semantics.md, "a paused process").
     pub token_lag_after_resume_ms: Option<f64>,
+    /// Lease calls that failed because their connection was inside a transaction they did not
+    /// begin ("current transaction is aborted"): a pooled connection left in a transaction,
+    /// where grants can be answered and never committed.
+    pub connection_violations: Vec<String>,
+    /// What did not come back after the fault healed (no grant on a promoted standby).
+    pub unrecovered: Vec<String>,
     /// Holders that did not finish their log (killed, or stuck at exit).
     pub unfinished: Vec<String>,
     /// Notes from the scenario (fault times, what it did).
@@ -128,7 +137,23 @@ impl Report {
         );
         v.extend(self.token_violations.iter().map(|s| format!("token: {s}")));
         v.extend(self.fence_violations.iter().map(|s| format!("fence: {s}")));
+        v.extend(
+            self.connection_violations
+                .iter()
+                .map(|s| format!("connection: {s}")),
+        );
+        v.extend(
+            self.unrecovered
+                .iter()
+                .map(|s| format!("not recovered: {s}")),
+        );
         v
+    }
+
+    /// The longest overlap of two believers, ms.
+    #[must_use]
+    pub fn longest_overlap_ms(&self) -> Option<f64> {
+        self.overlaps.iter().map(|o| o.ms).reduce(f64::max)
     }
 
     /// One row of the figures table (markdown).
@@ -254,8 +279,16 @@ pub fn analyse(
                     *c = (*c).max(*at);
                 }
                 Record::Lost { .. } => report.lost += 1,
-                Record::Error { call, .. } => {
+                Record::Error { call, error, .. } => {
                     report.errors += 1;
+                    // Every logged error is a lease call's (fenced writes log `Write`): none of
+                    // them runs in a transaction of the caller's.
+                    if error.contains("current transaction is aborted") {
+                        report.connection_violations.push(format!(
+                            "{} {call} ran inside a transaction it did not begin: {error}",
+                            log.holder
+                        ));
+                    }
                     if call == "subscribe" {
                         lagged.insert(log.holder.clone());
                     }
@@ -281,7 +314,6 @@ pub fn analyse(
                 continue;
             };
             let ms = ms_between(at, i.end);
-            worst = Some(worst.map_or(ms, |w: f64| w.max(ms)));
             if i.end > at + term_ns && i.resume_lag() {
                 let lag = ms_between(i.start, i.end);
                 report.token_lag_after_resume_ms = Some(
@@ -291,6 +323,7 @@ pub fn analyse(
                 );
                 continue;
             }
+            worst = Some(worst.map_or(ms, |w: f64| w.max(ms)));
             if i.end > at + term_ns && !lagged.contains(&i.holder) {
                 report.beliefs_past_grant.push(format!(
                     "{} {key} token {} {:?} believed {ms:.0} ms after its last confirmation (term {} ms)",
@@ -318,6 +351,17 @@ pub fn analyse(
         }
     }
 
+    if db.audited {
+        let kept: BTreeSet<(&str, i64)> =
+            db.grants.iter().map(|(k, t, _)| (k.as_str(), *t)).collect();
+        for ((key, token), holders) in &granted {
+            if !kept.contains(&(key.as_str(), *token)) {
+                report.token_violations.push(format!(
+                    "{key} token {token} granted to {holders:?} but the database never committed that grant"
+                ));
+            }
+        }
+    }
     for (key, token, holder) in &db.grants {
         if !granted.contains_key(&(key.clone(), *token)) {
             report
@@ -384,33 +428,28 @@ fn overlaps(key: &str, left: &[Interval], right: &[Interval], out: &mut Vec<Over
     out.extend(worst.into_values());
 }
 
-/// Hand-over gaps: per key, tenures (the union of the clock-checked signals `has_lease` and
-/// `is_held` per holder and token) in start order; between consecutive tenures of different
-/// holders, `next.start − prev.end`.
+/// Hand-over gaps: per key, the belief intervals of the clock-checked signals (`has_lease`,
+/// `is_held`) in start order; each interval of another holder than the one whose belief ended
+/// last gives `start − that end`. Intervals are not merged per token: after an asynchronous
+/// failover one holder can be granted a token number it held before, and those are two tenures.
 fn gaps(list: &[Interval], report: &mut Report) {
-    let mut tenures: BTreeMap<(String, i64), (u64, u64)> = BTreeMap::new();
-    for i in list
+    let mut sorted: Vec<&Interval> = list
         .iter()
         .filter(|i| matches!(i.signal, Signal::HasLease | Signal::GuardHeld))
-    {
-        let e = tenures
-            .entry((i.holder.clone(), i.token))
-            .or_insert((i.start, i.end));
-        e.0 = e.0.min(i.start);
-        e.1 = e.1.max(i.end);
-    }
-    let mut sorted: Vec<(&str, u64, u64)> = tenures
-        .iter()
-        .map(|((h, _), (s, e))| (h.as_str(), *s, *e))
         .collect();
-    sorted.sort_by_key(|(_, s, _)| *s);
-    for w in sorted.windows(2) {
-        let (h1, _, e1) = w[0];
-        let (h2, s2, _) = w[1];
-        if h1 != h2 {
-            let gap = ms_between(e1, s2);
-            report.min_gap_ms = Some(report.min_gap_ms.map_or(gap, |g| g.min(gap)));
-            report.max_gap_ms = Some(report.max_gap_ms.map_or(gap, |g| g.max(gap)));
+    sorted.sort_by_key(|i| i.start);
+    let mut last: Option<(&str, u64)> = None;
+    for i in sorted {
+        match last {
+            Some((h, end)) if h != i.holder => {
+                let gap = ms_between(end, i.start);
+                report.min_gap_ms = Some(report.min_gap_ms.map_or(gap, |g| g.min(gap)));
+                report.max_gap_ms = Some(report.max_gap_ms.map_or(gap, |g| g.max(gap)));
+            }
+            _ => {}
+        }
+        if last.is_none_or(|(_, end)| i.end >= end) {
+            last = Some((i.holder.as_str(), i.end));
         }
     }
 }
@@ -447,6 +486,7 @@ mod tests {
             writes: vec![],
             versions: [("ns/a".to_owned(), version)].into(),
             grants: vec![],
+            audited: false,
         }
     }
 
@@ -459,6 +499,33 @@ mod tests {
         let r = analyse("t", "mem", &logs, &db(2), 10_000_000);
         assert!(r.violations().is_empty(), "{:?}", r.violations());
         assert_eq!(r.min_gap_ms, Some(2.0));
+    }
+
+    #[test]
+    fn one_token_held_twice_by_one_holder_is_two_tenures() {
+        let mut x = belief("x", 1, 0, 1_000_000);
+        x.records
+            .extend(belief("x", 1, 5_000_000, 6_000_000).records);
+        let logs = [x, belief("y", 2, 2_000_000, 3_000_000)];
+        let r = analyse("t", "mem", &logs, &db(2), 10_000_000);
+        assert!(r.overlaps.is_empty(), "{:?}", r.overlaps);
+        assert_eq!(r.min_gap_ms, Some(1.0));
+        assert_eq!(r.max_gap_ms, Some(2.0));
+    }
+
+    #[test]
+    fn a_grant_the_audit_never_saw_is_a_violation() {
+        // The row ends at token 2 (a later grant), but token 1 was never committed.
+        let mut state = db(2);
+        state.audited = true;
+        state.grants = vec![("ns/a".into(), 2, "y".into())];
+        let logs = [
+            belief("x", 1, 0, 1_000_000),
+            belief("y", 2, 3_000_000, 4_000_000),
+        ];
+        let r = analyse("t", "mem", &logs, &state, 10_000_000);
+        assert_eq!(r.token_violations.len(), 1, "{:?}", r.token_violations);
+        assert!(r.token_violations[0].contains("never committed"));
     }
 
     #[test]

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use leasehold_core::{HolderId, Namespace, RenewOutcome, Term};
-use sea_orm::{ConnectionTrait, DbErr, QueryResult, TransactionTrait};
+use sea_orm::{ConnectionTrait, DbErr, QueryResult};
 
 use crate::seaorm::{MYSQL_RENEW_CHUNK, get, retry_deadlocks};
 use crate::sql::Dialect;
@@ -112,7 +112,9 @@ impl SeaOrmStore {
             .iter()
             .map(|&i| (items[i].key.name.as_str(), i))
             .collect();
-        let txn = self.connection().begin().await?;
+        let txn =
+            crate::seaorm::begin_whole(self.connection(), sea_orm::TransactionOptions::default())
+                .await?;
         let seen = txn
             .query_all_raw(self.sql.mysql_candidates(holder, items, chunk, false))
             .await?;

@@ -234,6 +234,22 @@ impl StoreBuilder {
                         .synchronous(sea_orm::sqlx::sqlite::SqliteSynchronous::Normal)
                 }
             });
+            if !memory {
+                // SQLite rolls a transaction back by itself on some errors (SQLITE_FULL from a
+                // full disk, SQLITE_IOERR, SQLITE_NOMEM); the ROLLBACK sent when it is dropped
+                // then fails and sqlx keeps counting the connection as in a transaction. Reused,
+                // its next transaction would be a SAVEPOINT whose rollback leaves a real
+                // transaction open, and every statement after it on that connection would be
+                // answered but never committed. Such a connection is closed, not reused (an
+                // in-memory database lives in its only connection, so it is kept).
+                opt.map_sqlx_sqlite_pool_opts(|p| {
+                    p.before_acquire(|conn, _meta| {
+                        Box::pin(
+                            async move { Ok(!sea_orm::sqlx::Connection::is_in_transaction(conn)) },
+                        )
+                    })
+                });
+            }
         }
         let db = Database::connect(opt)
             .await

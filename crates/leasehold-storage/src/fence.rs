@@ -15,10 +15,7 @@
 use std::ops::Deref;
 
 use leasehold_core::{FencingToken, HolderId, LeaseKey};
-use sea_orm::{
-    ConnectionTrait, DatabaseTransaction, SqliteTransactionMode, TransactionOptions,
-    TransactionTrait,
-};
+use sea_orm::{ConnectionTrait, DatabaseTransaction, SqliteTransactionMode, TransactionOptions};
 
 use crate::sql::Dialect;
 use crate::{SeaOrmStore, StoreError};
@@ -118,9 +115,7 @@ impl SeaOrmStore {
                 .then_some(SqliteTransactionMode::Immediate),
             ..TransactionOptions::default()
         };
-        let txn = self
-            .connection()
-            .begin_with_options(options)
+        let txn = crate::seaorm::begin_whole(self.connection(), options)
             .await
             .map_err(|e| StoreError::db(op, self.table(), e))?;
         let live = txn

@@ -29,7 +29,7 @@ use leasehold_core::{
     AcquireOutcome, DbInstant, FencingToken, HolderId, LeaseKey, ReleaseOutcome, Term,
 };
 use sea_orm::{
-    ConnectionTrait, DatabaseTransaction, DbErr, QueryResult, Statement, TransactionTrait, Value,
+    ConnectionTrait, DatabaseTransaction, DbErr, QueryResult, Statement, TransactionOptions, Value,
 };
 
 use crate::seaorm::retry_deadlocks;
@@ -197,7 +197,7 @@ impl SeaOrmStore {
         chunk: &[usize],
         term: Term,
     ) -> Result<Vec<(usize, Decided)>, DbErr> {
-        let txn = self.connection().begin().await?;
+        let txn = crate::seaorm::begin_whole(self.connection(), TransactionOptions::default()).await?;
         let decided = match self.sql.dialect {
             Dialect::Postgres => self.grant_pg(&txn, holder, keys, chunk, term).await?,
             Dialect::Sqlite => self.grant_sqlite(&txn, holder, keys, chunk, term).await?,
@@ -675,7 +675,7 @@ impl SeaOrmStore {
         for &i in chunk {
             by_ns.entry(items[i].key.namespace.as_str()).or_default().push(i);
         }
-        let txn = self.connection().begin().await?;
+        let txn = crate::seaorm::begin_whole(self.connection(), TransactionOptions::default()).await?;
         let mut out = Vec::new();
         for (ns, group) in by_ns {
             let by_name: HashMap<&str, usize> = group

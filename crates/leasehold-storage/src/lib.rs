@@ -46,6 +46,7 @@
 #![warn(missing_docs)]
 
 mod batch;
+mod clock_rate;
 mod connect;
 pub mod doorbell;
 pub mod entity;
@@ -60,6 +61,7 @@ mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+pub use clock_rate::measure_clock_rate;
 pub use connect::StoreBuilder;
 pub use doorbell::Doorbell;
 pub use error::StoreError;

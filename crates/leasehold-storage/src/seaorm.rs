@@ -10,7 +10,8 @@ use leasehold_core::{
     ReleaseOutcome, RenewOutcome, Term,
 };
 use sea_orm::{
-    ConnectionTrait, DatabaseConnection, DbBackend, DbErr, QueryResult, Statement, TransactionTrait,
+    ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, QueryResult,
+    Statement, TransactionOptions, TransactionTrait,
 };
 
 use crate::sql::{Dialect, Sql};
@@ -310,7 +311,7 @@ impl SeaOrmStore {
         upsert: Statement,
         key: &LeaseKey,
     ) -> Result<Option<QueryResult>, DbErr> {
-        let txn = self.db.begin().await?;
+        let txn = begin_whole(&self.db, TransactionOptions::default()).await?;
         txn.execute_raw(upsert).await?;
         let row = txn
             .query_all_raw(self.sql.grant_row(key))
@@ -319,6 +320,26 @@ impl SeaOrmStore {
             .next();
         txn.commit().await?;
         Ok(row)
+    }
+}
+
+/// Begins a transaction on `db` in a task of its own that always runs to its end, so a caller
+/// that gives up (its bound passed, its future dropped) while the `BEGIN` is on the wire does not
+/// leave the transaction open on the pooled connection. sqlx counts a transaction only once the
+/// server answered its `BEGIN`: a begin dropped before that is never rolled back (MySQL: at all;
+/// the connection goes back to the pool inside a transaction and every later statement on it is
+/// answered but never committed). Here the task finishes the begin; when nobody waits for the
+/// transaction any more, it is dropped there, which rolls it back.
+pub(crate) async fn begin_whole(
+    db: &DatabaseConnection,
+    options: TransactionOptions,
+) -> Result<DatabaseTransaction, sea_orm::DbErr> {
+    let db = db.clone();
+    match tokio::spawn(async move { db.begin_with_options(options).await }).await {
+        Ok(begun) => begun,
+        Err(e) => Err(sea_orm::DbErr::Custom(format!(
+            "the begin's task ended: {e}"
+        ))),
     }
 }
 

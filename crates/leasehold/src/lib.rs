@@ -62,7 +62,7 @@ mod shard;
 mod task;
 
 pub use builder::LeaseServiceBuilder;
-pub use clock_rate::{ClockRateOptions, ClockRateReport, measure_clock_rate};
+pub use clock_rate::measure_clock_rate;
 pub use error::{Error, Result};
 pub use event::LeaseEvent;
 pub use hand_over::HandOver;
@@ -79,7 +79,9 @@ pub use leasehold_actor as engine;
 #[doc(hidden)]
 pub use leasehold_actor::KnownBug;
 pub use leasehold_actor::WorkGuard;
-pub use leasehold_core::clock_rate::{ClockRateVerdict, RateFit};
+pub use leasehold_core::clock_rate::{
+    ClockRateOptions, ClockRateReport, ClockRateVerdict, RateFit,
+};
 pub use leasehold_core::{
     Clock, DbInstant, FencingToken, HolderId, LeaseConfig, LeaseKey, LeaseName, LeaseRecord,
     LossReason, MonotonicClock, Namespace, Notification, State, Term, ValidationError,
