@@ -246,7 +246,10 @@ impl LeaseActor {
     pub(crate) fn feed(&mut self, event: Event, ctx: &mut Context<Self>) {
         match &event {
             Event::ReleaseResult { result, .. } => self.release_answered(result),
-            Event::AcquireResult { result: Ok(outcome), .. } => self.doorbell_on_grant(outcome, ctx),
+            Event::AcquireResult {
+                result: Ok(outcome),
+                ..
+            } => self.doorbell_on_grant(outcome, ctx),
             Event::RenewResult {
                 result: Ok(RenewOutcome::Lost),
                 ..
@@ -413,7 +416,10 @@ impl LeaseActor {
                 log::trace!("{key}: release {req} of token {token}");
                 // Rung once the release has committed (or failed: then the row lapses, and a
                 // waiter woken early is only refused once).
-                let bell = self.bell.clone().filter(|_| std::mem::take(&mut self.rung_due));
+                let bell = self
+                    .bell
+                    .clone()
+                    .filter(|_| std::mem::take(&mut self.rung_due));
                 if let Some(releaser) = &self.releaser {
                     let (releaser, limit) = (Arc::clone(releaser), self.limit());
                     let fut = async move {

@@ -139,7 +139,9 @@ pub struct Queue<K: Kind> {
 
 impl<K: Kind> std::fmt::Debug for Queue<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Queue").field("op", &K::OP).finish_non_exhaustive()
+        f.debug_struct("Queue")
+            .field("op", &K::OP)
+            .finish_non_exhaustive()
     }
 }
 
@@ -228,13 +230,13 @@ impl<K: Kind> Coalescer<K> {
                 K::many(store, group, items)
             };
             let fut = crate::detached::detached(K::OP, self.limit, call);
-            ctx.spawn(actix::fut::wrap_future(fut).map(
-                move |result, act: &mut Self, ctx| {
+            ctx.spawn(
+                actix::fut::wrap_future(fut).map(move |result, act: &mut Self, ctx| {
                     act.in_flight -= 1;
                     answer::<K>(result, replies, size);
                     act.flush(ctx);
-                },
-            ));
+                }),
+            );
         }
     }
 }

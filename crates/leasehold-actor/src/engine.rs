@@ -316,14 +316,14 @@ impl LeaseEngine {
         .on_exit((self.me(ctx), id));
         if self.batch_grants {
             let (store, limit) = (Arc::clone(&self.store), self.limit);
-            let granter = self.granter.get_or_insert_with(|| {
-                Arc::new(crate::GrantBatcher::new(store, limit).start())
-            });
+            let granter = self
+                .granter
+                .get_or_insert_with(|| Arc::new(crate::GrantBatcher::new(store, limit).start()));
             actor = actor.with_granter(Arc::clone(granter));
             let store = Arc::clone(&self.store);
-            let releaser = self.releaser.get_or_insert_with(|| {
-                Arc::new(crate::ReleaseBatcher::new(store, limit).start())
-            });
+            let releaser = self
+                .releaser
+                .get_or_insert_with(|| Arc::new(crate::ReleaseBatcher::new(store, limit).start()));
             actor = actor.with_releaser(Arc::clone(releaser));
         }
         actor.reclaim_own(self.reclaim_own);

@@ -23,9 +23,9 @@
 mod actor;
 mod batcher;
 mod belief;
+mod coalescer;
 mod detached;
 mod engine;
-mod coalescer;
 mod lock;
 pub mod metrics;
 mod registry;
@@ -39,11 +39,11 @@ pub use batcher::{
     DEFAULT_BATCH_WINDOW, QueueRenew, RenewBatcher, RenewReply, TERM_WINDOW_DIVISOR,
 };
 pub use belief::{Belief, WorkGuard, cancelled};
-pub use detached::detached;
 pub use coalescer::{
     Coalescer, GrantBatcher, Grants, IN_FLIGHT, Kind, PER_BATCH, Queue, QueueGrant, QueueRelease,
     ReleaseBatcher, Releases, Reply,
 };
+pub use detached::detached;
 pub use engine::{
     DEFAULT_REQUEST_TIMEOUT, EngineError, FindTask, KnownBug, LeaseEngine, ListTasks, Owner,
     ReadDbNow, ReadRecord, ShutdownAll, StartTask, StopTask, YieldTask,

@@ -37,7 +37,9 @@ fn paused<F: Future<Output = ()>>(test: impl FnOnce() -> F) {
 
 /// A memory store whose database clock is the paused clock (epoch milliseconds from an arbitrary
 /// origin), counted, with `hook` before every call.
-fn store<F>(hook: impl Fn(Op) -> F + Send + Sync + 'static) -> (Arc<dyn LeaseStore>, Arc<StoreCounts>)
+fn store<F>(
+    hook: impl Fn(Op) -> F + Send + Sync + 'static,
+) -> (Arc<dyn LeaseStore>, Arc<StoreCounts>)
 where
     F: Future<Output = Result<(), leasehold_storage::StoreError>> + Send + 'static,
 {
@@ -59,7 +61,9 @@ impl Heard {
     fn listener(self: &Arc<Self>) -> Listener {
         let me = Arc::clone(self);
         Arc::new(move |_, n: &Notification| {
-            me.0.lock().expect("not poisoned").push((MonotonicClock.now(), n.clone()));
+            me.0.lock()
+                .expect("not poisoned")
+                .push((MonotonicClock.now(), n.clone()));
         })
     }
 
@@ -106,7 +110,12 @@ fn config() -> LeaseConfig {
 async fn start(rig: &Rig, name: &str, heard: &Arc<Heard>) -> (LeaseKey, Arc<Belief>) {
     let key = LeaseKey::parse("paused", name).expect("key");
     let start = StartTask::new(key.clone(), config(), heard.listener());
-    let (belief, started) = rig.engine.send(start).await.expect("engine").expect("start");
+    let (belief, started) = rig
+        .engine
+        .send(start)
+        .await
+        .expect("engine")
+        .expect("start");
     assert!(started);
     (key, belief)
 }
@@ -148,11 +157,22 @@ fn a_held_lease_keeps_one_renewal_timer_for_a_minute() {
             "{renewals} renewals in 60 s at a 1 s renew interval"
         );
         assert!(
-            heard.all().iter().all(|(_, n)| !matches!(n, Notification::Lost { .. })),
+            heard
+                .all()
+                .iter()
+                .all(|(_, n)| !matches!(n, Notification::Lost { .. })),
             "{:?}",
             heard.all()
         );
-        assert!(rig.engine.send(StopTask { key: key.clone(), owner: Owner::Task }).await.expect("engine"));
+        assert!(
+            rig.engine
+                .send(StopTask {
+                    key: key.clone(),
+                    owner: Owner::Task
+                })
+                .await
+                .expect("engine")
+        );
         assert!(!believes(&rig, &key, &belief));
     });
 }
@@ -165,7 +185,10 @@ fn renewals_that_answer_late_end_belief_at_the_local_deadline() {
         let stall_from = Arc::new(Mutex::new(None::<Instant>));
         let stall = Arc::clone(&stall_from);
         let rig = rig(Duration::from_secs(1), move |op| {
-            let until = stall.lock().expect("not poisoned").map(|t| t + Duration::from_secs(5));
+            let until = stall
+                .lock()
+                .expect("not poisoned")
+                .map(|t| t + Duration::from_secs(5));
             async move {
                 if let (Op::RenewMany | Op::Renew, Some(until)) = (op, until) {
                     tokio::time::sleep_until(until).await;
@@ -214,12 +237,21 @@ fn renewals_that_answer_late_end_belief_at_the_local_deadline() {
             "believed {:?} past the local deadline",
             ended_at - last_deadline
         );
-        assert!(cancel.is_cancelled(), "the first tenure's token was never cancelled");
+        assert!(
+            cancel.is_cancelled(),
+            "the first tenure's token was never cancelled"
+        );
         let lost_at = heard
             .iter()
-            .find_map(|(at, n)| matches!(n, Notification::Lost { token, .. } if *token == first).then_some(*at))
+            .find_map(|(at, n)| {
+                matches!(n, Notification::Lost { token, .. } if *token == first).then_some(*at)
+            })
             .expect("no Lost for the first tenure");
-        assert!(lost_at <= last_deadline, "Lost told {:?} late", lost_at - last_deadline);
+        assert!(
+            lost_at <= last_deadline,
+            "Lost told {:?} late",
+            lost_at - last_deadline
+        );
         // Once the stall is over the task competes again and wins a new tenure.
         let (second, _) = belief.settled().await.expect("held again");
         assert!(second > first, "{second:?} after {first:?}");
@@ -239,7 +271,10 @@ fn renewals_due_together_go_out_as_one_statement() {
         for (_, belief) in &keys {
             belief.settled().await.expect("held");
         }
-        let (calls, items) = (rig.counts.calls(Op::RenewMany), rig.counts.renew_many_items());
+        let (calls, items) = (
+            rig.counts.calls(Op::RenewMany),
+            rig.counts.renew_many_items(),
+        );
         sleep(Duration::from_secs(30)).await;
         let calls = rig.counts.calls(Op::RenewMany) - calls;
         let items = rig.counts.renew_many_items() - items;
@@ -251,11 +286,20 @@ fn renewals_due_together_go_out_as_one_statement() {
             calls * 4 <= items,
             "{calls} renewal statements for {items} renewals"
         );
-        assert_eq!(rig.counts.calls(Op::Renew), 0, "single renewals bypassed the batcher");
+        assert_eq!(
+            rig.counts.calls(Op::Renew),
+            0,
+            "single renewals bypassed the batcher"
+        );
         for (key, belief) in &keys {
             assert!(believes(&rig, key, belief));
         }
-        let released = rig.engine.send(ShutdownAll).await.expect("engine").expect("shutdown");
+        let released = rig
+            .engine
+            .send(ShutdownAll)
+            .await
+            .expect("engine")
+            .expect("shutdown");
         assert_eq!(released, 20);
     });
 }
@@ -280,14 +324,20 @@ fn shutdown_with_a_grant_in_flight_is_bounded_and_releases_the_late_grant() {
         let (key, belief) = start(&rig, "in-flight", &heard).await;
         let asked = MonotonicClock.now();
         while !granting.load(Ordering::SeqCst) {
-            assert!(MonotonicClock.now() - asked < Duration::from_secs(5), "no grant was asked for");
+            assert!(
+                MonotonicClock.now() - asked < Duration::from_secs(5),
+                "no grant was asked for"
+            );
             sleep(Duration::from_millis(1)).await;
         }
         let t0 = MonotonicClock.now();
         let released = rig.engine.send(ShutdownAll).await.expect("engine");
         let took = MonotonicClock.now() - t0;
         assert!(released.is_ok(), "{released:?}");
-        assert!(took <= Duration::from_millis(1_100), "shutdown took {took:?}");
+        assert!(
+            took <= Duration::from_millis(1_100),
+            "shutdown took {took:?}"
+        );
         assert!(!believes(&rig, &key, &belief));
         // The grant lands after the shutdown answered; it must be released, not left to lapse
         // while nobody believes it.
@@ -300,8 +350,7 @@ fn shutdown_with_a_grant_in_flight_is_bounded_and_releases_the_late_grant() {
             "a late grant is still held in the store: {row:?}"
         );
         assert!(
-            rig.counts.calls(Op::Release) + rig.counts.calls(Op::ReleaseMany) >= 1
-                || row.is_none(),
+            rig.counts.calls(Op::Release) + rig.counts.calls(Op::ReleaseMany) >= 1 || row.is_none(),
             "the late grant was left to lapse"
         );
         let after = rig
@@ -334,13 +383,15 @@ fn grants_asked_together_share_a_statement_and_each_is_answered() {
             belief.settled().await.expect("held");
         }
         let took = MonotonicClock.now() - t0;
-        let statements =
-            rig.counts.calls(Op::BeginTenure) + rig.counts.calls(Op::BeginTenureMany);
+        let statements = rig.counts.calls(Op::BeginTenure) + rig.counts.calls(Op::BeginTenureMany);
         eprintln!(
             "50 grants in {statements} statements ({} batched items), all held after {took:?}",
             rig.counts.begin_tenure_many_items()
         );
-        assert!(statements <= 6, "{statements} grant statements for 50 grants");
+        assert!(
+            statements <= 6,
+            "{statements} grant statements for 50 grants"
+        );
         assert_eq!(
             rig.counts.calls(Op::BeginTenure) + rig.counts.begin_tenure_many_items(),
             50,
@@ -349,9 +400,18 @@ fn grants_asked_together_share_a_statement_and_each_is_answered() {
         for (key, belief) in &started {
             assert!(believes(&rig, key, belief));
             let row = rig.store.get(key).await.expect("get").expect("row");
-            assert_eq!(Some(row.token), belief.token(), "{key}: believed token differs from the row");
+            assert_eq!(
+                Some(row.token),
+                belief.token(),
+                "{key}: believed token differs from the row"
+            );
         }
-        let released = rig.engine.send(ShutdownAll).await.expect("engine").expect("shutdown");
+        let released = rig
+            .engine
+            .send(ShutdownAll)
+            .await
+            .expect("engine")
+            .expect("shutdown");
         assert_eq!(released, 50);
     });
 }

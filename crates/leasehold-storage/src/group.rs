@@ -43,8 +43,15 @@ const OP: &str = "begin_tenure_many";
 
 /// What a chunk's transaction decided for one item.
 enum Decided {
-    Granted { token: i64, until: i64 },
-    Held { holder: String, token: i64, until: i64 },
+    Granted {
+        token: i64,
+        until: i64,
+    },
+    Held {
+        holder: String,
+        token: i64,
+        until: i64,
+    },
     /// Not decided by the batch (its row was locked by another session, or changed under the
     /// batch): granted alone after the commit.
     Alone,
@@ -62,7 +69,9 @@ fn seen(row: &QueryResult) -> Result<Seen, DbErr> {
     let col = |c: &str| DbErr::Custom(format!("{OP}: column {c}"));
     let holder: String = row.try_get("", "holder").map_err(|_| col("holder"))?;
     let version: i64 = row.try_get("", "version").map_err(|_| col("version"))?;
-    let until: i64 = row.try_get("", "lease_end_time").map_err(|_| col("lease_end_time"))?;
+    let until: i64 = row
+        .try_get("", "lease_end_time")
+        .map_err(|_| col("lease_end_time"))?;
     let status: i16 = row.try_get("", "status").map_err(|_| col("status"))?;
     let now: i64 = row.try_get("", "db_now").map_err(|_| col("db_now"))?;
     Ok(Seen {
@@ -148,14 +157,18 @@ impl SeaOrmStore {
                         holder,
                         token,
                         until,
-                    } => Some(HolderId::new(holder).map_err(|e| StoreError::Unexpected {
-                        op: OP,
-                        detail: e.to_string(),
-                    }).map(|holder| AcquireOutcome::HeldBy {
-                        holder,
-                        until: DbInstant(until),
-                        token: FencingToken(token),
-                    })),
+                    } => Some(
+                        HolderId::new(holder)
+                            .map_err(|e| StoreError::Unexpected {
+                                op: OP,
+                                detail: e.to_string(),
+                            })
+                            .map(|holder| AcquireOutcome::HeldBy {
+                                holder,
+                                until: DbInstant(until),
+                                token: FencingToken(token),
+                            }),
+                    ),
                     Decided::Alone => {
                         alone.push(i);
                         None
@@ -168,13 +181,11 @@ impl SeaOrmStore {
         }
         for (i, f) in repeats {
             out[i] = Some(match &out[f] {
-                Some(Ok(AcquireOutcome::Acquired { token, until })) => {
-                    Ok(AcquireOutcome::HeldBy {
-                        holder: holder.clone(),
-                        until: *until,
-                        token: *token,
-                    })
-                }
+                Some(Ok(AcquireOutcome::Acquired { token, until })) => Ok(AcquireOutcome::HeldBy {
+                    holder: holder.clone(),
+                    until: *until,
+                    token: *token,
+                }),
                 _ => self.begin_tenure(&keys[i], holder, term).await,
             });
         }
@@ -197,7 +208,8 @@ impl SeaOrmStore {
         chunk: &[usize],
         term: Term,
     ) -> Result<Vec<(usize, Decided)>, DbErr> {
-        let txn = crate::seaorm::begin_whole(self.connection(), TransactionOptions::default()).await?;
+        let txn =
+            crate::seaorm::begin_whole(self.connection(), TransactionOptions::default()).await?;
         let decided = match self.sql.dialect {
             Dialect::Postgres => self.grant_pg(&txn, holder, keys, chunk, term).await?,
             Dialect::Sqlite => self.grant_sqlite(&txn, holder, keys, chunk, term).await?,
@@ -209,7 +221,10 @@ impl SeaOrmStore {
                 let mut all = Vec::with_capacity(chunk.len());
                 for (ns, mut group) in by_ns {
                     group.sort_by(|&a, &b| keys[a].name.as_str().cmp(keys[b].name.as_str()));
-                    all.extend(self.grant_mysql(&txn, holder, keys, ns, &group, term).await?);
+                    all.extend(
+                        self.grant_mysql(&txn, holder, keys, ns, &group, term)
+                            .await?,
+                    );
                 }
                 all
             }
@@ -358,7 +373,12 @@ impl SeaOrmStore {
              RETURNING namespace, lease_name, version, lease_end_time"
         );
         let term: Value = term.as_millis_i64().into();
-        let values = vec![holder.as_str().into(), term.clone(), json.clone().into(), term];
+        let values = vec![
+            holder.as_str().into(),
+            term.clone(),
+            json.clone().into(),
+            term,
+        ];
         let granted = txn.query_all_raw(self.statement(&grant, values)).await?;
         let mut decided = Vec::with_capacity(chunk.len());
         let mut answered = std::collections::HashSet::new();
@@ -382,7 +402,9 @@ impl SeaOrmStore {
                  FROM {t} WHERE (namespace, lease_name) IN \
                  (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))"
             );
-            let rows = txn.query_all_raw(self.statement(&read, vec![json.into()])).await?;
+            let rows = txn
+                .query_all_raw(self.statement(&read, vec![json.into()]))
+                .await?;
             let mut held = HashMap::new();
             for row in &rows {
                 let (ns, name) = names_of(row)?;
@@ -425,10 +447,8 @@ impl SeaOrmStore {
         term: Term,
     ) -> Result<Vec<(usize, Decided)>, DbErr> {
         let (t, now) = (self.table(), self.sql.now());
-        let by_name: HashMap<&str, usize> = group
-            .iter()
-            .map(|&i| (keys[i].name.as_str(), i))
-            .collect();
+        let by_name: HashMap<&str, usize> =
+            group.iter().map(|&i| (keys[i].name.as_str(), i)).collect();
         let named = |idx: &[usize]| -> Vec<Value> {
             let mut v: Vec<Value> = vec![ns.into()];
             v.extend(idx.iter().map(|&i| Value::from(keys[i].name.as_str())));
@@ -439,7 +459,10 @@ impl SeaOrmStore {
             placeholders(group.len())
         );
         let mut existing = std::collections::HashSet::new();
-        for row in txn.query_all_raw(self.statement(&exists, named(group))).await? {
+        for row in txn
+            .query_all_raw(self.statement(&exists, named(group)))
+            .await?
+        {
             let name: String = row
                 .try_get("", "lease_name")
                 .map_err(|_| DbErr::Custom(format!("{OP}: column lease_name")))?;
@@ -454,7 +477,10 @@ impl SeaOrmStore {
                  WHERE namespace = ? AND lease_name IN ({}) FOR UPDATE SKIP LOCKED",
                 placeholders(group.len())
             );
-            for row in txn.query_all_raw(self.statement(&lock, named(group))).await? {
+            for row in txn
+                .query_all_raw(self.statement(&lock, named(group)))
+                .await?
+            {
                 let name: String = row
                     .try_get("", "lease_name")
                     .map_err(|_| DbErr::Custom(format!("{OP}: column lease_name")))?;
@@ -525,7 +551,10 @@ impl SeaOrmStore {
             placeholders(upsert.len())
         );
         let mut after: HashMap<usize, Seen> = HashMap::new();
-        for row in txn.query_all_raw(self.statement(&read, named(&upsert))).await? {
+        for row in txn
+            .query_all_raw(self.statement(&read, named(&upsert)))
+            .await?
+        {
             let name: String = row
                 .try_get("", "lease_name")
                 .map_err(|_| DbErr::Custom(format!("{OP}: column lease_name")))?;
@@ -572,7 +601,13 @@ fn items_json(items: &[&RenewItem]) -> String {
     serde_json::to_string(
         &items
             .iter()
-            .map(|it| (it.key.namespace.as_str(), it.key.name.as_str(), it.token.get()))
+            .map(|it| {
+                (
+                    it.key.namespace.as_str(),
+                    it.key.name.as_str(),
+                    it.token.get(),
+                )
+            })
             .collect::<Vec<_>>(),
     )
     .unwrap_or_else(|_| "[]".into())
@@ -628,7 +663,12 @@ impl SeaOrmStore {
         let set = format!("SET status = 0, lease_end_time = {now}, gmt_modified = {now}");
         let index: HashMap<(&str, &str), usize> = chunk
             .iter()
-            .map(|&i| ((items[i].key.namespace.as_str(), items[i].key.name.as_str()), i))
+            .map(|&i| {
+                (
+                    (items[i].key.namespace.as_str(), items[i].key.name.as_str()),
+                    i,
+                )
+            })
             .collect();
         let all: Vec<&RenewItem> = chunk.iter().map(|&i| &items[i]).collect();
         let sql = match self.sql.dialect {
@@ -651,7 +691,10 @@ impl SeaOrmStore {
             Dialect::MySql { .. } => return self.release_chunk_mysql(holder, items, chunk).await,
         };
         let values = vec![items_json(&all).into(), holder.as_str().into()];
-        let rows = self.connection().query_all_raw(self.statement(&sql, values)).await?;
+        let rows = self
+            .connection()
+            .query_all_raw(self.statement(&sql, values))
+            .await?;
         let mut out = Vec::with_capacity(rows.len());
         for row in &rows {
             let (ns, name) = names_of(row)?;
@@ -673,9 +716,13 @@ impl SeaOrmStore {
         let (t, now) = (self.table(), self.sql.now());
         let mut by_ns: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
         for &i in chunk {
-            by_ns.entry(items[i].key.namespace.as_str()).or_default().push(i);
+            by_ns
+                .entry(items[i].key.namespace.as_str())
+                .or_default()
+                .push(i);
         }
-        let txn = crate::seaorm::begin_whole(self.connection(), TransactionOptions::default()).await?;
+        let txn =
+            crate::seaorm::begin_whole(self.connection(), TransactionOptions::default()).await?;
         let mut out = Vec::new();
         for (ns, group) in by_ns {
             let by_name: HashMap<&str, usize> = group
@@ -690,7 +737,11 @@ impl SeaOrmStore {
                 placeholders(group.len())
             );
             let mut values: Vec<Value> = vec![ns.into(), holder.as_str().into()];
-            values.extend(group.iter().map(|&i| Value::from(items[i].key.name.as_str())));
+            values.extend(
+                group
+                    .iter()
+                    .map(|&i| Value::from(items[i].key.name.as_str())),
+            );
             for &i in &group {
                 values.push(items[i].key.name.as_str().into());
                 values.push(items[i].token.get().into());

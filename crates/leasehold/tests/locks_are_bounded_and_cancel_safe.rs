@@ -223,7 +223,11 @@ async fn postgres_waiters_share_one_listener_and_shut_down_cleanly() {
 
 /// A service on `url` in `ns` with its doorbell (it has its SQL store), and the count of its
 /// grant requests that reached the store.
-async fn counted_service(url: &str, ns: &str, config: LeaseConfig) -> (LeaseService, Arc<AtomicU64>) {
+async fn counted_service(
+    url: &str,
+    ns: &str,
+    config: LeaseConfig,
+) -> (LeaseService, Arc<AtomicU64>) {
     let store = StoreBuilder::new(url).connect().await.expect("store");
     let grants = Arc::new(AtomicU64::new(0));
     let counted = Arc::clone(&grants);
@@ -310,7 +314,11 @@ async fn a_release_rings_a_waiting_lock_on_every_backend() {
         let (waiter, refused) = counted_service(&url, &ns, config()).await;
         waiter.set_lock_retry_interval(Duration::from_secs(3600));
         let ttl = Duration::from_secs(600);
-        let guard = holder.lock(&ns, "x", ttl).await.expect("lock").expect("free");
+        let guard = holder
+            .lock(&ns, "x", ttl)
+            .await
+            .expect("lock")
+            .expect("free");
         named_lock_taken(&url, &LeaseKey::parse(&ns, "x").expect("key")).await;
         let waiting = {
             let (w, ns) = (waiter.clone(), ns.clone());

@@ -285,10 +285,10 @@ pub(crate) async fn row(ctx: &Ctx, in_process: &Row) -> Row {
         .against(baseline, base)
         .note(format!(
             "{rounds} ping-pong rounds with a peer process (`bench-peer`), each half a round trip: unlock → the other process's waiting try_locker returns{}{base_note}",
-            if ctx.backend() == Backend::Postgres {
-                "; woken by NOTIFY"
-            } else {
-                "; the waiter polls (100 ms doubling, no NOTIFY on this backend)"
+            match ctx.backend() {
+                Backend::Postgres => "; woken by the doorbell (NOTIFY)",
+                Backend::Sqlite => "; woken by the doorbell (datagram next to the file)",
+                _ => "; woken by the doorbell (named lock)",
             },
         ))
 }

@@ -243,7 +243,14 @@ pub(crate) async fn rows(ctx: &Ctx) -> Vec<Row> {
     };
     super::step("lock_spread: facade without group commit");
     let spread_one_by_one = match &one_by_one {
-        Ok(service) => spread(&Kind::Facade(service.clone()), &ctx.namespace("spread-1by1"), plan).await,
+        Ok(service) => {
+            spread(
+                &Kind::Facade(service.clone()),
+                &ctx.namespace("spread-1by1"),
+                plan,
+            )
+            .await
+        }
         Err(e) => Err(e.clone()),
     };
     for service in [&facade, &one_by_one].into_iter().flatten() {
@@ -400,10 +407,10 @@ pub(crate) async fn handoff_row(ctx: &Ctx) -> Row {
         .note(format!(
             "{} handoffs between two LeaseServices in one process (unlock call → try_locker returns){}{}; goal median ≤ 5 ms on PostgreSQL",
             ours.len(),
-            if ctx.backend() == Backend::Postgres {
-                "; woken by NOTIFY"
-            } else {
-                "; the waiter polls (100 ms doubling, no NOTIFY on this backend)"
+            match ctx.backend() {
+                Backend::Postgres => "; woken by the doorbell (NOTIFY)",
+                Backend::Sqlite => "; woken by the doorbell (datagram next to the file)",
+                _ => "; woken by the doorbell (named lock)",
             },
             error.map(|e| format!("; failed: {e}")).unwrap_or_default()
         ))

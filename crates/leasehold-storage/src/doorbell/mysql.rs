@@ -164,7 +164,11 @@ impl Doorbell for MySqlDoorbell {
         let rx = self.subscribers.add(ring.clone());
         if !self.is_stopped() && watched.len() < MAX_WATCHED && watched.insert(ring.clone()) {
             let (pool, subscribers) = (self.waiting.clone(), self.subscribers.clone());
-            let (watched, stop, limit) = (Arc::clone(&self.watched), Arc::clone(&self.stop), self.limit);
+            let (watched, stop, limit) = (
+                Arc::clone(&self.watched),
+                Arc::clone(&self.stop),
+                self.limit,
+            );
             let stopped = Arc::clone(&self.stopped);
             super::spawn(async move {
                 tokio::select! {
@@ -177,7 +181,8 @@ impl Doorbell for MySqlDoorbell {
     }
 
     fn stop(&self) {
-        self.stopped.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.stopped
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         self.stop.notify_waiters();
         self.holder
             .lock()
@@ -272,7 +277,11 @@ async fn wait_for(
 
 /// The holder's connection: takes and lets go the named locks it is asked to, reconnecting with
 /// a bounded back-off (and taking the locks of the keys still held again) when it fails.
-async fn hold_forever(options: MySqlConnectOptions, mut ops: mpsc::UnboundedReceiver<Op>, limit: Duration) {
+async fn hold_forever(
+    options: MySqlConnectOptions,
+    mut ops: mpsc::UnboundedReceiver<Op>,
+    limit: Duration,
+) {
     // The keys held now (their locks wanted) and those whose lock this connection has.
     let mut wanted: HashSet<String> = HashSet::new();
     let mut armed: HashSet<String> = HashSet::new();

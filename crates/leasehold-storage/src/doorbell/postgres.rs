@@ -103,7 +103,8 @@ impl Doorbell for PgDoorbell {
     }
 
     fn stop(&self) {
-        self.stopped.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.stopped
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         self.stop.notify_one();
     }
 }

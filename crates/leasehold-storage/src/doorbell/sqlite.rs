@@ -117,7 +117,9 @@ impl Doorbell for SqliteDoorbell {
     fn ring(&self, key: &LeaseKey) {
         let (dir, ring) = (self.dir.clone(), payload(&self.table, key));
         // A directory listing and one non-blocking send per service: quick, but file IO.
-        drop(super::spawn_blocking(move || send_to_all(&dir, ring.as_bytes())));
+        drop(super::spawn_blocking(move || {
+            send_to_all(&dir, ring.as_bytes())
+        }));
     }
 
     fn ring_now(&self, key: &LeaseKey) -> futures::future::BoxFuture<'static, ()> {
@@ -179,7 +181,11 @@ fn send_to_all(dir: &Path, ring: &[u8]) {
 }
 
 /// Binds and receives, rebinding with a bounded back-off when the socket fails.
-async fn receive_forever(dir: PathBuf, subscribers: Subscribers, bound: Arc<Mutex<Option<PathBuf>>>) {
+async fn receive_forever(
+    dir: PathBuf,
+    subscribers: Subscribers,
+    bound: Arc<Mutex<Option<PathBuf>>>,
+) {
     let mut backoff = BACKOFF_MIN;
     loop {
         unbind(&bound);
@@ -218,11 +224,7 @@ async fn receive_forever(dir: PathBuf, subscribers: Subscribers, bound: Arc<Mute
 
 fn bind(dir: &Path, bound: &Mutex<Option<PathBuf>>) -> std::io::Result<UnixDatagram> {
     std::fs::create_dir_all(dir)?;
-    let path = dir.join(format!(
-        "{}-{:016x}",
-        std::process::id(),
-        rand_suffix()
-    ));
+    let path = dir.join(format!("{}-{:016x}", std::process::id(), rand_suffix()));
     let socket = UnixDatagram::bind(&path)?;
     *bound.lock().unwrap_or_else(PoisonError::into_inner) = Some(path);
     Ok(socket)

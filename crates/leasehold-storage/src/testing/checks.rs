@@ -771,13 +771,22 @@ pub(super) async fn begin_tenure_many_race(ctx: Ctx) -> Result<(), String> {
         for (h, who) in holders.iter().enumerate() {
             let (store, barrier, who) = (Arc::clone(&ctx.store), Arc::clone(&barrier), who.clone());
             // Each holder asks for a different rotation of the keys, half of them reversed.
-            let mut mine: Vec<LeaseKey> = keys.iter().cycle().skip(h * 7).take(KEYS).cloned().collect();
+            let mut mine: Vec<LeaseKey> = keys
+                .iter()
+                .cycle()
+                .skip(h * 7)
+                .take(KEYS)
+                .cloned()
+                .collect();
             if h % 2 == 1 {
                 mine.reverse();
             }
             tasks.push(tokio::spawn(async move {
                 barrier.wait().await;
-                let got = store.begin_tenure_many(&who, &mine, term(LONG)?).await.map_err(e)?;
+                let got = store
+                    .begin_tenure_many(&who, &mine, term(LONG)?)
+                    .await
+                    .map_err(e)?;
                 Ok::<_, String>((who, mine, got))
             }));
         }
@@ -835,7 +844,12 @@ pub(super) async fn release_batch_like_one_by_one(ctx: Ctx) -> Result<(), String
     want.extend([ReleaseOutcome::NotHeld, ReleaseOutcome::NotHeld]);
     ensure(got == want, || format!("release_batch answered {got:?}"))?;
     for it in &items[..5] {
-        let rec = ctx.store.get(&it.key).await.map_err(e)?.ok_or("row missing")?;
+        let rec = ctx
+            .store
+            .get(&it.key)
+            .await
+            .map_err(e)?
+            .ok_or("row missing")?;
         ensure(!rec.held && rec.token == it.token, || {
             format!("{}: after release the row says {rec:?}", it.key)
         })?;
@@ -857,6 +871,9 @@ pub(super) async fn release_batch_like_one_by_one(ctx: Ctx) -> Result<(), String
     // The next grant of a released row goes on from its token.
     let (next, _) = acquired(&ctx, &items[0].key, &b, term(LONG)?).await?;
     ensure(next.get() == items[0].token.get() + 1, || {
-        format!("token after a batch release: {next} (was {})", items[0].token)
+        format!(
+            "token after a batch release: {next} (was {})",
+            items[0].token
+        )
     })
 }
