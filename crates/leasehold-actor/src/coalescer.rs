@@ -213,22 +213,21 @@ impl<K: Kind> Coalescer<K> {
             if batch.is_empty() {
                 continue;
             }
-            self.in_flight += 1;
-            let (items, replies): (Vec<K::Item>, Vec<_>) = batch.into_iter().unzip();
+            let (mut items, replies): (Vec<K::Item>, Vec<_>) = batch.into_iter().unzip();
             let (store, size) = (Arc::clone(&self.store), items.len());
             // A request alone is the plain statement: no transaction.
-            let call = if size == 1 {
-                let item = items.into_iter().next();
-                match item {
-                    Some(item) => {
-                        let one = K::one(store, group, item);
-                        Box::pin(async move { Ok(vec![one.await]) }) as BoxFuture<'static, _>
-                    }
-                    None => continue,
+            let call = match items.pop() {
+                Some(item) if items.is_empty() => {
+                    let one = K::one(store, group, item);
+                    Box::pin(async move { Ok(vec![one.await]) }) as BoxFuture<'static, _>
                 }
-            } else {
-                K::many(store, group, items)
+                Some(last) => {
+                    items.push(last);
+                    K::many(store, group, items)
+                }
+                None => continue,
             };
+            self.in_flight += 1;
             let fut = crate::detached::detached(K::OP, self.limit, call);
             ctx.spawn(
                 actix::fut::wrap_future(fut).map(move |result, act: &mut Self, ctx| {

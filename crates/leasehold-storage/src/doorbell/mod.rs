@@ -187,6 +187,10 @@ impl Subscribers {
 
 /// Runs `fut` as a task of the current runtime; without one (an actor stopped while its runtime
 /// is being dropped) it is dropped: a missed ring only costs a poll.
+#[cfg_attr(
+    not(any(feature = "sqlite", feature = "postgres", feature = "mysql")),
+    allow(dead_code)
+)]
 pub(crate) fn spawn<F>(fut: F)
 where
     F: std::future::Future<Output = ()> + Send + 'static,

@@ -453,12 +453,12 @@ pub(super) async fn group_commit_next_to_locked_row(ctx: Ctx) -> Result<(), Stri
     let got = ctx.store.begin_tenure_many(&a, &keys, term(LONG)?).await;
     let got = got.map_err(e)?;
     ensure(
-        matches!(got[0], Ok(AcquireOutcome::Acquired { .. }))
-            && matches!(got[2], Ok(AcquireOutcome::Acquired { .. })),
+        matches!(got[0], Ok(leasehold_core::AcquireOutcome::Acquired { .. }))
+            && matches!(got[2], Ok(leasehold_core::AcquireOutcome::Acquired { .. })),
         || format!("the free items next to a locked row answered {got:?}"),
     )?;
     ensure(
-        matches!(&got[1], Ok(AcquireOutcome::HeldBy { holder, .. }) if *holder == b)
+        matches!(&got[1], Ok(leasehold_core::AcquireOutcome::HeldBy { holder, .. }) if *holder == b)
             || matches!(got[1], Err(StoreError::ServerTimeout { .. })),
         || format!("the locked row answered {:?}", got[1]),
     )?;
@@ -466,7 +466,7 @@ pub(super) async fn group_commit_next_to_locked_row(ctx: Ctx) -> Result<(), Stri
     let mine: Vec<RenewItem> = [0, 2]
         .iter()
         .map(|&i| match &got[i] {
-            Ok(AcquireOutcome::Acquired { token, .. }) => Ok(RenewItem {
+            Ok(leasehold_core::AcquireOutcome::Acquired { token, .. }) => Ok(RenewItem {
                 key: keys[i].clone(),
                 token: *token,
             }),
