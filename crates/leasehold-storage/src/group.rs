@@ -66,30 +66,41 @@ struct Seen {
 }
 
 fn seen(row: &QueryResult) -> Result<Seen, DbErr> {
-    let col = |c: &str| DbErr::Custom(format!("{OP}: column {c}"));
-    let holder: String = row.try_get("", "holder").map_err(|_| col("holder"))?;
-    let version: i64 = row.try_get("", "version").map_err(|_| col("version"))?;
-    let until: i64 = row
-        .try_get("", "lease_end_time")
-        .map_err(|_| col("lease_end_time"))?;
-    let status: i16 = row.try_get("", "status").map_err(|_| col("status"))?;
-    let now: i64 = row.try_get("", "db_now").map_err(|_| col("db_now"))?;
+    let until: i64 = col(row, OP, "lease_end_time")?;
+    let status: i16 = col(row, OP, "status")?;
+    let now: i64 = col(row, OP, "db_now")?;
     Ok(Seen {
-        holder,
-        version,
+        holder: col(row, OP, "holder")?,
+        version: col(row, OP, "version")?,
         until,
         live: status == 1 && until > now,
     })
 }
 
 fn names_of(row: &QueryResult) -> Result<(String, String), DbErr> {
-    let ns: String = row
-        .try_get("", "namespace")
-        .map_err(|_| DbErr::Custom(format!("{OP}: column namespace")))?;
-    let name: String = row
-        .try_get("", "lease_name")
-        .map_err(|_| DbErr::Custom(format!("{OP}: column lease_name")))?;
-    Ok((ns, name))
+    Ok((col(row, OP, "namespace")?, col(row, OP, "lease_name")?))
+}
+
+/// Column `c` of `row`, or an error naming it.
+fn col<T: sea_orm::TryGetable>(row: &QueryResult, op: &str, c: &str) -> Result<T, DbErr> {
+    row.try_get("", c)
+        .map_err(|_| DbErr::Custom(format!("{op}: column {c}")))
+}
+
+/// The items an upsert's `RETURNING namespace, lease_name, version, lease_end_time` granted.
+fn granted(
+    rows: &[QueryResult],
+    index: &HashMap<(&str, &str), usize>,
+) -> Result<Vec<(usize, Decided)>, DbErr> {
+    let mut out = Vec::with_capacity(rows.len());
+    for row in rows {
+        let (ns, name) = names_of(row)?;
+        if let Some(&i) = index.get(&(ns.as_str(), name.as_str())) {
+            let (token, until) = (col(row, OP, "version")?, col(row, OP, "lease_end_time")?);
+            out.push((i, Decided::Granted { token, until }));
+        }
+    }
+    Ok(out)
 }
 
 fn keys_json(keys: &[&LeaseKey]) -> String {
@@ -271,9 +282,7 @@ impl SeaOrmStore {
             let Some(&i) = index.get(&(ns.as_str(), name.as_str())) else {
                 continue;
             };
-            let mine: bool = row
-                .try_get("", "mine")
-                .map_err(|_| DbErr::Custom(format!("{OP}: column mine")))?;
+            let mine: bool = col(row, OP, "mine")?;
             if !mine {
                 decided.push((i, Decided::Alone));
                 continue;
@@ -290,7 +299,7 @@ impl SeaOrmStore {
                 ));
             }
         }
-        let settled: std::collections::HashSet<usize> = decided.iter().map(|(i, _)| *i).collect();
+        let settled: HashSet<usize> = decided.iter().map(|(i, _)| *i).collect();
         let mut upsert: Vec<usize> = chunk
             .iter()
             .copied()
@@ -319,22 +328,10 @@ impl SeaOrmStore {
             keys_json(&wanted).into(),
             term,
         ];
-        let granted = txn.query_all_raw(self.statement(&grant, values)).await?;
-        let mut answered = std::collections::HashSet::new();
-        for row in &granted {
-            let (ns, name) = names_of(row)?;
-            let Some(&i) = index.get(&(ns.as_str(), name.as_str())) else {
-                continue;
-            };
-            let token: i64 = row
-                .try_get("", "version")
-                .map_err(|_| DbErr::Custom(format!("{OP}: column version")))?;
-            let until: i64 = row
-                .try_get("", "lease_end_time")
-                .map_err(|_| DbErr::Custom(format!("{OP}: column lease_end_time")))?;
-            answered.insert(i);
-            decided.push((i, Decided::Granted { token, until }));
-        }
+        let rows = txn.query_all_raw(self.statement(&grant, values)).await?;
+        let granted = granted(&rows, &index)?;
+        let answered: HashSet<usize> = granted.iter().map(|(i, _)| *i).collect();
+        decided.extend(granted);
         // Refused by the upsert: a row inserted by another session since the probe. Rare; each
         // is asked alone after the commit.
         for i in upsert {
@@ -379,23 +376,9 @@ impl SeaOrmStore {
             json.clone().into(),
             term,
         ];
-        let granted = txn.query_all_raw(self.statement(&grant, values)).await?;
-        let mut decided = Vec::with_capacity(chunk.len());
-        let mut answered = std::collections::HashSet::new();
-        for row in &granted {
-            let (ns, name) = names_of(row)?;
-            let Some(&i) = index.get(&(ns.as_str(), name.as_str())) else {
-                continue;
-            };
-            let token: i64 = row
-                .try_get("", "version")
-                .map_err(|_| DbErr::Custom(format!("{OP}: column version")))?;
-            let until: i64 = row
-                .try_get("", "lease_end_time")
-                .map_err(|_| DbErr::Custom(format!("{OP}: column lease_end_time")))?;
-            answered.insert(i);
-            decided.push((i, Decided::Granted { token, until }));
-        }
+        let rows = txn.query_all_raw(self.statement(&grant, values)).await?;
+        let mut decided = granted(&rows, &index)?;
+        let answered: HashSet<usize> = decided.iter().map(|(i, _)| *i).collect();
         if answered.len() < chunk.len() {
             let read = format!(
                 "SELECT namespace, lease_name, holder, version, lease_end_time, status, {now} AS db_now \
@@ -458,14 +441,12 @@ impl SeaOrmStore {
             "SELECT lease_name FROM {t} WHERE namespace = ? AND lease_name IN ({})",
             placeholders(group.len())
         );
-        let mut existing = std::collections::HashSet::new();
+        let mut existing = HashSet::new();
         for row in txn
             .query_all_raw(self.statement(&exists, named(group)))
             .await?
         {
-            let name: String = row
-                .try_get("", "lease_name")
-                .map_err(|_| DbErr::Custom(format!("{OP}: column lease_name")))?;
+            let name: String = col(&row, OP, "lease_name")?;
             if let Some(&i) = by_name.get(name.as_str()) {
                 existing.insert(i);
             }
@@ -481,9 +462,7 @@ impl SeaOrmStore {
                 .query_all_raw(self.statement(&lock, named(group)))
                 .await?
             {
-                let name: String = row
-                    .try_get("", "lease_name")
-                    .map_err(|_| DbErr::Custom(format!("{OP}: column lease_name")))?;
+                let name: String = col(&row, OP, "lease_name")?;
                 if let Some(&i) = by_name.get(name.as_str()) {
                     before.insert(i, seen(&row)?);
                 }
@@ -555,9 +534,7 @@ impl SeaOrmStore {
             .query_all_raw(self.statement(&read, named(&upsert)))
             .await?
         {
-            let name: String = row
-                .try_get("", "lease_name")
-                .map_err(|_| DbErr::Custom(format!("{OP}: column lease_name")))?;
+            let name: String = col(&row, OP, "lease_name")?;
             if let Some(&i) = by_name.get(name.as_str()) {
                 after.insert(i, seen(&row)?);
             }
@@ -748,12 +725,8 @@ impl SeaOrmStore {
             }
             let mut ids: Vec<Value> = Vec::new();
             for row in txn.query_all_raw(self.statement(&lock, values)).await? {
-                let id: i64 = row
-                    .try_get("", "id")
-                    .map_err(|_| DbErr::Custom(format!("{RELEASE_OP}: column id")))?;
-                let name: String = row
-                    .try_get("", "lease_name")
-                    .map_err(|_| DbErr::Custom(format!("{RELEASE_OP}: column lease_name")))?;
+                let id: i64 = col(&row, RELEASE_OP, "id")?;
+                let name: String = col(&row, RELEASE_OP, "lease_name")?;
                 if let Some(&i) = by_name.get(name.as_str()) {
                     ids.push(id.into());
                     out.push(i);
