@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use leasehold_actor::Registry;
+use leasehold_engine::Registry;
 use leasehold_core::{Clock, LeaseKey, MonotonicClock};
 
 const KEY_COUNTS: [usize; 2] = [1_000, 100_000];

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold_actor::DEFAULT_BATCH_WINDOW;
+use leasehold_engine::DEFAULT_BATCH_WINDOW;
 use leasehold_core::{LeaseConfig, Namespace};
 use leasehold_storage::{LeaseStore, StoreBuilder};
 
@@ -43,7 +43,7 @@ pub struct LeaseServiceBuilder {
     reclaim_own_leases: bool,
     group_commit: bool,
     clock_check: Option<crate::ClockRateOptions>,
-    bug: Option<leasehold_actor::KnownBug>,
+    bug: Option<leasehold_engine::KnownBug>,
 }
 
 impl std::fmt::Debug for LeaseServiceBuilder {
@@ -78,7 +78,7 @@ impl LeaseServiceBuilder {
     /// Puts a known bug back, to show that the service simulation's oracle catches it. Tests
     /// of the oracle only.
     #[doc(hidden)]
-    pub fn reintroduce_bug(mut self, bug: leasehold_actor::KnownBug) -> Self {
+    pub fn reintroduce_bug(mut self, bug: leasehold_engine::KnownBug) -> Self {
         self.bug = Some(bug);
         self
     }

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use actix::Addr;
-use leasehold_actor::{LeaseEngine, ReadDbNow};
+use leasehold_engine::{LeaseEngine, ReadDbNow};
 use leasehold_core::clock_rate::{ClockRateOptions, ClockRateReport, ClockSample, fit_rate};
 use leasehold_core::{Clock, LeaseConfig};
 use leasehold_storage::{LeaseStore, StoreError};
@@ -60,7 +60,7 @@ pub async fn measure_clock_rate(
 
 /// Publishes a report to the gauges.
 fn publish(report: &ClockRateReport) {
-    leasehold_actor::metrics::clock_rate(
+    leasehold_engine::metrics::clock_rate(
         report.fit.difference,
         report.fit.uncertainty,
         report.verdict.is_within(),

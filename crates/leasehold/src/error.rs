@@ -1,6 +1,6 @@
 //! The facade's error type.
 
-use leasehold_actor::{EngineError, Owner};
+use leasehold_engine::{EngineError, Owner};
 use leasehold_core::{HolderId, LeaseKey, ValidationError};
 use leasehold_storage::StoreError;
 

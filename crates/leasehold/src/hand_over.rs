@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold_actor::{Belief, FindTask, Owner, StopTask, YieldTask};
+use leasehold_engine::{Belief, FindTask, Owner, StopTask, YieldTask};
 use leasehold_core::{FencingToken, LeaseKey};
 use tokio::sync::broadcast::error::RecvError;
 

@@ -75,10 +75,10 @@ pub use service::LeaseService;
 pub use shard::{DEFAULT_SHARD_GROUP, NameSource, ShardOptions, ShardedTasks};
 pub use task::{LeaseTask, LeaseTaskOptions};
 
-pub use leasehold_actor as engine;
+pub use leasehold_engine as engine;
 #[doc(hidden)]
-pub use leasehold_actor::KnownBug;
-pub use leasehold_actor::WorkGuard;
+pub use leasehold_engine::KnownBug;
+pub use leasehold_engine::WorkGuard;
 pub use leasehold_core::clock_rate::{
     ClockRateOptions, ClockRateReport, ClockRateVerdict, RateFit,
 };

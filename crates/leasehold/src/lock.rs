@@ -41,7 +41,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use dashmap::DashMap;
-use leasehold_actor::{Attempt, EngineError, KeepUntilStopped, Owner, TakeLock};
+use leasehold_engine::{Attempt, EngineError, KeepUntilStopped, Owner, TakeLock};
 use leasehold_core::{
     DbInstant, FencingToken, HolderId, LeaseConfig, LeaseKey, Term, ValidationError,
 };
@@ -309,7 +309,7 @@ impl LeaseService {
 /// What a lock attempt and its guard need of their service, without keeping it alive.
 #[derive(Clone)]
 pub(crate) struct LockContext {
-    pub(crate) engine: actix::Addr<leasehold_actor::LeaseEngine>,
+    pub(crate) engine: actix::Addr<leasehold_engine::LeaseEngine>,
     pub(crate) holder: HolderId,
     pub(crate) limit: Duration,
     service_token: tokio_util::sync::CancellationToken,
@@ -328,7 +328,7 @@ async fn attempt_on_engine(
             key: key.clone(),
             config,
             listener: Arc::new(|_, _| {}),
-            belief: Some(leasehold_actor::Belief::new(
+            belief: Some(leasehold_engine::Belief::new(
                 ctx.service_token.clone(),
                 Arc::clone(&ctx.clock),
             )),

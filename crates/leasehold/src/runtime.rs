@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::{Actor, Addr, System};
-use leasehold_actor::{LeaseEngine, Registry, RenewBatcher};
+use leasehold_engine::{LeaseEngine, Registry, RenewBatcher};
 use leasehold_core::HolderId;
 use leasehold_storage::{LeaseStore, SeaOrmStore, StoreBuilder};
 use tokio::sync::oneshot;
@@ -46,7 +46,7 @@ pub(crate) struct EngineSpec {
     pub(crate) layer: Layer,
     pub(crate) reclaim_own_leases: bool,
     pub(crate) group_commit: bool,
-    pub(crate) bug: Option<leasehold_actor::KnownBug>,
+    pub(crate) bug: Option<leasehold_engine::KnownBug>,
 }
 
 /// The running engine thread.

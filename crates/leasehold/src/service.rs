@@ -3,7 +3,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use actix::{Addr, Handler, Message};
-use leasehold_actor::{
+use leasehold_engine::{
     Belief, LeaseEngine, ListTasks, NamespaceDeadlines, Owner, ReadDbNow, ReadRecord, Registry,
     ShutdownAll, StartTask, StopTask,
 };
@@ -74,7 +74,7 @@ struct Inner {
     /// The parent of every tenure's cancellation token.
     cancel: CancellationToken,
     claim: Mutex<Option<HolderClaim>>,
-    bug: Option<leasehold_actor::KnownBug>,
+    bug: Option<leasehold_engine::KnownBug>,
     /// The latest report of the background clock-rate check, if it runs.
     clock_rate: Arc<Mutex<Option<crate::ClockRateReport>>>,
 }
@@ -540,7 +540,7 @@ impl LeaseService {
         if self.is_shut_down() {
             return Err(Error::ShutDown);
         }
-        if self.inner.bug != Some(leasehold_actor::KnownBug::ShutdownReleasesByHolder) {
+        if self.inner.bug != Some(leasehold_engine::KnownBug::ShutdownReleasesByHolder) {
             self.inner.cancel.cancel();
         }
         let released = self.on_engine(ShutdownAll).await;

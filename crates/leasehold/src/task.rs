@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use leasehold_actor::{Belief, Listener, NamespaceDeadlines};
+use leasehold_engine::{Belief, Listener, NamespaceDeadlines};
 use leasehold_core::{FencingToken, HolderId, LeaseConfig, LeaseKey, LossReason, Notification};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
@@ -264,7 +264,7 @@ impl LeaseTask {
     pub fn cancellation_token(&self) -> CancellationToken {
         match self.belief.tenure() {
             Some((_, cancel)) => cancel,
-            None => leasehold_actor::cancelled(),
+            None => leasehold_engine::cancelled(),
         }
     }
 

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use actix::Addr;
-use leasehold_actor::{
+use leasehold_engine::{
     BeginFenced, Belief, LeaseActor, LeaseEngine, RenewAnswer, RenewLockNow, UnlockLock,
 };
 use leasehold_core::{FencingToken, HolderId, LeaseKey, ReleaseOutcome};

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use leasehold_actor::{BeginFenced, FindLock, ListLocks, MakeHold, Owner};
+use leasehold_engine::{BeginFenced, FindLock, ListLocks, MakeHold, Owner};
 use leasehold_core::{FencingToken, LeaseKey, LeaseRecord, Namespace};
 use leasehold_storage::FencedTransaction;
 

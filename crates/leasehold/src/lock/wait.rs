@@ -2,12 +2,12 @@
 
 use std::time::Duration;
 
-use leasehold_actor::WatchReleases;
+use leasehold_engine::WatchReleases;
 use leasehold_core::LeaseKey;
 use rand::Rng;
 use tokio::sync::mpsc;
 
-use leasehold_actor::FindLock;
+use leasehold_engine::FindLock;
 
 use super::{DEFAULT_LOCK_NAMESPACE, LockError, LockGuard, LockOutcome, guard, lock_config};
 use crate::{LeaseService, Result};
@@ -198,7 +198,7 @@ impl LeaseService {
             let token = belief
                 .tenure()
                 .map_or(leasehold_core::FencingToken(0), |(t, _)| t);
-            actor.do_send(leasehold_actor::UnlockLock {
+            actor.do_send(leasehold_engine::UnlockLock {
                 token,
                 not_before: None,
                 reply: None,

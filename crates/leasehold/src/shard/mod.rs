@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use actix::Addr;
 use futures::future::join_all;
-use leasehold_actor::{
+use leasehold_engine::{
     Belief, LeaseEngine, ListLive, Owner, Registry, SetCompeting, StartTask, StopTask,
 };
 use leasehold_core::{HolderId, LeaseConfig, LeaseKey, LeaseName, Namespace};
@@ -98,7 +98,7 @@ impl Shared {
     }
 
     /// The listener of one sharded name: the ordinary task listener with the name's callbacks.
-    fn listener(&self, name: &LeaseName, belief: &Arc<Belief>) -> leasehold_actor::Listener {
+    fn listener(&self, name: &LeaseName, belief: &Arc<Belief>) -> leasehold_engine::Listener {
         let mut options = LeaseTaskOptions::new();
         if let Some(f) = self.options.on_acquired.clone() {
             let n = name.as_str().to_owned();
@@ -445,7 +445,7 @@ impl LeaseService {
             finished: CancellationToken::new(),
         });
         // Any change of this host's own membership refreshes the view at once.
-        let listener: leasehold_actor::Listener = Arc::new(move |_, _| poke.notify_one());
+        let listener: leasehold_engine::Listener = Arc::new(move |_, _| poke.notify_one());
         engine
             .send(StartTask {
                 owner: Owner::Membership(Arc::clone(&shared.group)),

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use actix::Actor;
-use leasehold_actor::{
+use leasehold_engine::{
     Belief, EngineError, LeaseEngine, Listener, Owner, Registry, RenewBatcher, ShutdownAll,
     StartTask, StopTask,
 };

@@ -30,7 +30,7 @@ type FastHash = foldhash::fast::RandomState;
 /// ```
 /// use std::sync::Arc;
 /// use std::time::Duration;
-/// use leasehold_actor::Registry;
+/// use leasehold_engine::Registry;
 /// use leasehold_core::{Clock, LeaseKey, ManualClock};
 ///
 /// let clock = ManualClock::starting_now();

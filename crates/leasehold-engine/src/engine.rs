@@ -115,7 +115,7 @@ pub(crate) struct Entry {
 /// use std::sync::Arc;
 /// use std::time::Duration;
 /// use actix::Actor;
-/// use leasehold_actor::{LeaseEngine, Listener, Owner, Registry, RenewBatcher, ShutdownAll, StartTask, StopTask};
+/// use leasehold_engine::{LeaseEngine, Listener, Owner, Registry, RenewBatcher, ShutdownAll, StartTask, StopTask};
 /// use leasehold_core::{HolderId, LeaseConfig, LeaseKey, MonotonicClock, Notification};
 /// use leasehold_storage::{LeaseStore, MemoryStore};
 ///

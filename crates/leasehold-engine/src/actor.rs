@@ -59,7 +59,7 @@ pub(crate) type OnExit = (Arc<Addr<crate::LeaseEngine>>, u64);
 /// use std::sync::Arc;
 /// use std::time::Duration;
 /// use actix::Actor;
-/// use leasehold_actor::{Belief, LeaseActor, Listener, QueryLease, Registry, StartLease, StopLease};
+/// use leasehold_engine::{Belief, LeaseActor, Listener, QueryLease, Registry, StartLease, StopLease};
 /// use leasehold_core::{HolderId, LeaseConfig, LeaseKey, MonotonicClock, State};
 /// use leasehold_storage::MemoryStore;
 ///
