@@ -64,7 +64,7 @@ mod task;
 pub use builder::LeaseServiceBuilder;
 pub use clock_rate::measure_clock_rate;
 pub use error::{Error, Result};
-pub use event::LeaseEvent;
+pub use event::{EventKind, LeaseEvent};
 pub use hand_over::HandOver;
 pub use health::{DatabaseProbe, Health, HealthReason, Verdict};
 pub use lock::{
@@ -75,10 +75,6 @@ pub use service::LeaseService;
 pub use shard::{DEFAULT_SHARD_GROUP, NameSource, ShardOptions, ShardedTasks};
 pub use task::{LeaseTask, LeaseTaskOptions};
 
-pub use leasehold_engine as engine;
-#[doc(hidden)]
-pub use leasehold_engine::KnownBug;
-pub use leasehold_engine::WorkGuard;
 pub use leasehold_core::clock_rate::{
     ClockRateOptions, ClockRateReport, ClockRateVerdict, RateFit,
 };
@@ -86,6 +82,10 @@ pub use leasehold_core::{
     Clock, DbInstant, FencingToken, HolderId, LeaseConfig, LeaseKey, LeaseName, LeaseRecord,
     LossReason, MonotonicClock, Namespace, Notification, State, Term, ValidationError,
 };
+pub use leasehold_engine as engine;
+#[doc(hidden)]
+pub use leasehold_engine::KnownBug;
+pub use leasehold_engine::WorkGuard;
 pub use leasehold_local as local;
 pub use leasehold_storage::{
     AcquireOutcome, FencedTransaction, LeaseStore, MemoryStore, ReleaseOutcome, RenewItem,
