@@ -14,8 +14,8 @@ type NameFn = Arc<dyn Fn() -> Vec<String> + Send + Sync>;
 /// The shard group used when [`ShardOptions::group`] is not set.
 pub const DEFAULT_SHARD_GROUP: &str = "default";
 
-/// The names a [`ShardedTasks`] spreads: a fixed list (replace it with
-/// [`ShardedTasks::set_names`]) or a closure asked at every refresh.
+/// The names a [`ShardedTasks`](crate::ShardedTasks) spreads: a fixed list (replace it with
+/// [`ShardedTasks::set_names`](crate::ShardedTasks::set_names)) or a closure asked at every refresh.
 ///
 /// # Examples
 /// ```
