@@ -1,13 +1,16 @@
 //! `leasehold-lab`: the lab beside the operator's `leasehold` binary. It shows leasehold working
 //! (`demo`), measures it (`bench`, with its `bench-peer` child for the hand-over between
 //! processes) and tortures it (`torture`, with its `torture-worker` children under SIGKILL and
-//! SIGSTOP). Only this binary counts its heap allocations (for the bench's memory row).
+//! SIGSTOP), and holds many leases on one database to measure what that costs it (`capacity`,
+//! with its `capacity-holder` children). Only this binary counts its heap allocations (for the
+//! bench's memory row).
 //!
 //! Exit codes: 0 done; 1 database error (or the demo saw a double holder); 2 bad arguments;
-//! 4 `torture` found a violation.
+//! 4 `torture` found a violation. `capacity` exits 1 when a lease was lost.
 #![forbid(unsafe_code)]
 
 mod bench;
+mod capacity;
 mod demo;
 mod torture;
 
@@ -91,6 +94,18 @@ enum LabCommand {
         after_help = "Example:\n  (started by leasehold-lab torture)"
     )]
     TortureWorker(torture::WorkerArgs),
+    /// Many leases held on one database for a while: leases lost, and what the database spent
+    /// per renew interval (server CPU, WAL/redo bytes, commits, rows), with a capacity model.
+    #[command(
+        after_help = "Example:\n  leasehold-lab --db postgres://postgres@127.0.0.1/test capacity --processes 10 --leases 100000 --term 30s --hold 5m"
+    )]
+    Capacity(capacity::CapacityArgs),
+    /// One holder process of `capacity`.
+    #[command(
+        hide = true,
+        after_help = "Example:\n  (started by leasehold-lab capacity)"
+    )]
+    CapacityHolder(capacity::HolderArgs),
 }
 
 fn main() -> ExitCode {
@@ -128,6 +143,12 @@ fn main() -> ExitCode {
         }
         LabCommand::Torture(args) => run_on_runtime(torture::run(&db, args)),
         LabCommand::TortureWorker(args) => run_on_runtime(torture::run_worker(&db, args)),
+        LabCommand::Capacity(args) => {
+            run_on_runtime(async move { capacity::run(&db, &table_prefix, &args).await })
+        }
+        LabCommand::CapacityHolder(args) => {
+            run_on_runtime(async move { capacity::run_holder(&db, &table_prefix, &args).await })
+        }
     }
 }
 
