@@ -531,7 +531,7 @@ impl LeaseMachine {
                     resume,
                 },
                 Event::Timer,
-            ) if now >= self.timeout_of(p) => {
+            ) if now >= self.answer_awaited_until(p) => {
                 // Unknown outcome and no token to release with: a grant lapses after one term.
                 self.rest(now, rest, Cleanup::Done, resume, out)
             }

@@ -32,6 +32,15 @@ impl LeaseMachine {
         p.sent + self.config.request_timeout()
     }
 
+    /// How long an attempt abandoned while in flight (timed out, or given up by a stop) is waited
+    /// for before its outcome is taken as unknown: one more request timeout. The store call it
+    /// sent is bounded by the same request timeout from a moment later, so its answer — a grant
+    /// that committed just at the bound included — arrives by then and is released instead of
+    /// left to lapse for a whole term (a lock would look held by nobody's tenure until then).
+    pub(super) fn answer_awaited_until(&self, p: Pending) -> Instant {
+        self.timeout_of(p) + self.config.request_timeout()
+    }
+
     /// When an attempt needs attention: its timeout if in flight, else its scheduled instant.
     pub(super) fn due(&self, next: Try) -> Instant {
         match next {
@@ -60,7 +69,7 @@ impl LeaseMachine {
             Phase::Resting {
                 cleanup: Cleanup::Acquire(p),
                 ..
-            } => Some(self.timeout_of(p)),
+            } => Some(self.answer_awaited_until(p)),
             Phase::Resting {
                 cleanup: Cleanup::Release(r),
                 ..

@@ -21,8 +21,8 @@ fn stop_with_an_acquire_outstanding_releases_a_late_grant() {
     m.handle(t0, Event::Start);
     assert_eq!(
         m.handle(t0 + ms(1), Event::Stop),
-        [],
-        "still waking at the acquire's timeout"
+        [Command::WakeAt(t0 + TIMEOUT * 2)],
+        "waits for the acquire's answer one request timeout past its own"
     );
     assert!(!m.is_finished());
     let now = t0 + ms(500);
@@ -57,12 +57,20 @@ fn stop_with_an_acquire_outstanding_finishes_on_held_by_or_timeout() {
     let (mut m, t0) = machine();
     m.handle(t0, Event::Start);
     m.handle(t0, Event::Stop);
-    assert_eq!(m.handle(t0 + TIMEOUT, Event::Timer), []);
+    assert_eq!(
+        m.handle(t0 + TIMEOUT, Event::Timer),
+        [Command::WakeAt(t0 + TIMEOUT * 2)]
+    );
+    assert!(
+        !m.is_finished(),
+        "an answer racing the call's own bound is still awaited"
+    );
+    assert_eq!(m.handle(t0 + TIMEOUT * 2, Event::Timer), []);
     assert!(m.is_finished());
     assert_eq!(
-        m.handle(t0 + TIMEOUT, acquired(1, granted(7))),
+        m.handle(t0 + TIMEOUT * 2, acquired(1, granted(7))),
         [],
-        "timed out: stale"
+        "given up: stale"
     );
 }
 
@@ -256,7 +264,10 @@ fn standby_from_idle_waits_for_compete() {
         ]
     );
     // Standby while applying, then stop competing again before the answer.
-    assert_eq!(m.handle(t0 + secs(1), Event::StandBy), []);
+    assert_eq!(
+        m.handle(t0 + secs(1), Event::StandBy),
+        [Command::WakeAt(t0 + secs(1) + TIMEOUT * 2)]
+    );
     assert_eq!(
         m.handle(t0 + secs(1), Event::Compete),
         [],

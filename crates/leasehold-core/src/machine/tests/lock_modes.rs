@@ -51,8 +51,15 @@ fn try_once_timeout_fails_and_a_late_grant_is_released_silently() {
             Command::Notify(Notification::AttemptFailed {
                 error: StoreFailure::new("no answer within the request timeout")
             }),
-            Command::WakeAt(t0 + TIMEOUT)
-        ]
+            Command::WakeAt(t0 + TIMEOUT * 2)
+        ],
+        "the answer is awaited one more request timeout: the store call racing this bound may \
+         still bring a grant"
+    );
+    assert_eq!(
+        m.handle(t0 + TIMEOUT, Event::Timer),
+        [Command::WakeAt(t0 + TIMEOUT * 2)],
+        "still awaited"
     );
     let cmds = m.handle(t0 + TIMEOUT + ms(1), acquired(1, granted(9)));
     assert_eq!(
