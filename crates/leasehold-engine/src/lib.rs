@@ -26,6 +26,7 @@ mod belief;
 mod coalescer;
 mod detached;
 mod engine;
+mod joint;
 mod lock;
 pub mod metrics;
 mod registry;
@@ -52,5 +53,6 @@ pub use lock::{
     Attempt, BeginFenced, FindLock, HoldLock, KeepUntilStopped, ListLocks, MakeHold, RenewAnswer,
     RenewLockNow, TakeLock, TakenLock, UnlockLock, WatchReleases,
 };
+pub use joint::TakeLocks;
 pub use registry::{NamespaceDeadlines, Registry};
 pub use shard::{ListLive, SetCompeting};

@@ -232,6 +232,12 @@ pub const CHECKS: &[(&str, CheckFn)] = &[
     ("release_batch_like_one_by_one", |c| {
         Box::pin(checks::release_batch_like_one_by_one(c))
     }),
+    ("begin_tenure_all_all_or_nothing", |c| {
+        Box::pin(checks::begin_tenure_all_all_or_nothing(c))
+    }),
+    ("begin_tenure_all_crossing_race", |c| {
+        Box::pin(checks::begin_tenure_all_crossing_race(c))
+    }),
 ];
 
 /// The checks that need a SQL store ([`Subject::sql`]): faults made on its own database (an

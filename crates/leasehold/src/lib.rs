@@ -69,7 +69,7 @@ pub use hand_over::HandOver;
 pub use health::{DatabaseProbe, Health, HealthReason, Verdict};
 pub use lock::{
     DEFAULT_LOCK_NAMESPACE, DEFAULT_LOCK_RETRY_INTERVAL, DEFAULT_LOCK_TTL, LockError, LockGuard,
-    LockOutcome, Locks,
+    LockOutcome, Locks, MultiLockGuard, MultiLockOutcome, PermitGuard,
 };
 pub use service::LeaseService;
 pub use shard::{DEFAULT_SHARD_GROUP, NameSource, ShardOptions, ShardedTasks};
@@ -88,7 +88,7 @@ pub use leasehold_core::{
 };
 pub use leasehold_local as local;
 pub use leasehold_storage::{
-    AcquireOutcome, FencedTransaction, LeaseStore, MemoryStore, ReleaseOutcome, RenewItem,
+    AcquireOutcome, AllOutcome, FencedTransaction, LeaseStore, MemoryStore, ReleaseOutcome, RenewItem,
     RenewOutcome, SeaOrmStore, StoreBuilder, StoreError,
 };
 pub use sea_orm;

@@ -12,6 +12,8 @@
 //! | `lock/hold.rs` | locks renewed in the background ([`Locks::hold`], [`Locks::is_holding`]) |
 //! | `lock/query.rs` | prefix listings ([`Locks::held_with_prefix`]) and fencing by name ([`Locks::begin_fenced`]) |
 //! | `lock/queue.rs` | this process's fair queue per lock ([`LockQueues`]) |
+//! | `lock/all.rs` | several locks all or nothing ([`Locks::acquire_all`], [`MultiLockGuard`]) |
+//! | `lock/permits.rs` | semaphores: `N` permits on `N` plain locks ([`Locks::acquire_permit`], [`PermitGuard`]) |
 //! | `lock/guard.rs` | [`LockGuard`] |
 //! | `lock/seed_names.rs` | the seeds' names on [`LeaseService`], each a thin delegation to [`Locks`] |
 //!
@@ -46,8 +48,10 @@
 //! [`LeaseMachine`]: leasehold_core::LeaseMachine
 
 mod acquire;
+mod all;
 mod guard;
 mod hold;
+mod permits;
 mod query;
 mod queue;
 mod release;
@@ -58,7 +62,9 @@ use std::time::Duration;
 use leasehold_core::{DbInstant, FencingToken, HolderId, LeaseConfig, LeaseKey, Term, ValidationError};
 
 pub(crate) use acquire::LockContext;
+pub use all::{MultiLockGuard, MultiLockOutcome};
 pub use guard::LockGuard;
+pub use permits::PermitGuard;
 pub(crate) use queue::LockQueues;
 
 use crate::{Error, LeaseService, Result};

@@ -315,3 +315,20 @@ async fn attempt_on_engine(
         }
     }
 }
+
+impl LockContext {
+    /// A belief for a new lock actor of the service.
+    pub(crate) fn new_belief(&self) -> Arc<leasehold_engine::Belief> {
+        leasehold_engine::Belief::new(self.service_token.clone(), Arc::clone(&self.clock))
+    }
+
+    /// The service's monotonic clock.
+    pub(crate) fn clock(&self) -> &Arc<dyn leasehold_core::Clock> {
+        &self.clock
+    }
+
+    /// The parent of every tenure's cancellation token.
+    pub(crate) fn service_token(&self) -> &tokio_util::sync::CancellationToken {
+        &self.service_token
+    }
+}
