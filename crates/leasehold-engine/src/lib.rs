@@ -49,10 +49,10 @@ pub use engine::{
     DEFAULT_REQUEST_TIMEOUT, EngineError, FindTask, KnownBug, LeaseEngine, ListTasks, Owner,
     ReadDbNow, ReadRecord, ShutdownAll, StartTask, StopTask, YieldTask,
 };
+pub use joint::TakeLocks;
 pub use lock::{
     Attempt, BeginFenced, FindLock, HoldLock, KeepUntilStopped, ListLocks, MakeHold, RenewAnswer,
     RenewLockNow, TakeLock, TakenLock, UnlockLock, WatchReleases,
 };
-pub use joint::TakeLocks;
 pub use registry::{NamespaceDeadlines, Registry};
 pub use shard::{ListLive, SetCompeting};

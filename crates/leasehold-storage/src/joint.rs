@@ -112,8 +112,13 @@ impl SeaOrmStore {
                     ));
                 }
                 // Refused: the row is live (and locked by this transaction); say whose.
-                let row = txn.query_all_raw(self.sql.get(key)).await?.into_iter().next();
-                let row = row.ok_or_else(|| DbErr::Custom(format!("{OP}: {key} refused but absent")))?;
+                let row = txn
+                    .query_all_raw(self.sql.get(key))
+                    .await?
+                    .into_iter()
+                    .next();
+                let row =
+                    row.ok_or_else(|| DbErr::Custom(format!("{OP}: {key} refused but absent")))?;
                 return Ok(Step::Held {
                     holder: col(&row, "holder")?,
                     token: col(&row, "version")?,
@@ -129,7 +134,8 @@ impl SeaOrmStore {
                     .next()
             }
         };
-        let row = row.ok_or_else(|| DbErr::Custom(format!("{OP}: the grant of {key} returned no row")))?;
+        let row =
+            row.ok_or_else(|| DbErr::Custom(format!("{OP}: the grant of {key} returned no row")))?;
         let took: i64 = col(&row, "took")?;
         let got: String = col(&row, "holder")?;
         let (token, until): (i64, i64) = (col(&row, "version")?, col(&row, "lease_end_time")?);

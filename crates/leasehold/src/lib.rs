@@ -75,10 +75,6 @@ pub use service::LeaseService;
 pub use shard::{DEFAULT_SHARD_GROUP, NameSource, ShardOptions, ShardedTasks};
 pub use task::{LeaseTask, LeaseTaskOptions};
 
-pub use leasehold_engine as engine;
-#[doc(hidden)]
-pub use leasehold_engine::KnownBug;
-pub use leasehold_engine::WorkGuard;
 pub use leasehold_core::clock_rate::{
     ClockRateOptions, ClockRateReport, ClockRateVerdict, RateFit,
 };
@@ -86,10 +82,14 @@ pub use leasehold_core::{
     Clock, DbInstant, FencingToken, HolderId, LeaseConfig, LeaseKey, LeaseName, LeaseRecord,
     LossReason, MonotonicClock, Namespace, Notification, State, Term, ValidationError,
 };
+pub use leasehold_engine as engine;
+#[doc(hidden)]
+pub use leasehold_engine::KnownBug;
+pub use leasehold_engine::WorkGuard;
 pub use leasehold_local as local;
 pub use leasehold_storage::{
-    AcquireOutcome, AllOutcome, FencedTransaction, LeaseStore, MemoryStore, ReleaseOutcome, RenewItem,
-    RenewOutcome, SeaOrmStore, StoreBuilder, StoreError,
+    AcquireOutcome, AllOutcome, FencedTransaction, LeaseStore, MemoryStore, ReleaseOutcome,
+    RenewItem, RenewOutcome, SeaOrmStore, StoreBuilder, StoreError,
 };
 pub use sea_orm;
 pub use tokio_util::sync::CancellationToken;

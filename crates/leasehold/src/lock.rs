@@ -59,7 +59,9 @@ mod seed_names;
 
 use std::time::Duration;
 
-use leasehold_core::{DbInstant, FencingToken, HolderId, LeaseConfig, LeaseKey, Term, ValidationError};
+use leasehold_core::{
+    DbInstant, FencingToken, HolderId, LeaseConfig, LeaseKey, Term, ValidationError,
+};
 
 pub(crate) use acquire::LockContext;
 pub use all::{MultiLockGuard, MultiLockOutcome};
@@ -197,4 +199,3 @@ pub(crate) fn lock_config(ttl: Duration, request_timeout: Duration) -> Result<Le
     })?;
     Ok(config)
 }
-

@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use leasehold_engine::{Belief, Listener, NamespaceDeadlines};
 use leasehold_core::{FencingToken, HolderId, LeaseConfig, LeaseKey, LossReason, Notification};
+use leasehold_engine::{Belief, Listener, NamespaceDeadlines};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 

@@ -50,7 +50,13 @@ async fn permits_never_exceed_n_across_services() {
                 for _ in 0..ROUNDS {
                     let permit = svc
                         .locks()
-                        .acquire_permit_within(&ns, "pool", PERMITS, Some(Duration::from_secs(60)), TTL)
+                        .acquire_permit_within(
+                            &ns,
+                            "pool",
+                            PERMITS,
+                            Some(Duration::from_secs(60)),
+                            TTL,
+                        )
                         .await
                         .expect("acquire_permit_within")
                         .expect("a permit within a minute");
@@ -72,7 +78,10 @@ async fn permits_never_exceed_n_across_services() {
             }
         }
         let most = most.load(Ordering::SeqCst);
-        assert!(most <= PERMITS as usize, "{url}: {most} holders of {PERMITS} permits");
+        assert!(
+            most <= PERMITS as usize,
+            "{url}: {most} holders of {PERMITS} permits"
+        );
         // Each permit is its own lock: its tokens are distinct (one per tenure).
         for tokens in &mut by_permit {
             let n = tokens.len();
@@ -94,12 +103,30 @@ async fn permits_all_taken_then_mismatch_refused() {
         let ns = common::unique_namespace("permits-n");
         let svcs = services(&url, 2).await;
         let (a, b) = (&svcs[0], &svcs[1]);
-        let p0 = a.locks().acquire_permit(&ns, "s", 2, TTL).await.expect("p0").expect("free");
-        let p1 = b.locks().acquire_permit(&ns, "s", 2, TTL).await.expect("p1").expect("free");
+        let p0 = a
+            .locks()
+            .acquire_permit(&ns, "s", 2, TTL)
+            .await
+            .expect("p0")
+            .expect("free");
+        let p1 = b
+            .locks()
+            .acquire_permit(&ns, "s", 2, TTL)
+            .await
+            .expect("p1")
+            .expect("free");
         assert_ne!(p0.index(), p1.index());
-        assert!(a.locks().acquire_permit(&ns, "s", 2, TTL).await.expect("third").is_none());
+        assert!(
+            a.locks()
+                .acquire_permit(&ns, "s", 2, TTL)
+                .await
+                .expect("third")
+                .is_none()
+        );
         match b.locks().acquire_permit(&ns, "s", 5, TTL).await {
-            Err(Error::PermitsMismatch { asked: 5, found: 2, .. }) => {}
+            Err(Error::PermitsMismatch {
+                asked: 5, found: 2, ..
+            }) => {}
             other => panic!("{url}: another count was not refused: {other:?}"),
         }
         match b.locks().acquire_permit(&ns, "s", 0, TTL).await {
@@ -109,7 +136,12 @@ async fn permits_all_taken_then_mismatch_refused() {
         p0.unlock().await.expect("unlock");
         p1.unlock().await.expect("unlock");
         // Every permit of the old count released: a new count is fine.
-        let p = b.locks().acquire_permit(&ns, "s", 5, TTL).await.expect("p").expect("free");
+        let p = b
+            .locks()
+            .acquire_permit(&ns, "s", 5, TTL)
+            .await
+            .expect("p")
+            .expect("free");
         assert_eq!(p.permits(), 5);
         drop(p);
         for s in svcs {
@@ -128,8 +160,16 @@ async fn multi_locks_in_crossing_orders_finish_without_deadlock() {
         let inside = Arc::new(AtomicUsize::new(0));
         let mut tasks = Vec::new();
         for t in 0..TASKS {
-            let (svc, ns, inside) = (svcs[t % svcs.len()].clone(), ns.clone(), Arc::clone(&inside));
-            let names: Vec<&'static str> = if t % 2 == 0 { vec!["a", "b", "c"] } else { vec!["c", "b", "a"] };
+            let (svc, ns, inside) = (
+                svcs[t % svcs.len()].clone(),
+                ns.clone(),
+                Arc::clone(&inside),
+            );
+            let names: Vec<&'static str> = if t % 2 == 0 {
+                vec!["a", "b", "c"]
+            } else {
+                vec!["c", "b", "a"]
+            };
             tasks.push(tokio::spawn(async move {
                 for _ in 0..ROUNDS {
                     let set = svc
@@ -141,7 +181,11 @@ async fn multi_locks_in_crossing_orders_finish_without_deadlock() {
                     assert!(set.is_held());
                     assert_eq!(set.tokens().len(), 3);
                     assert!(set.guards().iter().all(leasehold::LockGuard::is_held));
-                    assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two sets held at once");
+                    assert_eq!(
+                        inside.fetch_add(1, Ordering::SeqCst),
+                        0,
+                        "two sets held at once"
+                    );
                     tokio::task::yield_now().await;
                     inside.fetch_sub(1, Ordering::SeqCst);
                     set.unlock().await.expect("unlock");
@@ -163,9 +207,21 @@ async fn multi_lock_refused_leaves_nothing_and_one_loss_ends_the_set() {
         let ns = common::unique_namespace("multi-refused");
         let svcs = services(&url, 2).await;
         let (a, b) = (&svcs[0], &svcs[1]);
-        let x = a.locks().acquire(&ns, "x", TTL).await.expect("x").expect("free");
-        match b.locks().attempt_all(&ns, &["y", "x", "z"], TTL).await.expect("attempt") {
-            leasehold::MultiLockOutcome::HeldBy { key, holder, token, .. } => {
+        let x = a
+            .locks()
+            .acquire(&ns, "x", TTL)
+            .await
+            .expect("x")
+            .expect("free");
+        match b
+            .locks()
+            .attempt_all(&ns, &["y", "x", "z"], TTL)
+            .await
+            .expect("attempt")
+        {
+            leasehold::MultiLockOutcome::HeldBy {
+                key, holder, token, ..
+            } => {
                 assert_eq!(key.name.as_str(), "x");
                 assert_eq!(&holder, a.holder());
                 assert_eq!(token, x.token());
@@ -188,7 +244,10 @@ async fn multi_lock_refused_leaves_nothing_and_one_loss_ends_the_set() {
         b.locks().release(&ns, "y").await.expect("release y");
         assert!(!set.is_held());
         assert!(cancel.is_cancelled());
-        assert!(set.guards().iter().any(leasehold::LockGuard::is_held), "the others still live");
+        assert!(
+            set.guards().iter().any(leasehold::LockGuard::is_held),
+            "the others still live"
+        );
         drop(set);
         for s in svcs {
             s.shutdown().await.expect("shutdown");

@@ -883,18 +883,15 @@ async fn held_as(ctx: &Ctx, key: &LeaseKey, who: &str, token: FencingToken) -> R
     let rec = ctx.store.get(key).await.map_err(e)?;
     match rec {
         Some(r) if r.held && r.holder.as_str() == who && r.token == token => Ok(()),
-        other => Err(format!("{key}: expected held by {who} with {token}, found {other:?}")),
+        other => Err(format!(
+            "{key}: expected held by {who} with {token}, found {other:?}"
+        )),
     }
 }
 
 /// Whether `key` is held by anyone now.
 async fn is_held(ctx: &Ctx, key: &LeaseKey) -> Result<bool, String> {
-    Ok(ctx
-        .store
-        .get(key)
-        .await
-        .map_err(e)?
-        .is_some_and(|r| r.held))
+    Ok(ctx.store.get(key).await.map_err(e)?.is_some_and(|r| r.held))
 }
 
 /// `begin_tenure_all`: one live key refuses the whole set (naming it) and changes nothing, a
@@ -919,9 +916,10 @@ pub(super) async fn begin_tenure_all_all_or_nothing(ctx: Ctx) -> Result<(), Stri
         other => return Err(format!("granted over y's live {b}: {other:?}")),
     }
     for k in [&a, &c] {
-        ensure(ctx.store.get(k).await.map_err(e)?.is_none_or(|r| !r.held), || {
-            format!("{k} was left granted by a refused set")
-        })?;
+        ensure(
+            ctx.store.get(k).await.map_err(e)?.is_none_or(|r| !r.held),
+            || format!("{k} was left granted by a refused set"),
+        )?;
     }
     let twice = [a.clone(), a.clone()];
     let out = ctx
@@ -943,7 +941,9 @@ pub(super) async fn begin_tenure_all_all_or_nothing(ctx: Ctx) -> Result<(), Stri
         crate::AllOutcome::Acquired { tenures } => tenures,
         other => return Err(format!("a free set was refused: {other:?}")),
     };
-    ensure(tenures.len() == 3, || format!("{} tenures for 3 keys", tenures.len()))?;
+    ensure(tenures.len() == 3, || {
+        format!("{} tenures for 3 keys", tenures.len())
+    })?;
     for (k, (token, _)) in asked.iter().zip(&tenures) {
         held_as(&ctx, k, "x", *token).await?;
     }
@@ -1012,11 +1012,11 @@ pub(super) async fn begin_tenure_all_crossing_race(ctx: Ctx) -> Result<(), Strin
     for h in handles {
         results.push(h.await.map_err(e)??);
     }
-    for round in 0..ROUNDS {
-        ensure(!(results[0][round] && results[1][round]), || {
-            format!("round {round}: both granted")
-        })?;
+    for (round, (x, y)) in results[0].iter().zip(&results[1]).enumerate() {
+        ensure(!(*x && *y), || format!("round {round}: both granted"))?;
     }
-    ensure(results.iter().flatten().any(|w| *w), || "nobody ever won".into())?;
+    ensure(results.iter().flatten().any(|w| *w), || {
+        "nobody ever won".into()
+    })?;
     Ok(())
 }

@@ -59,12 +59,7 @@ impl Locks<'_> {
     /// Cancel safe: the attempt runs on the engine thread; if the future is dropped, a grant
     /// that arrives anyway (even one whose answer was already waiting) is released at once, and
     /// the local queue's place is given back. Returns within the request timeout.
-    pub async fn attempt(
-        &self,
-        namespace: &str,
-        name: &str,
-        ttl: Duration,
-    ) -> Result<LockOutcome> {
+    pub async fn attempt(&self, namespace: &str, name: &str, ttl: Duration) -> Result<LockOutcome> {
         let key = LeaseKey::parse(namespace, name)?;
         let config = lock_config(ttl, self.service.request_timeout())?;
         let Ok(permit) = self.service.lock_queues().queue(&key).try_lock_owned() else {
@@ -203,7 +198,6 @@ impl Locks<'_> {
             }
         }
     }
-
 }
 
 impl LeaseService {
@@ -233,7 +227,10 @@ impl LeaseService {
 
     /// Wake-ups when any process releases `key`, from the service's doorbell
     /// (`leasehold_storage::doorbell`); `None` without one (waiters poll).
-    pub(crate) async fn watch_releases(&self, key: &LeaseKey) -> Result<Option<mpsc::Receiver<()>>> {
+    pub(crate) async fn watch_releases(
+        &self,
+        key: &LeaseKey,
+    ) -> Result<Option<mpsc::Receiver<()>>> {
         Ok(self
             .engine()
             .send(WatchReleases { key: key.clone() })

@@ -172,7 +172,10 @@ impl MultiLockGuard {
         self.cancel.cancel();
         let guards = std::mem::take(&mut self.guards);
         let answers = join_all(guards.into_iter().map(LockGuard::unlock)).await;
-        answers.into_iter().find_map(Result::err).map_or(Ok(()), Err)
+        answers
+            .into_iter()
+            .find_map(Result::err)
+            .map_or(Ok(()), Err)
     }
 
     fn lost(&self) -> LockError {
@@ -389,9 +392,11 @@ async fn attempt_all_on_engine(
         }) => return Ok(MultiLockOutcome::HeldLocally),
         Err(e) => return Err(e.into()),
     };
-    let attempts = join_all(taken.into_iter().map(|(addr, belief, attempt)| async move {
-        (addr, belief, attempt.await)
-    }))
+    let attempts = join_all(
+        taken
+            .into_iter()
+            .map(|(addr, belief, attempt)| async move { (addr, belief, attempt.await) }),
+    )
     .await;
     let mut guards = Vec::with_capacity(keys.len());
     let mut refused = None;

@@ -70,6 +70,10 @@ impl Locks<'_> {
         token: FencingToken,
     ) -> Result<Option<FencedTransaction>> {
         let key = LeaseKey::parse(namespace, name)?;
-        Ok(self.service.engine().send(BeginFenced { key, token }).await??)
+        Ok(self
+            .service
+            .engine()
+            .send(BeginFenced { key, token })
+            .await??)
     }
 }

@@ -60,7 +60,15 @@ impl Locks<'_> {
             });
             return Err(LockError::LockLost { key, token });
         };
-        release(self.service.request_timeout(), &actor, &belief, &key, token, None).await
+        release(
+            self.service.request_timeout(),
+            &actor,
+            &belief,
+            &key,
+            token,
+            None,
+        )
+        .await
     }
 }
 
