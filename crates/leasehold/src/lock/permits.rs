@@ -96,6 +96,12 @@ impl PermitGuard {
         &self.guard
     }
 
+    /// The permit's lock guard, for good (the permit is its lock: `guard.key()` names it).
+    #[must_use]
+    pub fn into_guard(self) -> LockGuard {
+        self.guard
+    }
+
     /// Releases the permit and waits for the answer: see [`LockGuard::unlock`].
     ///
     /// # Errors
