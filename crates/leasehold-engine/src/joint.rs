@@ -200,3 +200,86 @@ impl Handler<TakeLocks> for LeaseEngine {
         Ok(taken)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use leasehold_core::{AcquireOutcome, HolderId, LeaseKey, Term};
+    use leasehold_storage::{LeaseStore, MemoryStore};
+
+    use super::JointGrant;
+
+    fn joint(store: Arc<dyn LeaseStore>, keys: &[&str]) -> Arc<JointGrant> {
+        let mut keys: Vec<LeaseKey> = keys
+            .iter()
+            .map(|k| LeaseKey::parse("ns", k).expect("key"))
+            .collect();
+        keys.sort();
+        Arc::new(JointGrant {
+            store,
+            holder: HolderId::new("me").expect("holder"),
+            keys,
+            limit: Duration::from_millis(100),
+            waiting: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn key(k: &str) -> LeaseKey {
+        LeaseKey::parse("ns", k).expect("key")
+    }
+
+    fn term() -> Term {
+        Term::new("term", Duration::from_secs(10)).expect("term")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn every_part_is_answered_from_one_grant_once_all_asked() {
+        let store: Arc<dyn LeaseStore> = Arc::new(MemoryStore::new());
+        let j = joint(Arc::clone(&store), &["b", "a"]);
+        let first = j.ask(key("b"), term());
+        let second = j.ask(key("a"), term());
+        let (b, a) = tokio::join!(first, second);
+        for (k, out) in [("a", a), ("b", b)] {
+            let Ok(AcquireOutcome::Acquired { token, .. }) = out else {
+                panic!("{k}: {out:?}");
+            };
+            let row = store.get(&key(k)).await.expect("get").expect("row");
+            assert!(row.held && row.token == token);
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_refusal_is_every_part_s_and_grants_nothing() {
+        let store: Arc<dyn LeaseStore> = Arc::new(MemoryStore::new());
+        let other = HolderId::new("other").expect("holder");
+        store
+            .begin_tenure(&key("b"), &other, term())
+            .await
+            .expect("grant");
+        let j = joint(Arc::clone(&store), &["a", "b"]);
+        let (a, b) = tokio::join!(j.ask(key("a"), term()), j.ask(key("b"), term()));
+        for out in [a, b] {
+            assert!(
+                matches!(out, Ok(AcquireOutcome::HeldBy { ref holder, .. }) if *holder == other)
+            );
+        }
+        assert!(
+            store
+                .get(&key("a"))
+                .await
+                .expect("get")
+                .is_none_or(|r| !r.held)
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_part_whose_partner_never_asks_fails_at_the_bound() {
+        let store: Arc<dyn LeaseStore> = Arc::new(MemoryStore::new());
+        let j = joint(Arc::clone(&store), &["a", "b"]);
+        let out = j.ask(key("a"), term()).await;
+        assert!(out.is_err(), "{out:?}");
+        assert!(store.get(&key("a")).await.expect("get").is_none());
+    }
+}
