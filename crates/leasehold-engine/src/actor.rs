@@ -113,6 +113,8 @@ pub struct LeaseActor {
     keep: Option<Box<dyn Any + Send>>,
     /// The answer to a lock's single attempt, once it is known.
     attempt: Option<oneshot::Sender<Attempt>>,
+    /// The shared grant of a multi-lock this actor is part of (`joint.rs`).
+    joint: Option<Arc<crate::joint::JointGrant>>,
     renewals: Vec<oneshot::Sender<RenewAnswer>>,
     unlock: Option<oneshot::Sender<Result<ReleaseOutcome, StoreFailure>>>,
     /// Stop once the tenure has ended and settled (a lock, or a hold being unlocked).
@@ -173,6 +175,7 @@ impl LeaseActor {
             on_exit: None,
             keep: None,
             attempt: None,
+            joint: None,
             renewals: Vec::new(),
             unlock: None,
             single_use: false,
@@ -349,6 +352,16 @@ impl LeaseActor {
         match cmd {
             Command::TryAcquire { req, term } => {
                 log::trace!("{key}: begin_tenure {req} as {holder} for {term:?}");
+                if let Some(joint) = &self.joint {
+                    // Part of a multi-lock: one grant for the whole set (bounded there).
+                    let fut = joint.ask(key, term);
+                    ctx.spawn(actix::fut::wrap_future(fut).map(
+                        move |result, act: &mut Self, ctx| {
+                            act.feed(Event::AcquireResult { req, result }, ctx);
+                        },
+                    ));
+                    return;
+                }
                 let reclaim = self.reclaim_own;
                 if let (Some(granter), false) = (&self.granter, reclaim) {
                     // Bounded like any store call: a batch that answers late is not waited for.
@@ -641,6 +654,10 @@ impl LeaseActor {
         {
             bell.ring(&self.key);
         }
+    }
+
+    pub(crate) fn set_joint(&mut self, joint: Arc<crate::joint::JointGrant>) {
+        self.joint = Some(joint);
     }
 
     pub(crate) fn set_attempt(&mut self, reply: oneshot::Sender<Attempt>) {

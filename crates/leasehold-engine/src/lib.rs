@@ -26,6 +26,7 @@ mod belief;
 mod coalescer;
 mod detached;
 mod engine;
+mod joint;
 mod lock;
 pub mod metrics;
 mod registry;
@@ -48,6 +49,7 @@ pub use engine::{
     DEFAULT_REQUEST_TIMEOUT, EngineError, FindTask, KnownBug, LeaseEngine, ListTasks, Owner,
     ReadDbNow, ReadRecord, ShutdownAll, StartTask, StopTask, YieldTask,
 };
+pub use joint::TakeLocks;
 pub use lock::{
     Attempt, BeginFenced, FindLock, HoldLock, KeepUntilStopped, ListLocks, MakeHold, RenewAnswer,
     RenewLockNow, TakeLock, TakenLock, UnlockLock, WatchReleases,

@@ -520,7 +520,11 @@ async fn fenced_task_loop(
         let Some(token) = task.token() else { continue };
         let began = mono_ns();
         let attempt = async {
-            match service.begin_fenced(&args.namespace, &name, token).await {
+            match service
+                .locks()
+                .begin_fenced(&args.namespace, &name, token)
+                .await
+            {
                 Ok(Some(txn)) => write_one(txn, &key, &args.holder, began, hold, &log).await,
                 Ok(None) => "refused".into(),
                 Err(e) => format!("begin: {e}"),

@@ -10,6 +10,7 @@
 //! | `lock_spread` | store lock pairs (try_acquire + release), 1,000 names × 16 tasks | `PgAdvisoryLock` pairs on PostgreSQL, raw sqlx of the same SQL elsewhere |
 //! | `lock_hot` | the same on one name | the same |
 //! | `lock_spread_facade`, `lock_hot_facade` | the facade's `lock` + `LockGuard::unlock` | as `lock_spread` / `lock_hot` |
+//! | `lock_all_spread_facade` | the facade's `Locks::acquire_all` of two names + `MultiLockGuard::unlock`, spread names | the same two names as two facade locks in key order |
 //! | `lock_spread_facade_group_commit` | the facade's `lock` + `unlock` on spread names | the same facade with `group_commit(false)` |
 //! | `renewal_1k_statements`, `renewal_1k_db_ms`, `renewal_10k_…` | statements and database time per renew interval through `LeaseService` | one `renew` statement per lease |
 //! | `failover_crash`, `failover_graceful` | ms until a second service holds the lease | term + retry interval |

@@ -1,7 +1,8 @@
 //! Every belief signal of every service, registered by the programs and read by the oracle.
 //!
 //! Signals: `has_lease` and `has_hold_lock` of every service for every key, `LeaseTask::has_lease`
-//! and `LeaseTask::token`, `LockGuard::is_held` (with its token), `ShardedTasks::held`, and every
+//! and `LeaseTask::token`, `LockGuard::is_held` (with its token; a semaphore's permits are lock
+//! guards), `MultiLockGuard::is_held` (every key of the set, with its token), `ShardedTasks::held`, and every
 //! tenure's `CancellationToken` handed out (by `on_acquired` callbacks, `LeaseTask::acquired`,
 //! `LeaseTask::cancellation_token`, `LockGuard::cancellation_token`, sharded callbacks) that is
 //! not cancelled yet.
@@ -13,7 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use leasehold::{
     CancellationToken, FencingToken, HolderId, LeaseKey, LeaseService, LeaseTask, LockGuard,
-    ShardedTasks,
+    MultiLockGuard, ShardedTasks,
 };
 
 /// One incarnation of one service: the believer the oracle names.
@@ -50,6 +51,8 @@ pub enum TokenSource {
     Guard,
     /// `ShardOptions::on_acquired`.
     ShardCallback,
+    /// `MultiLockGuard::cancellation_token` (registered for every key of the set).
+    MultiLock,
 }
 
 /// Which signal said "I hold it".
@@ -65,6 +68,8 @@ pub enum Signal {
     GuardIsHeld,
     /// `ShardedTasks::held` lists the name.
     ShardedHeld,
+    /// `MultiLockGuard::is_held` (seen for every key of the set).
+    MultiIsHeld,
     /// A tenure's `CancellationToken` is not cancelled.
     Uncancelled(TokenSource),
 }
@@ -86,6 +91,8 @@ pub struct Sighting {
 pub type ServiceCell = Mutex<Option<LeaseService>>;
 /// The program's handle on a lock guard: emptied when unlocked, dropped or consumed.
 pub type GuardCell = Mutex<Option<Arc<LockGuard>>>;
+/// The program's handle on a multi-lock guard: emptied when unlocked or dropped.
+pub type MultiCell = Mutex<Option<Arc<MultiLockGuard>>>;
 
 #[derive(Default)]
 struct Probes {
@@ -100,6 +107,7 @@ struct Probes {
         TokenSource,
     )>,
     sharded: Vec<(Owner, ShardedTasks)>,
+    multis: Vec<(Owner, Arc<MultiCell>)>,
 }
 
 /// The registry of belief signals. Shared by the programs (writers) and the oracle (reader).
@@ -173,6 +181,13 @@ impl Beliefs {
             .push((owner.clone(), key, token, cancel, source));
     }
 
+    /// A multi-lock guard (its `is_held`, for every key of the set with the key's token).
+    pub fn multi(&self, owner: &Owner, cell: &Arc<MultiCell>) {
+        locked(&self.probes)
+            .multis
+            .push((owner.clone(), Arc::clone(cell)));
+    }
+
     /// A sharded handle (its `held`).
     pub fn sharded(&self, owner: &Owner, tasks: ShardedTasks) {
         locked(&self.probes).sharded.push((owner.clone(), tasks));
@@ -184,6 +199,7 @@ impl Beliefs {
         let mut probes = locked(&self.probes);
         probes.tokens.retain(|t| !t.3.is_cancelled());
         probes.guards.retain(|(_, cell)| locked(cell).is_some());
+        probes.multis.retain(|(_, cell)| locked(cell).is_some());
         let mut out = Vec::new();
         let mut seen =
             |owner: &Owner, key: &LeaseKey, signal: Signal, token: Option<FencingToken>| {
@@ -195,7 +211,7 @@ impl Beliefs {
                 });
             };
         let p = &*probes;
-        let steps: [&Step<'_>; 5] = [
+        let steps: [&Step<'_>; 6] = [
             &|f| {
                 each(&p.services, reverse, |(o, cell, keys)| {
                     if let Some(s) = locked(cell).as_ref() {
@@ -233,6 +249,18 @@ impl Beliefs {
                 each(&p.tokens, reverse, |(o, k, token, cancel, source)| {
                     if !cancel.is_cancelled() {
                         f(o, k, Signal::Uncancelled(*source), *token);
+                    }
+                })
+            },
+            &|f| {
+                each(&p.multis, reverse, |(o, cell)| {
+                    if let Some(g) = locked(cell).as_ref()
+                        && g.is_held()
+                    {
+                        let tokens = g.tokens();
+                        for (k, t) in ordered(&tokens, reverse) {
+                            f(o, k, Signal::MultiIsHeld, Some(*t));
+                        }
                     }
                 })
             },

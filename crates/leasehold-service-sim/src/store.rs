@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use leasehold::{
-    AcquireOutcome, DbInstant, FencingToken, HolderId, LeaseKey, LeaseRecord, LeaseStore,
-    Namespace, ReleaseOutcome, RenewItem, RenewOutcome, StoreError, Term,
+    AcquireOutcome, AllOutcome, DbInstant, FencingToken, HolderId, LeaseKey, LeaseRecord,
+    LeaseStore, Namespace, ReleaseOutcome, RenewItem, RenewOutcome, StoreError, Term,
 };
 
 use crate::fault::{Fault, FaultDice, HANG_CAP};
@@ -233,6 +233,32 @@ impl LeaseStore for FaultStore {
     ) -> Result<AcquireOutcome, StoreError> {
         self.grant(key, holder, term, Grant::TakeOver(expected))
             .await
+    }
+
+    async fn begin_tenure_all(
+        &self,
+        holder: &HolderId,
+        keys: &[LeaseKey],
+        term: Term,
+    ) -> Result<AllOutcome, StoreError> {
+        let (inner, rec) = (Arc::clone(&self.inner), self.rec.clone());
+        let (h, list) = (holder.clone(), keys.to_vec());
+        // One faulty call for the whole set (applied whole or not at all, late included); each
+        // key's grant is logged once the inner store answered.
+        let call = async move {
+            let out = inner.begin_tenure_all(&h, &list, term).await;
+            if let Ok(AllOutcome::Acquired { tenures }) = &out {
+                for (key, (token, until)) in list.iter().zip(tenures) {
+                    let one = Ok(AcquireOutcome::Acquired {
+                        token: *token,
+                        until: *until,
+                    });
+                    rec.acquired(key, &h, &one);
+                }
+            }
+            out
+        };
+        self.faulty("begin_tenure_all", call).await
     }
 
     async fn release_many(

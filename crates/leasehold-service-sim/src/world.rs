@@ -138,7 +138,9 @@ impl World {
             None => builder,
         };
         let service = builder.build().await?;
-        service.set_lock_retry_interval(self.config.retry_interval());
+        service
+            .locks()
+            .set_retry_interval(self.config.retry_interval());
         Ok(service)
     }
 

@@ -78,12 +78,73 @@ async fn hand_over_and_yield_under_faults() {
         guard_fenced: 0,
         unlock_by_name: 0,
         hold_lock: 0,
+        permit: 0,
+        lock_all: 0,
+        multi_end: 0,
         start_sharded: 0,
         leave: 0,
         read: 0,
         shutdown: 0,
         drop_service: 0,
         pause: 2,
+    };
+    let mut failed = Vec::new();
+    let runs = std::iter::once(Backend::Memory)
+        .chain(backends())
+        .flat_map(|b| seeds(1).into_iter().map(move |s| (s, b.clone())));
+    for (seed, backend) in runs {
+        let spec = SimSpec {
+            weights: weights.clone(),
+            duration: std::time::Duration::from_secs(3),
+            ..SimSpec::new(seed, backend.clone())
+        };
+        let report = run(spec)
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e}", backend.name()));
+        assert!(
+            report.grants > 3,
+            "{}: too few grants to show anything",
+            backend.name()
+        );
+        if !report.is_ok() {
+            eprintln!("{report}");
+            failed.push(report.summary());
+        }
+    }
+    assert_none(&failed);
+}
+
+/// Semaphore permits and multi-locks (with plain locks on the same names, guard unlocks, drops
+/// and renewals) under the default faults, on every backend: at most `N` believers per
+/// semaphore, never two believers of a key, and a multi-lock believed only while every key of
+/// its set is granted (seed 0; `LEASEHOLD_SIM_SEEDS` for more).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permits_and_multi_locks_under_faults() {
+    use leasehold_service_sim::OpWeights;
+    let weights = OpWeights {
+        start_lease_task: 0,
+        stop_lease_task: 0,
+        observe_task: 0,
+        hand_over: 0,
+        yield_lease: 0,
+        lock: 4,
+        try_locker: 2,
+        guard_unlock: 4,
+        guard_drop: 3,
+        guard_renew: 3,
+        guard_at_least: 0,
+        guard_fenced: 0,
+        unlock_by_name: 2,
+        hold_lock: 0,
+        permit: 10,
+        lock_all: 10,
+        multi_end: 6,
+        start_sharded: 0,
+        leave: 0,
+        read: 1,
+        shutdown: 1,
+        drop_service: 1,
+        pause: 3,
     };
     let mut failed = Vec::new();
     let runs = std::iter::once(Backend::Memory)

@@ -53,6 +53,7 @@ pub mod entity;
 mod error;
 mod fence;
 mod group;
+mod joint;
 mod memory;
 mod schema;
 mod seaorm;
@@ -73,4 +74,4 @@ pub use leasehold_core::{
 pub use memory::MemoryStore;
 pub use seaorm::{Backend, SeaOrmStore};
 pub use sql::rewrite_placeholders;
-pub use store::{BatchRenewal, LeaseStore, RenewItem};
+pub use store::{AllOutcome, BatchRenewal, LeaseStore, RenewItem};

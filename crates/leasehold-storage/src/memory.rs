@@ -10,7 +10,7 @@ use leasehold_core::{
     ReleaseOutcome, RenewOutcome, Term,
 };
 
-use crate::{LeaseStore, RenewItem, StoreError};
+use crate::{AllOutcome, LeaseStore, RenewItem, StoreError};
 
 #[derive(Debug, Clone)]
 struct Row {
@@ -180,6 +180,56 @@ impl LeaseStore for MemoryStore {
         term: Term,
     ) -> Result<AcquireOutcome, StoreError> {
         self.acquire(key, holder, term, false, Some(expected))
+    }
+
+    async fn begin_tenure_all(
+        &self,
+        holder: &HolderId,
+        keys: &[LeaseKey],
+        term: Term,
+    ) -> Result<AllOutcome, StoreError> {
+        let now = (self.clock)();
+        let until = now.plus(term.duration());
+        let mut rows = self.lock();
+        let mut sorted: Vec<&LeaseKey> = keys.iter().collect();
+        sorted.sort();
+        // One step under the mutex: every row checked before any is changed.
+        for (i, key) in sorted.iter().enumerate() {
+            let live = rows.get(*key).filter(|r| r.held && r.until > now);
+            if let Some(row) = live {
+                return Ok(AllOutcome::HeldBy {
+                    key: (*key).clone(),
+                    holder: row.holder.clone(),
+                    token: FencingToken(row.version),
+                    until: row.until,
+                });
+            }
+            if i > 0 && sorted[i - 1] == *key {
+                // Named twice: its first grant would be live for the second.
+                let version = rows.get(*key).map_or(0, |r| r.version) + 1;
+                return Ok(AllOutcome::HeldBy {
+                    key: (*key).clone(),
+                    holder: holder.clone(),
+                    token: FencingToken(version),
+                    until,
+                });
+            }
+        }
+        let mut tenures = Vec::with_capacity(keys.len());
+        for key in keys {
+            let row = rows.entry(key.clone()).or_insert_with(|| Row {
+                holder: holder.clone(),
+                until: now,
+                held: false,
+                version: 0,
+            });
+            row.version += 1;
+            row.holder = holder.clone();
+            row.until = until;
+            row.held = true;
+            tenures.push((FencingToken(row.version), until));
+        }
+        Ok(AllOutcome::Acquired { tenures })
     }
 
     async fn renew(

@@ -15,7 +15,7 @@ use sea_orm::{
 };
 
 use crate::sql::{Dialect, Sql};
-use crate::{BatchRenewal, LeaseStore, RenewItem, StoreError};
+use crate::{AllOutcome, BatchRenewal, LeaseStore, RenewItem, StoreError};
 
 /// Which database a [`SeaOrmStore`] talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -444,6 +444,15 @@ impl LeaseStore for SeaOrmStore {
         term: Term,
     ) -> Result<AcquireOutcome, StoreError> {
         self.acquire(key, holder, term, false, None).await
+    }
+
+    async fn begin_tenure_all(
+        &self,
+        holder: &HolderId,
+        keys: &[LeaseKey],
+        term: Term,
+    ) -> Result<AllOutcome, StoreError> {
+        self.begin_tenure_joint(holder, keys, term).await
     }
 
     async fn take_over_tenure(

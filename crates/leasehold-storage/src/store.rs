@@ -10,6 +10,30 @@ use leasehold_core::{
 
 use crate::StoreError;
 
+/// The answer of [`LeaseStore::begin_tenure_all`]: every key granted, or none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AllOutcome {
+    /// Every key is ours, each with a new tenure: `tenures` is aligned with the keys as given
+    /// (each key's token and end by the database's clock).
+    Acquired {
+        /// Each key's new tenure, in the order of the keys asked for.
+        tenures: Vec<(FencingToken, DbInstant)>,
+    },
+    /// Nothing was granted and nothing changed: `key` (the first live one in key order) is held
+    /// by `holder` (this holder included) until `until`.
+    HeldBy {
+        /// The key that stopped the grant.
+        key: LeaseKey,
+        /// Its holder.
+        holder: HolderId,
+        /// Its tenure's token.
+        token: FencingToken,
+        /// When its grant ends, by the database's clock.
+        until: DbInstant,
+    },
+}
+
 /// One lease of a batched renewal: the key and the token of the tenure being renewed.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct RenewItem {
@@ -101,6 +125,61 @@ pub trait LeaseStore: Send + Sync + 'static {
             out.push(self.begin_tenure(key, holder, term).await);
         }
         Ok(out)
+    }
+
+    /// [`LeaseStore::begin_tenure`] for every key of `keys` **all or nothing**: each key gets a
+    /// new tenure (token + 1) only if every key's row is free, released or expired; otherwise
+    /// nothing changes and the answer names the first live key (in key order) and its holder. A
+    /// key named twice finds its own first grant live, so the whole request is refused.
+    ///
+    /// The SQL stores run it as one transaction that takes the rows in key order (namespace,
+    /// then name) whatever order the keys are given in, so two holders asking for {a, b} and
+    /// {b, a} cannot deadlock each other; a refusal rolls the transaction back, so a row it
+    /// created is gone too. Expiry is judged by the database clock after any lock wait, and
+    /// nothing is answered before the commit. An `Err` means the outcome is unknown (a
+    /// transaction abandoned at the server-side bound is rolled back).
+    ///
+    /// The default is **not atomic at the database**: it grants the keys one by one in key
+    /// order and, on a refusal, releases the tenures it had granted, so another reader may see
+    /// a partial grant for one round trip (never believed by leasehold, which answers only the
+    /// outcome). Every store of this workspace overrides it.
+    async fn begin_tenure_all(
+        &self,
+        holder: &HolderId,
+        keys: &[LeaseKey],
+        term: Term,
+    ) -> Result<AllOutcome, StoreError> {
+        let mut order: Vec<usize> = (0..keys.len()).collect();
+        order.sort_by(|&a, &b| keys[a].cmp(&keys[b]));
+        let mut granted: Vec<Option<(FencingToken, DbInstant)>> = vec![None; keys.len()];
+        for &i in &order {
+            let refused = match self.begin_tenure(&keys[i], holder, term).await {
+                Ok(AcquireOutcome::Acquired { token, until }) => {
+                    granted[i] = Some((token, until));
+                    continue;
+                }
+                Ok(AcquireOutcome::HeldBy {
+                    holder,
+                    until,
+                    token,
+                }) => Ok(AllOutcome::HeldBy {
+                    key: keys[i].clone(),
+                    holder,
+                    token,
+                    until,
+                }),
+                Err(e) => Err(e),
+            };
+            for (j, g) in granted.iter().enumerate() {
+                if let Some((token, _)) = g {
+                    let _ = self.release(&keys[j], holder, *token).await;
+                }
+            }
+            return refused;
+        }
+        Ok(AllOutcome::Acquired {
+            tenures: granted.into_iter().flatten().collect(),
+        })
     }
 
     /// Like [`LeaseStore::begin_tenure`], but may also replace `holder`'s own **live** tenure

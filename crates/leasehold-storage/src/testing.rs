@@ -210,6 +210,8 @@ pub const CHECKS: &[(&str, CheckFn)] = checks![checks:
     begin_tenure_many_like_one_by_one,
     begin_tenure_many_race,
     release_batch_like_one_by_one,
+    begin_tenure_all_all_or_nothing,
+    begin_tenure_all_crossing_race,
 ];
 
 /// The checks that need a SQL store ([`Subject::sql`]): faults made on its own database (an

@@ -41,6 +41,18 @@ pub enum Error {
         /// The holder id.
         holder: HolderId,
     },
+    /// The semaphore `key` is in use with another number of permits than asked for: two
+    /// processes asking with different counts could together exceed either count, so the
+    /// request was refused (and a permit it had just taken released).
+    #[error("the semaphore {key} is in use with {found} permits, not {asked}")]
+    PermitsMismatch {
+        /// The semaphore (its base name).
+        key: LeaseKey,
+        /// The count asked for.
+        asked: u32,
+        /// The count of a live permit found.
+        found: u32,
+    },
     /// The engine thread could not be started.
     #[error("could not start the leasehold engine thread: {0}")]
     Thread(#[source] std::io::Error),

@@ -69,7 +69,7 @@ pub use hand_over::HandOver;
 pub use health::{DatabaseProbe, Health, HealthReason, Verdict};
 pub use lock::{
     DEFAULT_LOCK_NAMESPACE, DEFAULT_LOCK_RETRY_INTERVAL, DEFAULT_LOCK_TTL, LockError, LockGuard,
-    LockOutcome,
+    LockOutcome, Locks, MultiLockGuard, MultiLockOutcome, PermitGuard,
 };
 pub use service::LeaseService;
 pub use shard::{DEFAULT_SHARD_GROUP, NameSource, ShardOptions, ShardedTasks};
@@ -88,8 +88,8 @@ pub use leasehold_engine::KnownBug;
 pub use leasehold_engine::WorkGuard;
 pub use leasehold_local as local;
 pub use leasehold_storage::{
-    AcquireOutcome, FencedTransaction, LeaseStore, MemoryStore, ReleaseOutcome, RenewItem,
-    RenewOutcome, SeaOrmStore, StoreBuilder, StoreError,
+    AcquireOutcome, AllOutcome, FencedTransaction, LeaseStore, MemoryStore, ReleaseOutcome,
+    RenewItem, RenewOutcome, SeaOrmStore, StoreBuilder, StoreError,
 };
 pub use sea_orm;
 pub use tokio_util::sync::CancellationToken;

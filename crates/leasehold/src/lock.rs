@@ -1,6 +1,21 @@
-//! Named locks with a ttl on the lease engine: the seeds' `lock`, `tryLocker`, `unlock`,
-//! `holdLock`, `hasHoldLock`, `queryLockedInstanceByNamePrefix`, PowerJob's `tryLock`/`unlock`,
-//! ShedLock's `lockAtLeastFor` and Spring's `JdbcLockRegistry`.
+//! Named locks with a ttl on the lease engine, reached through one handle,
+//! [`LeaseService::locks`] → [`Locks`]: the seeds' `lock`, `tryLocker`, `unlock`, `holdLock`,
+//! `hasHoldLock`, `queryLockedInstanceByNamePrefix`, PowerJob's `tryLock`/`unlock`, ShedLock's
+//! `lockAtLeastFor` and Spring's `JdbcLockRegistry`.
+//!
+//! # Where things are
+//! | file | holds |
+//! |---|---|
+//! | `lock.rs` | this page, [`Locks`], [`LockError`], [`LockOutcome`], a lock's configuration |
+//! | `lock/acquire.rs` | one attempt ([`Locks::attempt`], [`Locks::acquire`]) and waiting ([`Locks::acquire_within`]) |
+//! | `lock/release.rs` | release by name ([`Locks::release`]) and the release of one tenure |
+//! | `lock/hold.rs` | locks renewed in the background ([`Locks::hold`], [`Locks::is_holding`]) |
+//! | `lock/query.rs` | prefix listings ([`Locks::held_with_prefix`]) and fencing by name ([`Locks::begin_fenced`]) |
+//! | `lock/queue.rs` | this process's fair queue per lock ([`LockQueues`]) |
+//! | `lock/all.rs` | several locks all or nothing ([`Locks::acquire_all`], [`MultiLockGuard`]) |
+//! | `lock/permits.rs` | semaphores: `N` permits on `N` plain locks ([`Locks::acquire_permit`], [`PermitGuard`]) |
+//! | `lock/guard.rs` | [`LockGuard`] |
+//! | `lock/seed_names.rs` | the seeds' names on [`LeaseService`], each a thin delegation to [`Locks`] |
 //!
 //! # A lock is a lease
 //! Every lock is a lease actor of the engine, driven by the same [`LeaseMachine`] as a lease
@@ -8,7 +23,7 @@
 //! ([`LockGuard::renew`]), released on unlock (keeping a minimum hold with
 //! [`LockGuard::lock_at_least_for`]). Its local deadline is `send time + ttl − margin`
 //! (margin ttl/10, at most 2 s), as for any lease; at that instant [`LockGuard::is_held`] turns
-//! false and the guard's cancellation token is cancelled. [`LeaseService::hold_lock`] switches
+//! false and the guard's cancellation token is cancelled. [`Locks::hold`] switches
 //! the same actor to automatic renewal. Nothing else keeps a deadline.
 //!
 //! # How a lock is taken
@@ -32,22 +47,27 @@
 //!
 //! [`LeaseMachine`]: leasehold_core::LeaseMachine
 
+mod acquire;
+mod all;
 mod guard;
 mod hold;
-mod wait;
+mod permits;
+mod query;
+mod queue;
+mod release;
+mod seed_names;
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use dashmap::DashMap;
 use leasehold_core::{
     DbInstant, FencingToken, HolderId, LeaseConfig, LeaseKey, Term, ValidationError,
 };
-use leasehold_engine::{Attempt, EngineError, KeepUntilStopped, Owner, TakeLock};
-use tokio::sync::{OwnedMutexGuard, oneshot};
 
+pub(crate) use acquire::LockContext;
+pub use all::{MultiLockGuard, MultiLockOutcome};
 pub use guard::LockGuard;
+pub use permits::PermitGuard;
+pub(crate) use queue::LockQueues;
 
 use crate::{Error, LeaseService, Result};
 
@@ -55,9 +75,48 @@ use crate::{Error, LeaseService, Result};
 pub const DEFAULT_LOCK_TTL: Duration = Duration::from_secs(300);
 /// The namespace of [`LeaseService::try_lock`] and [`LeaseService::unlock_default`].
 pub const DEFAULT_LOCK_NAMESPACE: &str = "lock";
-/// The first wait between attempts of [`LeaseService::try_locker`] (Spring's
-/// `idleBetweenTries`).
+/// The first wait between attempts of [`Locks::acquire_within`] (Spring's `idleBetweenTries`).
 pub const DEFAULT_LOCK_RETRY_INTERVAL: Duration = Duration::from_millis(100);
+
+/// The named locks of one [`LeaseService`]: take, wait for, hold, release, list and fence
+/// them. Borrowed from the service by [`LeaseService::locks`]; cheap to make, so make one
+/// where you need it. The seeds' method names stay on [`LeaseService`] itself
+/// (`lock`, `try_locker`, `unlock`, `hold_lock`, …), each a delegation to a method here:
+/// docs/migrating.md maps them.
+///
+/// # Examples
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::time::Duration;
+/// let service = leasehold::LeaseService::builder("sqlite::memory:").build().await?;
+/// let locks = service.locks();
+/// let guard = locks.acquire("jobs", "rebuild-index", Duration::from_secs(30)).await?.expect("free");
+/// assert!(guard.is_held());
+/// locks.release("jobs", "rebuild-index").await?;
+/// assert!(!guard.is_held());
+/// # service.shutdown().await?; Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct Locks<'a> {
+    service: &'a LeaseService,
+}
+
+impl LeaseService {
+    /// The handle on this service's named locks: see [`Locks`].
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// let service = leasehold::LeaseService::builder("sqlite::memory:").build().await?;
+    /// let guard = service.locks().acquire("jobs", "a", leasehold::DEFAULT_LOCK_TTL).await?;
+    /// assert!(guard.is_some());
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn locks(&self) -> Locks<'_> {
+        Locks { service: self }
+    }
+}
 
 /// What went wrong releasing or renewing a lock.
 #[derive(Debug, thiserror::Error)]
@@ -83,7 +142,7 @@ pub enum LockError {
     Service(#[from] Error),
 }
 
-/// The answer of one attempt, [`LeaseService::lock_outcome`].
+/// The answer of one attempt, [`Locks::attempt`].
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum LockOutcome {
@@ -109,7 +168,7 @@ impl LockOutcome {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
     /// let service = leasehold::LeaseService::builder("sqlite::memory:").build().await?;
-    /// let outcome = service.lock_outcome("ns", "a", std::time::Duration::from_secs(10)).await?;
+    /// let outcome = service.locks().attempt("ns", "a", std::time::Duration::from_secs(10)).await?;
     /// assert!(outcome.into_guard().is_some());
     /// # service.shutdown().await?; Ok(()) }
     /// ```
@@ -119,47 +178,6 @@ impl LockOutcome {
             LockOutcome::Acquired(g) => Some(g),
             _ => None,
         }
-    }
-}
-
-type Queue = Arc<tokio::sync::Mutex<()>>;
-
-/// Per-service lock state: the local queues (the engine's book has the locks themselves).
-#[derive(Debug)]
-pub(crate) struct LocalLocks {
-    queues: DashMap<LeaseKey, Weak<tokio::sync::Mutex<()>>>,
-    retry_millis: AtomicU64,
-}
-
-impl Default for LocalLocks {
-    fn default() -> Self {
-        Self {
-            queues: DashMap::new(),
-            retry_millis: AtomicU64::new(millis(DEFAULT_LOCK_RETRY_INTERVAL)),
-        }
-    }
-}
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
-}
-
-impl LocalLocks {
-    fn queue(&self, key: &LeaseKey) -> Queue {
-        if self.queues.len() > 1024 {
-            self.queues.retain(|_, q| q.strong_count() > 0);
-        }
-        let mut entry = self.queues.entry(key.clone()).or_default();
-        if let Some(q) = entry.upgrade() {
-            return q;
-        }
-        let q = Arc::new(tokio::sync::Mutex::new(()));
-        *entry = Arc::downgrade(&q);
-        q
-    }
-
-    fn retry(&self) -> Duration {
-        Duration::from_millis(self.retry_millis.load(Ordering::Relaxed))
     }
 }
 
@@ -180,193 +198,4 @@ pub(crate) fn lock_config(ttl: Duration, request_timeout: Duration) -> Result<Le
         })
     })?;
     Ok(config)
-}
-
-/// What one attempt came to, with the local queue's permit when it was not used up.
-pub(crate) type Tried = (LockOutcome, Option<OwnedMutexGuard<()>>);
-
-impl LeaseService {
-    /// Sets the first wait between attempts of [`LeaseService::try_locker`] (default 100 ms).
-    ///
-    /// # Examples
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
-    /// let service = leasehold::LeaseService::builder("sqlite::memory:").build().await?;
-    /// service.set_lock_retry_interval(std::time::Duration::from_millis(20));
-    /// # service.shutdown().await?; Ok(()) }
-    /// ```
-    pub fn set_lock_retry_interval(&self, interval: Duration) {
-        self.locks()
-            .retry_millis
-            .store(millis(interval), Ordering::Relaxed);
-    }
-
-    /// One attempt to take the lock `namespace`/`name` for `ttl`, returning at once; `None` when
-    /// someone else holds it (see [`LeaseService::lock_outcome`] for who). Replaces the seeds'
-    /// `ILeaseService.lock(name, lockName, lockTimeSecond)` (default ttl there:
-    /// [`DEFAULT_LOCK_TTL`]).
-    ///
-    /// # Examples
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
-    /// use std::time::Duration;
-    /// let service = leasehold::LeaseService::builder("sqlite::memory:").build().await?;
-    /// let guard = service.lock("jobs", "rebuild-index", leasehold::DEFAULT_LOCK_TTL).await?;
-    /// assert!(guard.is_some());
-    /// // held (by this service's other task, here): one attempt, no wait
-    /// assert!(service.lock("jobs", "rebuild-index", Duration::from_secs(5)).await?.is_none());
-    /// # service.shutdown().await?; Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] for a bad namespace, name or ttl (one too short for a lock: under
-    /// 6 ms); [`Error::KeyInUse`] when a lease task, a hold or sharded names of this service use
-    /// the key; [`Error::Store`] when the attempt failed or got no answer within the request
-    /// timeout (a grant it may have made is released); [`Error::ShutDown`].
-    ///
-    /// # Cancel safety
-    /// Cancel safe: the attempt runs on the engine thread; if the future is dropped, a grant
-    /// that arrives anyway (even one whose answer was already waiting) is released at once, and
-    /// the local queue's place is given back. Returns within the request timeout.
-    pub async fn lock(
-        &self,
-        namespace: &str,
-        name: &str,
-        ttl: Duration,
-    ) -> Result<Option<LockGuard>> {
-        Ok(self.lock_outcome(namespace, name, ttl).await?.into_guard())
-    }
-
-    /// Like [`LeaseService::lock`], telling who holds the lock when it is not ours.
-    ///
-    /// # Examples
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
-    /// use std::{sync::Arc, time::Duration};
-    /// use leasehold::{LeaseService, LockOutcome, MemoryStore};
-    /// let store = Arc::new(MemoryStore::new());
-    /// let a = LeaseService::from_store(store.clone()).build().await?;
-    /// let b = LeaseService::from_store(store).build().await?;
-    /// let _guard = a.lock("jobs", "x", Duration::from_secs(30)).await?;
-    /// match b.lock_outcome("jobs", "x", Duration::from_secs(30)).await? {
-    ///     LockOutcome::HeldBy { holder, .. } => assert_eq!(&holder, a.holder()),
-    ///     other => panic!("{other:?}"),
-    /// }
-    /// # a.shutdown().await?; b.shutdown().await?; Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// As [`LeaseService::lock`].
-    pub async fn lock_outcome(
-        &self,
-        namespace: &str,
-        name: &str,
-        ttl: Duration,
-    ) -> Result<LockOutcome> {
-        let key = LeaseKey::parse(namespace, name)?;
-        let config = lock_config(ttl, self.request_timeout())?;
-        let Ok(permit) = self.locks().queue(&key).try_lock_owned() else {
-            return Ok(LockOutcome::HeldLocally);
-        };
-        Ok(self.attempt(&key, config, permit).await?.0)
-    }
-
-    /// One attempt with the local queue's permit in hand; the permit comes back unless the
-    /// lock was acquired (then it stays with the lock's actor until its tenure has settled).
-    ///
-    /// The attempt runs on the engine thread and hands its answer over a channel: if this
-    /// future is dropped, a guard made from a late grant is dropped there, which releases it.
-    pub(crate) async fn attempt(
-        &self,
-        key: &LeaseKey,
-        config: LeaseConfig,
-        permit: OwnedMutexGuard<()>,
-    ) -> Result<Tried> {
-        let (tx, rx) = oneshot::channel();
-        // Not the service itself: a clone held by this task would keep it alive past the
-        // caller's last drop.
-        let (ctx, key2) = (self.lock_context(), key.clone());
-        let spawned = self.spawn_on_engine(async move {
-            let _ = tx.send(attempt_on_engine(ctx, key2, config, permit).await);
-        });
-        if !spawned {
-            return Err(Error::ShutDown);
-        }
-        rx.await.map_err(|_| Error::ShutDown)?
-    }
-
-    pub(crate) fn lock_context(&self) -> LockContext {
-        LockContext {
-            engine: self.engine().clone(),
-            holder: self.holder().clone(),
-            limit: self.request_timeout(),
-            service_token: self.service_token(),
-            clock: Arc::clone(self.registry().clock()),
-        }
-    }
-}
-
-/// What a lock attempt and its guard need of their service, without keeping it alive.
-#[derive(Clone)]
-pub(crate) struct LockContext {
-    pub(crate) engine: actix::Addr<leasehold_engine::LeaseEngine>,
-    pub(crate) holder: HolderId,
-    pub(crate) limit: Duration,
-    service_token: tokio_util::sync::CancellationToken,
-    clock: Arc<dyn leasehold_core::Clock>,
-}
-
-async fn attempt_on_engine(
-    ctx: LockContext,
-    key: LeaseKey,
-    config: LeaseConfig,
-    permit: OwnedMutexGuard<()>,
-) -> Result<Tried> {
-    {
-        let ttl = config.term();
-        let msg = TakeLock {
-            key: key.clone(),
-            config,
-            listener: Arc::new(|_, _| {}),
-            belief: Some(leasehold_engine::Belief::new(
-                ctx.service_token.clone(),
-                Arc::clone(&ctx.clock),
-            )),
-        };
-        let sent = ctx.clock.now();
-        let (addr, belief, attempt) = match ctx.engine.send(msg).await? {
-            Ok(taken) => taken,
-            Err(EngineError::Owned {
-                owner: Owner::Lock | Owner::Hold,
-                ..
-            }) => return Ok((LockOutcome::HeldLocally, Some(permit))),
-            Err(e) => return Err(e.into()),
-        };
-        match attempt.await {
-            Ok(Attempt::Acquired { token, .. }) => {
-                addr.do_send(KeepUntilStopped(Box::new(permit)));
-                let guard = LockGuard::new(&ctx, key, token, ttl, sent, addr, belief);
-                Ok((LockOutcome::Acquired(guard), None))
-            }
-            Ok(Attempt::Refused {
-                holder,
-                token,
-                until,
-            }) => Ok((
-                LockOutcome::HeldBy {
-                    holder,
-                    token,
-                    until,
-                },
-                Some(permit),
-            )),
-            Ok(Attempt::Failed(failure)) => {
-                Err(Error::Store(leasehold_storage::StoreError::Unexpected {
-                    op: "lock",
-                    detail: format!("{key}: {failure}"),
-                }))
-            }
-            Err(_) => Err(Error::ShutDown),
-        }
-    }
 }

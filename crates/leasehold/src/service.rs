@@ -70,7 +70,7 @@ struct ServiceState {
     config: LeaseConfig,
     events: broadcast::Sender<LeaseEvent>,
     thread: Mutex<Option<EngineThread>>,
-    locks: crate::lock::LocalLocks,
+    lock_queues: crate::lock::LockQueues,
     /// The parent of every tenure's cancellation token.
     cancel: CancellationToken,
     claim: Mutex<Option<HolderClaim>>,
@@ -185,7 +185,7 @@ impl LeaseService {
                 config,
                 events: broadcast::channel(EVENT_BUFFER).0,
                 thread: Mutex::new(Some(thread)),
-                locks: crate::lock::LocalLocks::default(),
+                lock_queues: crate::lock::LockQueues::default(),
                 cancel,
                 claim: Mutex::new(Some(claim)),
                 bug,
@@ -656,8 +656,9 @@ impl LeaseService {
         &self.inner.registry
     }
 
-    pub(crate) fn locks(&self) -> &crate::lock::LocalLocks {
-        &self.inner.locks
+    /// This process's fair queue per lock.
+    pub(crate) fn lock_queues(&self) -> &crate::lock::LockQueues {
+        &self.inner.lock_queues
     }
 
     fn is_shut_down(&self) -> bool {

@@ -79,7 +79,7 @@ async fn lock_excludes_across_os_processes() {
         let (url, ns, tag) = (parts[0], parts[1], parts[2]);
         let worker: i64 = parts[3].parse().expect("worker");
         let svc = LeaseService::builder(url).build().await.expect("service");
-        svc.set_lock_retry_interval(Duration::from_millis(20));
+        svc.locks().set_retry_interval(Duration::from_millis(20));
         let db = StoreBuilder::new(url)
             .connect()
             .await
@@ -136,7 +136,7 @@ async fn lock_excludes_across_os_processes() {
             .build()
             .await
             .expect("service");
-        svc.set_lock_retry_interval(Duration::from_millis(20));
+        svc.locks().set_retry_interval(Duration::from_millis(20));
         let tasks: Vec<_> = (0..PARENT_TASKS)
             .map(|w| {
                 let (svc, db, ns, tag) = (svc.clone(), db.clone(), ns.clone(), tag.clone());

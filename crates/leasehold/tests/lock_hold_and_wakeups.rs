@@ -86,8 +86,8 @@ async fn a_release_wakes_local_waiters_at_once_and_remote_ones_on_postgres() {
         );
         // A retry interval far longer than the bound below: only a hand-over or a NOTIFY
         // can wake the waiter in time.
-        a.set_lock_retry_interval(Duration::from_secs(20));
-        b.set_lock_retry_interval(Duration::from_secs(20));
+        a.locks().set_retry_interval(Duration::from_secs(20));
+        b.locks().set_retry_interval(Duration::from_secs(20));
         let ttl = Duration::from_secs(60);
 
         // Local: a second task of the same service.

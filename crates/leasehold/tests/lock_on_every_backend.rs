@@ -24,7 +24,7 @@ fn urls() -> Vec<String> {
 
 async fn service(url: &str) -> LeaseService {
     let s = LeaseService::builder(url).build().await.expect("service");
-    s.set_lock_retry_interval(Duration::from_millis(20));
+    s.locks().set_retry_interval(Duration::from_millis(20));
     s
 }
 

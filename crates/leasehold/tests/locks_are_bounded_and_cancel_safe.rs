@@ -312,7 +312,7 @@ async fn a_release_rings_a_waiting_lock_on_every_backend() {
         let ns = unique_namespace("ring-lock");
         let (holder, _) = counted_service(&url, &ns, config()).await;
         let (waiter, refused) = counted_service(&url, &ns, config()).await;
-        waiter.set_lock_retry_interval(Duration::from_secs(3600));
+        waiter.locks().set_retry_interval(Duration::from_secs(3600));
         let ttl = Duration::from_secs(600);
         let guard = holder
             .lock(&ns, "x", ttl)

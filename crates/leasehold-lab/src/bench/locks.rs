@@ -27,6 +27,11 @@ enum Kind {
     Advisory(sea_orm::sqlx::PgPool),
     /// The facade: `LeaseService::lock` + `LockGuard::unlock`.
     Facade(LeaseService),
+    /// The facade's multi-lock: `Locks::acquire_all` of the name and its `~b` twin +
+    /// `MultiLockGuard::unlock`.
+    FacadeAll(LeaseService),
+    /// The same two names as two facade locks, taken in key order and released together.
+    FacadeTwo(LeaseService),
 }
 
 /// Pair latencies and the wall time of the whole run.
@@ -80,6 +85,43 @@ async fn try_pair(kind: &Kind, key: &LeaseKey, me: &HolderId, term: Term) -> R<O
                 }
                 None => Ok(None),
             }
+        }
+        Kind::FacadeAll(service) => {
+            let ttl = Duration::from_millis(u64::try_from(term.as_millis_i64()).unwrap_or(30_000));
+            let twin = format!("{}~b", key.name);
+            let names = [key.name.as_str(), twin.as_str()];
+            match service
+                .locks()
+                .acquire_all(key.namespace.as_str(), &names, ttl)
+                .await
+                .map_err(err)?
+            {
+                Some(set) => {
+                    set.unlock().await.map_err(err)?;
+                    Ok(Some(start.elapsed()))
+                }
+                None => Ok(None),
+            }
+        }
+        Kind::FacadeTwo(service) => {
+            let ttl = Duration::from_millis(u64::try_from(term.as_millis_i64()).unwrap_or(30_000));
+            let (ns, twin) = (key.namespace.as_str(), format!("{}~b", key.name));
+            let locks = service.locks();
+            let Some(first) = locks
+                .acquire(ns, key.name.as_str(), ttl)
+                .await
+                .map_err(err)?
+            else {
+                return Ok(None);
+            };
+            let Some(second) = locks.acquire(ns, &twin, ttl).await.map_err(err)? else {
+                first.unlock().await.map_err(err)?;
+                return Ok(None);
+            };
+            let (a, b) = futures::join!(first.unlock(), second.unlock());
+            a.map_err(err)?;
+            b.map_err(err)?;
+            Ok(Some(start.elapsed()))
         }
         Kind::Advisory(pool) => {
             let lock = PgAdvisoryLock::new(format!("{}/{}", key.namespace, key.name));
@@ -241,6 +283,24 @@ pub(crate) async fn rows(ctx: &Ctx) -> Vec<Row> {
         }
         Err(e) => (Err(e.clone()), Err(e.clone())),
     };
+    super::step("lock_all_spread_facade: multi-locks and two locks");
+    let (spread_all, spread_two) = match &facade {
+        Ok(service) => (
+            spread(
+                &Kind::FacadeAll(service.clone()),
+                &ctx.namespace("spread-all"),
+                plan,
+            )
+            .await,
+            spread(
+                &Kind::FacadeTwo(service.clone()),
+                &ctx.namespace("spread-two"),
+                plan,
+            )
+            .await,
+        ),
+        Err(e) => (Err(e.clone()), Err(e.clone())),
+    };
     super::step("lock_spread: facade without group commit");
     let spread_one_by_one = match &one_by_one {
         Ok(service) => {
@@ -289,6 +349,15 @@ pub(crate) async fn rows(ctx: &Ctx) -> Vec<Row> {
             spread_facade,
             spread_one_by_one,
             format!("{spread_note} on one LeaseService, lock+unlock, group commit on vs off"),
+        ),
+        row(
+            "lock_all_spread_facade",
+            "two facade locks in key order, released together",
+            spread_all,
+            spread_two,
+            format!(
+                "{spread_note} on one LeaseService, acquire_all of two names (one transaction) + unlock"
+            ),
         ),
         row(
             "lock_hot_facade",

@@ -1,11 +1,12 @@
 //! The oracle: samples every belief signal every few milliseconds and checks one invariant per
 //! file: [`two_believers`], [`belief_after_grant`], [`leaked_grants`], [`call_bounds`],
-//! [`panics`].
+//! [`panics`], [`permits`].
 
 pub mod belief_after_grant;
 pub mod call_bounds;
 pub mod leaked_grants;
 pub mod panics;
+pub mod permits;
 pub mod two_believers;
 
 use std::collections::HashMap;
@@ -32,6 +33,8 @@ pub enum Invariant {
     CallBound,
     /// Something panicked.
     Panic,
+    /// A semaphore had more believers than permits.
+    TooManyPermits,
 }
 
 /// What one check found, before the oracle stamps it.
@@ -171,9 +174,10 @@ impl Oracle {
             .sightings
             .fetch_add(first.len() as u64, Ordering::Relaxed);
         let mut findings = belief_after_grant::check(&first, at, &self.log);
-        if two_believers::suspected(&first) {
+        if two_believers::suspected(&first) || permits::suspected(&first) {
             let second = self.beliefs.sample(true);
             findings.extend(two_believers::check(&first, &second));
+            findings.extend(permits::check(&first, &second));
         }
         self.record(findings, at);
     }

@@ -12,12 +12,12 @@ use crate::beliefs::{GuardCell, Owner, TokenSource};
 
 impl Program {
     /// A ttl between one and two terms.
-    fn ttl(&mut self) -> Duration {
+    pub(super) fn ttl(&mut self) -> Duration {
         self.ctx.term().mul_f64(self.rng.random_range(1.0..2.0))
     }
 
     /// Keeps a new guard: its cell is read by the oracle, its cancellation token registered.
-    fn keep_guard(&mut self, guard: LockGuard) {
+    pub(super) fn keep_guard(&mut self, guard: LockGuard) {
         let Some(owner) = self.owner.clone() else {
             return;
         };

@@ -8,6 +8,7 @@
 
 mod drive;
 mod locks;
+mod sets;
 mod tasks;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -18,7 +19,7 @@ use leasehold::{LeaseKey, LeaseService, LeaseTask, ShardedTasks};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::beliefs::{Beliefs, GuardCell, Owner, ServiceCell};
+use crate::beliefs::{Beliefs, GuardCell, MultiCell, Owner, ServiceCell};
 use crate::fault::{FaultDice, FaultPlan};
 use crate::journal::Journal;
 use crate::oracle::Oracle;
@@ -82,6 +83,8 @@ pub(crate) struct Program {
     tasks: BTreeMap<String, LeaseTask>,
     /// Lock guards, with the incarnation that took them (a guard may outlive it).
     guards: Vec<(Owner, Arc<GuardCell>)>,
+    /// Multi-lock guards, likewise.
+    multis: Vec<(Owner, Arc<MultiCell>)>,
     holds: BTreeSet<String>,
     sharded: Option<ShardedTasks>,
     /// The last holder id and whether its incarnation is fully gone (so it may be reused).
@@ -104,6 +107,9 @@ enum Op {
     GuardFenced,
     UnlockByName,
     HoldLock,
+    Permit,
+    LockAll,
+    MultiEnd,
     StartSharded,
     Leave,
     Read,
@@ -112,7 +118,7 @@ enum Op {
     Pause,
 }
 
-fn menu(w: &OpWeights) -> [(Op, u32); 20] {
+fn menu(w: &OpWeights) -> [(Op, u32); 23] {
     [
         (Op::StartLeaseTask, w.start_lease_task),
         (Op::StopLeaseTask, w.stop_lease_task),
@@ -128,6 +134,9 @@ fn menu(w: &OpWeights) -> [(Op, u32); 20] {
         (Op::GuardFenced, w.guard_fenced),
         (Op::UnlockByName, w.unlock_by_name),
         (Op::HoldLock, w.hold_lock),
+        (Op::Permit, w.permit),
+        (Op::LockAll, w.lock_all),
+        (Op::MultiEnd, w.multi_end),
         (Op::StartSharded, w.start_sharded),
         (Op::Leave, w.leave),
         (Op::Read, w.read),
@@ -151,6 +160,7 @@ impl Program {
             cell: Arc::new(Mutex::new(None)),
             tasks: BTreeMap::new(),
             guards: Vec::new(),
+            multis: Vec::new(),
             holds: BTreeSet::new(),
             sharded: None,
             last_holder: None,
@@ -217,6 +227,9 @@ impl Program {
             Op::GuardFenced => self.guard_fenced().await,
             Op::UnlockByName => self.unlock_by_name().await,
             Op::HoldLock => self.hold_lock().await,
+            Op::Permit => self.permit().await,
+            Op::LockAll => self.lock_all().await,
+            Op::MultiEnd => self.multi_end().await,
             Op::StartSharded => self.start_sharded().await,
             Op::Leave => self.leave().await,
             Op::Read => self.read().await,
@@ -300,6 +313,9 @@ impl Program {
         if !keep_guards {
             for (_, g) in self.guards.drain(..) {
                 drop(g.lock().unwrap_or_else(PoisonError::into_inner).take());
+            }
+            for (_, m) in self.multis.drain(..) {
+                drop(m.lock().unwrap_or_else(PoisonError::into_inner).take());
             }
         }
         self.tasks.clear();

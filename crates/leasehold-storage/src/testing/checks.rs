@@ -877,3 +877,146 @@ pub(super) async fn release_batch_like_one_by_one(ctx: Ctx) -> Result<(), String
         )
     })
 }
+
+/// The row of `key` as `holder`'s live tenure `token`, or what it is instead.
+async fn held_as(ctx: &Ctx, key: &LeaseKey, who: &str, token: FencingToken) -> Result<(), String> {
+    let rec = ctx.store.get(key).await.map_err(e)?;
+    match rec {
+        Some(r) if r.held && r.holder.as_str() == who && r.token == token => Ok(()),
+        other => Err(format!(
+            "{key}: expected held by {who} with {token}, found {other:?}"
+        )),
+    }
+}
+
+/// Whether `key` is held by anyone now.
+async fn is_held(ctx: &Ctx, key: &LeaseKey) -> Result<bool, String> {
+    Ok(ctx.store.get(key).await.map_err(e)?.is_some_and(|r| r.held))
+}
+
+/// `begin_tenure_all`: one live key refuses the whole set (naming it) and changes nothing, a
+/// key named twice refuses the set, and a free set is granted whole, aligned with the keys as
+/// given.
+pub(super) async fn begin_tenure_all_all_or_nothing(ctx: Ctx) -> Result<(), String> {
+    let (x, y) = (holder("x")?, holder("y")?);
+    let (a, b, c) = (ctx.key("a")?, ctx.key("b")?, ctx.key("c")?);
+    let (yt, _) = acquired(&ctx, &b, &y, term(LONG)?).await?;
+    let asked = [c.clone(), a.clone(), b.clone()];
+    match ctx
+        .store
+        .begin_tenure_all(&x, &asked, term(LONG)?)
+        .await
+        .map_err(e)?
+    {
+        crate::AllOutcome::HeldBy {
+            key, holder, token, ..
+        } => ensure(key == b && holder == y && token == yt, || {
+            format!("refused by {key} {holder} {token}, expected {b} y {yt}")
+        })?,
+        other => return Err(format!("granted over y's live {b}: {other:?}")),
+    }
+    for k in [&a, &c] {
+        ensure(
+            ctx.store.get(k).await.map_err(e)?.is_none_or(|r| !r.held),
+            || format!("{k} was left granted by a refused set"),
+        )?;
+    }
+    let twice = [a.clone(), a.clone()];
+    let out = ctx
+        .store
+        .begin_tenure_all(&x, &twice, term(LONG)?)
+        .await
+        .map_err(e)?;
+    ensure(matches!(out, crate::AllOutcome::HeldBy { .. }), || {
+        format!("a key named twice was granted: {out:?}")
+    })?;
+    ensure(!is_held(&ctx, &a).await?, || "a left granted".into())?;
+    ctx.store.release(&b, &y, yt).await.map_err(e)?;
+    let tenures = match ctx
+        .store
+        .begin_tenure_all(&x, &asked, term(LONG)?)
+        .await
+        .map_err(e)?
+    {
+        crate::AllOutcome::Acquired { tenures } => tenures,
+        other => return Err(format!("a free set was refused: {other:?}")),
+    };
+    ensure(tenures.len() == 3, || {
+        format!("{} tenures for 3 keys", tenures.len())
+    })?;
+    for (k, (token, _)) in asked.iter().zip(&tenures) {
+        held_as(&ctx, k, "x", *token).await?;
+    }
+    ensure(tenures[2].0 == FencingToken(yt.get() + 1), || {
+        format!("b's new token {} after y's {yt}", tenures[2].0)
+    })
+}
+
+/// Two holders asking for {a, b} and {b, a} at once, round after round: never a deadlock
+/// error, never both granted, never a partial grant (after each round both rows are the
+/// winner's, or neither is held).
+pub(super) async fn begin_tenure_all_crossing_race(ctx: Ctx) -> Result<(), String> {
+    const ROUNDS: usize = 60;
+    let (a, b) = (ctx.key("a")?, ctx.key("b")?);
+    let start = Arc::new(Barrier::new(2));
+    let mut handles = Vec::new();
+    for i in 0..2 {
+        let (ctx, start) = (ctx.clone(), Arc::clone(&start));
+        let me = holder(&format!("crossing-{i}"))?;
+        let keys = if i == 0 {
+            vec![a.clone(), b.clone()]
+        } else {
+            vec![b.clone(), a.clone()]
+        };
+        handles.push(tokio::spawn(async move {
+            let mut wins = Vec::new();
+            for round in 0..ROUNDS {
+                start.wait().await;
+                let out = ctx
+                    .store
+                    .begin_tenure_all(&me, &keys, term(LONG)?)
+                    .await
+                    .map_err(|err| format!("{me}, round {round}: {err}"))?;
+                start.wait().await;
+                // Both answered: the winner finds both rows its own, the loser neither.
+                match out {
+                    crate::AllOutcome::Acquired { tenures } => {
+                        for (k, (token, _)) in keys.iter().zip(&tenures) {
+                            held_as(&ctx, k, me.as_str(), *token).await?;
+                        }
+                        wins.push(true);
+                    }
+                    _ => {
+                        for k in &keys {
+                            let rec = ctx.store.get(k).await.map_err(e)?;
+                            ensure(!rec.is_some_and(|r| r.held && r.holder == me), || {
+                                format!("round {round}: {me} was refused yet holds {k}")
+                            })?;
+                        }
+                        wins.push(false);
+                    }
+                }
+                start.wait().await;
+                if wins[round] {
+                    for k in &keys {
+                        let rec = ctx.store.get(k).await.map_err(e)?.ok_or("row gone")?;
+                        ctx.store.release(k, &me, rec.token).await.map_err(e)?;
+                    }
+                }
+                start.wait().await;
+            }
+            Ok::<_, String>(wins)
+        }));
+    }
+    let mut results = Vec::new();
+    for h in handles {
+        results.push(h.await.map_err(e)??);
+    }
+    for (round, (x, y)) in results[0].iter().zip(&results[1]).enumerate() {
+        ensure(!(*x && *y), || format!("round {round}: both granted"))?;
+    }
+    ensure(results.iter().flatten().any(|w| *w), || {
+        "nobody ever won".into()
+    })?;
+    Ok(())
+}

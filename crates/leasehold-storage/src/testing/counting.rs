@@ -14,7 +14,7 @@ use leasehold_core::{
     MonotonicClock, Namespace, ReleaseOutcome, RenewOutcome, Term,
 };
 
-use crate::{BatchRenewal, LeaseStore, RenewItem, StoreError};
+use crate::{AllOutcome, BatchRenewal, LeaseStore, RenewItem, StoreError};
 
 /// A method of [`LeaseStore`], as counted by [`CountingStore`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -50,11 +50,13 @@ pub enum Op {
     BeginTenureMany,
     /// [`LeaseStore::release_batch`].
     ReleaseBatch,
+    /// [`LeaseStore::begin_tenure_all`].
+    BeginTenureAll,
 }
 
 impl Op {
     /// Every method, in the trait's order.
-    pub const ALL: [Op; 15] = [
+    pub const ALL: [Op; 16] = [
         Op::TryAcquire,
         Op::BeginTenure,
         Op::TakeOverTenure,
@@ -70,6 +72,7 @@ impl Op {
         Op::DbNow,
         Op::BeginTenureMany,
         Op::ReleaseBatch,
+        Op::BeginTenureAll,
     ];
 
     /// The method's name, e.g. `"renew_many"`.
@@ -98,6 +101,7 @@ impl Op {
             Op::DbNow => "db_now",
             Op::BeginTenureMany => "begin_tenure_many",
             Op::ReleaseBatch => "release_batch",
+            Op::BeginTenureAll => "begin_tenure_all",
         }
     }
 }
@@ -387,6 +391,16 @@ impl LeaseStore for CountingStore {
     ) -> Result<Vec<Result<AcquireOutcome, StoreError>>, StoreError> {
         let call = self.inner.begin_tenure_many(holder, keys, term);
         self.pass(Op::BeginTenureMany, keys.len(), call).await
+    }
+
+    async fn begin_tenure_all(
+        &self,
+        holder: &HolderId,
+        keys: &[LeaseKey],
+        term: Term,
+    ) -> Result<AllOutcome, StoreError> {
+        let call = self.inner.begin_tenure_all(holder, keys, term);
+        self.pass(Op::BeginTenureAll, keys.len(), call).await
     }
 
     async fn take_over_tenure(

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use actix::Addr;
-use leasehold_core::{FencingToken, HolderId, LeaseKey, ReleaseOutcome};
+use leasehold_core::{FencingToken, HolderId, LeaseKey};
 use leasehold_engine::{
     BeginFenced, Belief, LeaseActor, LeaseEngine, RenewAnswer, RenewLockNow, UnlockLock,
 };
@@ -16,12 +16,13 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::LockError;
+use super::release::release;
 #[allow(unused_imports)] // the doc links
 use crate::LeaseService;
 use crate::{Error, Result};
 
-/// A held lock, returned by [`LeaseService::lock`], [`LeaseService::try_locker`] and
-/// [`LeaseService::try_lock`]. Replaces the `boolean` of the seeds' `lock`/`tryLocker`/`tryLock`
+/// A held lock, returned by [`crate::Locks::acquire`], [`crate::Locks::acquire_within`] (the
+/// seeds' [`LeaseService::lock`], [`LeaseService::try_locker`]) and [`LeaseService::try_lock`]. Replaces the `boolean` of the seeds' `lock`/`tryLocker`/`tryLock`
 /// and Spring's `Lock` of a `JdbcLockRegistry`.
 ///
 /// # Releasing
@@ -252,7 +253,7 @@ impl LockGuard {
     /// # Errors
     /// [`LockError::LockLost`] if the tenure had already ended (expired or taken over: anything
     /// done under the lock since may have overlapped another holder); [`LockError::NotHeld`] if
-    /// it was already unlocked through [`LeaseService::unlock`]; [`LockError::Service`] when
+    /// it was already unlocked through [`crate::Locks::release`]; [`LockError::Service`] when
     /// the database failed (the lock then lapses after its ttl).
     ///
     /// # Cancel safety
@@ -361,48 +362,5 @@ impl Drop for LockGuard {
                 reply: None,
             });
         }
-    }
-}
-
-/// Releases tenure `token` of the lock actor `actor` and maps the store's answer: the tenure
-/// ends at once (before the release is sent), then this waits for the release, bounded by the
-/// service's request timeout.
-pub(crate) async fn release(
-    limit: Duration,
-    actor: &Addr<LeaseActor>,
-    belief: &Belief,
-    key: &LeaseKey,
-    token: FencingToken,
-    not_before: Option<Instant>,
-) -> Result<(), LockError> {
-    if belief.was_given_up(token) {
-        return Err(LockError::NotHeld { key: key.clone() });
-    }
-    let (reply, answer) = oneshot::channel();
-    actor.do_send(UnlockLock {
-        token,
-        not_before,
-        reply: Some(reply),
-    });
-    let lost = || LockError::LockLost {
-        key: key.clone(),
-        token,
-    };
-    match tokio::time::timeout(limit, answer).await {
-        Ok(Ok(Ok(ReleaseOutcome::Released))) => Ok(()),
-        Ok(Ok(Ok(ReleaseOutcome::NotHeld))) => Err(lost()),
-        Ok(Ok(Err(failure))) => Err(Error::Store(StoreError::Unexpected {
-            op: "release",
-            detail: format!("{key}: {failure}"),
-        })
-        .into()),
-        // The actor stopped without answering: its tenure had ended.
-        Ok(Err(_)) if belief.was_given_up(token) => Err(LockError::NotHeld { key: key.clone() }),
-        Ok(Err(_)) => Err(lost()),
-        Err(_) => Err(Error::Store(StoreError::TimedOut {
-            op: "release",
-            after: limit,
-        })
-        .into()),
     }
 }

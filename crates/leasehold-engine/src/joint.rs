@@ -1,0 +1,285 @@
+//! Multi-locks on the engine: several locks taken all or nothing ([`TakeLocks`]).
+//!
+//! Each key is a lock actor of its own ([`Owner::Lock`]), driven by its own [`LeaseMachine`] in
+//! lock mode exactly like a single lock: the machine decides each tenure (its local deadline from
+//! the instant it asked, renewal on request, release on unlock). Only the grant is shared: the
+//! actors' `TryAcquire` commands meet in one [`JointGrant`], which sends one
+//! [`LeaseStore::begin_tenure_all`] for the whole set once every actor has asked, bounded by
+//! the request timeout, and answers each machine with its key's part of the one outcome: every
+//! key acquired, or every key refused (with the holder of the key that stopped it). A machine
+//! whose partner never asks gets a failure at the bound; nothing is answered before the commit.
+//!
+//! [`LeaseMachine`]: leasehold_core::LeaseMachine
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use actix::prelude::*;
+use futures::future::BoxFuture;
+use leasehold_core::{AcquireOutcome, HolderId, LeaseConfig, LeaseKey, StoreFailure, Term};
+use leasehold_storage::{AllOutcome, LeaseStore};
+use tokio::sync::oneshot;
+
+use crate::Belief;
+use crate::detached::detached;
+use crate::engine::{EngineError, LeaseEngine, Lookup, NewActor, Owner};
+use crate::lock::{TakenLock, TryLock};
+
+type Answer = Result<AcquireOutcome, StoreFailure>;
+
+/// The one grant of a multi-lock: collects the `TryAcquire` of each of its actors and answers
+/// them all from one [`LeaseStore::begin_tenure_all`].
+pub(crate) struct JointGrant {
+    store: Arc<dyn LeaseStore>,
+    holder: HolderId,
+    /// The keys in the order the store is asked (sorted, each once).
+    keys: Vec<LeaseKey>,
+    limit: Duration,
+    waiting: Mutex<Vec<(LeaseKey, Term, oneshot::Sender<Answer>)>>,
+}
+
+impl std::fmt::Debug for JointGrant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JointGrant")
+            .field("keys", &self.keys)
+            .finish_non_exhaustive()
+    }
+}
+
+impl JointGrant {
+    /// One actor's `TryAcquire` of `key`: answered once every key has asked (then one store
+    /// call decides them all), or a failure at twice the request timeout.
+    pub(crate) fn ask(self: &Arc<Self>, key: LeaseKey, term: Term) -> BoxFuture<'static, Answer> {
+        let (tx, rx) = oneshot::channel();
+        let ready = {
+            let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
+            waiting.push((key, term, tx));
+            (waiting.len() == self.keys.len()).then(|| std::mem::take(&mut *waiting))
+        };
+        if let Some(all) = ready {
+            let me = Arc::clone(self);
+            tokio::spawn(async move { me.decide(all).await });
+        }
+        let bound = self.limit * 2;
+        Box::pin(async move {
+            match tokio::time::timeout(bound, rx).await {
+                Ok(Ok(answer)) => answer,
+                Ok(Err(_)) => Err(StoreFailure::new("the multi-lock's grant was dropped")),
+                Err(_) => Err(StoreFailure::new(
+                    "the multi-lock's other keys did not ask in time",
+                )),
+            }
+        })
+    }
+
+    async fn decide(&self, all: Vec<(LeaseKey, Term, oneshot::Sender<Answer>)>) {
+        // Every actor of one multi-lock has the same configuration: one term.
+        let term = all[0].1;
+        let (store, holder, keys) = (
+            Arc::clone(&self.store),
+            self.holder.clone(),
+            self.keys.clone(),
+        );
+        let outcome = detached("begin_tenure_all", self.limit, async move {
+            store.begin_tenure_all(&holder, &keys, term).await
+        })
+        .await;
+        for (key, _, reply) in all {
+            let answer = match &outcome {
+                Ok(AllOutcome::Acquired { tenures }) => {
+                    match self.keys.iter().position(|k| *k == key) {
+                        Some(i) => Ok(AcquireOutcome::Acquired {
+                            token: tenures[i].0,
+                            until: tenures[i].1,
+                        }),
+                        None => Err(StoreFailure::new("a key outside the multi-lock")),
+                    }
+                }
+                Ok(AllOutcome::HeldBy {
+                    holder,
+                    token,
+                    until,
+                    ..
+                }) => Ok(AcquireOutcome::HeldBy {
+                    holder: holder.clone(),
+                    until: *until,
+                    token: *token,
+                }),
+                Ok(_) => Err(StoreFailure::new("an outcome this engine does not know")),
+                Err(e) => Err(StoreFailure::new(e.to_string())),
+            };
+            let _ = reply.send(answer);
+        }
+    }
+}
+
+/// Take the locks `keys` all or nothing, each as a lock actor of its own (see the module
+/// docs). Answers each key's actor, [`Belief`] and attempt receiver, in the order of `keys`;
+/// refused with [`EngineError::Owned`] when anything of this service uses one of the keys.
+pub struct TakeLocks {
+    /// The locks, each once.
+    pub keys: Vec<LeaseKey>,
+    /// Their configuration (its term is the ttl).
+    pub config: LeaseConfig,
+    /// The beliefs to publish each lock's tenure to, aligned with `keys`.
+    pub beliefs: Vec<Arc<Belief>>,
+}
+
+impl std::fmt::Debug for TakeLocks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TakeLocks")
+            .field("keys", &self.keys)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Message for TakeLocks {
+    type Result = Result<Vec<TakenLock>, EngineError>;
+}
+
+impl Handler<TakeLocks> for LeaseEngine {
+    type Result = Result<Vec<TakenLock>, EngineError>;
+
+    fn handle(&mut self, msg: TakeLocks, ctx: &mut Context<Self>) -> Self::Result {
+        for key in &msg.keys {
+            match self.lookup(key, &Owner::Lock) {
+                Lookup::Free => {}
+                // Ours already, or a previous tenure still settling: the caller tries again.
+                Lookup::Mine(..) | Lookup::Wait(_) => {
+                    return Err(EngineError::Owned {
+                        key: key.clone(),
+                        owner: Owner::Lock,
+                    });
+                }
+                Lookup::Other(owner) => {
+                    return Err(EngineError::Owned {
+                        key: key.clone(),
+                        owner,
+                    });
+                }
+            }
+        }
+        let mut sorted = msg.keys.clone();
+        sorted.sort();
+        let joint = Arc::new(JointGrant {
+            store: self.store(),
+            holder: self.holder.clone(),
+            keys: sorted,
+            limit: msg.config.request_timeout(),
+            waiting: Mutex::new(Vec::new()),
+        });
+        let mut taken = Vec::with_capacity(msg.keys.len());
+        for (key, belief) in msg.keys.into_iter().zip(msg.beliefs) {
+            let (reply, attempt) = oneshot::channel();
+            let new = NewActor {
+                key,
+                owner: Owner::Lock,
+                config: msg.config.clone(),
+                listener: Arc::new(|_, _| {}),
+                belief: Some(belief),
+            };
+            let joint = Arc::clone(&joint);
+            let spawned = self.spawn_actor(new, ctx, |actor| {
+                actor.set_attempt(reply);
+                actor.set_joint(joint);
+            });
+            match spawned {
+                Ok((addr, belief)) => taken.push((addr, belief, attempt)),
+                Err(e) => {
+                    // None of them has asked yet: stop those made, nothing was granted.
+                    for (addr, _, _) in &taken {
+                        addr.do_send(crate::StopLease { done: None });
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        for (addr, _, _) in &taken {
+            addr.do_send(TryLock);
+        }
+        Ok(taken)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use leasehold_core::{AcquireOutcome, HolderId, LeaseKey, Term};
+    use leasehold_storage::{LeaseStore, MemoryStore};
+
+    use super::JointGrant;
+
+    fn joint(store: Arc<dyn LeaseStore>, keys: &[&str]) -> Arc<JointGrant> {
+        let mut keys: Vec<LeaseKey> = keys
+            .iter()
+            .map(|k| LeaseKey::parse("ns", k).expect("key"))
+            .collect();
+        keys.sort();
+        Arc::new(JointGrant {
+            store,
+            holder: HolderId::new("me").expect("holder"),
+            keys,
+            limit: Duration::from_millis(100),
+            waiting: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn key(k: &str) -> LeaseKey {
+        LeaseKey::parse("ns", k).expect("key")
+    }
+
+    fn term() -> Term {
+        Term::new("term", Duration::from_secs(10)).expect("term")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn every_part_is_answered_from_one_grant_once_all_asked() {
+        let store: Arc<dyn LeaseStore> = Arc::new(MemoryStore::new());
+        let j = joint(Arc::clone(&store), &["b", "a"]);
+        let first = j.ask(key("b"), term());
+        let second = j.ask(key("a"), term());
+        let (b, a) = tokio::join!(first, second);
+        for (k, out) in [("a", a), ("b", b)] {
+            let Ok(AcquireOutcome::Acquired { token, .. }) = out else {
+                panic!("{k}: {out:?}");
+            };
+            let row = store.get(&key(k)).await.expect("get").expect("row");
+            assert!(row.held && row.token == token);
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_refusal_is_every_part_s_and_grants_nothing() {
+        let store: Arc<dyn LeaseStore> = Arc::new(MemoryStore::new());
+        let other = HolderId::new("other").expect("holder");
+        store
+            .begin_tenure(&key("b"), &other, term())
+            .await
+            .expect("grant");
+        let j = joint(Arc::clone(&store), &["a", "b"]);
+        let (a, b) = tokio::join!(j.ask(key("a"), term()), j.ask(key("b"), term()));
+        for out in [a, b] {
+            assert!(
+                matches!(out, Ok(AcquireOutcome::HeldBy { ref holder, .. }) if *holder == other)
+            );
+        }
+        assert!(
+            store
+                .get(&key("a"))
+                .await
+                .expect("get")
+                .is_none_or(|r| !r.held)
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_part_whose_partner_never_asks_fails_at_the_bound() {
+        let store: Arc<dyn LeaseStore> = Arc::new(MemoryStore::new());
+        let j = joint(Arc::clone(&store), &["a", "b"]);
+        let out = j.ask(key("a"), term()).await;
+        assert!(out.is_err(), "{out:?}");
+        assert!(store.get(&key("a")).await.expect("get").is_none());
+    }
+}

@@ -1,0 +1,121 @@
+//! Program steps on semaphores and multi-locks: `acquire_permit` (its permit kept as a lock
+//! guard: it is the permit's lock), `acquire_all` over two names in a random order, and the end
+//! of a multi-lock (unlocked or dropped).
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use leasehold::{MultiLockGuard, PermitGuard};
+use rand::Rng;
+
+use super::Program;
+use crate::beliefs::{MultiCell, TokenSource};
+
+/// The semaphore every program asks for, and its permits (fewer than the services, so they
+/// contend).
+pub(crate) const SEMAPHORE: &str = "sem";
+pub(crate) const PERMITS: u32 = 2;
+
+impl Program {
+    pub(super) async fn permit(&mut self) {
+        let Some(service) = self.service() else {
+            return;
+        };
+        let ttl = self.ttl();
+        let ns = self.ctx.world.namespace.clone();
+        // A list, one attempt per free permit, a list again: each bounded by the timeout.
+        let bound = self.ctx.quick() * (PERMITS + 2);
+        let f = async move {
+            service
+                .locks()
+                .acquire_permit(&ns, SEMAPHORE, PERMITS, ttl)
+                .await
+        };
+        let what = format!("acquire_permit {SEMAPHORE}/{PERMITS} ttl {ttl:.0?}");
+        let out = self.drive(&what, bound, f, describe_permit).await;
+        if let Some(Ok(Some(permit))) = out {
+            self.keep_guard(permit.into_guard());
+        }
+    }
+
+    pub(super) async fn lock_all(&mut self) {
+        let Some(service) = self.service() else {
+            return;
+        };
+        let (a, b) = (self.pick_name(), self.pick_name());
+        if a == b {
+            return;
+        }
+        let ttl = self.ttl();
+        let ns = self.ctx.world.namespace.clone();
+        let bound = self.ctx.quick() * 2;
+        let names = [a, b];
+        let what = format!("acquire_all {names:?} ttl {ttl:.0?}");
+        let f = async move {
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            service.locks().acquire_all(&ns, &names, ttl).await
+        };
+        let out = self.drive(&what, bound, f, describe_multi).await;
+        if let Some(Ok(Some(set))) = out {
+            self.keep_multi(set);
+        }
+    }
+
+    /// Keeps a new multi-lock guard: the oracle reads its `is_held` for every key, and its
+    /// cancellation token is registered for every key of the set.
+    fn keep_multi(&mut self, set: MultiLockGuard) {
+        let Some(owner) = self.owner.clone() else {
+            return;
+        };
+        for (key, token) in set.tokens() {
+            self.ctx.beliefs.token(
+                &owner,
+                key,
+                Some(token),
+                set.cancellation_token(),
+                TokenSource::MultiLock,
+            );
+        }
+        let cell: Arc<MultiCell> = Arc::new(Mutex::new(Some(Arc::new(set))));
+        self.ctx.beliefs.multi(&owner, &cell);
+        self.multis.push((owner, cell));
+    }
+
+    pub(super) async fn multi_end(&mut self) {
+        self.multis
+            .retain(|(_, c)| c.lock().unwrap_or_else(PoisonError::into_inner).is_some());
+        if self.multis.is_empty() {
+            return;
+        }
+        let i = self.rng.random_range(0..self.multis.len());
+        let (_, cell) = self.multis.remove(i);
+        let taken = cell.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let Some(set) = taken.and_then(|s| Arc::try_unwrap(s).ok()) else {
+            return;
+        };
+        if self.rng.random_bool(0.5) {
+            self.note(format!("drop multi-lock {:?}", set.tokens()));
+            drop(set);
+            return;
+        }
+        let what = format!("multi.unlock {:?}", set.tokens());
+        let quick = self.ctx.quick();
+        self.drive(&what, quick, set.unlock(), |r| format!("{r:?}"))
+            .await;
+    }
+}
+
+fn describe_permit(r: &leasehold::Result<Option<PermitGuard>>) -> String {
+    match r {
+        Ok(Some(p)) => format!("permit {} token {}", p.index(), p.token()),
+        Ok(None) => "all permits held".to_owned(),
+        Err(e) => format!("error: {e}"),
+    }
+}
+
+fn describe_multi(r: &leasehold::Result<Option<MultiLockGuard>>) -> String {
+    match r {
+        Ok(Some(set)) => format!("tokens {:?}", set.tokens()),
+        Ok(None) => "not acquired".to_owned(),
+        Err(e) => format!("error: {e}"),
+    }
+}
