@@ -32,11 +32,11 @@ fn every_lab_command_help_shows_an_example() {
         .collect();
     commands.sort();
     assert_eq!(commands, ["bench", "capacity", "demo", "torture"], "{top}");
-    for command in commands
-        .iter()
-        .map(String::as_str)
-        .chain(["bench-peer", "torture-worker", "capacity-holder"])
-    {
+    for command in commands.iter().map(String::as_str).chain([
+        "bench-peer",
+        "torture-worker",
+        "capacity-holder",
+    ]) {
         let help = ok(&lab(&[command, "--help"]), command);
         assert!(
             help.lines().any(|l| l.trim_start().starts_with("Example")),

@@ -2,7 +2,8 @@
 //!
 //! Signals: `has_lease` and `has_hold_lock` of every service for every key, `LeaseTask::has_lease`
 //! and `LeaseTask::token`, `LockGuard::is_held` (with its token; a semaphore's permits are lock
-//! guards), `MultiLockGuard::is_held` (every key of the set, with its token), `ShardedTasks::held`, and every
+//! guards), `MultiLockGuard::is_held` (every key of the set, with its token), `WorkGuard::is_held` of
+//! running work, `ShardedTasks::held`, and every
 //! tenure's `CancellationToken` handed out (by `on_acquired` callbacks, `LeaseTask::acquired`,
 //! `LeaseTask::cancellation_token`, `LockGuard::cancellation_token`, sharded callbacks) that is
 //! not cancelled yet.
@@ -14,7 +15,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use leasehold::{
     CancellationToken, FencingToken, HolderId, LeaseKey, LeaseService, LeaseTask, LockGuard,
-    MultiLockGuard, ShardedTasks,
+    MultiLockGuard, ShardedTasks, WorkGuard,
 };
 
 /// One incarnation of one service: the believer the oracle names.
@@ -70,6 +71,9 @@ pub enum Signal {
     ShardedHeld,
     /// `MultiLockGuard::is_held` (seen for every key of the set).
     MultiIsHeld,
+    /// `WorkGuard::is_held` of a piece of work begun under a task (`LeaseTask::begin_work`) and
+    /// still running.
+    WorkIsHeld,
     /// A tenure's `CancellationToken` is not cancelled.
     Uncancelled(TokenSource),
 }
@@ -93,6 +97,8 @@ pub type ServiceCell = Mutex<Option<LeaseService>>;
 pub type GuardCell = Mutex<Option<Arc<LockGuard>>>;
 /// The program's handle on a multi-lock guard: emptied when unlocked or dropped.
 pub type MultiCell = Mutex<Option<Arc<MultiLockGuard>>>;
+/// The program's handle on a running piece of work: emptied when the work finishes.
+pub type WorkCell = Mutex<Option<WorkGuard>>;
 
 #[derive(Default)]
 struct Probes {
@@ -108,6 +114,7 @@ struct Probes {
     )>,
     sharded: Vec<(Owner, ShardedTasks)>,
     multis: Vec<(Owner, Arc<MultiCell>)>,
+    works: Vec<(Owner, LeaseKey, Arc<WorkCell>)>,
 }
 
 /// The registry of belief signals. Shared by the programs (writers) and the oracle (reader).
@@ -188,6 +195,13 @@ impl Beliefs {
             .push((owner.clone(), Arc::clone(cell)));
     }
 
+    /// A running piece of work under `key` (its `WorkGuard::is_held`, with its token).
+    pub fn work(&self, owner: &Owner, key: LeaseKey, cell: &Arc<WorkCell>) {
+        locked(&self.probes)
+            .works
+            .push((owner.clone(), key, Arc::clone(cell)));
+    }
+
     /// A sharded handle (its `held`).
     pub fn sharded(&self, owner: &Owner, tasks: ShardedTasks) {
         locked(&self.probes).sharded.push((owner.clone(), tasks));
@@ -200,6 +214,7 @@ impl Beliefs {
         probes.tokens.retain(|t| !t.3.is_cancelled());
         probes.guards.retain(|(_, cell)| locked(cell).is_some());
         probes.multis.retain(|(_, cell)| locked(cell).is_some());
+        probes.works.retain(|(_, _, cell)| locked(cell).is_some());
         let mut out = Vec::new();
         let mut seen =
             |owner: &Owner, key: &LeaseKey, signal: Signal, token: Option<FencingToken>| {
@@ -211,7 +226,7 @@ impl Beliefs {
                 });
             };
         let p = &*probes;
-        let steps: [&Step<'_>; 6] = [
+        let steps: [&Step<'_>; 7] = [
             &|f| {
                 each(&p.services, reverse, |(o, cell, keys)| {
                     if let Some(s) = locked(cell).as_ref() {
@@ -261,6 +276,15 @@ impl Beliefs {
                         for (k, t) in ordered(&tokens, reverse) {
                             f(o, k, Signal::MultiIsHeld, Some(*t));
                         }
+                    }
+                })
+            },
+            &|f| {
+                each(&p.works, reverse, |(o, k, cell)| {
+                    if let Some(w) = locked(cell).as_ref()
+                        && w.is_held()
+                    {
+                        f(o, k, Signal::WorkIsHeld, Some(w.token()));
                     }
                 })
             },

@@ -1,10 +1,10 @@
 //! Program steps on lease tasks and sharded tasks.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::FutureExt;
-use leasehold::{LeaseTask, LeaseTaskOptions, ShardOptions};
+use leasehold::{LeaseTaskOptions, ShardOptions};
 use rand::Rng;
 
 use super::Program;
@@ -89,15 +89,25 @@ impl Program {
             }
             _ => self.pick_name(),
         };
-        if let Some(work) = self.tasks.get(&name).and_then(LeaseTask::begin_work) {
+        if let Some(task) = self.tasks.get(&name)
+            && let Some(work) = task.begin_work()
+        {
             let lasts = self.ctx.term().mul_f64(self.rng.random_range(0.0..1.5));
             self.note(format!(
                 "work under {name} (token {}) for {lasts:?}",
                 work.token()
             ));
+            let key = task.key().clone();
+            let cell = Arc::new(Mutex::new(Some(work)));
+            if let Some(owner) = &self.owner {
+                self.ctx.beliefs.work(owner, key, &cell);
+            }
             tokio::spawn(async move {
                 tokio::time::sleep(lasts).await;
-                work.finish();
+                let work = cell.lock().unwrap_or_else(PoisonError::into_inner).take();
+                if let Some(work) = work {
+                    work.finish();
+                }
             });
         }
         let timeout = self.ctx.term().mul_f64(self.rng.random_range(0.0..1.0));
