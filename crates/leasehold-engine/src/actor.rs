@@ -363,7 +363,7 @@ impl LeaseActor {
                     return;
                 }
                 let fut = async move {
-                    let outcome = store.begin_tenure(&key, &holder, term).await?;
+                    let outcome = store.begin_tenure(&key, &holder, term, None).await?;
                     match outcome {
                         // A live row of this holder id that this actor does not believe in: a
                         // dead predecessor's, when the application says so. Taken over by
@@ -373,7 +373,7 @@ impl LeaseActor {
                             token,
                             ..
                         } if reclaim && *seen == holder => {
-                            store.take_over_tenure(&key, &holder, token, term).await
+                            store.take_over_tenure(&key, &holder, token, term, None).await
                         }
                         other => Ok(other),
                     }

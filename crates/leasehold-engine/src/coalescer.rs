@@ -75,7 +75,7 @@ impl Kind for Grants {
         (holder, term): (HolderId, Term),
         key: LeaseKey,
     ) -> BoxFuture<'static, Result<AcquireOutcome, StoreError>> {
-        Box::pin(async move { store.begin_tenure(&key, &holder, term).await })
+        Box::pin(async move { store.begin_tenure(&key, &holder, term, None).await })
     }
 
     fn many(
@@ -83,7 +83,7 @@ impl Kind for Grants {
         (holder, term): (HolderId, Term),
         keys: Vec<LeaseKey>,
     ) -> BoxFuture<'static, Answers<AcquireOutcome>> {
-        Box::pin(async move { store.begin_tenure_many(&holder, &keys, term).await })
+        Box::pin(async move { store.begin_tenure_many(&holder, &keys, term, None).await })
     }
 }
 

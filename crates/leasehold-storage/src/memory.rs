@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use leasehold_core::{
-    AcquireOutcome, DbInstant, FencingToken, HolderId, LeaseKey, LeaseRecord, Namespace,
-    ReleaseOutcome, RenewOutcome, Term,
+    AcquireOutcome, DbInstant, FencingToken, HolderId, LeaseKey, LeaseRecord, LeaseValue,
+    Namespace, ReleaseOutcome, RenewOutcome, SetValueOutcome, Term,
 };
 
 use crate::{LeaseStore, RenewItem, StoreError};
@@ -18,6 +18,15 @@ struct Row {
     until: DbInstant,
     held: bool,
     version: i64,
+    value: Option<LeaseValue>,
+}
+
+/// The rows and the token floor: the largest token any purge removed (a new row starts above it,
+/// as the SQL stores' `{table}_floor` row).
+#[derive(Debug, Default)]
+struct Rows {
+    rows: BTreeMap<LeaseKey, Row>,
+    floor: i64,
 }
 
 type DbClock = Arc<dyn Fn() -> DbInstant + Send + Sync>;
@@ -42,14 +51,14 @@ type DbClock = Arc<dyn Fn() -> DbInstant + Send + Sync>;
 /// ```
 #[derive(Clone)]
 pub struct MemoryStore {
-    rows: Arc<Mutex<BTreeMap<LeaseKey, Row>>>,
+    rows: Arc<Mutex<Rows>>,
     clock: DbClock,
 }
 
 impl std::fmt::Debug for MemoryStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemoryStore")
-            .field("rows", &self.lock().len())
+            .field("rows", &self.lock().rows.len())
             .finish_non_exhaustive()
     }
 }
@@ -79,7 +88,7 @@ impl MemoryStore {
     #[must_use]
     pub fn with_clock(clock: impl Fn() -> DbInstant + Send + Sync + 'static) -> Self {
         Self {
-            rows: Arc::new(Mutex::new(BTreeMap::new())),
+            rows: Arc::new(Mutex::new(Rows::default())),
             clock: Arc::new(clock),
         }
     }
@@ -93,15 +102,18 @@ impl MemoryStore {
         term: Term,
         keep: bool,
         expected: Option<FencingToken>,
+        value: Option<&LeaseValue>,
     ) -> Result<AcquireOutcome, StoreError> {
         let now = (self.clock)();
         let until = now.plus(term.duration());
-        let mut rows = self.lock();
+        let mut guard = self.lock();
+        let Rows { rows, floor } = &mut *guard;
         let row = rows.entry(key.clone()).or_insert_with(|| Row {
             holder: holder.clone(),
             until: now,
             held: false,
-            version: 0,
+            version: *floor,
+            value: None,
         });
         let live = row.held && row.until > now;
         let ours = row.holder == *holder;
@@ -115,6 +127,7 @@ impl MemoryStore {
         }
         if !(live && keep) {
             row.version += 1;
+            row.value = value.cloned();
         }
         row.holder = holder.clone();
         row.until = until;
@@ -125,7 +138,7 @@ impl MemoryStore {
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, BTreeMap<LeaseKey, Row>> {
+    fn lock(&self) -> MutexGuard<'_, Rows> {
         self.rows.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -135,19 +148,21 @@ impl MemoryStore {
             holder: row.holder.clone(),
             token: FencingToken(row.version),
             until: row.until,
+            value: row.value.clone(),
             held: row.held && row.until > now,
             db_now: now,
         }
     }
 
     fn live<'a>(
-        rows: &'a mut BTreeMap<LeaseKey, Row>,
+        rows: &'a mut Rows,
         key: &LeaseKey,
         holder: &HolderId,
         token: FencingToken,
         now: DbInstant,
     ) -> Option<&'a mut Row> {
-        rows.get_mut(key)
+        rows.rows
+            .get_mut(key)
             .filter(|r| r.held && r.until > now && r.holder == *holder && r.version == token.get())
     }
 }
@@ -160,7 +175,7 @@ impl LeaseStore for MemoryStore {
         holder: &HolderId,
         term: Term,
     ) -> Result<AcquireOutcome, StoreError> {
-        self.acquire(key, holder, term, true, None)
+        self.acquire(key, holder, term, true, None, None)
     }
 
     async fn begin_tenure(
@@ -168,8 +183,9 @@ impl LeaseStore for MemoryStore {
         key: &LeaseKey,
         holder: &HolderId,
         term: Term,
+        value: Option<&LeaseValue>,
     ) -> Result<AcquireOutcome, StoreError> {
-        self.acquire(key, holder, term, false, None)
+        self.acquire(key, holder, term, false, None, value)
     }
 
     async fn take_over_tenure(
@@ -178,8 +194,9 @@ impl LeaseStore for MemoryStore {
         holder: &HolderId,
         expected: FencingToken,
         term: Term,
+        value: Option<&LeaseValue>,
     ) -> Result<AcquireOutcome, StoreError> {
-        self.acquire(key, holder, term, false, Some(expected))
+        self.acquire(key, holder, term, false, Some(expected), value)
     }
 
     async fn renew(
@@ -263,6 +280,7 @@ impl LeaseStore for MemoryStore {
         let mut n = 0;
         for row in self
             .lock()
+            .rows
             .values_mut()
             .filter(|r| r.held && r.until > now && r.holder == *holder)
         {
@@ -276,7 +294,7 @@ impl LeaseStore for MemoryStore {
     async fn force_release(&self, key: &LeaseKey) -> Result<bool, StoreError> {
         let now = (self.clock)();
         Ok(
-            match self.lock().get_mut(key).filter(|r| r.held && r.until > now) {
+            match self.lock().rows.get_mut(key).filter(|r| r.held && r.until > now) {
                 Some(row) => {
                     row.held = false;
                     row.until = now;
@@ -291,6 +309,7 @@ impl LeaseStore for MemoryStore {
         let now = (self.clock)();
         Ok(self
             .lock()
+            .rows
             .get(key)
             .filter(|r| r.version > 0)
             .map(|r| Self::record(key, r, now)))
@@ -304,6 +323,7 @@ impl LeaseStore for MemoryStore {
         let now = (self.clock)();
         Ok(self
             .lock()
+            .rows
             .iter()
             .filter(|(k, r)| {
                 r.held
@@ -323,14 +343,37 @@ impl LeaseStore for MemoryStore {
         let now = (self.clock)();
         let age = Term::new("older_than", older_than.max(Term::MIN))?;
         let cutoff = DbInstant(now.as_millis() - age.as_millis_i64());
-        let mut rows = self.lock();
+        let mut guard = self.lock();
+        let Rows { rows, floor } = &mut *guard;
         let before = rows.len();
         rows.retain(|k, r| {
-            !(namespace.is_none_or(|ns| k.namespace == *ns)
+            let purged = namespace.is_none_or(|ns| k.namespace == *ns)
                 && (!r.held || r.until <= now)
-                && r.until < cutoff)
+                && r.until < cutoff;
+            if purged {
+                *floor = (*floor).max(r.version);
+            }
+            !purged
         });
         Ok((before - rows.len()) as u64)
+    }
+
+    async fn set_value(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        token: FencingToken,
+        value: Option<&LeaseValue>,
+    ) -> Result<SetValueOutcome, StoreError> {
+        let now = (self.clock)();
+        let mut rows = self.lock();
+        Ok(match Self::live(&mut rows, key, holder, token, now) {
+            Some(row) => {
+                row.value = value.cloned();
+                SetValueOutcome::Set
+            }
+            None => SetValueOutcome::NotHeld,
+        })
     }
 
     async fn db_now(&self) -> Result<DbInstant, StoreError> {

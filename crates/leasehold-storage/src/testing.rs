@@ -232,6 +232,16 @@ pub const CHECKS: &[(&str, CheckFn)] = &[
     ("release_batch_like_one_by_one", |c| {
         Box::pin(checks::release_batch_like_one_by_one(c))
     }),
+    ("value_set_at_grant", |c| {
+        Box::pin(checks::value_set_at_grant(c))
+    }),
+    ("value_change_while_held", |c| {
+        Box::pin(checks::value_change_while_held(c))
+    }),
+    ("purge_never_resets_token", |c| {
+        Box::pin(checks::purge_never_resets_token(c))
+    }),
+    ("purge_grant_race", |c| Box::pin(checks::purge_grant_race(c))),
 ];
 
 /// The checks that need a SQL store ([`Subject::sql`]): faults made on its own database (an

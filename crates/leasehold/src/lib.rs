@@ -84,7 +84,8 @@ pub use leasehold_core::clock_rate::{
 };
 pub use leasehold_core::{
     Clock, DbInstant, FencingToken, HolderId, LeaseConfig, LeaseKey, LeaseName, LeaseRecord,
-    LossReason, MonotonicClock, Namespace, Notification, State, Term, ValidationError,
+    LeaseValue, LossReason, MonotonicClock, Namespace, Notification, SetValueOutcome, State, Term,
+    ValidationError,
 };
 pub use leasehold_local as local;
 pub use leasehold_storage::{
