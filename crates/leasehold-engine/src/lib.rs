@@ -30,6 +30,7 @@ mod lock;
 pub mod metrics;
 mod registry;
 mod shard;
+mod value;
 
 pub use actor::{
     AbandonLease, CompeteLease, EndTenure, LeaseActor, LeaseStatus, Listener, QueryLease,
@@ -46,7 +47,7 @@ pub use coalescer::{
 pub use detached::detached;
 pub use engine::{
     DEFAULT_REQUEST_TIMEOUT, EngineError, FindTask, KnownBug, LeaseEngine, ListTasks, Owner,
-    ReadDbNow, ReadRecord, ShutdownAll, StartTask, StopTask, YieldTask,
+    PurgeRows, ReadDbNow, ReadRecord, ShutdownAll, StartTask, StopTask, YieldTask,
 };
 pub use lock::{
     Attempt, BeginFenced, FindLock, HoldLock, KeepUntilStopped, ListLocks, MakeHold, RenewAnswer,
@@ -54,3 +55,4 @@ pub use lock::{
 };
 pub use registry::{NamespaceDeadlines, Registry};
 pub use shard::{ListLive, SetCompeting};
+pub use value::{SetTaskValue, SetTenureValue, ValueAnswer};
