@@ -88,7 +88,9 @@ where
 {
     let manager = SchemaManager::new(conn);
     if manager.has_table(table).await? {
-        AddLeaseValueAndTokenFloor::new(table).down(&manager).await?;
+        AddLeaseValueAndTokenFloor::new(table)
+            .down(&manager)
+            .await?;
     } else {
         manager
             .drop_table(

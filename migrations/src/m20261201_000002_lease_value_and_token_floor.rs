@@ -72,12 +72,7 @@ impl MigrationTrait for AddLeaseValueAndTokenFloor {
         create
             .table(Alias::new(&floor))
             .if_not_exists()
-            .col(
-                ColumnDef::new(Floor::Id)
-                    .integer()
-                    .not_null()
-                    .primary_key(),
-            )
+            .col(ColumnDef::new(Floor::Id).integer().not_null().primary_key())
             .col(ColumnDef::new(Floor::Version).big_integer().not_null());
         if backend == DbBackend::MySql {
             create.engine("InnoDB");

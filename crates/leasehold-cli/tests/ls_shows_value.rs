@@ -57,7 +57,10 @@ async fn shows_value(db: &str, prefix: &str) {
         .await
         .expect("grant");
     let table = ls(db, prefix, &ns, false);
-    assert!(table.lines().next().is_some_and(|h| h.ends_with("VALUE")), "{table}");
+    assert!(
+        table.lines().next().is_some_and(|h| h.ends_with("VALUE")),
+        "{table}"
+    );
     let line = |name: &str| {
         table
             .lines()
@@ -66,8 +69,14 @@ async fn shows_value(db: &str, prefix: &str) {
             .to_owned()
     };
     assert!(line("plain").ends_with(" -"), "{table}");
-    assert!(line("valued").ends_with("10.0.0.7:8080\\tepoch=3"), "{table}");
-    assert!(line("long").ends_with('…') && !line("long").contains(&"z".repeat(61)), "{table}");
+    assert!(
+        line("valued").ends_with("10.0.0.7:8080\\tepoch=3"),
+        "{table}"
+    );
+    assert!(
+        line("long").ends_with('…') && !line("long").contains(&"z".repeat(61)),
+        "{table}"
+    );
     let json: serde_json::Value = serde_json::from_str(&ls(db, prefix, &ns, true)).expect("json");
     let value_of = |name: &str| {
         json.as_array()

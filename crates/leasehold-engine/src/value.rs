@@ -75,20 +75,18 @@ impl Handler<SetTenureValue> for LeaseActor {
         let value = msg.value.clone();
         let call = async move {
             let store = Arc::clone(&store);
-            store
-                .set_value(&key, &holder, token, value.as_ref())
-                .await
+            store.set_value(&key, &holder, token, value.as_ref()).await
         };
         let fut = crate::detached("set_value", limit, call);
-        Box::pin(
-            actix::fut::wrap_future(fut).map(move |result, act: &mut Self, _ctx| match result {
+        Box::pin(actix::fut::wrap_future(fut).map(
+            move |result, act: &mut Self, _ctx| match result {
                 Ok(SetValueOutcome::Set) => {
                     act.set_grant_value(msg.value);
                     ValueAnswer::Set { token }
                 }
                 Ok(SetValueOutcome::NotHeld) => ValueAnswer::NotHeld,
                 Err(e) => ValueAnswer::Failed(e),
-            }),
-        )
+            },
+        ))
     }
 }

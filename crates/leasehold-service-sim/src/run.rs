@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use leasehold::{LeaseConfig, LeaseStore, Namespace};
+use leasehold::{LeaseConfig, Namespace};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -169,7 +169,11 @@ async fn check_rows(ctx: Arc<Ctx>, stop: Arc<AtomicBool>) {
         // Purge every row released or expired a millisecond ago, as an impatient retention
         // would: the oracle's `tokens_never_repeat` checks that no name's token ever comes back.
         if let Ok(ns) = Namespace::new(ctx.world.namespace.clone()) {
-            let _ = ctx.world.rows.purge(Some(&ns), Duration::from_millis(1)).await;
+            let _ = ctx
+                .world
+                .rows
+                .purge(Some(&ns), Duration::from_millis(1))
+                .await;
         }
         tokio::time::sleep(period).await;
     }

@@ -156,9 +156,10 @@ impl SeaOrmStore {
             (0..keys.len()).map(|_| None).collect();
         let mut alone = Vec::new();
         for chunk in unique.chunks(GRANT_CHUNK) {
-            let decided = retry_deadlocks(OP, || self.grant_chunk(holder, keys, chunk, term, value))
-                .await
-                .map_err(self.err(OP))?;
+            let decided =
+                retry_deadlocks(OP, || self.grant_chunk(holder, keys, chunk, term, value))
+                    .await
+                    .map_err(self.err(OP))?;
             for (i, d) in decided {
                 out[i] = match d {
                     Decided::Granted { token, until } => Some(Ok(AcquireOutcome::Acquired {
@@ -224,9 +225,14 @@ impl SeaOrmStore {
         let txn =
             crate::seaorm::begin_whole(self.connection(), TransactionOptions::default()).await?;
         let decided = match self.sql.dialect {
-            Dialect::Postgres => self.grant_pg(&txn, holder, keys, chunk, term, value).await?,
-            Dialect::Sqlite => self.grant_sqlite(&txn, holder, keys, chunk, term, value)
-                    .await?,
+            Dialect::Postgres => {
+                self.grant_pg(&txn, holder, keys, chunk, term, value)
+                    .await?
+            }
+            Dialect::Sqlite => {
+                self.grant_sqlite(&txn, holder, keys, chunk, term, value)
+                    .await?
+            }
             Dialect::MySql { .. } => {
                 let mut by_ns: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
                 for &i in chunk {
@@ -236,7 +242,7 @@ impl SeaOrmStore {
                 for (ns, mut group) in by_ns {
                     group.sort_by(|&a, &b| keys[a].name.as_str().cmp(keys[b].name.as_str()));
                     all.extend(
-                        self.grant_mysql(&txn, holder, keys, ns, &group, term, value)
+                        self.grant_mysql(&txn, (holder, term, value), keys, ns, &group)
                             .await?,
                     );
                 }
@@ -430,12 +436,10 @@ impl SeaOrmStore {
     async fn grant_mysql(
         &self,
         txn: &DatabaseTransaction,
-        holder: &HolderId,
+        (holder, term, value): (&HolderId, Term, Option<&LeaseValue>),
         keys: &[LeaseKey],
         ns: &str,
         group: &[usize],
-        term: Term,
-        value: Option<&LeaseValue>,
     ) -> Result<Vec<(usize, Decided)>, DbErr> {
         let (t, now, fresh) = (self.table(), self.sql.now(), self.sql.fresh());
         let by_name: HashMap<&str, usize> =

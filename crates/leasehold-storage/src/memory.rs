@@ -294,7 +294,12 @@ impl LeaseStore for MemoryStore {
     async fn force_release(&self, key: &LeaseKey) -> Result<bool, StoreError> {
         let now = (self.clock)();
         Ok(
-            match self.lock().rows.get_mut(key).filter(|r| r.held && r.until > now) {
+            match self
+                .lock()
+                .rows
+                .get_mut(key)
+                .filter(|r| r.held && r.until > now)
+            {
                 Some(row) => {
                     row.held = false;
                     row.until = now;

@@ -110,7 +110,11 @@ impl SeaOrmStore {
 
     async fn purge_mysql_chunk(&self, age: Term, ids: &[i64]) -> Result<u64, DbErr> {
         let txn = begin_whole(self.connection(), TransactionOptions::default()).await?;
-        if txn.query_one_raw(self.sql.mysql_lock_floor()).await?.is_none() {
+        if txn
+            .query_one_raw(self.sql.mysql_lock_floor())
+            .await?
+            .is_none()
+        {
             return Err(DbErr::Custom(format!(
                 "the token floor table {} has no row 1: run `leasehold migrate`",
                 self.sql.floor_table()

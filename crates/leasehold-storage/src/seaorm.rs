@@ -168,7 +168,12 @@ impl SeaOrmStore {
                 _ => as_schema(e),
             });
         }
-        if self.db.query_all_raw(self.sql.floor_columns()).await.is_err() {
+        if self
+            .db
+            .query_all_raw(self.sql.floor_columns())
+            .await
+            .is_err()
+        {
             return Err(StoreError::Schema {
                 table: self.table.clone(),
                 source: sea_orm::DbErr::Custom(format!(

@@ -241,7 +241,9 @@ pub const CHECKS: &[(&str, CheckFn)] = &[
     ("purge_never_resets_token", |c| {
         Box::pin(checks::purge_never_resets_token(c))
     }),
-    ("purge_grant_race", |c| Box::pin(checks::purge_grant_race(c))),
+    ("purge_grant_race", |c| {
+        Box::pin(checks::purge_grant_race(c))
+    }),
 ];
 
 /// The checks that need a SQL store ([`Subject::sql`]): faults made on its own database (an

@@ -4,12 +4,12 @@
 
 use std::time::Duration;
 
+use leasehold_migration::sea_orm_migration::{MigrationTrait, SchemaManager};
 use leasehold_storage::testing::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 use leasehold_storage::{
     AcquireOutcome, HolderId, LeaseKey, LeaseStore, LeaseValue, StoreBuilder, StoreError, Term,
 };
 use sea_orm::{ConnectionTrait, Database};
-use leasehold_migration::sea_orm_migration::{MigrationTrait, SchemaManager};
 
 async fn upgrade_keeps_rows(url: &str, prefix: &str) {
     let table = format!("{prefix}lease_info");
@@ -48,12 +48,20 @@ async fn upgrade_keeps_rows(url: &str, prefix: &str) {
         .await
         .expect("migrated");
     let key = LeaseKey::parse("old", "job").expect("key");
-    let rec = store.get(&key).await.expect("get").expect("the old row survives");
+    let rec = store
+        .get(&key)
+        .await
+        .expect("get")
+        .expect("the old row survives");
     assert_eq!((rec.token.get(), rec.value), (41, None));
     let me = HolderId::new("host-b").expect("holder");
     let v = LeaseValue::new("10.1.2.3:99").expect("value");
     let term = Term::new("term", Duration::from_secs(30)).expect("term");
-    match store.begin_tenure(&key, &me, term, Some(&v)).await.expect("grant") {
+    match store
+        .begin_tenure(&key, &me, term, Some(&v))
+        .await
+        .expect("grant")
+    {
         AcquireOutcome::Acquired { token, .. } => assert_eq!(token.get(), 42),
         other => panic!("{other:?}"),
     }

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold_engine::DEFAULT_BATCH_WINDOW;
 use leasehold_core::{LeaseConfig, Namespace};
+use leasehold_engine::DEFAULT_BATCH_WINDOW;
 use leasehold_storage::{LeaseStore, StoreBuilder};
 
 use crate::runtime::{EngineSpec, Source};

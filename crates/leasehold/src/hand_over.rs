@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold_engine::{Belief, FindTask, Owner, StopTask, YieldTask};
 use leasehold_core::{FencingToken, LeaseKey};
+use leasehold_engine::{Belief, FindTask, Owner, StopTask, YieldTask};
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::{LeaseEvent, LeaseService, Result};

@@ -77,10 +77,6 @@ pub use service::LeaseService;
 pub use shard::{DEFAULT_SHARD_GROUP, NameSource, ShardOptions, ShardedTasks};
 pub use task::{LeaseTask, LeaseTaskOptions};
 
-pub use leasehold_engine as engine;
-#[doc(hidden)]
-pub use leasehold_engine::KnownBug;
-pub use leasehold_engine::WorkGuard;
 pub use leasehold_core::clock_rate::{
     ClockRateOptions, ClockRateReport, ClockRateVerdict, RateFit,
 };
@@ -89,6 +85,10 @@ pub use leasehold_core::{
     LeaseValue, LossReason, MonotonicClock, Namespace, Notification, SetValueOutcome, State, Term,
     ValidationError,
 };
+pub use leasehold_engine as engine;
+#[doc(hidden)]
+pub use leasehold_engine::KnownBug;
+pub use leasehold_engine::WorkGuard;
 pub use leasehold_local as local;
 pub use leasehold_storage::{
     AcquireOutcome, FencedTransaction, LeaseStore, MemoryStore, ReleaseOutcome, RenewItem,

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::{Actor, Addr, System};
-use leasehold_engine::{LeaseEngine, Registry, RenewBatcher};
 use leasehold_core::HolderId;
+use leasehold_engine::{LeaseEngine, Registry, RenewBatcher};
 use leasehold_storage::{LeaseStore, SeaOrmStore, StoreBuilder};
 use tokio::sync::oneshot;
 

@@ -3,12 +3,12 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use actix::{Addr, Handler, Message};
+use leasehold_core::{
+    DbInstant, HolderId, LeaseConfig, LeaseKey, LeaseName, LeaseRecord, MonotonicClock, Namespace,
+};
 use leasehold_engine::{
     Belief, LeaseEngine, ListTasks, NamespaceDeadlines, Owner, ReadDbNow, ReadRecord, Registry,
     ShutdownAll, StartTask, StopTask,
-};
-use leasehold_core::{
-    DbInstant, HolderId, LeaseConfig, LeaseKey, LeaseName, LeaseRecord, MonotonicClock, Namespace,
 };
 use leasehold_storage::{LeaseStore, SeaOrmStore};
 use tokio::sync::{broadcast, oneshot};

@@ -51,18 +51,31 @@ async fn value_on_the_lease(url: &str, backend: &str) {
     let a = service(url, &ns, "a", None).await;
     let b = service(url, &ns, "b", None).await;
     let task = a
-        .start_lease_task("leader", LeaseTaskOptions::new().value(value("10.0.0.1:80")))
+        .start_lease_task(
+            "leader",
+            LeaseTaskOptions::new().value(value("10.0.0.1:80")),
+        )
         .await
         .expect("start");
     let t1 = acquired(&task).await;
-    let row = a.current_holder("leader").await.expect("read").expect("held");
+    let row = a
+        .current_holder("leader")
+        .await
+        .expect("read")
+        .expect("held");
     assert_eq!((row.token, row.value), (t1, Some(value("10.0.0.1:80"))));
     // Changed while held: answered with the tenure's token, the grant otherwise untouched.
     assert_eq!(
-        task.set_value(Some(value("10.0.0.1:81"))).await.expect("set"),
+        task.set_value(Some(value("10.0.0.1:81")))
+            .await
+            .expect("set"),
         t1
     );
-    let row = b.current_holder("leader").await.expect("read").expect("held");
+    let row = b
+        .current_holder("leader")
+        .await
+        .expect("read")
+        .expect("held");
     assert_eq!((row.token, row.value), (t1, Some(value("10.0.0.1:81"))));
     // b's task is refused the lease: it holds nothing, so its set_value changes nothing.
     let standby = b
@@ -71,7 +84,11 @@ async fn value_on_the_lease(url: &str, backend: &str) {
         .expect("start b");
     let refused = standby.set_value(Some(value("b2"))).await;
     assert!(matches!(refused, Err(Error::NotHeld { .. })), "{refused:?}");
-    let row = b.current_holder("leader").await.expect("read").expect("held");
+    let row = b
+        .current_holder("leader")
+        .await
+        .expect("read")
+        .expect("held");
     assert_eq!(row.value, Some(value("10.0.0.1:81")));
     // A's next tenure (after yielding) is granted with the latest value.
     b.stop_lease_task("leader").await.expect("stop b");
@@ -79,7 +96,11 @@ async fn value_on_the_lease(url: &str, backend: &str) {
         .await
         .expect("yield");
     let t2 = acquired(&task).await;
-    let row = a.current_holder("leader").await.expect("read").expect("held");
+    let row = a
+        .current_holder("leader")
+        .await
+        .expect("read")
+        .expect("held");
     assert!(t2 > t1, "{t2} after {t1}");
     assert_eq!((row.token, row.value), (t2, Some(value("10.0.0.1:81"))));
     a.stop_lease_task("leader").await.expect("stop");
@@ -106,7 +127,10 @@ async fn retention_purges_and_tokens_grow(url: &str, backend: &str) {
             .expect("start");
         let token = acquired(&task).await;
         if let Some(old) = last {
-            assert!(token > old, "round {round}: token {token} after purged {old}");
+            assert!(
+                token > old,
+                "round {round}: token {token} after purged {old}"
+            );
         }
         last = Some(token);
         svc.stop_lease_task("job").await.expect("stop");

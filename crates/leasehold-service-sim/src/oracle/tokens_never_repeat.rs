@@ -31,7 +31,10 @@ mod tests {
     fn a_released_token_granted_again_is_found() {
         let log = GrantLog::default();
         let key = LeaseKey::parse("ns", "k").expect("key");
-        let (a, b) = (HolderId::new("a").expect("a"), HolderId::new("b").expect("b"));
+        let (a, b) = (
+            HolderId::new("a").expect("a"),
+            HolderId::new("b").expect("b"),
+        );
         log.granted(&key, &a, FencingToken(1), 100, 10);
         log.granted(&key, &a, FencingToken(1), 200, 20); // extended: not a repeat
         assert!(check(&log).is_empty());

@@ -754,11 +754,7 @@ pub(super) async fn begin_tenure_many_like_one_by_one(ctx: Ctx) -> Result<(), St
         || "a batch grant did not renew".into(),
     )?;
     ensure(
-        ctx.store
-            .release(&keys[4], &a, fresh4)
-            .await
-            .map_err(e)?
-            == ReleaseOutcome::Released,
+        ctx.store.release(&keys[4], &a, fresh4).await.map_err(e)? == ReleaseOutcome::Released,
         || "a batch grant did not release".into(),
     )?;
     let empty = ctx
@@ -937,13 +933,11 @@ pub(super) async fn value_set_at_grant(ctx: Ctx) -> Result<(), String> {
     ensure(value_of(&ctx, &key).await? == Some(v1.clone()), || {
         "get does not show the value given at grant".into()
     })?;
-    let listed = ctx
-        .store
-        .list_valid(Some(&ctx.ns), "")
-        .await
-        .map_err(e)?;
+    let listed = ctx.store.list_valid(Some(&ctx.ns), "").await.map_err(e)?;
     ensure(
-        listed.iter().any(|r| r.key == key && r.value == Some(v1.clone())),
+        listed
+            .iter()
+            .any(|r| r.key == key && r.value == Some(v1.clone())),
         || format!("list_valid does not show the value: {listed:?}"),
     )?;
     // try_acquire extending a's own live grant keeps the value.
@@ -1019,11 +1013,7 @@ pub(super) async fn value_change_while_held(ctx: Ctx) -> Result<(), String> {
         || format!("after set_value the row is {rec:?}"),
     )?;
     // Another holder, or a wrong token, is refused.
-    let other = ctx
-        .store
-        .set_value(&key, &b, t1, None)
-        .await
-        .map_err(e)?;
+    let other = ctx.store.set_value(&key, &b, t1, None).await.map_err(e)?;
     let wrong = ctx
         .store
         .set_value(&key, &a, FencingToken(t1.get() + 1), None)
@@ -1038,11 +1028,7 @@ pub(super) async fn value_change_while_held(ctx: Ctx) -> Result<(), String> {
     })?;
     // Cleared while held.
     ensure(
-        ctx.store
-            .set_value(&key, &a, t1, None)
-            .await
-            .map_err(e)?
-            == SetValueOutcome::Set,
+        ctx.store.set_value(&key, &a, t1, None).await.map_err(e)? == SetValueOutcome::Set,
         || "clearing the value was refused".into(),
     )?;
     ensure(value_of(&ctx, &key).await?.is_none(), || {
@@ -1119,7 +1105,12 @@ pub(super) async fn purge_never_resets_token(ctx: Ctx) -> Result<(), String> {
     ensure(ctx.store.get(&key).await.map_err(e)?.is_none(), || {
         "the released row survived the purge".into()
     })?;
-    let rec = ctx.store.get(&held).await.map_err(e)?.ok_or("held row purged")?;
+    let rec = ctx
+        .store
+        .get(&held)
+        .await
+        .map_err(e)?
+        .ok_or("held row purged")?;
     ensure(rec.held && rec.token == th, || {
         format!("the held row changed: {rec:?}")
     })?;

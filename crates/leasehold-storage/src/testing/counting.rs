@@ -403,7 +403,9 @@ impl LeaseStore for CountingStore {
         term: Term,
         value: Option<&LeaseValue>,
     ) -> Result<AcquireOutcome, StoreError> {
-        let call = self.inner.take_over_tenure(key, holder, expected, term, value);
+        let call = self
+            .inner
+            .take_over_tenure(key, holder, expected, term, value);
         self.pass(Op::TakeOverTenure, 0, call).await
     }
 

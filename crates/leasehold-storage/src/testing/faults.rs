@@ -450,7 +450,10 @@ pub(super) async fn group_commit_next_to_locked_row(ctx: Ctx) -> Result<(), Stri
     let (t_locked, _) = acquired(&ctx, &locked, &b, term(LONG)?).await?;
     let keys = vec![ctx.key("free-1")?, locked.clone(), ctx.key("free-2")?];
     let txn = lock_row(store, &locked).await?;
-    let got = ctx.store.begin_tenure_many(&a, &keys, term(LONG)?, None).await;
+    let got = ctx
+        .store
+        .begin_tenure_many(&a, &keys, term(LONG)?, None)
+        .await;
     let got = got.map_err(e)?;
     ensure(
         matches!(got[0], Ok(leasehold_core::AcquireOutcome::Acquired { .. }))

@@ -17,10 +17,10 @@ use std::time::Duration;
 
 use actix::Addr;
 use futures::future::join_all;
+use leasehold_core::{HolderId, LeaseConfig, LeaseKey, LeaseName, Namespace};
 use leasehold_engine::{
     Belief, LeaseEngine, ListLive, Owner, Registry, SetCompeting, StartTask, StopTask,
 };
-use leasehold_core::{HolderId, LeaseConfig, LeaseKey, LeaseName, Namespace};
 use tokio::sync::{Notify, broadcast};
 use tokio_util::sync::CancellationToken;
 
