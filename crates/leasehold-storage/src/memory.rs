@@ -53,6 +53,9 @@ type DbClock = Arc<dyn Fn() -> DbInstant + Send + Sync>;
 pub struct MemoryStore {
     rows: Arc<Mutex<Rows>>,
     clock: DbClock,
+    /// The put-back bug of the simulations: purges forget tokens (see
+    /// [`MemoryStore::purge_resets_tokens`]).
+    reset_on_purge: bool,
 }
 
 impl std::fmt::Debug for MemoryStore {
@@ -90,7 +93,17 @@ impl MemoryStore {
         Self {
             rows: Arc::new(Mutex::new(Rows::default())),
             clock: Arc::new(clock),
+            reset_on_purge: false,
         }
+    }
+
+    /// Puts back the old bug "a purged name starts again at token 1" (purges do not raise the
+    /// token floor), so a simulation can show its oracle catches it. Never for real use.
+    #[doc(hidden)]
+    #[must_use]
+    pub fn purge_resets_tokens(mut self, on: bool) -> Self {
+        self.reset_on_purge = on;
+        self
     }
 
     /// `keep`: try_acquire (a live grant of ours keeps its token and is extended); otherwise a
@@ -348,6 +361,7 @@ impl LeaseStore for MemoryStore {
         let now = (self.clock)();
         let age = Term::new("older_than", older_than.max(Term::MIN))?;
         let cutoff = DbInstant(now.as_millis() - age.as_millis_i64());
+        let reset = self.reset_on_purge;
         let mut guard = self.lock();
         let Rows { rows, floor } = &mut *guard;
         let before = rows.len();
@@ -355,7 +369,7 @@ impl LeaseStore for MemoryStore {
             let purged = namespace.is_none_or(|ns| k.namespace == *ns)
                 && (!r.held || r.until <= now)
                 && r.until < cutoff;
-            if purged {
+            if purged && !reset {
                 *floor = (*floor).max(r.version);
             }
             !purged
