@@ -15,8 +15,12 @@
 #![warn(missing_docs)]
 
 mod m20261129_000001_create_lease_info;
+mod m20261201_000002_lease_value_and_token_floor;
 
 pub use m20261129_000001_create_lease_info::{CreateLeaseInfo, LeaseInfo};
+pub use m20261201_000002_lease_value_and_token_floor::{
+    AddLeaseValueAndTokenFloor, VALUE_CHARS, floor_table,
+};
 pub use sea_orm_migration;
 use sea_orm_migration::prelude::*;
 
@@ -35,15 +39,36 @@ pub struct Migrator;
 #[async_trait::async_trait]
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![Box::new(CreateLeaseInfo::new(DEFAULT_TABLE))]
+        vec![
+            Box::new(CreateLeaseInfo::new(DEFAULT_TABLE)),
+            Box::new(AddLeaseValueAndTokenFloor::new(DEFAULT_TABLE)),
+        ]
     }
 }
 
-/// Creates the lease table `table` (and its unique key) if it does not exist.
+/// Brings the lease table `table` to the newest schema, idempotently: creates it (and its
+/// unique key) if it does not exist, then runs every later step that is missing (step 2: the
+/// `lease_value` column and the token floor table `{table}_floor`). A table made by an older
+/// version keeps its rows.
 ///
 /// # Errors
-/// The database's error if the statement fails (for example a read-only database).
+/// The database's error if a statement fails (for example a read-only database).
 pub async fn create_lease_table<'c, C>(conn: C, table: &str) -> Result<(), DbErr>
+where
+    C: sea_orm_migration::IntoSchemaManagerConnection<'c>,
+{
+    let manager = SchemaManager::new(conn);
+    CreateLeaseInfo::new(table).up(&manager).await?;
+    AddLeaseValueAndTokenFloor::new(table).up(&manager).await
+}
+
+/// Runs only the first step on `table` (the table as leasehold 0.1 made it), for tests of the
+/// upgrade path.
+///
+/// # Errors
+/// The database's error if the statement fails.
+#[doc(hidden)]
+pub async fn create_first_step_table<'c, C>(conn: C, table: &str) -> Result<(), DbErr>
 where
     C: sea_orm_migration::IntoSchemaManagerConnection<'c>,
 {
@@ -52,7 +77,8 @@ where
         .await
 }
 
-/// Drops the lease table `table` if it exists.
+/// Drops the lease table `table` and its token floor table, if they exist (every step's
+/// `down`, newest first).
 ///
 /// # Errors
 /// The database's error if the statement fails.
@@ -60,7 +86,20 @@ pub async fn drop_lease_table<'c, C>(conn: C, table: &str) -> Result<(), DbErr>
 where
     C: sea_orm_migration::IntoSchemaManagerConnection<'c>,
 {
-    CreateLeaseInfo::new(table)
-        .down(&SchemaManager::new(conn))
-        .await
+    let manager = SchemaManager::new(conn);
+    if manager.has_table(table).await? {
+        AddLeaseValueAndTokenFloor::new(table)
+            .down(&manager)
+            .await?;
+    } else {
+        manager
+            .drop_table(
+                Table::drop()
+                    .table(Alias::new(floor_table(table)))
+                    .if_exists()
+                    .to_owned(),
+            )
+            .await?;
+    }
+    CreateLeaseInfo::new(table).down(&manager).await
 }

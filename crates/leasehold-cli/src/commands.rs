@@ -207,9 +207,25 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
     }
 }
 
+/// The value as a table cell: control characters escaped, at most 60 characters, `-` for none.
+fn value_cell(value: Option<&leasehold_core::LeaseValue>) -> String {
+    const MAX: usize = 60;
+    let Some(v) = value else {
+        return "-".to_owned();
+    };
+    let shown: String = v.as_str().escape_debug().collect();
+    if shown.chars().count() > MAX {
+        let mut cut: String = shown.chars().take(MAX - 1).collect();
+        cut.push('…');
+        cut
+    } else {
+        shown
+    }
+}
+
 fn print_table(rows: &[LeaseRecord]) {
-    let header = ["NAMESPACE", "NAME", "HOLDER", "TOKEN", "TIME LEFT"];
-    let cells: Vec<[String; 5]> = rows
+    let header = ["NAMESPACE", "NAME", "HOLDER", "TOKEN", "TIME LEFT", "VALUE"];
+    let cells: Vec<[String; 6]> = rows
         .iter()
         .map(|r| {
             [
@@ -218,6 +234,7 @@ fn print_table(rows: &[LeaseRecord]) {
                 r.holder.to_string(),
                 r.token.to_string(),
                 human(r.time_left()),
+                value_cell(r.value.as_ref()),
             ]
         })
         .collect();
@@ -227,7 +244,7 @@ fn print_table(rows: &[LeaseRecord]) {
             *w = (*w).max(c.chars().count());
         }
     }
-    let line = |cols: [&str; 5]| {
+    let line = |cols: [&str; 6]| {
         let mut s = String::new();
         for (i, (c, w)) in cols.iter().zip(width).enumerate() {
             if i == 3 || i == 4 {
@@ -240,7 +257,7 @@ fn print_table(rows: &[LeaseRecord]) {
     };
     line(header);
     for row in &cells {
-        line([&row[0], &row[1], &row[2], &row[3], &row[4]]);
+        line([&row[0], &row[1], &row[2], &row[3], &row[4], &row[5]]);
     }
     println!("{} held", rows.len());
 }
@@ -257,6 +274,7 @@ fn print_json(rows: &[LeaseRecord]) {
                 "until_ms": r.until.as_millis(),
                 "until": r.until.to_string(),
                 "time_left_ms": u64::try_from(r.time_left().as_millis()).unwrap_or(u64::MAX),
+                "value": r.value.as_ref().map(leasehold_core::LeaseValue::as_str),
             })
         })
         .collect();

@@ -14,6 +14,7 @@ pub mod machine;
 pub mod names;
 pub mod outcome;
 pub mod time;
+pub mod value;
 
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use config::LeaseConfig;
@@ -22,5 +23,8 @@ pub use machine::{
     Command, Event, LeaseMachine, LossReason, Notification, RequestId, State, StoreFailure,
 };
 pub use names::{HolderId, LeaseKey, LeaseName, Namespace};
-pub use outcome::{AcquireOutcome, FencingToken, LeaseRecord, ReleaseOutcome, RenewOutcome};
+pub use outcome::{
+    AcquireOutcome, FencingToken, LeaseRecord, ReleaseOutcome, RenewOutcome, SetValueOutcome,
+};
 pub use time::{DbInstant, Term};
+pub use value::{LeaseValue, MAX_VALUE_BYTES};

@@ -2,10 +2,12 @@
 
 use std::fmt;
 
-use crate::{DbInstant, HolderId, LeaseKey};
+use crate::{DbInstant, HolderId, LeaseKey, LeaseValue};
 
 /// A fencing token: the row's `version` at grant time. Strictly increasing per lease name across
-/// tenures (grants to a new tenure add exactly one), unchanged by renewals.
+/// tenures (grants to a new tenure add exactly one), unchanged by renewals. A purge never resets
+/// it: a name created again after its row was purged starts above every token the table's
+/// purges ever removed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct FencingToken(pub i64);
 
@@ -63,6 +65,15 @@ pub enum ReleaseOutcome {
     NotHeld,
 }
 
+/// The answer to a change of a tenure's value ([`LeaseValue`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetValueOutcome {
+    /// The tenure was live and its value is now the one given (committed).
+    Set,
+    /// Nothing changed: the tenure had lapsed, been released or taken over (a stale token).
+    NotHeld,
+}
+
 /// One lease row as read from a store, with the database's time of the read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseRecord {
@@ -74,6 +85,8 @@ pub struct LeaseRecord {
     pub token: FencingToken,
     /// When the grant ends (or ended), database time.
     pub until: DbInstant,
+    /// The value of the last tenure ([`LeaseValue`]; `None` when it was granted without one).
+    pub value: Option<LeaseValue>,
     /// Whether the row is held: status held and `until` after `db_now`.
     pub held: bool,
     /// The database's clock when the row was read.

@@ -111,6 +111,9 @@ pub struct LeaseActor {
     on_exit: Option<OnExit>,
     /// Dropped when the actor stops (a lock's place in the local queue).
     keep: Option<Box<dyn Any + Send>>,
+    /// The value every new tenure is granted with ([`leasehold_core::LeaseValue`]); changed by
+    /// [`crate::SetTenureValue`] once the store has committed it.
+    value: Option<leasehold_core::LeaseValue>,
     /// The answer to a lock's single attempt, once it is known.
     attempt: Option<oneshot::Sender<Attempt>>,
     /// The shared grant of a multi-lock this actor is part of (`joint.rs`).
@@ -174,6 +177,7 @@ impl LeaseActor {
             on_stopped: Vec::new(),
             on_exit: None,
             keep: None,
+            value: None,
             attempt: None,
             joint: None,
             renewals: Vec::new(),
@@ -363,11 +367,12 @@ impl LeaseActor {
                     return;
                 }
                 let reclaim = self.reclaim_own;
+                let value = self.value.clone();
                 if let (Some(granter), false) = (&self.granter, reclaim) {
                     // Bounded like any store call: a batch that answers late is not waited for.
                     let (granter, limit) = (Arc::clone(granter), self.limit());
                     let fut = async move {
-                        crate::coalescer::ask(&granter, (holder, term), key, limit).await
+                        crate::coalescer::ask(&granter, (holder, term, value), key, limit).await
                     };
                     ctx.spawn(actix::fut::wrap_future(fut).map(
                         move |result, act: &mut Self, ctx| {
@@ -377,7 +382,9 @@ impl LeaseActor {
                     return;
                 }
                 let fut = async move {
-                    let outcome = store.begin_tenure(&key, &holder, term).await?;
+                    let outcome = store
+                        .begin_tenure(&key, &holder, term, value.as_ref())
+                        .await?;
                     match outcome {
                         // A live row of this holder id that this actor does not believe in: a
                         // dead predecessor's, when the application says so. Taken over by
@@ -387,7 +394,9 @@ impl LeaseActor {
                             token,
                             ..
                         } if reclaim && *seen == holder => {
-                            store.take_over_tenure(&key, &holder, token, term).await
+                            store
+                                .take_over_tenure(&key, &holder, token, term, value.as_ref())
+                                .await
                         }
                         other => Ok(other),
                     }
@@ -683,6 +692,21 @@ impl LeaseActor {
 
     pub(crate) fn belief(&self) -> &Arc<Belief> {
         &self.belief
+    }
+
+    /// The value new tenures are granted with.
+    pub(crate) fn set_grant_value(&mut self, value: Option<leasehold_core::LeaseValue>) {
+        self.value = value;
+    }
+
+    /// What a store call of this tenure names: the key, the holder, the store and the bound.
+    pub(crate) fn call_parts(&self) -> (LeaseKey, HolderId, Arc<dyn LeaseStore>, Duration) {
+        (
+            self.key.clone(),
+            self.holder.clone(),
+            Arc::clone(&self.store),
+            self.limit(),
+        )
     }
 
     /// The tenure the machine holds now, to release it by token.

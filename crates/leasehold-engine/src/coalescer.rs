@@ -22,7 +22,9 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use futures::future::BoxFuture;
-use leasehold_core::{AcquireOutcome, HolderId, LeaseKey, ReleaseOutcome, StoreFailure, Term};
+use leasehold_core::{
+    AcquireOutcome, HolderId, LeaseKey, LeaseValue, ReleaseOutcome, StoreFailure, Term,
+};
 use leasehold_storage::{LeaseStore, RenewItem, StoreError};
 use tokio::sync::oneshot;
 
@@ -60,30 +62,38 @@ pub trait Kind: Unpin + 'static {
 }
 
 /// New tenures ([`LeaseStore::begin_tenure`] / [`LeaseStore::begin_tenure_many`]), grouped by
-/// holder and term.
+/// holder, term and value (the tasks of one service often share a value: its address).
 #[derive(Debug)]
 pub struct Grants;
 
 impl Kind for Grants {
-    type Group = (HolderId, Term);
+    type Group = (HolderId, Term, Option<LeaseValue>);
     type Item = LeaseKey;
     type Answer = AcquireOutcome;
     const OP: &'static str = "begin_tenure_many";
 
     fn one(
         store: Arc<dyn LeaseStore>,
-        (holder, term): (HolderId, Term),
+        (holder, term, value): (HolderId, Term, Option<LeaseValue>),
         key: LeaseKey,
     ) -> BoxFuture<'static, Result<AcquireOutcome, StoreError>> {
-        Box::pin(async move { store.begin_tenure(&key, &holder, term).await })
+        Box::pin(async move {
+            store
+                .begin_tenure(&key, &holder, term, value.as_ref())
+                .await
+        })
     }
 
     fn many(
         store: Arc<dyn LeaseStore>,
-        (holder, term): (HolderId, Term),
+        (holder, term, value): (HolderId, Term, Option<LeaseValue>),
         keys: Vec<LeaseKey>,
     ) -> BoxFuture<'static, Answers<AcquireOutcome>> {
-        Box::pin(async move { store.begin_tenure_many(&holder, &keys, term).await })
+        Box::pin(async move {
+            store
+                .begin_tenure_many(&holder, &keys, term, value.as_ref())
+                .await
+        })
     }
 }
 

@@ -79,6 +79,12 @@ pub enum EngineError {
     /// The engine is shutting down.
     #[error("the engine is shutting down")]
     ShuttingDown,
+    /// No task of this service runs the key (stopped, or never started).
+    #[error("no task of this service runs {key}")]
+    NoTask {
+        /// The key.
+        key: LeaseKey,
+    },
 }
 
 /// One entry of the book: the owner, the actor, and whether it is stopping.
@@ -352,6 +358,14 @@ impl LeaseEngine {
     /// What the book says about `key` for a new start by `owner`: `Ok(None)` when free,
     /// `Ok(Some(entry))` when `owner` itself runs it, `Err` when another owner does. A stopping
     /// entry answers its stop signal in `Wait`.
+    /// The actor of the running (not stopping) task of `key` run by `owner`, if any.
+    pub(crate) fn running(&self, key: &LeaseKey, owner: &Owner) -> Option<Addr<LeaseActor>> {
+        self.book
+            .get(key)
+            .filter(|e| e.owner == *owner && !e.stopping)
+            .map(|e| e.addr.clone())
+    }
+
     pub(crate) fn lookup(&mut self, key: &LeaseKey, owner: &Owner) -> Lookup {
         match self.book.get_mut(key) {
             None => Lookup::Free,
@@ -463,6 +477,8 @@ pub struct StartTask {
     pub compete: bool,
     /// The belief to publish the task's tenures to (made by the engine when `None`).
     pub belief: Option<Arc<Belief>>,
+    /// The value every tenure is granted with (none by default).
+    pub value: Option<leasehold_core::LeaseValue>,
 }
 
 impl StartTask {
@@ -476,6 +492,7 @@ impl StartTask {
             owner: Owner::Task,
             compete: true,
             belief: None,
+            value: None,
         }
     }
 }
@@ -511,7 +528,7 @@ impl Handler<StartTask> for LeaseEngine {
                 })
             }
             Lookup::Free => {
-                let compete = msg.compete;
+                let (compete, value) = (msg.compete, msg.value);
                 let new = NewActor {
                     key: msg.key,
                     owner: msg.owner,
@@ -519,7 +536,7 @@ impl Handler<StartTask> for LeaseEngine {
                     listener: msg.listener,
                     belief: msg.belief,
                 };
-                let started = self.spawn_actor(new, ctx, |_| {});
+                let started = self.spawn_actor(new, ctx, |a| a.set_grant_value(value));
                 Box::pin(async move {
                     let (addr, belief) = started?;
                     if compete {
@@ -674,6 +691,31 @@ impl Handler<ReadDbNow> for LeaseEngine {
         let store = self.store();
         Box::pin(detached("db_now", self.limit, async move {
             store.db_now().await
+        }))
+    }
+}
+
+/// Purge rows released or expired longer than `older_than` (in `namespace`, or everywhere when
+/// `None`), bounded by `limit` like every store call ([`LeaseStore::purge`]: the token floor
+/// keeps tokens growing). Answers how many rows were deleted.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<u64, StoreError>")]
+pub struct PurgeRows {
+    /// Where (`None`: every namespace).
+    pub namespace: Option<leasehold_core::Namespace>,
+    /// How long a row must have been released or expired.
+    pub older_than: std::time::Duration,
+    /// The call's bound.
+    pub limit: std::time::Duration,
+}
+
+impl Handler<PurgeRows> for LeaseEngine {
+    type Result = ResponseFuture<Result<u64, StoreError>>;
+
+    fn handle(&mut self, msg: PurgeRows, _ctx: &mut Context<Self>) -> Self::Result {
+        let store = self.store();
+        Box::pin(detached("purge", msg.limit, async move {
+            store.purge(msg.namespace.as_ref(), msg.older_than).await
         }))
     }
 }

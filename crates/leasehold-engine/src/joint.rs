@@ -255,7 +255,7 @@ mod tests {
         let store: Arc<dyn LeaseStore> = Arc::new(MemoryStore::new());
         let other = HolderId::new("other").expect("holder");
         store
-            .begin_tenure(&key("b"), &other, term())
+            .begin_tenure(&key("b"), &other, term(), None)
             .await
             .expect("grant");
         let j = joint(Arc::clone(&store), &["a", "b"]);

@@ -31,6 +31,7 @@ mod lock;
 pub mod metrics;
 mod registry;
 mod shard;
+mod value;
 
 pub use actor::{
     AbandonLease, CompeteLease, EndTenure, LeaseActor, LeaseStatus, Listener, QueryLease,
@@ -47,7 +48,7 @@ pub use coalescer::{
 pub use detached::detached;
 pub use engine::{
     DEFAULT_REQUEST_TIMEOUT, EngineError, FindTask, KnownBug, LeaseEngine, ListTasks, Owner,
-    ReadDbNow, ReadRecord, ShutdownAll, StartTask, StopTask, YieldTask,
+    PurgeRows, ReadDbNow, ReadRecord, ShutdownAll, StartTask, StopTask, YieldTask,
 };
 pub use joint::TakeLocks;
 pub use lock::{
@@ -56,3 +57,4 @@ pub use lock::{
 };
 pub use registry::{NamespaceDeadlines, Registry};
 pub use shard::{ListLive, SetCompeting};
+pub use value::{SetTaskValue, SetTenureValue, ValueAnswer};

@@ -18,4 +18,7 @@ pub enum StoreBug {
     /// that tenure and grants a new token, whichever tenure the request was made for, so a
     /// delayed grant of an abandoned tenure replaces the live one its holder believes in.
     GrantOverOwnLiveRow,
+    /// "A purged name starts again at token 1" (the memory store only): purges forget the
+    /// tokens they delete, so a name created again repeats a token it gave out before.
+    PurgeResetsTokens,
 }

@@ -10,7 +10,7 @@
 //! release (or a newer tenure of the same key, or `release_all` of the holder) ends a tenure at
 //! the latest when the store answered.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use leasehold::{FencingToken, HolderId, LeaseKey};
@@ -32,6 +32,11 @@ pub struct TenureRecord {
 #[derive(Debug, Default)]
 pub struct GrantLog {
     keys: Mutex<HashMap<LeaseKey, BTreeMap<i64, TenureRecord>>>,
+    /// Per key, the tokens whose release the store confirmed: granting one again is a repeat.
+    closed: Mutex<HashMap<LeaseKey, HashSet<i64>>>,
+    /// Every grant of a token the key had already given out (a released one, or another
+    /// holder's): `(key, token, holder)`.
+    repeats: Mutex<Vec<(LeaseKey, FencingToken, HolderId)>>,
 }
 
 impl GrantLog {
@@ -51,6 +56,21 @@ impl GrantLog {
     ) {
         let mut keys = self.lock();
         let tenures = keys.entry(key.clone()).or_default();
+        let released = self
+            .closed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key)
+            .is_some_and(|c| c.contains(&token.get()));
+        let other = tenures
+            .get(&token.get())
+            .is_some_and(|t| t.holder != *holder);
+        if released || other {
+            self.repeats
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push((key.clone(), token, holder.clone()));
+        }
         for t in tenures.values_mut().filter(|t| t.token != token) {
             t.end = t.end.min(now);
         }
@@ -80,6 +100,22 @@ impl GrantLog {
         if let Some(t) = self.tenure_mut(&mut self.lock(), key, token) {
             t.end = t.end.min(now);
         }
+        self.closed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(key.clone())
+            .or_default()
+            .insert(token.get());
+    }
+
+    /// Every grant of a token its key had already given out, so far (see
+    /// [`crate::oracle::tokens_never_repeat`]).
+    #[must_use]
+    pub fn repeats(&self) -> Vec<(LeaseKey, FencingToken, HolderId)> {
+        self.repeats
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// The store released every live tenure of `holder` at `now` at the latest.

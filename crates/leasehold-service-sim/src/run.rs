@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use leasehold::LeaseConfig;
+use leasehold::{LeaseConfig, Namespace};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -156,7 +156,7 @@ async fn run_local(spec: SimSpec) -> Result<SimReport, SimError> {
     Ok(report)
 }
 
-/// The leak check, every `row_period`, until `stop`.
+/// The leak check and a purge of the run's namespace, every `row_period`, until `stop`.
 async fn check_rows(ctx: Arc<Ctx>, stop: Arc<AtomicBool>) {
     let period = ctx.world.spec.row_period;
     for _ in 0..1_000_000 {
@@ -165,6 +165,15 @@ async fn check_rows(ctx: Arc<Ctx>, stop: Arc<AtomicBool>) {
         }
         if let Ok(rows) = ctx.world.live_rows().await {
             ctx.oracle.check_rows(&rows, ctx.max_term());
+        }
+        // Purge every row released or expired a millisecond ago, as an impatient retention
+        // would: the oracle's `tokens_never_repeat` checks that no name's token ever comes back.
+        if let Ok(ns) = Namespace::new(ctx.world.namespace.clone()) {
+            let _ = ctx
+                .world
+                .rows
+                .purge(Some(&ns), Duration::from_millis(1))
+                .await;
         }
         tokio::time::sleep(period).await;
     }

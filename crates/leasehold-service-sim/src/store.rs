@@ -9,7 +9,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use leasehold::{
     AcquireOutcome, AllOutcome, DbInstant, FencingToken, HolderId, LeaseKey, LeaseRecord,
-    LeaseStore, Namespace, ReleaseOutcome, RenewItem, RenewOutcome, StoreError, Term,
+    LeaseStore, LeaseValue, Namespace, ReleaseOutcome, RenewItem, RenewOutcome, SetValueOutcome,
+    StoreError, Term,
 };
 
 use crate::fault::{Fault, FaultDice, HANG_CAP};
@@ -162,9 +163,10 @@ impl FaultStore {
         holder: &HolderId,
         term: Term,
         mode: Grant,
+        value: Option<&LeaseValue>,
     ) -> Result<AcquireOutcome, StoreError> {
         let (inner, rec) = (Arc::clone(&self.inner), self.rec.clone());
-        let (k, h) = (key.clone(), holder.clone());
+        let (k, h, v) = (key.clone(), holder.clone(), value.cloned());
         let takeover = self.bug == Some(StoreBug::GrantOverOwnLiveRow);
         let call = async move {
             if takeover
@@ -177,9 +179,13 @@ impl FaultStore {
                 let _ = inner.force_release(&k).await;
             }
             let out = match mode {
-                Grant::NewTenure => inner.begin_tenure(&k, &h, term).await,
+                Grant::NewTenure => inner.begin_tenure(&k, &h, term, v.as_ref()).await,
                 Grant::Extend => inner.try_acquire(&k, &h, term).await,
-                Grant::TakeOver(expected) => inner.take_over_tenure(&k, &h, expected, term).await,
+                Grant::TakeOver(expected) => {
+                    inner
+                        .take_over_tenure(&k, &h, expected, term, v.as_ref())
+                        .await
+                }
             };
             rec.acquired(&k, &h, &out);
             out
@@ -212,7 +218,7 @@ impl LeaseStore for FaultStore {
         holder: &HolderId,
         term: Term,
     ) -> Result<AcquireOutcome, StoreError> {
-        self.grant(key, holder, term, Grant::Extend).await
+        self.grant(key, holder, term, Grant::Extend, None).await
     }
 
     async fn begin_tenure(
@@ -220,8 +226,9 @@ impl LeaseStore for FaultStore {
         key: &LeaseKey,
         holder: &HolderId,
         term: Term,
+        value: Option<&LeaseValue>,
     ) -> Result<AcquireOutcome, StoreError> {
-        self.grant(key, holder, term, Grant::NewTenure).await
+        self.grant(key, holder, term, Grant::NewTenure, value).await
     }
 
     async fn take_over_tenure(
@@ -230,8 +237,9 @@ impl LeaseStore for FaultStore {
         holder: &HolderId,
         expected: FencingToken,
         term: Term,
+        value: Option<&LeaseValue>,
     ) -> Result<AcquireOutcome, StoreError> {
-        self.grant(key, holder, term, Grant::TakeOver(expected))
+        self.grant(key, holder, term, Grant::TakeOver(expected), value)
             .await
     }
 
@@ -259,6 +267,19 @@ impl LeaseStore for FaultStore {
             out
         };
         self.faulty("begin_tenure_all", call).await
+    }
+
+    async fn set_value(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        token: FencingToken,
+        value: Option<&LeaseValue>,
+    ) -> Result<SetValueOutcome, StoreError> {
+        let inner = Arc::clone(&self.inner);
+        let (k, h, v) = (key.clone(), holder.clone(), value.cloned());
+        let call = async move { inner.set_value(&k, &h, token, v.as_ref()).await };
+        self.faulty("set_value", call).await
     }
 
     async fn release_many(

@@ -70,7 +70,9 @@ impl World {
             None => {
                 let clock = SimClock::exact();
                 let c = clock.clone();
-                let memory = MemoryStore::with_clock(move || c.exact_now());
+                let memory = MemoryStore::with_clock(move || c.exact_now()).purge_resets_tokens(
+                    spec.store_bug == Some(crate::StoreBug::PurgeResetsTokens),
+                );
                 (clock, Some(memory.clone()), Arc::new(memory), None)
             }
             Some(url) => {

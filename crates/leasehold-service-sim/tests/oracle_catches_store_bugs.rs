@@ -86,3 +86,20 @@ async fn grant_over_own_live_row_is_caught() {
         report.summary()
     );
 }
+
+/// "A purged name starts again at token 1": with the run's namespace purged at every row check,
+/// a name released, purged and granted again gives out a token it had given out before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn purge_resetting_tokens_is_caught() {
+    let report = report(spec(
+        13,
+        StoreBug::PurgeResetsTokens,
+        FaultPlan::none(Duration::from_millis(100)),
+    ))
+    .await;
+    assert!(
+        report.of(Invariant::TokenRepeated).next().is_some(),
+        "the oracle missed a token given out twice: {}",
+        report.summary()
+    );
+}

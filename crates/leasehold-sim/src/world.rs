@@ -470,7 +470,7 @@ impl<'c> World<'c> {
         let key = &self.keys[r.name];
         let result: Result<Outcome, StoreError> = match &r.op {
             Op::Acquire(term) => {
-                now(self.store.begin_tenure(key, &r.holder_id, *term)).map(Outcome::Acquire)
+                now(self.store.begin_tenure(key, &r.holder_id, *term, None)).map(Outcome::Acquire)
             }
             Op::Renew(token, term) => {
                 now(self.store.renew(key, &r.holder_id, *token, *term)).map(Outcome::Renew)

@@ -92,7 +92,7 @@ impl Holder {
                     Command::TryAcquire { req, term } => {
                         let result = sim
                             .store
-                            .begin_tenure(&sim.key, &self.id, term)
+                            .begin_tenure(&sim.key, &self.id, term, None)
                             .now_or_never()
                             .expect("ready")
                             .map_err(|e| StoreFailure::new(e.to_string()));

@@ -1,5 +1,5 @@
 //! The SeaORM store's batched statements: `renew_many` / `renew_batch`, `release_many`, and the
-//! MySQL forms of `release_all` and `purge`.
+//! MySQL form of `release_all` (`purge` is in `purge.rs`).
 //!
 //! One locked row never holds a batch hostage: PostgreSQL and MySQL lock the batch's rows with
 //! `FOR UPDATE SKIP LOCKED`, renew those, and try each skipped row alone, bounded by the server's
@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use leasehold_core::{HolderId, Namespace, RenewOutcome, Term};
+use leasehold_core::{HolderId, RenewOutcome, Term};
 use sea_orm::{ConnectionTrait, DbErr, QueryResult};
 
 use crate::seaorm::{MYSQL_RENEW_CHUNK, get, retry_deadlocks};
@@ -207,27 +207,7 @@ impl SeaOrmStore {
         Ok(n)
     }
 
-    /// MySQL `purge`: like [`SeaOrmStore::release_all_mysql`], a non-locking read, then deletes by
-    /// primary key with the condition checked again.
-    pub(crate) async fn purge_mysql(
-        &self,
-        namespace: Option<&Namespace>,
-        age: Term,
-    ) -> Result<u64, StoreError> {
-        let op = "purge";
-        let ids = self
-            .candidate_ids(op, self.sql.mysql_purge_candidates(namespace, age))
-            .await?;
-        let mut n = 0;
-        for chunk in ids.chunks(MYSQL_RENEW_CHUNK) {
-            n += self
-                .execute(op, self.sql.mysql_purge_ids(age, chunk))
-                .await?;
-        }
-        Ok(n)
-    }
-
-    async fn candidate_ids(
+    pub(crate) async fn candidate_ids(
         &self,
         op: &'static str,
         stmt: sea_orm::Statement,

@@ -26,17 +26,17 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use leasehold_core::{
-    AcquireOutcome, DbInstant, FencingToken, HolderId, LeaseKey, ReleaseOutcome, Term,
+    AcquireOutcome, DbInstant, FencingToken, HolderId, LeaseKey, LeaseValue, ReleaseOutcome, Term,
 };
 use sea_orm::{
     ConnectionTrait, DatabaseTransaction, DbErr, QueryResult, Statement, TransactionOptions, Value,
 };
 
 use crate::seaorm::retry_deadlocks;
-use crate::sql::{Dialect, numbered};
+use crate::sql::{Dialect, numbered, value_of};
 use crate::{LeaseStore, RenewItem, SeaOrmStore, StoreError};
 
-/// Items per grant transaction (MySQL binds four values per item).
+/// Items per grant transaction (MySQL binds five values per item).
 pub(crate) const GRANT_CHUNK: usize = 1_000;
 
 const OP: &str = "begin_tenure_many";
@@ -129,11 +129,12 @@ impl SeaOrmStore {
         holder: &HolderId,
         keys: &[LeaseKey],
         term: Term,
+        value: Option<&LeaseValue>,
     ) -> Result<Vec<Result<AcquireOutcome, StoreError>>, StoreError> {
         if keys.len() <= 1 {
             let mut out = Vec::with_capacity(keys.len());
             for key in keys {
-                out.push(self.begin_tenure(key, holder, term).await);
+                out.push(self.begin_tenure(key, holder, term, value).await);
             }
             return Ok(out);
         }
@@ -155,9 +156,10 @@ impl SeaOrmStore {
             (0..keys.len()).map(|_| None).collect();
         let mut alone = Vec::new();
         for chunk in unique.chunks(GRANT_CHUNK) {
-            let decided = retry_deadlocks(OP, || self.grant_chunk(holder, keys, chunk, term))
-                .await
-                .map_err(self.err(OP))?;
+            let decided =
+                retry_deadlocks(OP, || self.grant_chunk(holder, keys, chunk, term, value))
+                    .await
+                    .map_err(self.err(OP))?;
             for (i, d) in decided {
                 out[i] = match d {
                     Decided::Granted { token, until } => Some(Ok(AcquireOutcome::Acquired {
@@ -188,7 +190,7 @@ impl SeaOrmStore {
             }
         }
         for i in alone {
-            out[i] = Some(self.begin_tenure(&keys[i], holder, term).await);
+            out[i] = Some(self.begin_tenure(&keys[i], holder, term, value).await);
         }
         for (i, f) in repeats {
             out[i] = Some(match &out[f] {
@@ -197,7 +199,7 @@ impl SeaOrmStore {
                     until: *until,
                     token: *token,
                 }),
-                _ => self.begin_tenure(&keys[i], holder, term).await,
+                _ => self.begin_tenure(&keys[i], holder, term, value).await,
             });
         }
         Ok(out
@@ -218,12 +220,19 @@ impl SeaOrmStore {
         keys: &[LeaseKey],
         chunk: &[usize],
         term: Term,
+        value: Option<&LeaseValue>,
     ) -> Result<Vec<(usize, Decided)>, DbErr> {
         let txn =
             crate::seaorm::begin_whole(self.connection(), TransactionOptions::default()).await?;
         let decided = match self.sql.dialect {
-            Dialect::Postgres => self.grant_pg(&txn, holder, keys, chunk, term).await?,
-            Dialect::Sqlite => self.grant_sqlite(&txn, holder, keys, chunk, term).await?,
+            Dialect::Postgres => {
+                self.grant_pg(&txn, holder, keys, chunk, term, value)
+                    .await?
+            }
+            Dialect::Sqlite => {
+                self.grant_sqlite(&txn, holder, keys, chunk, term, value)
+                    .await?
+            }
             Dialect::MySql { .. } => {
                 let mut by_ns: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
                 for &i in chunk {
@@ -233,7 +242,7 @@ impl SeaOrmStore {
                 for (ns, mut group) in by_ns {
                     group.sort_by(|&a, &b| keys[a].name.as_str().cmp(keys[b].name.as_str()));
                     all.extend(
-                        self.grant_mysql(&txn, holder, keys, ns, &group, term)
+                        self.grant_mysql(&txn, (holder, term, value), keys, ns, &group)
                             .await?,
                     );
                 }
@@ -255,8 +264,9 @@ impl SeaOrmStore {
         keys: &[LeaseKey],
         chunk: &[usize],
         term: Term,
+        value: Option<&LeaseValue>,
     ) -> Result<Vec<(usize, Decided)>, DbErr> {
-        let (t, now) = (self.table(), self.sql.now());
+        let (t, now, fresh) = (self.table(), self.sql.now(), self.sql.fresh());
         let index: HashMap<(&str, &str), usize> = chunk
             .iter()
             .map(|&i| ((keys[i].namespace.as_str(), keys[i].name.as_str()), i))
@@ -314,10 +324,10 @@ impl SeaOrmStore {
         });
         let wanted: Vec<&LeaseKey> = upsert.iter().map(|&i| &keys[i]).collect();
         let grant = numbered(&format!(
-            "INSERT INTO {t} AS l (namespace, lease_name, holder, lease_end_time, status, version, gmt_create, gmt_modified) \
-             SELECT e->>0, e->>1, ?, {now} + ?, 1, 1, {now}, {now} FROM json_array_elements(?::json) e \
+            "INSERT INTO {t} AS l (namespace, lease_name, holder, lease_end_time, status, version, lease_value, gmt_create, gmt_modified) \
+             SELECT e->>0, e->>1, ?, {now} + ?, 1, {fresh}, ?::varchar, {now}, {now} FROM json_array_elements(?::json) e \
              ON CONFLICT (namespace, lease_name) DO UPDATE SET version = l.version + 1, \
-             holder = excluded.holder, lease_end_time = {now} + ?, status = 1, gmt_modified = {now} \
+             lease_value = excluded.lease_value, holder = excluded.holder, lease_end_time = {now} + ?, status = 1, gmt_modified = {now} \
              WHERE l.status = 0 OR l.lease_end_time <= {now} \
              RETURNING namespace, lease_name, version, lease_end_time"
         ));
@@ -325,6 +335,7 @@ impl SeaOrmStore {
         let values = vec![
             holder.as_str().into(),
             term.clone(),
+            value_of(value),
             keys_json(&wanted).into(),
             term,
         ];
@@ -351,8 +362,9 @@ impl SeaOrmStore {
         keys: &[LeaseKey],
         chunk: &[usize],
         term: Term,
+        value: Option<&LeaseValue>,
     ) -> Result<Vec<(usize, Decided)>, DbErr> {
-        let (t, now) = (self.table(), self.sql.now());
+        let (t, now, fresh) = (self.table(), self.sql.now(), self.sql.fresh());
         let index: HashMap<(&str, &str), usize> = chunk
             .iter()
             .map(|&i| ((keys[i].namespace.as_str(), keys[i].name.as_str()), i))
@@ -361,11 +373,11 @@ impl SeaOrmStore {
         let json = keys_json(&all);
         // `WHERE true`: SQLite's parser needs it between a SELECT and ON CONFLICT.
         let grant = format!(
-            "INSERT INTO {t} AS l (namespace, lease_name, holder, lease_end_time, status, version, gmt_create, gmt_modified) \
-             SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), ?, {now} + ?, 1, 1, {now}, {now} \
+            "INSERT INTO {t} AS l (namespace, lease_name, holder, lease_end_time, status, version, lease_value, gmt_create, gmt_modified) \
+             SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), ?, {now} + ?, 1, {fresh}, ?, {now}, {now} \
              FROM json_each(?) WHERE true \
              ON CONFLICT (namespace, lease_name) DO UPDATE SET version = l.version + 1, \
-             holder = excluded.holder, lease_end_time = {now} + ?, status = 1, gmt_modified = {now} \
+             lease_value = excluded.lease_value, holder = excluded.holder, lease_end_time = {now} + ?, status = 1, gmt_modified = {now} \
              WHERE l.status = 0 OR l.lease_end_time <= {now} \
              RETURNING namespace, lease_name, version, lease_end_time"
         );
@@ -373,6 +385,7 @@ impl SeaOrmStore {
         let values = vec![
             holder.as_str().into(),
             term.clone(),
+            value_of(value),
             json.clone().into(),
             term,
         ];
@@ -423,13 +436,12 @@ impl SeaOrmStore {
     async fn grant_mysql(
         &self,
         txn: &DatabaseTransaction,
-        holder: &HolderId,
+        (holder, term, value): (&HolderId, Term, Option<&LeaseValue>),
         keys: &[LeaseKey],
         ns: &str,
         group: &[usize],
-        term: Term,
     ) -> Result<Vec<(usize, Decided)>, DbErr> {
-        let (t, now) = (self.table(), self.sql.now());
+        let (t, now, fresh) = (self.table(), self.sql.now(), self.sql.fresh());
         let by_name: HashMap<&str, usize> =
             group.iter().map(|&i| (keys[i].name.as_str(), i)).collect();
         let named = |idx: &[usize]| -> Vec<Value> {
@@ -494,17 +506,19 @@ impl SeaOrmStore {
             .map(|r| {
                 if r == 0 {
                     format!(
-                        "(?, ?, ?, (@leasehold_now := {now}) + ?, 1, 1, @leasehold_now, @leasehold_now)"
+                        "(?, ?, ?, (@leasehold_now := {now}) + ?, 1, (@leasehold_fresh := {fresh}), ?, @leasehold_now, @leasehold_now)"
                     )
                 } else {
-                    "(?, ?, ?, @leasehold_now + ?, 1, 1, @leasehold_now, @leasehold_now)".to_owned()
+                    "(?, ?, ?, @leasehold_now + ?, 1, @leasehold_fresh, ?, @leasehold_now, @leasehold_now)"
+                        .to_owned()
                 }
             })
             .collect();
         let grant = format!(
-            "INSERT INTO {t} (namespace, lease_name, holder, lease_end_time, status, version, gmt_create, gmt_modified) \
+            "INSERT INTO {t} (namespace, lease_name, holder, lease_end_time, status, version, lease_value, gmt_create, gmt_modified) \
              VALUES {} ON DUPLICATE KEY UPDATE \
              version = IF((@leasehold_took := (status = 0 OR lease_end_time <= {now})), version + 1, version), \
+             lease_value = IF(@leasehold_took, VALUES(lease_value), lease_value), \
              holder = IF(@leasehold_took, VALUES(holder), holder), \
              lease_end_time = IF(@leasehold_took, {now} + ?, lease_end_time), \
              status = IF(@leasehold_took, 1, status), \
@@ -512,12 +526,13 @@ impl SeaOrmStore {
             rows.join(", ")
         );
         let term_ms = term.as_millis_i64();
-        let mut values: Vec<Value> = Vec::with_capacity(upsert.len() * 4 + 1);
+        let mut values: Vec<Value> = Vec::with_capacity(upsert.len() * 5 + 1);
         for &i in &upsert {
             values.push(ns.into());
             values.push(keys[i].name.as_str().into());
             values.push(holder.as_str().into());
             values.push(term_ms.into());
+            values.push(value_of(value));
         }
         values.push(term_ms.into());
         txn.execute_raw(self.statement(&grant, values)).await?;

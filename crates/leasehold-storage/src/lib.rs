@@ -55,6 +55,7 @@ mod fence;
 mod group;
 mod joint;
 mod memory;
+mod purge;
 mod schema;
 mod seaorm;
 mod sql;
@@ -68,8 +69,8 @@ pub use doorbell::Doorbell;
 pub use error::StoreError;
 pub use fence::FencedTransaction;
 pub use leasehold_core::{
-    AcquireOutcome, DbInstant, FencingToken, HolderId, LeaseKey, LeaseName, LeaseRecord, Namespace,
-    ReleaseOutcome, RenewOutcome, Term, ValidationError,
+    AcquireOutcome, DbInstant, FencingToken, HolderId, LeaseKey, LeaseName, LeaseRecord,
+    LeaseValue, Namespace, ReleaseOutcome, RenewOutcome, SetValueOutcome, Term, ValidationError,
 };
 pub use memory::MemoryStore;
 pub use seaorm::{Backend, SeaOrmStore};

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use leasehold_core::{
-    AcquireOutcome, DbInstant, FencingToken, HolderId, LeaseKey, LeaseRecord, Namespace,
-    ReleaseOutcome, RenewOutcome, Term,
+    AcquireOutcome, DbInstant, FencingToken, HolderId, LeaseKey, LeaseRecord, LeaseValue,
+    Namespace, ReleaseOutcome, RenewOutcome, SetValueOutcome, Term,
 };
 
 use crate::{AllOutcome, LeaseStore, RenewItem, StoreError};
@@ -18,6 +18,15 @@ struct Row {
     until: DbInstant,
     held: bool,
     version: i64,
+    value: Option<LeaseValue>,
+}
+
+/// The rows and the token floor: the largest token any purge removed (a new row starts above it,
+/// as the SQL stores' `{table}_floor` row).
+#[derive(Debug, Default)]
+struct Rows {
+    rows: BTreeMap<LeaseKey, Row>,
+    floor: i64,
 }
 
 type DbClock = Arc<dyn Fn() -> DbInstant + Send + Sync>;
@@ -42,14 +51,17 @@ type DbClock = Arc<dyn Fn() -> DbInstant + Send + Sync>;
 /// ```
 #[derive(Clone)]
 pub struct MemoryStore {
-    rows: Arc<Mutex<BTreeMap<LeaseKey, Row>>>,
+    rows: Arc<Mutex<Rows>>,
     clock: DbClock,
+    /// The put-back bug of the simulations: purges forget tokens (see
+    /// [`MemoryStore::purge_resets_tokens`]).
+    reset_on_purge: bool,
 }
 
 impl std::fmt::Debug for MemoryStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemoryStore")
-            .field("rows", &self.lock().len())
+            .field("rows", &self.lock().rows.len())
             .finish_non_exhaustive()
     }
 }
@@ -79,9 +91,19 @@ impl MemoryStore {
     #[must_use]
     pub fn with_clock(clock: impl Fn() -> DbInstant + Send + Sync + 'static) -> Self {
         Self {
-            rows: Arc::new(Mutex::new(BTreeMap::new())),
+            rows: Arc::new(Mutex::new(Rows::default())),
             clock: Arc::new(clock),
+            reset_on_purge: false,
         }
+    }
+
+    /// Puts back the old bug "a purged name starts again at token 1" (purges do not raise the
+    /// token floor), so a simulation can show its oracle catches it. Never for real use.
+    #[doc(hidden)]
+    #[must_use]
+    pub fn purge_resets_tokens(mut self, on: bool) -> Self {
+        self.reset_on_purge = on;
+        self
     }
 
     /// `keep`: try_acquire (a live grant of ours keeps its token and is extended); otherwise a
@@ -93,15 +115,18 @@ impl MemoryStore {
         term: Term,
         keep: bool,
         expected: Option<FencingToken>,
+        value: Option<&LeaseValue>,
     ) -> Result<AcquireOutcome, StoreError> {
         let now = (self.clock)();
         let until = now.plus(term.duration());
-        let mut rows = self.lock();
+        let mut guard = self.lock();
+        let Rows { rows, floor } = &mut *guard;
         let row = rows.entry(key.clone()).or_insert_with(|| Row {
             holder: holder.clone(),
             until: now,
             held: false,
-            version: 0,
+            version: *floor,
+            value: None,
         });
         let live = row.held && row.until > now;
         let ours = row.holder == *holder;
@@ -115,6 +140,7 @@ impl MemoryStore {
         }
         if !(live && keep) {
             row.version += 1;
+            row.value = value.cloned();
         }
         row.holder = holder.clone();
         row.until = until;
@@ -125,7 +151,7 @@ impl MemoryStore {
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, BTreeMap<LeaseKey, Row>> {
+    fn lock(&self) -> MutexGuard<'_, Rows> {
         self.rows.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -135,19 +161,21 @@ impl MemoryStore {
             holder: row.holder.clone(),
             token: FencingToken(row.version),
             until: row.until,
+            value: row.value.clone(),
             held: row.held && row.until > now,
             db_now: now,
         }
     }
 
     fn live<'a>(
-        rows: &'a mut BTreeMap<LeaseKey, Row>,
+        rows: &'a mut Rows,
         key: &LeaseKey,
         holder: &HolderId,
         token: FencingToken,
         now: DbInstant,
     ) -> Option<&'a mut Row> {
-        rows.get_mut(key)
+        rows.rows
+            .get_mut(key)
             .filter(|r| r.held && r.until > now && r.holder == *holder && r.version == token.get())
     }
 }
@@ -160,7 +188,7 @@ impl LeaseStore for MemoryStore {
         holder: &HolderId,
         term: Term,
     ) -> Result<AcquireOutcome, StoreError> {
-        self.acquire(key, holder, term, true, None)
+        self.acquire(key, holder, term, true, None, None)
     }
 
     async fn begin_tenure(
@@ -168,8 +196,9 @@ impl LeaseStore for MemoryStore {
         key: &LeaseKey,
         holder: &HolderId,
         term: Term,
+        value: Option<&LeaseValue>,
     ) -> Result<AcquireOutcome, StoreError> {
-        self.acquire(key, holder, term, false, None)
+        self.acquire(key, holder, term, false, None, value)
     }
 
     async fn take_over_tenure(
@@ -178,8 +207,9 @@ impl LeaseStore for MemoryStore {
         holder: &HolderId,
         expected: FencingToken,
         term: Term,
+        value: Option<&LeaseValue>,
     ) -> Result<AcquireOutcome, StoreError> {
-        self.acquire(key, holder, term, false, Some(expected))
+        self.acquire(key, holder, term, false, Some(expected), value)
     }
 
     async fn begin_tenure_all(
@@ -190,7 +220,8 @@ impl LeaseStore for MemoryStore {
     ) -> Result<AllOutcome, StoreError> {
         let now = (self.clock)();
         let until = now.plus(term.duration());
-        let mut rows = self.lock();
+        let mut guard = self.lock();
+        let Rows { rows, floor } = &mut *guard;
         let mut sorted: Vec<&LeaseKey> = keys.iter().collect();
         sorted.sort();
         // One step under the mutex: every row checked before any is changed.
@@ -206,7 +237,7 @@ impl LeaseStore for MemoryStore {
             }
             if i > 0 && sorted[i - 1] == *key {
                 // Named twice: its first grant would be live for the second.
-                let version = rows.get(*key).map_or(0, |r| r.version) + 1;
+                let version = rows.get(*key).map_or(*floor, |r| r.version) + 1;
                 return Ok(AllOutcome::HeldBy {
                     key: (*key).clone(),
                     holder: holder.clone(),
@@ -221,10 +252,12 @@ impl LeaseStore for MemoryStore {
                 holder: holder.clone(),
                 until: now,
                 held: false,
-                version: 0,
+                version: *floor,
+                value: None,
             });
             row.version += 1;
             row.holder = holder.clone();
+            row.value = None;
             row.until = until;
             row.held = true;
             tenures.push((FencingToken(row.version), until));
@@ -313,6 +346,7 @@ impl LeaseStore for MemoryStore {
         let mut n = 0;
         for row in self
             .lock()
+            .rows
             .values_mut()
             .filter(|r| r.held && r.until > now && r.holder == *holder)
         {
@@ -326,7 +360,12 @@ impl LeaseStore for MemoryStore {
     async fn force_release(&self, key: &LeaseKey) -> Result<bool, StoreError> {
         let now = (self.clock)();
         Ok(
-            match self.lock().get_mut(key).filter(|r| r.held && r.until > now) {
+            match self
+                .lock()
+                .rows
+                .get_mut(key)
+                .filter(|r| r.held && r.until > now)
+            {
                 Some(row) => {
                     row.held = false;
                     row.until = now;
@@ -341,6 +380,7 @@ impl LeaseStore for MemoryStore {
         let now = (self.clock)();
         Ok(self
             .lock()
+            .rows
             .get(key)
             .filter(|r| r.version > 0)
             .map(|r| Self::record(key, r, now)))
@@ -354,6 +394,7 @@ impl LeaseStore for MemoryStore {
         let now = (self.clock)();
         Ok(self
             .lock()
+            .rows
             .iter()
             .filter(|(k, r)| {
                 r.held
@@ -373,14 +414,38 @@ impl LeaseStore for MemoryStore {
         let now = (self.clock)();
         let age = Term::new("older_than", older_than.max(Term::MIN))?;
         let cutoff = DbInstant(now.as_millis() - age.as_millis_i64());
-        let mut rows = self.lock();
+        let reset = self.reset_on_purge;
+        let mut guard = self.lock();
+        let Rows { rows, floor } = &mut *guard;
         let before = rows.len();
         rows.retain(|k, r| {
-            !(namespace.is_none_or(|ns| k.namespace == *ns)
+            let purged = namespace.is_none_or(|ns| k.namespace == *ns)
                 && (!r.held || r.until <= now)
-                && r.until < cutoff)
+                && r.until < cutoff;
+            if purged && !reset {
+                *floor = (*floor).max(r.version);
+            }
+            !purged
         });
         Ok((before - rows.len()) as u64)
+    }
+
+    async fn set_value(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        token: FencingToken,
+        value: Option<&LeaseValue>,
+    ) -> Result<SetValueOutcome, StoreError> {
+        let now = (self.clock)();
+        let mut rows = self.lock();
+        Ok(match Self::live(&mut rows, key, holder, token, now) {
+            Some(row) => {
+                row.value = value.cloned();
+                SetValueOutcome::Set
+            }
+            None => SetValueOutcome::NotHeld,
+        })
     }
 
     async fn db_now(&self) -> Result<DbInstant, StoreError> {

@@ -65,3 +65,22 @@ pub(crate) async fn problems(store: &SeaOrmStore) -> Result<Vec<String>, DbErr> 
     }
     Ok(out)
 }
+
+/// When the lease table exists but lacks `lease_value`, the sentence saying it predates step 2.
+pub(crate) async fn before_step_two(store: &SeaOrmStore) -> Result<Option<String>, DbErr> {
+    let names: Vec<String> = store
+        .connection()
+        .query_all_raw(store.sql.catalog_columns())
+        .await?
+        .iter()
+        .map(|r| r.try_get::<String>("", "name"))
+        .collect::<Result<_, _>>()?;
+    let has = |c: &str| names.iter().any(|n| n == c);
+    Ok(
+        (has("lease_name") && has("version") && !has("lease_value")).then(|| {
+            "it has no column lease_value: the table predates migration step \
+             m20261201_000002_lease_value_and_token_floor"
+                .to_owned()
+        }),
+    )
+}

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use leasehold_core::{
-    AcquireOutcome, DbInstant, FencingToken, HolderId, LeaseKey, LeaseRecord, Namespace,
-    ReleaseOutcome, RenewOutcome, Term,
+    AcquireOutcome, DbInstant, FencingToken, HolderId, LeaseKey, LeaseRecord, LeaseValue,
+    Namespace, ReleaseOutcome, RenewOutcome, SetValueOutcome, Term,
 };
 use sea_orm::{
     ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, QueryResult,
@@ -161,24 +161,46 @@ impl SeaOrmStore {
     }
 
     /// Checks that the lease table exists with what leasehold's guarantees depend on: its
-    /// columns, integer time and token columns, a unique key on exactly `(namespace,
+    /// columns (`lease_value` included), its token floor table `{table}_floor`, integer time and token columns, a unique key on exactly `(namespace,
     /// lease_name)`, and on MySQL/MariaDB a binary no-pad collation on the name columns (with
     /// another, `Job`/`job` or `job`/`job ` would be one lease).
     ///
     /// # Errors
     /// [`StoreError::Schema`] naming the table and what is wrong.
     pub async fn verify_schema(&self) -> Result<(), StoreError> {
-        self.db
-            .query_all_raw(self.sql.columns())
-            .await
-            .map(|_| ())
-            .map_err(|e| match StoreError::db("verify_schema", &self.table, e) {
-                StoreError::Database { source, .. } => StoreError::Schema {
+        let as_schema = |e| match StoreError::db("verify_schema", &self.table, e) {
+            StoreError::Database { source, .. } => StoreError::Schema {
+                table: self.table.clone(),
+                source,
+            },
+            other => other,
+        };
+        if let Err(e) = self.db.query_all_raw(self.sql.columns()).await {
+            // A table made before step 2 has every other column: say which step it lacks.
+            return Err(match crate::schema::before_step_two(self).await {
+                Ok(Some(why)) => StoreError::Schema {
                     table: self.table.clone(),
-                    source,
+                    source: sea_orm::DbErr::Custom(why),
                 },
-                other => other,
-            })?;
+                _ => as_schema(e),
+            });
+        }
+        if self
+            .db
+            .query_all_raw(self.sql.floor_columns())
+            .await
+            .is_err()
+        {
+            return Err(StoreError::Schema {
+                table: self.table.clone(),
+                source: sea_orm::DbErr::Custom(format!(
+                    "its token floor table {} is missing (added by migration step \
+                     m20261201_000002_lease_value_and_token_floor): without it a purge would \
+                     reset tokens",
+                    self.sql.floor_table()
+                )),
+            });
+        }
         let problems = crate::schema::problems(self)
             .await
             .map_err(|e| StoreError::db("verify_schema", &self.table, e))?;
@@ -244,13 +266,14 @@ impl SeaOrmStore {
         term: Term,
         keep: bool,
         expected: Option<FencingToken>,
+        value: Option<&LeaseValue>,
     ) -> Result<AcquireOutcome, StoreError> {
         let op = match (keep, expected) {
             (true, _) => "try_acquire",
             (false, None) => "begin_tenure",
             (false, Some(_)) => "take_over_tenure",
         };
-        let stmt = self.sql.acquire(key, holder, term, keep, expected);
+        let stmt = self.sql.acquire(key, holder, term, keep, expected, value);
         for _ in 0..ACQUIRE_ATTEMPTS {
             if let Some((row, took)) = self.upsert(op, &stmt, key).await? {
                 let got: String = get(&row, op, "holder")?;
@@ -416,11 +439,16 @@ fn record(row: &QueryResult, op: &'static str) -> Result<LeaseRecord, StoreError
     let status: i16 = get(row, op, "status")?;
     let until = DbInstant(get(row, op, "lease_end_time")?);
     let db_now = DbInstant(get(row, op, "db_now")?);
+    let value = get::<Option<String>>(row, op, "lease_value")?
+        .map(LeaseValue::new)
+        .transpose()
+        .map_err(bad)?;
     Ok(LeaseRecord {
         key: LeaseKey::parse(&namespace, &name).map_err(bad)?,
         holder: HolderId::new(holder).map_err(bad)?,
         token: FencingToken(get(row, op, "version")?),
         until,
+        value,
         held: status == 1 && until > db_now,
         db_now,
     })
@@ -434,7 +462,7 @@ impl LeaseStore for SeaOrmStore {
         holder: &HolderId,
         term: Term,
     ) -> Result<AcquireOutcome, StoreError> {
-        self.acquire(key, holder, term, true, None).await
+        self.acquire(key, holder, term, true, None, None).await
     }
 
     async fn begin_tenure(
@@ -442,8 +470,9 @@ impl LeaseStore for SeaOrmStore {
         key: &LeaseKey,
         holder: &HolderId,
         term: Term,
+        value: Option<&LeaseValue>,
     ) -> Result<AcquireOutcome, StoreError> {
-        self.acquire(key, holder, term, false, None).await
+        self.acquire(key, holder, term, false, None, value).await
     }
 
     async fn begin_tenure_all(
@@ -461,8 +490,27 @@ impl LeaseStore for SeaOrmStore {
         holder: &HolderId,
         expected: FencingToken,
         term: Term,
+        value: Option<&LeaseValue>,
     ) -> Result<AcquireOutcome, StoreError> {
-        self.acquire(key, holder, term, false, Some(expected)).await
+        self.acquire(key, holder, term, false, Some(expected), value)
+            .await
+    }
+
+    async fn set_value(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        token: FencingToken,
+        value: Option<&LeaseValue>,
+    ) -> Result<SetValueOutcome, StoreError> {
+        let n = self
+            .execute("set_value", self.sql.set_value(key, holder, token, value))
+            .await?;
+        Ok(if n == 1 {
+            SetValueOutcome::Set
+        } else {
+            SetValueOutcome::NotHeld
+        })
     }
 
     async fn begin_tenure_many(
@@ -470,8 +518,9 @@ impl LeaseStore for SeaOrmStore {
         holder: &HolderId,
         keys: &[LeaseKey],
         term: Term,
+        value: Option<&LeaseValue>,
     ) -> Result<Vec<Result<AcquireOutcome, StoreError>>, StoreError> {
-        self.begin_tenure_items(holder, keys, term).await
+        self.begin_tenure_items(holder, keys, term, value).await
     }
 
     async fn release_batch(
@@ -586,10 +635,7 @@ impl LeaseStore for SeaOrmStore {
         older_than: Duration,
     ) -> Result<u64, StoreError> {
         let age = Term::new("older_than", older_than.max(Term::MIN))?;
-        if let Dialect::MySql { .. } = self.sql.dialect {
-            return self.purge_mysql(namespace, age).await;
-        }
-        self.execute("purge", self.sql.purge(namespace, age)).await
+        self.purge_rows(namespace, age).await
     }
 
     async fn db_now(&self) -> Result<DbInstant, StoreError> {

@@ -3,7 +3,7 @@
 //! the fixed statements is built once per store. Every value is a bound parameter; only the
 //! validated table name is spliced in. [`crate::SeaOrmStore`] sends these and reads the rows.
 
-use leasehold_core::{FencingToken, HolderId, LeaseKey, Namespace, Term};
+use leasehold_core::{FencingToken, HolderId, LeaseKey, LeaseValue, Namespace, Term};
 use sea_orm::{DbBackend, Statement, Value};
 
 use crate::{RenewItem, StoreError};
@@ -26,6 +26,8 @@ pub(crate) struct Sql {
     pub dialect: Dialect,
     backend: DbBackend,
     table: String,
+    /// The token floor table (`{table}_floor`, one row, `id` 1).
+    floor: String,
     /// The database's clock in milliseconds since the epoch, as an SQL expression.
     now: String,
     text: Texts,
@@ -41,11 +43,11 @@ struct Texts {
     release: String,
     release_all: String,
     force_release: String,
-    purge: String,
-    purge_ns: String,
     db_now: String,
     fenced: String,
     columns: String,
+    set_value: String,
+    floor_columns: String,
 }
 
 /// PostgreSQL: the JSON list of `[namespace, name, token]` items, expanded once. Driving from it
@@ -59,13 +61,23 @@ const PG_ITEMS: &str = "w AS MATERIALIZED (SELECT e->>0 AS ns, e->>1 AS name, (e
 /// once per item). `OFFSET 0` keeps the planner from flattening it back into such a join.
 const PG_KEY: &str = "namespace = w.ns AND lease_name = w.name AND version = w.v";
 
-const COLS: &str = "namespace, lease_name, holder, version, lease_end_time, status";
+const COLS: &str = "namespace, lease_name, holder, version, lease_end_time, status, lease_value";
 
 impl Sql {
     /// The database's clock in milliseconds since the epoch, as an SQL expression (for the
     /// batched statements of `group.rs`, built beside their binds there).
     pub(crate) fn now(&self) -> &str {
         &self.now
+    }
+
+    /// The token of a row inserted now: one above the token floor (see [`Sql::fresh_version`]).
+    pub(crate) fn fresh(&self) -> String {
+        fresh_version(self.dialect, &self.floor)
+    }
+
+    /// The token floor table's name.
+    pub(crate) fn floor_table(&self) -> &str {
+        &self.floor
     }
 
     pub(crate) fn new(dialect: Dialect, table: &str) -> Self {
@@ -93,19 +105,25 @@ impl Sql {
         }
         .to_owned();
         let t = table;
+        let floor = leasehold_migration::floor_table(table);
+        let fresh = fresh_version(dialect, &floor);
         // Parameters of every grant: namespace, name, holder, term (ms), then `keep` (1:
         // try_acquire keeps the token of a live grant of ours and may extend it; 0: a new
         // tenure), then `expected` (the token of our own live tenure a take-over may replace; -1
-        // for none). The order differs per dialect: see `Sql::acquire`.
+        // for none), and the new tenure's value. The order differs per dialect: see
+        // `Sql::acquire`. A row inserted starts one above the token floor (`fresh`); a new
+        // tenure writes its value, a kept grant keeps the value it has.
         let acquire = match dialect {
             // ON CONFLICT DO UPDATE locks the existing row, then evaluates WHERE and SET on its
             // newest version: the clock is read then, after any lock wait.
             Dialect::Postgres | Dialect::Sqlite => format!(
-                "INSERT INTO {t} AS l (namespace, lease_name, holder, lease_end_time, status, version, gmt_create, gmt_modified) \
-                 VALUES (?, ?, ?, {now} + ?, 1, 1, {now}, {now}) \
+                "INSERT INTO {t} AS l (namespace, lease_name, holder, lease_end_time, status, version, lease_value, gmt_create, gmt_modified) \
+                 VALUES (?, ?, ?, {now} + ?, 1, {fresh}, ?, {now}, {now}) \
                  ON CONFLICT (namespace, lease_name) DO UPDATE SET \
                  version = CASE WHEN ? = 1 AND l.status = 1 AND l.holder = excluded.holder AND l.lease_end_time > {now} \
                    THEN l.version ELSE l.version + 1 END, \
+                 lease_value = CASE WHEN ? = 1 AND l.status = 1 AND l.holder = excluded.holder AND l.lease_end_time > {now} \
+                   THEN l.lease_value ELSE excluded.lease_value END, \
                  holder = excluded.holder, lease_end_time = {now} + ?, status = 1, gmt_modified = {now} \
                  WHERE l.status = 0 OR l.lease_end_time <= {now} \
                    OR (l.holder = excluded.holder AND (? = 1 OR l.version = ?)) \
@@ -121,11 +139,13 @@ impl Sql {
                     "(status = 0 OR lease_end_time <= {now} OR (holder = VALUES(holder) AND (? = 1 OR version = ?)))"
                 );
                 format!(
-                    "INSERT INTO {t} (namespace, lease_name, holder, lease_end_time, status, version, gmt_create, gmt_modified) \
-                     VALUES (?, ?, ?, {now} + ?, (@leasehold_took := 1), 1, {now}, {now}) \
+                    "INSERT INTO {t} (namespace, lease_name, holder, lease_end_time, status, version, lease_value, gmt_create, gmt_modified) \
+                     VALUES (?, ?, ?, {now} + ?, (@leasehold_took := 1), {fresh}, ?, {now}, {now}) \
                      ON DUPLICATE KEY UPDATE \
                      version = IF((@leasehold_took := {take}), \
                        IF(? = 1 AND status = 1 AND holder = VALUES(holder) AND lease_end_time > {now}, version, version + 1), version), \
+                     lease_value = IF(@leasehold_took, \
+                       IF(? = 1 AND status = 1 AND holder = VALUES(holder) AND lease_end_time > {now}, lease_value, VALUES(lease_value)), lease_value), \
                      holder = IF(@leasehold_took, VALUES(holder), holder), \
                      lease_end_time = IF(@leasehold_took, {now} + ?, lease_end_time), \
                      status = IF(@leasehold_took, 1, status), \
@@ -159,10 +179,6 @@ impl Sql {
             "UPDATE {t} SET status = 0, lease_end_time = {now}, gmt_modified = {now} \
              WHERE namespace = ? AND lease_name = ? AND status = 1 AND lease_end_time > {now}"
         );
-        let purge = format!(
-            "DELETE FROM {t} WHERE (status = 0 OR lease_end_time <= {now}) AND lease_end_time < {now} - ?"
-        );
-        let purge_ns = format!("{purge} AND namespace = ?");
         // Oracle MySQL's read of the row its grant upsert left, in the same transaction.
         let grant_row = format!(
             "SELECT holder, version, lease_end_time, CAST(@leasehold_took AS SIGNED) AS took \
@@ -180,8 +196,14 @@ impl Sql {
              AND status = 1 AND lease_end_time > {now}{lock}"
         );
         let columns = format!(
-            "SELECT id, namespace, lease_name, holder, lease_end_time, status, version, gmt_create, gmt_modified \
+            "SELECT id, namespace, lease_name, holder, lease_end_time, status, version, lease_value, gmt_create, gmt_modified \
              FROM {t} WHERE 1 = 0"
+        );
+        let floor_columns = format!("SELECT id, version FROM {floor} WHERE 1 = 0");
+        let set_value = format!(
+            "UPDATE {t} SET lease_value = ?, gmt_modified = {now} \
+             WHERE namespace = ? AND lease_name = ? AND holder = ? AND version = ? \
+             AND status = 1 AND lease_end_time > {now}"
         );
         let mut text = Texts {
             acquire,
@@ -191,11 +213,11 @@ impl Sql {
             release,
             release_all,
             force_release,
-            purge,
-            purge_ns,
             db_now,
             fenced,
             columns,
+            set_value,
+            floor_columns,
         };
         if dialect == Dialect::Postgres {
             for s in [
@@ -206,9 +228,8 @@ impl Sql {
                 &mut text.release,
                 &mut text.release_all,
                 &mut text.force_release,
-                &mut text.purge,
-                &mut text.purge_ns,
                 &mut text.fenced,
+                &mut text.set_value,
             ] {
                 *s = numbered(s);
             }
@@ -217,6 +238,7 @@ impl Sql {
             dialect,
             backend,
             table: table.to_owned(),
+            floor,
             now,
             text,
         }
@@ -238,6 +260,7 @@ impl Sql {
         term: Term,
         keep: bool,
         expected: Option<FencingToken>,
+        value: Option<&LeaseValue>,
     ) -> Statement {
         let [ns, name] = key_values(key);
         let (t, k, x): (Value, Value, Value) = (
@@ -246,9 +269,12 @@ impl Sql {
             expected.map_or(-1, FencingToken::get).into(),
         );
         let h: Value = holder.as_str().into();
+        let v = value_of(value);
         let values = match self.dialect {
-            Dialect::Postgres | Dialect::Sqlite => vec![ns, name, h, t.clone(), k.clone(), t, k, x],
-            Dialect::MySql { .. } => vec![ns, name, h, t.clone(), k.clone(), x, k, t],
+            Dialect::Postgres | Dialect::Sqlite => {
+                vec![ns, name, h, t.clone(), v, k.clone(), k.clone(), t, k, x]
+            }
+            Dialect::MySql { .. } => vec![ns, name, h, t.clone(), v, k.clone(), x, k.clone(), k, t],
         };
         self.statement(&self.text.acquire, values)
     }
@@ -307,20 +333,6 @@ impl Sql {
         self.statement(&self.text.force_release, key_values(key).into())
     }
 
-    /// Deletes the rows ended more than `age` ago (PostgreSQL, SQLite; MySQL goes by id:
-    /// [`Sql::mysql_purge_candidates`]).
-    pub(crate) fn purge(&self, namespace: Option<&Namespace>, age: Term) -> Statement {
-        let mut values: Vec<Value> = vec![age.as_millis_i64().into()];
-        let sql = match namespace {
-            Some(ns) => {
-                values.push(ns.as_str().into());
-                &self.text.purge_ns
-            }
-            None => &self.text.purge,
-        };
-        self.statement(sql, values)
-    }
-
     /// The database's clock (`db_now`).
     pub(crate) fn db_now(&self) -> Statement {
         self.statement(&self.text.db_now, Vec::new())
@@ -344,6 +356,156 @@ impl Sql {
     /// Every column leasehold reads or writes, no row: fails when one is missing.
     pub(crate) fn columns(&self) -> Statement {
         self.statement(&self.text.columns, Vec::new())
+    }
+
+    /// The token floor table's columns, no row: fails when the table is missing.
+    pub(crate) fn floor_columns(&self) -> Statement {
+        self.statement(&self.text.floor_columns, Vec::new())
+    }
+
+    /// Sets the value of the live tenure `holder`/`token`.
+    pub(crate) fn set_value(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        token: FencingToken,
+        value: Option<&LeaseValue>,
+    ) -> Statement {
+        let [ns, name] = key_values(key);
+        self.statement(
+            &self.text.set_value,
+            vec![
+                value_of(value),
+                ns,
+                name,
+                holder.as_str().into(),
+                token.get().into(),
+            ],
+        )
+    }
+
+    /// The condition of a purgeable row (released or expired, ended more than `?` ms ago, then
+    /// `AND namespace = ?` when `namespace`), and its values.
+    fn purgeable(&self, namespace: Option<&Namespace>, age: Term) -> (String, Vec<Value>) {
+        let now = &self.now;
+        let mut values: Vec<Value> = vec![age.as_millis_i64().into()];
+        let mut cond =
+            format!("(status = 0 OR lease_end_time <= {now}) AND lease_end_time < {now} - ?");
+        if let Some(ns) = namespace {
+            cond.push_str(" AND namespace = ?");
+            values.push(ns.as_str().into());
+        }
+        (cond, values)
+    }
+
+    /// PostgreSQL: locks the token floor against every grant (each grant statement reads it, so
+    /// it waits for this transaction and then sees the raised floor), for the purge's
+    /// transaction.
+    pub(crate) fn pg_lock_floor(&self) -> Statement {
+        self.statement(
+            &format!("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE", self.floor),
+            Vec::new(),
+        )
+    }
+
+    /// PostgreSQL: deletes up to `limit` purgeable rows (skipping rows another session holds
+    /// locked) and raises the token floor to the largest token deleted, in one statement; `n`
+    /// is how many.
+    pub(crate) fn pg_purge_chunk(
+        &self,
+        namespace: Option<&Namespace>,
+        age: Term,
+        limit: usize,
+    ) -> Statement {
+        let (cond, mut values) = self.purgeable(namespace, age);
+        values.push(i64::try_from(limit).unwrap_or(i64::MAX).into());
+        let (t, f) = (&self.table, &self.floor);
+        self.statement(
+            &numbered(&format!(
+                "WITH d AS (DELETE FROM {t} WHERE id IN (SELECT id FROM {t} WHERE {cond} \
+                 LIMIT ? FOR UPDATE SKIP LOCKED) RETURNING version), \
+                 u AS (UPDATE {f} SET version = GREATEST(version, (SELECT COALESCE(MAX(version), 0) FROM d)) \
+                 WHERE id = 1 RETURNING id) \
+                 SELECT (SELECT COUNT(*) FROM d) AS n, (SELECT COUNT(*) FROM u) AS floors"
+            )),
+            values,
+        )
+    }
+
+    /// SQLite, first of the purge's transaction: raises the token floor to the largest token of
+    /// the purgeable rows.
+    pub(crate) fn sqlite_raise_floor(&self, namespace: Option<&Namespace>, age: Term) -> Statement {
+        let (cond, values) = self.purgeable(namespace, age);
+        self.statement(
+            &format!(
+                "UPDATE {f} SET version = MAX(version, COALESCE((SELECT MAX(version) FROM {t} WHERE {cond}), 0)) \
+                 WHERE id = 1",
+                f = self.floor,
+                t = self.table
+            ),
+            values,
+        )
+    }
+
+    /// SQLite, second: deletes the purgeable rows whose token the floor covers.
+    pub(crate) fn sqlite_purge(&self, namespace: Option<&Namespace>, age: Term) -> Statement {
+        let (cond, values) = self.purgeable(namespace, age);
+        self.statement(
+            &format!(
+                "DELETE FROM {t} WHERE {cond} AND version <= (SELECT version FROM {f} WHERE id = 1)",
+                f = self.floor,
+                t = self.table
+            ),
+            values,
+        )
+    }
+
+    /// MySQL, first of the purge's transaction: the token floor's row, locked against every
+    /// grant (each grant reads it with a locking read, so it waits for this transaction and
+    /// then reads the raised floor).
+    pub(crate) fn mysql_lock_floor(&self) -> Statement {
+        self.statement(
+            &format!("SELECT version FROM {} WHERE id = 1 FOR UPDATE", self.floor),
+            Vec::new(),
+        )
+    }
+
+    /// MySQL: the candidate rows `ids` still purgeable, locked (skipping rows another session
+    /// holds locked), with their tokens.
+    pub(crate) fn mysql_lock_purgeable(&self, age: Term, ids: &[i64]) -> Statement {
+        let (cond, mut values) = self.purgeable(None, age);
+        values.extend(ids.iter().map(|&id| Value::from(id)));
+        self.statement(
+            &format!(
+                "SELECT id, version FROM {} WHERE {cond} AND id IN ({}) FOR UPDATE SKIP LOCKED",
+                self.table,
+                placeholders(ids.len())
+            ),
+            values,
+        )
+    }
+
+    /// MySQL: raises the token floor to `token`.
+    pub(crate) fn mysql_raise_floor(&self, token: i64) -> Statement {
+        self.statement(
+            &format!(
+                "UPDATE {} SET version = GREATEST(version, ?) WHERE id = 1",
+                self.floor
+            ),
+            vec![token.into()],
+        )
+    }
+
+    /// MySQL: deletes the rows `ids` (locked by this transaction).
+    pub(crate) fn mysql_delete_ids(&self, ids: &[i64]) -> Statement {
+        self.statement(
+            &format!(
+                "DELETE FROM {} WHERE id IN ({})",
+                self.table,
+                placeholders(ids.len())
+            ),
+            ids.iter().map(|&id| Value::from(id)).collect(),
+        )
     }
 
     /// The held rows, optionally in one namespace, optionally under a name prefix (matched
@@ -578,22 +740,6 @@ impl Sql {
         )
     }
 
-    /// MySQL: `purge` of the candidate `ids`, the condition checked again.
-    pub(crate) fn mysql_purge_ids(&self, age: Term, ids: &[i64]) -> Statement {
-        let now = &self.now;
-        let mut values: Vec<Value> = vec![age.as_millis_i64().into()];
-        values.extend(ids.iter().map(|&id| Value::from(id)));
-        self.statement(
-            &format!(
-                "DELETE FROM {} WHERE (status = 0 OR lease_end_time <= {now}) AND lease_end_time < {now} - ? \
-                 AND id IN ({})",
-                self.table,
-                placeholders(ids.len())
-            ),
-            values,
-        )
-    }
-
     /// The catalog's unique keys of the lease table, each as `cols` (comma-separated column
     /// names in key order).
     pub(crate) fn catalog_unique_keys(&self) -> Statement {
@@ -683,6 +829,26 @@ pub(crate) fn mysql_session_bounds(mariadb: bool, bound: std::time::Duration) ->
 #[cfg(feature = "mysql")]
 pub(crate) const MYSQL_READ_COMMITTED: &str =
     "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED";
+
+/// The token of a row inserted now: one above the token floor. MySQL reads the floor with a
+/// locking read (the newest committed row, after waiting for a purge that holds it); PostgreSQL
+/// reads it in the statement's snapshot, taken after the statement's lock on the floor table, for
+/// which a purge's `LOCK TABLE` makes it wait; SQLite has one writer at a time.
+pub(crate) fn fresh_version(dialect: Dialect, floor: &str) -> String {
+    match dialect {
+        Dialect::MySql { .. } => format!(
+            "(COALESCE((SELECT f.version FROM {floor} f WHERE f.id = 1 LOCK IN SHARE MODE), 0) + 1)"
+        ),
+        Dialect::Postgres | Dialect::Sqlite => {
+            format!("(COALESCE((SELECT f.version FROM {floor} f WHERE f.id = 1), 0) + 1)")
+        }
+    }
+}
+
+/// A value as a bound parameter (`NULL` for none).
+pub(crate) fn value_of(value: Option<&LeaseValue>) -> Value {
+    Value::String(value.map(|v| v.as_str().to_owned()))
+}
 
 fn key_values(key: &LeaseKey) -> [Value; 2] {
     [key.namespace.as_str().into(), key.name.as_str().into()]

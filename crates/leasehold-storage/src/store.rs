@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use leasehold_core::{
-    AcquireOutcome, DbInstant, FencingToken, HolderId, LeaseKey, LeaseRecord, Namespace,
-    ReleaseOutcome, RenewOutcome, Term,
+    AcquireOutcome, DbInstant, FencingToken, HolderId, LeaseKey, LeaseRecord, LeaseValue,
+    Namespace, ReleaseOutcome, RenewOutcome, SetValueOutcome, Term,
 };
 
 use crate::StoreError;
@@ -70,7 +70,8 @@ impl From<bool> for BatchRenewal {
 pub trait LeaseStore: Send + Sync + 'static {
     /// Grants `key` to `holder` for `term` if the row is free, released, expired, or already held
     /// by `holder` (then the token is kept and the grant extended). A grant to a new tenure
-    /// increases the token by exactly one.
+    /// increases the token by exactly one (a new row starts above the table's token floor: see
+    /// [`LeaseStore::purge`]) and clears the value; an extended grant keeps its value.
     ///
     /// Expiry is judged by the database clock when the row is evaluated, after any wait for a
     /// lock on it, and the end time written is one `term` after that instant (never already
@@ -94,6 +95,9 @@ pub trait LeaseStore: Send + Sync + 'static {
     /// never touches the next one. To replace one's own live tenure, name it:
     /// [`LeaseStore::take_over_tenure`].
     ///
+    /// The new tenure's value is `value` (`None`: no value), written in the same statement as
+    /// the grant: nobody ever reads the new tenure without it.
+    ///
     /// Expiry is judged as in [`LeaseStore::try_acquire`]: by the database clock when the row is
     /// evaluated, after any lock wait.
     async fn begin_tenure(
@@ -101,6 +105,7 @@ pub trait LeaseStore: Send + Sync + 'static {
         key: &LeaseKey,
         holder: &HolderId,
         term: Term,
+        value: Option<&LeaseValue>,
     ) -> Result<AcquireOutcome, StoreError>;
 
     /// [`LeaseStore::begin_tenure`] for many keys of one holder at once, in as few statements
@@ -111,7 +116,8 @@ pub trait LeaseStore: Send + Sync + 'static {
     /// is granted once and found live the second time. An item can fail alone (`Err` in its
     /// place: for example its row stayed locked by another session past the server-side
     /// bound); the outer `Err` means the batch as a whole failed and its outcome is unknown.
-    /// Nothing is answered before the database committed it.
+    /// Nothing is answered before the database committed it. Every new tenure of the batch gets
+    /// `value`.
     ///
     /// The default calls `begin_tenure` once per key.
     async fn begin_tenure_many(
@@ -119,10 +125,11 @@ pub trait LeaseStore: Send + Sync + 'static {
         holder: &HolderId,
         keys: &[LeaseKey],
         term: Term,
+        value: Option<&LeaseValue>,
     ) -> Result<Vec<Result<AcquireOutcome, StoreError>>, StoreError> {
         let mut out = Vec::with_capacity(keys.len());
         for key in keys {
-            out.push(self.begin_tenure(key, holder, term).await);
+            out.push(self.begin_tenure(key, holder, term, value).await);
         }
         Ok(out)
     }
@@ -153,7 +160,7 @@ pub trait LeaseStore: Send + Sync + 'static {
         order.sort_by(|&a, &b| keys[a].cmp(&keys[b]));
         let mut granted: Vec<Option<(FencingToken, DbInstant)>> = vec![None; keys.len()];
         for &i in &order {
-            let refused = match self.begin_tenure(&keys[i], holder, term).await {
+            let refused = match self.begin_tenure(&keys[i], holder, term, None).await {
                 Ok(AcquireOutcome::Acquired { token, until }) => {
                     granted[i] = Some((token, until));
                     continue;
@@ -186,14 +193,28 @@ pub trait LeaseStore: Send + Sync + 'static {
     /// if, and only if, its token is `expected` (compare-and-set): the new tenure's token is then
     /// `expected + 1`. A live row of `holder` with another token, or of another holder, answers
     /// [`AcquireOutcome::HeldBy`] and changes nothing; a free, released or expired row is granted
-    /// as by `begin_tenure` (its token plus one, whatever `expected` is).
+    /// as by `begin_tenure` (its token plus one, whatever `expected` is). The new tenure's value
+    /// is `value`.
     async fn take_over_tenure(
         &self,
         key: &LeaseKey,
         holder: &HolderId,
         expected: FencingToken,
         term: Term,
+        value: Option<&LeaseValue>,
     ) -> Result<AcquireOutcome, StoreError>;
+
+    /// Changes the value of the live tenure `holder`/`token` to `value` (`None` clears it), in
+    /// one fenced statement: [`SetValueOutcome::Set`] once committed,
+    /// [`SetValueOutcome::NotHeld`] (nothing changed) when the tenure had lapsed, been released
+    /// or taken over. The grant's end and the token are left alone.
+    async fn set_value(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        token: FencingToken,
+        value: Option<&LeaseValue>,
+    ) -> Result<SetValueOutcome, StoreError>;
 
     /// Extends the tenure identified by `holder` and `token` to one `term` from now, if the grant
     /// has not ended. A lapsed tenure is lost even if nobody took the lease.
@@ -290,10 +311,15 @@ pub trait LeaseStore: Send + Sync + 'static {
     ) -> Result<Vec<LeaseRecord>, StoreError>;
 
     /// Deletes rows (in `namespace`, or in every namespace when `None`) released or expired for
-    /// longer than `older_than`. Returns how many.
+    /// longer than `older_than`. Returns how many. A held row is never purged.
     ///
-    /// A purged name starts again at token 1: purge only with an age far beyond any pause a
-    /// stale holder could come back from.
+    /// Tokens never go back: in the same transaction as it deletes rows, a purge raises the
+    /// table's **token floor** (the `{table}_floor` row on the SQL stores) to the largest token
+    /// it removed, and a row created afterwards starts above the floor. A name created again
+    /// after its row was purged therefore gets a token above any it ever had, so a stale
+    /// writer's token never looks new. A grant racing the purge waits for it (the SQL stores
+    /// lock the floor against new rows for the purge's transaction), or the purge skips the row
+    /// the grant holds locked.
     async fn purge(
         &self,
         namespace: Option<&Namespace>,

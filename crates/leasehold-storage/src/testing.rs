@@ -212,6 +212,10 @@ pub const CHECKS: &[(&str, CheckFn)] = checks![checks:
     release_batch_like_one_by_one,
     begin_tenure_all_all_or_nothing,
     begin_tenure_all_crossing_race,
+    value_set_at_grant,
+    value_change_while_held,
+    purge_never_resets_token,
+    purge_grant_race,
 ];
 
 /// The checks that need a SQL store ([`Subject::sql`]): faults made on its own database (an

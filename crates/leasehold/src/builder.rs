@@ -41,6 +41,7 @@ pub struct LeaseServiceBuilder {
     reclaim_own_leases: bool,
     group_commit: bool,
     clock_check: Option<crate::ClockRateOptions>,
+    retention: Option<crate::Retention>,
     bug: Option<leasehold_engine::KnownBug>,
 }
 
@@ -69,6 +70,7 @@ impl LeaseServiceBuilder {
             reclaim_own_leases: false,
             group_commit: true,
             clock_check: None,
+            retention: None,
             bug: None,
         }
     }
@@ -168,6 +170,29 @@ impl LeaseServiceBuilder {
     /// ```
     pub fn check_clock_rate(mut self, options: crate::ClockRateOptions) -> Self {
         self.clock_check = Some(options);
+        self
+    }
+
+    /// Purges old rows of this service's namespace in the background (default: off): rows
+    /// released or expired for longer than [`Retention::age`](crate::Retention::age), every
+    /// [`Retention::interval`](crate::Retention::interval), each run one store call bounded by
+    /// the request timeout. Tokens never go back: a name created again after its row was purged
+    /// starts above any token it had (the store's token floor). `leasehold purge` does the same
+    /// by hand.
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// use std::time::Duration;
+    /// use leasehold::{LeaseService, Retention};
+    /// let service = LeaseService::builder("sqlite::memory:")
+    ///     .retention(Retention::new(Duration::from_secs(7 * 86_400)))
+    ///     .build()
+    ///     .await?;
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
+    pub fn retention(mut self, retention: crate::Retention) -> Self {
+        self.retention = Some(retention);
         self
     }
 
@@ -292,6 +317,9 @@ impl LeaseServiceBuilder {
         if let Some(options) = &self.clock_check {
             options.validate()?;
         }
+        if let Some(retention) = &self.retention {
+            retention.validate()?;
+        }
         let holder = crate::holder::holder(self.holder)?;
         let namespace = Namespace::new(self.namespace)?;
         let source = match self.source {
@@ -326,6 +354,9 @@ impl LeaseServiceBuilder {
         let service = LeaseService::start(spec, holder, namespace, self.config).await?;
         if let Some(options) = self.clock_check {
             service.start_clock_check(options);
+        }
+        if let Some(retention) = self.retention {
+            service.start_retention(retention);
         }
         Ok(service)
     }

@@ -53,6 +53,14 @@ pub enum Error {
         /// The count of a live permit found.
         found: u32,
     },
+    /// The tenure a call named is not held (not yet granted, lapsed, released or taken over):
+    /// nothing was changed. [`LeaseTask::set_value`](crate::LeaseTask::set_value) answers this
+    /// when the store refused its token.
+    #[error("{key} is not held by this task: nothing was changed")]
+    NotHeld {
+        /// The lease.
+        key: LeaseKey,
+    },
     /// The engine thread could not be started.
     #[error("could not start the leasehold engine thread: {0}")]
     Thread(#[source] std::io::Error),
@@ -69,6 +77,7 @@ impl From<EngineError> for Error {
         match e {
             EngineError::Owned { key, owner } => Error::KeyInUse { key, owner },
             EngineError::Invalid(v) => Error::Invalid(v),
+            EngineError::NoTask { key } => Error::TaskStopped { key },
             _ => Error::ShutDown,
         }
     }

@@ -56,6 +56,7 @@ mod hand_over;
 mod health;
 mod holder;
 mod lock;
+mod retention;
 mod runtime;
 mod service;
 mod shard;
@@ -71,6 +72,7 @@ pub use lock::{
     DEFAULT_LOCK_NAMESPACE, DEFAULT_LOCK_RETRY_INTERVAL, DEFAULT_LOCK_TTL, LockError, LockGuard,
     LockOutcome, Locks, MultiLockGuard, MultiLockOutcome, PermitGuard,
 };
+pub use retention::Retention;
 pub use service::LeaseService;
 pub use shard::{DEFAULT_SHARD_GROUP, NameSource, ShardOptions, ShardedTasks};
 pub use task::{LeaseTask, LeaseTaskOptions};
@@ -80,7 +82,8 @@ pub use leasehold_core::clock_rate::{
 };
 pub use leasehold_core::{
     Clock, DbInstant, FencingToken, HolderId, LeaseConfig, LeaseKey, LeaseName, LeaseRecord,
-    LossReason, MonotonicClock, Namespace, Notification, State, Term, ValidationError,
+    LeaseValue, LossReason, MonotonicClock, Namespace, Notification, SetValueOutcome, State, Term,
+    ValidationError,
 };
 pub use leasehold_engine as engine;
 #[doc(hidden)]

@@ -276,6 +276,7 @@ impl LeaseService {
         );
         let start = StartTask {
             belief: Some(belief),
+            value: options.value.clone(),
             ..StartTask::new(key.clone(), config, listener)
         };
         let (belief, _) = self.inner.engine.send(start).await??;
@@ -283,6 +284,8 @@ impl LeaseService {
             key,
             belief,
             deadlines: Arc::clone(&self.inner.deadlines),
+            engine: self.inner.engine.clone(),
+            owner: leasehold_engine::Owner::Task,
         })
     }
 
@@ -599,6 +602,18 @@ impl LeaseService {
             self.inner.cancel.clone(),
         );
         self.spawn_on_engine(check);
+    }
+
+    /// Starts the background purge on the engine thread; it ends with the service.
+    pub(crate) fn start_retention(&self, retention: crate::Retention) {
+        let purge = crate::retention::background(
+            self.inner.engine.clone(),
+            self.inner.namespace.clone(),
+            retention,
+            self.inner.config.request_timeout(),
+            self.inner.cancel.clone(),
+        );
+        self.spawn_on_engine(purge);
     }
 
     /// The parent of every tenure's cancellation token.

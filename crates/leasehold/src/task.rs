@@ -2,8 +2,13 @@
 
 use std::sync::Arc;
 
-use leasehold_core::{FencingToken, HolderId, LeaseConfig, LeaseKey, LossReason, Notification};
-use leasehold_engine::{Belief, Listener, NamespaceDeadlines};
+use actix::Addr;
+use leasehold_core::{
+    FencingToken, HolderId, LeaseConfig, LeaseKey, LeaseValue, LossReason, Notification,
+};
+use leasehold_engine::{
+    Belief, LeaseEngine, Listener, NamespaceDeadlines, Owner, SetTaskValue, ValueAnswer,
+};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
@@ -37,6 +42,7 @@ pub struct LeaseTaskOptions {
     pub(crate) on_acquired: Option<OnAcquired>,
     pub(crate) on_lost: Option<OnLost>,
     pub(crate) config: Option<LeaseConfig>,
+    pub(crate) value: Option<LeaseValue>,
 }
 
 impl std::fmt::Debug for LeaseTaskOptions {
@@ -45,6 +51,7 @@ impl std::fmt::Debug for LeaseTaskOptions {
             .field("on_acquired", &self.on_acquired.is_some())
             .field("on_lost", &self.on_lost.is_some())
             .field("config", &self.config)
+            .field("value", &self.value)
             .finish()
     }
 }
@@ -112,6 +119,28 @@ impl LeaseTaskOptions {
     /// ```
     pub fn config(mut self, config: LeaseConfig) -> Self {
         self.config = Some(config);
+        self
+    }
+
+    /// The value every tenure of this task is granted with (default: none): written in the
+    /// grant's own statement, so nobody reads the tenure without it. `current_holder`,
+    /// `list_valid` and `leasehold ls` show it; change it while held with
+    /// [`LeaseTask::set_value`].
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// use leasehold::{LeaseService, LeaseTaskOptions, LeaseValue};
+    /// let service = LeaseService::builder("sqlite::memory:").build().await?;
+    /// let options = LeaseTaskOptions::new().value(LeaseValue::new("10.0.0.7:8080")?);
+    /// let task = service.start_lease_task("leader", options).await?;
+    /// task.acquired().await?;
+    /// let row = service.current_holder("leader").await?.expect("a row");
+    /// assert_eq!(row.value.as_ref().map(LeaseValue::as_str), Some("10.0.0.7:8080"));
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
+    pub fn value(mut self, value: LeaseValue) -> Self {
+        self.value = Some(value);
         self
     }
 }
@@ -191,6 +220,8 @@ pub struct LeaseTask {
     pub(crate) belief: Arc<Belief>,
     /// The registry's deadlines of the key's namespace.
     pub(crate) deadlines: Arc<NamespaceDeadlines>,
+    pub(crate) engine: Addr<LeaseEngine>,
+    pub(crate) owner: Owner,
 }
 
 impl LeaseTask {
@@ -335,6 +366,49 @@ impl LeaseTask {
             None => Err(Error::TaskStopped {
                 key: self.key.clone(),
             }),
+        }
+    }
+
+    /// Changes the value of the live tenure (`None` clears it) and of every later tenure of
+    /// this task. One fenced statement names the tenure's token (`UPDATE … WHERE` key, holder,
+    /// token, still held by the database's clock); the answer comes after its commit, with the
+    /// token of the tenure that now carries the value. The grant's end and the token stay.
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// use leasehold::{LeaseService, LeaseTaskOptions, LeaseValue};
+    /// let service = LeaseService::builder("sqlite::memory:").build().await?;
+    /// let task = service.start_lease_task("leader", LeaseTaskOptions::new()).await?;
+    /// let (token, _) = task.acquired().await?;
+    /// assert_eq!(task.set_value(Some(LeaseValue::new("epoch 7")?)).await?, token);
+    /// let row = service.current_holder("leader").await?.expect("a row");
+    /// assert_eq!(row.value.as_ref().map(LeaseValue::as_str), Some("epoch 7"));
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// - [`Error::NotHeld`] when no tenure is live here, or the store found it ended (a stale
+    ///   token): nothing was changed, and later tenures keep the old value.
+    /// - [`Error::Store`] when the statement failed or passed the request timeout: the value
+    ///   may or may not have changed.
+    /// - [`Error::TaskStopped`] when the task is stopped.
+    ///
+    /// # Cancel safety
+    /// Dropping the future stops waiting; the statement may still commit (as with a failure).
+    pub async fn set_value(&self, value: Option<LeaseValue>) -> Result<FencingToken> {
+        let ask = SetTaskValue {
+            key: self.key.clone(),
+            owner: self.owner.clone(),
+            value,
+        };
+        match self.engine.send(ask).await?? {
+            ValueAnswer::Set { token } => Ok(token),
+            ValueAnswer::NotHeld => Err(Error::NotHeld {
+                key: self.key.clone(),
+            }),
+            ValueAnswer::Failed(e) => Err(Error::Store(e)),
+            _ => Err(Error::ShutDown),
         }
     }
 }

@@ -83,6 +83,7 @@ mod tests {
             holder: HolderId::new("a").expect("holder"),
             token: FencingToken(3),
             until: DbInstant(until),
+            value: None,
             held: until > now,
             db_now: DbInstant(now),
         }

@@ -1,12 +1,13 @@
 //! The oracle: samples every belief signal every few milliseconds and checks one invariant per
 //! file: [`two_believers`], [`belief_after_grant`], [`leaked_grants`], [`call_bounds`],
-//! [`panics`], [`permits`].
+//! [`panics`], [`permits`], [`tokens_never_repeat`].
 
 pub mod belief_after_grant;
 pub mod call_bounds;
 pub mod leaked_grants;
 pub mod panics;
 pub mod permits;
+pub mod tokens_never_repeat;
 pub mod two_believers;
 
 use std::collections::HashMap;
@@ -35,6 +36,9 @@ pub enum Invariant {
     Panic,
     /// A semaphore had more believers than permits.
     TooManyPermits,
+    /// A key's token was granted again (after its release, or to another holder), for example
+    /// after a purge reset it.
+    TokenRepeated,
 }
 
 /// What one check found, before the oracle stamps it.
@@ -174,6 +178,7 @@ impl Oracle {
             .sightings
             .fetch_add(first.len() as u64, Ordering::Relaxed);
         let mut findings = belief_after_grant::check(&first, at, &self.log);
+        findings.extend(tokens_never_repeat::check(&self.log));
         if two_believers::suspected(&first) || permits::suspected(&first) {
             let second = self.beliefs.sample(true);
             findings.extend(two_believers::check(&first, &second));

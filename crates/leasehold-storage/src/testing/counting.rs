@@ -10,8 +10,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::future::BoxFuture;
 use leasehold_core::{
-    AcquireOutcome, Clock, DbInstant, FencingToken, HolderId, LeaseKey, LeaseRecord,
-    MonotonicClock, Namespace, ReleaseOutcome, RenewOutcome, Term,
+    AcquireOutcome, Clock, DbInstant, FencingToken, HolderId, LeaseKey, LeaseRecord, LeaseValue,
+    MonotonicClock, Namespace, ReleaseOutcome, RenewOutcome, SetValueOutcome, Term,
 };
 
 use crate::{AllOutcome, BatchRenewal, LeaseStore, RenewItem, StoreError};
@@ -52,11 +52,13 @@ pub enum Op {
     ReleaseBatch,
     /// [`LeaseStore::begin_tenure_all`].
     BeginTenureAll,
+    /// [`LeaseStore::set_value`].
+    SetValue,
 }
 
 impl Op {
     /// Every method, in the trait's order.
-    pub const ALL: [Op; 16] = [
+    pub const ALL: [Op; 17] = [
         Op::TryAcquire,
         Op::BeginTenure,
         Op::TakeOverTenure,
@@ -73,6 +75,7 @@ impl Op {
         Op::BeginTenureMany,
         Op::ReleaseBatch,
         Op::BeginTenureAll,
+        Op::SetValue,
     ];
 
     /// The method's name, e.g. `"renew_many"`.
@@ -102,6 +105,7 @@ impl Op {
             Op::BeginTenureMany => "begin_tenure_many",
             Op::ReleaseBatch => "release_batch",
             Op::BeginTenureAll => "begin_tenure_all",
+            Op::SetValue => "set_value",
         }
     }
 }
@@ -378,8 +382,9 @@ impl LeaseStore for CountingStore {
         key: &LeaseKey,
         holder: &HolderId,
         term: Term,
+        value: Option<&LeaseValue>,
     ) -> Result<AcquireOutcome, StoreError> {
-        let call = self.inner.begin_tenure(key, holder, term);
+        let call = self.inner.begin_tenure(key, holder, term, value);
         self.pass(Op::BeginTenure, 0, call).await
     }
 
@@ -388,8 +393,9 @@ impl LeaseStore for CountingStore {
         holder: &HolderId,
         keys: &[LeaseKey],
         term: Term,
+        value: Option<&LeaseValue>,
     ) -> Result<Vec<Result<AcquireOutcome, StoreError>>, StoreError> {
-        let call = self.inner.begin_tenure_many(holder, keys, term);
+        let call = self.inner.begin_tenure_many(holder, keys, term, value);
         self.pass(Op::BeginTenureMany, keys.len(), call).await
     }
 
@@ -409,9 +415,23 @@ impl LeaseStore for CountingStore {
         holder: &HolderId,
         expected: FencingToken,
         term: Term,
+        value: Option<&LeaseValue>,
     ) -> Result<AcquireOutcome, StoreError> {
-        let call = self.inner.take_over_tenure(key, holder, expected, term);
+        let call = self
+            .inner
+            .take_over_tenure(key, holder, expected, term, value);
         self.pass(Op::TakeOverTenure, 0, call).await
+    }
+
+    async fn set_value(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        token: FencingToken,
+        value: Option<&LeaseValue>,
+    ) -> Result<SetValueOutcome, StoreError> {
+        let call = self.inner.set_value(key, holder, token, value);
+        self.pass(Op::SetValue, 0, call).await
     }
 
     async fn renew(
@@ -542,7 +562,7 @@ mod tests {
         for name in ["x", "y", "z"] {
             let key = LeaseKey::parse("ns", name)?;
             let AcquireOutcome::Acquired { token, .. } =
-                store.begin_tenure(&key, &me, term).await?
+                store.begin_tenure(&key, &me, term, None).await?
             else {
                 return Err("not granted".into());
             };

@@ -171,7 +171,7 @@ async fn fill(ctx: &Ctx, full: &SeaOrmStore) -> Result<(), String> {
     let who = holder(&"h".repeat(255))?;
     for i in 0..400 {
         let key = ctx.key(&format!("{i:04}{}", "x".repeat(240)))?;
-        match full.begin_tenure(&key, &who, term(LONG)?).await {
+        match full.begin_tenure(&key, &who, term(LONG)?, None).await {
             Ok(AcquireOutcome::Acquired { token, .. }) => {
                 let rec = ctx.store.get(&key).await.map_err(e)?;
                 ensure(rec.is_some_and(|r| r.held && r.token == token), || {
@@ -203,7 +203,7 @@ async fn read_only_refused(ctx: &Ctx, store: &SeaOrmStore) -> Result<(), String>
     let answers = [
         (
             "begin_tenure",
-            ro.begin_tenure(&fresh, &b, term(LONG)?)
+            ro.begin_tenure(&fresh, &b, term(LONG)?, None)
                 .await
                 .map(|o| format!("{o:?}")),
         ),
@@ -215,7 +215,7 @@ async fn read_only_refused(ctx: &Ctx, store: &SeaOrmStore) -> Result<(), String>
         ),
         (
             "take_over",
-            ro.take_over_tenure(&key, &a, t, term(LONG)?)
+            ro.take_over_tenure(&key, &a, t, term(LONG)?, None)
                 .await
                 .map(|o| format!("{o:?}")),
         ),
@@ -300,7 +300,7 @@ pub(super) async fn blocked_statement_gives_up(ctx: Ctx) -> Result<(), String> {
     let txn = lock_row(store, &key).await?;
     let clock = MonotonicClock;
     let start = clock.now();
-    let grant = ctx.store.begin_tenure(&key, &b, term(LONG)?).await;
+    let grant = ctx.store.begin_tenure(&key, &b, term(LONG)?, None).await;
     let took = clock.now() - start;
     let renew = ctx.store.renew(&key, &a, t, term(LONG)?).await;
     let release = ctx.store.release(&key, &a, t).await;
@@ -450,7 +450,10 @@ pub(super) async fn group_commit_next_to_locked_row(ctx: Ctx) -> Result<(), Stri
     let (t_locked, _) = acquired(&ctx, &locked, &b, term(LONG)?).await?;
     let keys = vec![ctx.key("free-1")?, locked.clone(), ctx.key("free-2")?];
     let txn = lock_row(store, &locked).await?;
-    let got = ctx.store.begin_tenure_many(&a, &keys, term(LONG)?).await;
+    let got = ctx
+        .store
+        .begin_tenure_many(&a, &keys, term(LONG)?, None)
+        .await;
     let got = got.map_err(e)?;
     ensure(
         matches!(got[0], Ok(leasehold_core::AcquireOutcome::Acquired { .. }))

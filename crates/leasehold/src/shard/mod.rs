@@ -175,6 +175,7 @@ impl Coordinator {
                     owner: self.owner(),
                     compete,
                     belief: Some(belief),
+                    value: None,
                 })
                 .await??;
             let mut view = self.view();
@@ -185,6 +186,8 @@ impl Coordinator {
                     key,
                     belief,
                     deadlines: self.registry.namespace(&self.namespace),
+                    engine: self.engine.clone(),
+                    owner: self.owner(),
                 },
             );
         }
