@@ -15,8 +15,10 @@
 #![warn(missing_docs)]
 
 mod m20261129_000001_create_lease_info;
+mod m20261201_000003_notify_lease_changes;
 
 pub use m20261129_000001_create_lease_info::{CreateLeaseInfo, LeaseInfo};
+pub use m20261201_000003_notify_lease_changes::{CHANGES_CHANNEL, NotifyLeaseChanges};
 pub use sea_orm_migration;
 use sea_orm_migration::prelude::*;
 
@@ -35,7 +37,10 @@ pub struct Migrator;
 #[async_trait::async_trait]
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![Box::new(CreateLeaseInfo::new(DEFAULT_TABLE))]
+        vec![
+            Box::new(CreateLeaseInfo::new(DEFAULT_TABLE)),
+            Box::new(NotifyLeaseChanges::new(DEFAULT_TABLE)),
+        ]
     }
 }
 
@@ -47,9 +52,27 @@ pub async fn create_lease_table<'c, C>(conn: C, table: &str) -> Result<(), DbErr
 where
     C: sea_orm_migration::IntoSchemaManagerConnection<'c>,
 {
-    CreateLeaseInfo::new(table)
-        .up(&SchemaManager::new(conn))
-        .await
+    let manager = SchemaManager::new(conn);
+    CreateLeaseInfo::new(table).up(&manager).await?;
+    NotifyLeaseChanges::new(table).up(&manager).await
+}
+
+/// Creates the change trigger of the existing lease table `table` (PostgreSQL; step 3) if it
+/// is missing; answers whether it made it. Nothing on the other backends.
+///
+/// # Errors
+/// The database's error if a statement fails.
+pub async fn ensure_change_notify<'c, C>(conn: C, table: &str) -> Result<bool, DbErr>
+where
+    C: sea_orm_migration::IntoSchemaManagerConnection<'c>,
+{
+    let manager = SchemaManager::new(conn);
+    let step = NotifyLeaseChanges::new(table);
+    if step.is_installed(manager.get_connection()).await? {
+        return Ok(false);
+    }
+    step.up(&manager).await?;
+    Ok(true)
 }
 
 /// Drops the lease table `table` if it exists.
@@ -60,7 +83,7 @@ pub async fn drop_lease_table<'c, C>(conn: C, table: &str) -> Result<(), DbErr>
 where
     C: sea_orm_migration::IntoSchemaManagerConnection<'c>,
 {
-    CreateLeaseInfo::new(table)
-        .down(&SchemaManager::new(conn))
-        .await
+    let manager = SchemaManager::new(conn);
+    NotifyLeaseChanges::new(table).down(&manager).await?;
+    CreateLeaseInfo::new(table).down(&manager).await
 }

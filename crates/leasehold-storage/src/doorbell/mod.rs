@@ -19,6 +19,10 @@
 //! waiters call [`Doorbell::watch`] and keep the receiver while they wait. Every wait is bounded:
 //! a waiter waits on the receiver *and* its own poll timer.
 //!
+//! Observers ([`crate::observe`]) subscribe with [`Doorbell::watch_changes`]: on PostgreSQL they
+//! are also woken by the change trigger's notifications (grants, take-overs, releases by
+//! anyone), which lock waiters are not.
+//!
 //! A dropped doorbell connection or socket is reopened with a bounded back-off
 //! ([`BACKOFF_MIN`] doubling to [`BACKOFF_MAX`]); meanwhile waiters poll.
 
@@ -66,6 +70,13 @@ pub trait Doorbell: Send + Sync + std::fmt::Debug + 'static {
     /// Wake-ups when any process rings `key`, from now on. A full channel means a wake-up is
     /// pending already; dropping the receiver unsubscribes.
     fn watch(&self, key: &LeaseKey) -> mpsc::Receiver<()>;
+
+    /// Wake-ups for an observer of `key` ([`crate::observe`]): every ring of `key`, and on
+    /// backends that push them, every other change of its holder, token or status (PostgreSQL:
+    /// the table's change trigger). Default: [`Doorbell::watch`].
+    fn watch_changes(&self, key: &LeaseKey) -> mpsc::Receiver<()> {
+        self.watch(key)
+    }
 
     /// Stops the doorbell's tasks and closes its connections (at shutdown).
     fn stop(&self);

@@ -3,6 +3,9 @@
 //! connection of its own outside the pool (waiters never take pooled connections), fans the
 //! rings out to the local subscribers of each key.
 //!
+//! The same connection also listens on [`CHANGES`], the change trigger's channel, whose
+//! notifications wake only the observers ([`Doorbell::watch_changes`]).
+//!
 //! Connections: 1 (the `LISTEN`), opened on the first [`Doorbell::watch`]. When it drops it is
 //! reopened with a bounded back-off; subscribers poll meanwhile, and every subscriber is woken
 //! once whenever the `LISTEN` starts (rings sent before it were lost).
@@ -20,12 +23,18 @@ use crate::SeaOrmStore;
 
 /// The channel on which rings are sent.
 pub const CHANNEL: &str = "leasehold_lock_released";
+/// The channel of the lease table's change trigger (`leasehold_migration::NotifyLeaseChanges`):
+/// a notification at the commit of every change of a row's holder, token or status, with the
+/// row's key as [`payload`]. Only observers listen to it (a lock waiter woken by a grant would
+/// only be refused).
+pub const CHANGES: &str = leasehold_migration::CHANGES_CHANNEL;
 
 /// See the module docs.
 pub struct PgDoorbell {
     store: SeaOrmStore,
     limit: Duration,
     subscribers: Subscribers,
+    observers: Subscribers,
     listening: Mutex<bool>,
     stop: Arc<Notify>,
     stopped: Arc<std::sync::atomic::AtomicBool>,
@@ -47,6 +56,7 @@ impl PgDoorbell {
             store: store.clone(),
             limit,
             subscribers: Subscribers::default(),
+            observers: Subscribers::default(),
             listening: Mutex::new(false),
             stop: Arc::new(Notify::new()),
             stopped: Arc::default(),
@@ -64,12 +74,13 @@ impl PgDoorbell {
         *listening = true;
         let pool = self.store.connection().get_postgres_connection_pool();
         let options = (*pool.connect_options()).clone();
-        let (subscribers, stop) = (self.subscribers.clone(), Arc::clone(&self.stop));
+        let subscribers = [self.subscribers.clone(), self.observers.clone()];
+        let stop = Arc::clone(&self.stop);
         let limit = self.limit;
         super::spawn(async move {
             tokio::select! {
                 () = stop.notified() => {}
-                () = listen_forever(options, subscribers, limit) => {}
+                () = listen_forever(options, &subscribers, limit) => {}
             }
         });
     }
@@ -102,6 +113,12 @@ impl Doorbell for PgDoorbell {
         rx
     }
 
+    fn watch_changes(&self, key: &LeaseKey) -> mpsc::Receiver<()> {
+        let rx = self.observers.add(payload(self.store.table(), key));
+        self.listen();
+        rx
+    }
+
     fn stop(&self) {
         self.stopped
             .store(true, std::sync::atomic::Ordering::SeqCst);
@@ -110,10 +127,11 @@ impl Doorbell for PgDoorbell {
 }
 
 /// Listens, reconnecting with a bounded back-off whenever the connection fails.
-async fn listen_forever(options: PgConnectOptions, subscribers: Subscribers, limit: Duration) {
+/// `subscribers` are the lock waiters' and the observers'.
+async fn listen_forever(options: PgConnectOptions, subscribers: &[Subscribers; 2], limit: Duration) {
     let mut backoff = BACKOFF_MIN;
     loop {
-        match listen_once(&options, &subscribers, limit).await {
+        match listen_once(&options, subscribers, limit).await {
             Ok(()) => backoff = BACKOFF_MIN,
             Err(e) => {
                 log::debug!("doorbell LISTEN failed (waiters poll until it is back): {e}");
@@ -128,9 +146,10 @@ async fn listen_forever(options: PgConnectOptions, subscribers: Subscribers, lim
 /// ring sent before (while connecting, or while the last connection was down) was lost.
 async fn listen_once(
     options: &PgConnectOptions,
-    subscribers: &Subscribers,
+    subscribers: &[Subscribers; 2],
     limit: Duration,
 ) -> Result<(), String> {
+    let [waiters, observers] = subscribers;
     let pool = PgPoolOptions::new()
         .max_connections(1)
         .max_lifetime(None)
@@ -145,15 +164,21 @@ async fn listen_once(
     // with a back-off and wakes every subscriber once, instead of PgListener reconnecting
     // silently.
     listener.eager_reconnect(false);
-    tokio::time::timeout(limit, listener.listen(CHANNEL))
+    tokio::time::timeout(limit, listener.listen_all([CHANNEL, CHANGES]))
         .await
         .map_err(|_| "LISTEN timed out".to_owned())?
         .map_err(|e| e.to_string())?;
-    subscribers.wake_all();
+    waiters.wake_all();
+    observers.wake_all();
     loop {
         // No bound needed on recv: it waits for a ring, and the task ends at stop.
         match listener.try_recv().await {
-            Ok(Some(n)) => subscribers.wake(n.payload()),
+            Ok(Some(n)) => {
+                if n.channel() == CHANNEL {
+                    waiters.wake(n.payload());
+                }
+                observers.wake(n.payload());
+            }
             Ok(None) => return Err("connection lost".to_owned()),
             Err(e) => return Err(e.to_string()),
         }
