@@ -116,6 +116,12 @@ impl ObserveOptions {
     pub fn poll_interval(&self) -> Duration {
         self.poll
     }
+
+    /// The bound of one read.
+    #[must_use]
+    pub fn read_bound(&self) -> Duration {
+        self.read_timeout
+    }
 }
 
 /// The handle of an observer: yields the state of one lease, then every change (see the module
@@ -133,11 +139,11 @@ impl ObserveOptions {
 /// let key = LeaseKey::parse("jobs", "report")?;
 /// let options = ObserveOptions::new().poll(Duration::from_millis(20));
 /// let mut observer = LeaseObserver::spawn(store.clone(), None, key.clone(), options);
-/// assert_eq!(observer.next().await, Observation::State(None), "nobody yet");
+/// assert_eq!(observer.next().await, Some(Observation::State(None)), "nobody yet");
 ///
 /// let me = HolderId::new("host-a")?;
 /// store.begin_tenure(&key, &me, Term::new("term", Duration::from_secs(30))?).await?;
-/// let seen = observer.next().await;
+/// let seen = observer.next().await.expect("running");
 /// assert_eq!(seen.holder().map(|r| &r.holder), Some(&me));
 /// # Ok(()) }
 /// ```
@@ -197,25 +203,23 @@ impl LeaseObserver {
 
     /// The next observation: the first call answers the current state (after the first read),
     /// every later call the next change, or the latest state if several happened since the
-    /// last call. Waits until there is one; if the driver has ended (its runtime stopped), the
-    /// last state forever after one [`Observation::Unreachable`].
+    /// last call. Waits until there is one. `None` once the driver has stopped (its runtime
+    /// ended, or the service that made it shut down): the observation is over.
     ///
     /// # Cancel safety
     /// Cancel safe: a dropped call loses nothing, the next one answers the latest state.
-    pub async fn next(&mut self) -> Observation {
+    pub async fn next(&mut self) -> Option<Observation> {
         if self.first
             && let Some(o) = self.rx.borrow_and_update().clone()
         {
             self.first = false;
-            return o;
+            return Some(o);
         }
         loop {
-            if self.rx.changed().await.is_err() {
-                return Observation::Unreachable("the observer's driver has stopped".to_owned());
-            }
+            self.rx.changed().await.ok()?;
             if let Some(o) = self.rx.borrow_and_update().clone() {
                 self.first = false;
-                return o;
+                return Some(o);
             }
         }
     }
@@ -226,10 +230,10 @@ impl LeaseObserver {
         self.rx.borrow().clone()
     }
 
-    /// The observations as a stream (it never ends while the driver runs).
+    /// The observations as a stream, ending when the driver stops.
     pub fn into_stream(self) -> futures::stream::BoxStream<'static, Observation> {
         Box::pin(futures::stream::unfold(self, |mut o| async move {
-            let next = o.next().await;
+            let next = o.next().await?;
             Some((next, o))
         }))
     }
@@ -366,7 +370,7 @@ mod tests {
             key.clone(),
             ObserveOptions::new().poll(Duration::from_millis(10)),
         );
-        assert_eq!(obs.next().await, Observation::State(None));
+        assert_eq!(obs.next().await, Some(Observation::State(None)));
         let (a, b) = (HolderId::new("a").expect("id"), HolderId::new("b").expect("id"));
         let AcquireOutcome::Acquired { token, .. } =
             store.begin_tenure(&key, &a, term()).await.expect("grant")
@@ -378,7 +382,7 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(50)).await;
         store.begin_tenure(&key, &b, term()).await.expect("grant");
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let seen = obs.next().await;
+        let seen = obs.next().await.expect("running");
         assert_eq!(seen.holder().map(|r| r.holder.clone()), Some(b.clone()));
         let current = store.get(&key).await.expect("get");
         assert!(same_state(

@@ -67,6 +67,7 @@ async fn next(obs: &mut LeaseObserver, what: &str) -> Observation {
     tokio::time::timeout(EVENT_BOUND, obs.next())
         .await
         .unwrap_or_else(|_| panic!("no observation within {EVENT_BOUND:?} ({what})"))
+        .expect("the observer runs")
 }
 
 /// The next state, skipping nothing: an `Unreachable` here is a failure.

@@ -56,6 +56,7 @@ mod hand_over;
 mod health;
 mod holder;
 mod lock;
+mod observe;
 mod runtime;
 mod service;
 mod shard;
@@ -87,6 +88,7 @@ pub use leasehold_core::{
     LossReason, MonotonicClock, Namespace, Notification, State, Term, ValidationError,
 };
 pub use leasehold_local as local;
+pub use leasehold_storage::observe::{LeaseObserver, Observation, ObserveOptions};
 pub use leasehold_storage::{
     AcquireOutcome, FencedTransaction, LeaseStore, MemoryStore, ReleaseOutcome, RenewItem,
     RenewOutcome, SeaOrmStore, StoreBuilder, StoreError,
