@@ -37,10 +37,10 @@ pub struct Migrator;
 #[async_trait::async_trait]
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![
-            Box::new(CreateLeaseInfo::new(DEFAULT_TABLE)),
-            Box::new(NotifyLeaseChanges::new(DEFAULT_TABLE)),
-        ]
+        // Step 3 (`NotifyLeaseChanges`, the optional change trigger) is not in the list: it
+        // costs PostgreSQL its group commit under concurrent grants (see its docs); add it to
+        // your own migrator, or call `ensure_change_notify`, to opt in.
+        vec![Box::new(CreateLeaseInfo::new(DEFAULT_TABLE))]
     }
 }
 
@@ -52,13 +52,16 @@ pub async fn create_lease_table<'c, C>(conn: C, table: &str) -> Result<(), DbErr
 where
     C: sea_orm_migration::IntoSchemaManagerConnection<'c>,
 {
-    let manager = SchemaManager::new(conn);
-    CreateLeaseInfo::new(table).up(&manager).await?;
-    NotifyLeaseChanges::new(table).up(&manager).await
+    CreateLeaseInfo::new(table)
+        .up(&SchemaManager::new(conn))
+        .await
 }
 
-/// Creates the change trigger of the existing lease table `table` (PostgreSQL; step 3) if it
-/// is missing; answers whether it made it. Nothing on the other backends.
+/// Opts in to the change trigger (step 3, PostgreSQL): creates it on the existing lease table
+/// `table` if it is missing; answers whether it made it. Nothing on the other backends. Every
+/// writer's grants and releases (the CLI's, other programs') are then pushed to observers,
+/// at the cost described on [`NotifyLeaseChanges`]; without it, observers are told of grants
+/// by the granting service's doorbell and poll the rest.
 ///
 /// # Errors
 /// The database's error if a statement fails.

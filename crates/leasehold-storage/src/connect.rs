@@ -25,8 +25,7 @@ use crate::{SeaOrmStore, StoreError};
 ///   at once (once running, the pool keeps retrying a refused connection until the acquire
 ///   timeout, which rides out a database restart);
 /// - every statement bounded on the server by [`StoreBuilder::server_timeout`] (default 5 s);
-/// - the lease table is created if missing (on PostgreSQL with its change trigger, which wakes
-///   observers), unless [`StoreBuilder::migrate`] is `false`.
+/// - the lease table is created if missing, unless [`StoreBuilder::migrate`] is `false`.
 ///
 /// # Examples
 /// ```
@@ -269,13 +268,6 @@ impl StoreBuilder {
                 store.verify_schema().await?;
             }
             Err(e) => return Err(e),
-        }
-        if self.migrate {
-            // PostgreSQL: the change trigger observers are woken by (migration step 3), on a
-            // table made before it existed.
-            leasehold_migration::ensure_change_notify(store.connection(), &table)
-                .await
-                .map_err(|e| StoreError::db("migrate", &table, e))?;
         }
         Ok(store)
     }

@@ -8,13 +8,13 @@
 //! any column the record carries). Between reads it waits, every wait bounded, for the first of:
 //!
 //! - a ring of the service's [`Doorbell`] for the key ([`Doorbell::watch_changes`]): on
-//!   PostgreSQL every change of holder, token or status (grants, take-overs, releases) is
-//!   pushed at commit by a trigger (see `leasehold_migration::NotifyLeaseChanges`); on
-//!   MySQL/MariaDB and SQLite files releases by a holder with a doorbell are pushed;
+//!   PostgreSQL grants and releases by a holder with a doorbell (a `LeaseService`), and with
+//!   the optional change trigger (`leasehold_migration::ensure_change_notify`) every writer's;
+//!   on MySQL/MariaDB and SQLite files releases by a holder with a doorbell;
 //! - the end of the grant it last read (so a lapse without release is seen when it happens);
 //! - the poll interval ([`ObserveOptions::poll`], default [`DEFAULT_POLL`]): every other
-//!   change — a renewal (the end moving), a grant where nothing pushes it, a ring that was lost —
-//!   is seen at most one poll interval plus one read after it committed.
+//!   change — a renewal (the end moving), a grant or release nothing pushes, a ring that was
+//!   lost — is seen at most one poll interval plus one read after it committed.
 //!
 //! The handle keeps only the **latest** state (a `tokio::sync::watch` channel): a consumer that
 //! lags sees the newest state, never a queue of old ones, and the driver never waits for it.

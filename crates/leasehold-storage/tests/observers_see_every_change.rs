@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use leasehold_storage::doorbell;
+use leasehold_storage::doorbell::{self, Doorbell};
 use leasehold_storage::observe::{LeaseObserver, Observation, ObserveOptions};
 use leasehold_storage::testing::{CountingStore, MYSQL_ENV, POSTGRES_ENV, backend_url};
 use leasehold_storage::{
@@ -273,6 +273,37 @@ async fn an_observer_survives_its_connection_being_dropped() {
     expect_gap_then(&mut obs, &holders, &key, "sqlite").await;
 }
 
+/// A grant, its release and a take-over, each to be seen with an hour's poll and a long term,
+/// which only a push explains. `bell` is the holders' doorbell (announcing grants, ringing
+/// releases, as a service's engine does), or `None` when a trigger must do it.
+async fn pushed_hand_over(holders: &SeaOrmStore, watcher: &SeaOrmStore, bell: Option<&dyn Doorbell>) {
+    let key = fresh_key(holders, "push").await;
+    let (a, b) = (holder("observe-a"), holder("observe-b"));
+    let options = ObserveOptions::new().poll(Duration::from_secs(3600));
+    let mut obs = LeaseObserver::spawn(
+        Arc::new(watcher.clone()),
+        doorbell::for_store(watcher, Duration::from_secs(5)),
+        key.clone(),
+        options,
+    );
+    assert_eq!(next_state(&mut obs, "start").await, None);
+    let t1 = grant(holders, &key, &a, term(3600)).await;
+    bell.inspect(|b| b.held(&key));
+    let seen = next_state(&mut obs, "grant").await.expect("a row");
+    assert!(seen.held && seen.holder == a && seen.token == t1);
+    holders.release(&key, &a, t1).await.expect("release");
+    bell.inspect(|b| b.ring(&key));
+    let seen = next_state(&mut obs, "release").await.expect("a row");
+    assert!(!seen.held && seen.token == t1);
+    let t2 = grant(holders, &key, &b, term(3600)).await;
+    bell.inspect(|b| b.held(&key));
+    let seen = next_state(&mut obs, "take-over").await.expect("a row");
+    assert!(seen.held && seen.holder == b && seen.token == t2);
+    let now = holders.get(&key).await.expect("get");
+    assert!(same(Some(&seen), now.as_ref()));
+    holders.release(&key, &b, t2).await.expect("release");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_pushes_a_hand_over_without_waiting_for_the_poll() {
     let Some(url) = backend_url(POSTGRES_ENV) else {
@@ -280,28 +311,28 @@ async fn postgres_pushes_a_hand_over_without_waiting_for_the_poll() {
     };
     let holders = connect(&url).await;
     let watcher = connect(&url).await;
-    let key = fresh_key(&holders, "push").await;
-    let (a, b) = (holder("observe-a"), holder("observe-b"));
-    // An hour's poll and a long term: only a push explains an event within the bound.
-    let options = ObserveOptions::new().poll(Duration::from_secs(3600));
-    let mut obs = LeaseObserver::spawn(
-        Arc::new(watcher.clone()),
-        doorbell::for_store(&watcher, Duration::from_secs(5)),
-        key.clone(),
-        options,
-    );
-    assert_eq!(next_state(&mut obs, "start").await, None);
-    // No doorbell rings on the holders' side: the change trigger is the only push.
-    let t1 = grant(&holders, &key, &a, term(3600)).await;
-    let seen = next_state(&mut obs, "grant").await.expect("a row");
-    assert!(seen.held && seen.holder == a && seen.token == t1);
-    holders.release(&key, &a, t1).await.expect("release");
-    let seen = next_state(&mut obs, "release").await.expect("a row");
-    assert!(!seen.held && seen.token == t1);
-    let t2 = grant(&holders, &key, &b, term(3600)).await;
-    let seen = next_state(&mut obs, "take-over").await.expect("a row");
-    assert!(seen.held && seen.holder == b && seen.token == t2);
-    let now = holders.get(&key).await.expect("get");
-    assert!(same(Some(&seen), now.as_ref()));
-    holders.release(&key, &b, t2).await.expect("release");
+    let bell = doorbell::for_store(&holders, Duration::from_secs(5)).expect("a doorbell");
+    pushed_hand_over(&holders, &watcher, Some(bell.as_ref())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_change_trigger_pushes_writers_without_a_doorbell() {
+    let Some(url) = backend_url(POSTGRES_ENV) else {
+        return;
+    };
+    let connect = || {
+        StoreBuilder::new(url.clone())
+            .table_prefix("observe_trig_")
+            .connect()
+    };
+    let holders = connect().await.expect("connect");
+    let installed = leasehold_migration::ensure_change_notify(holders.connection(), holders.table())
+        .await
+        .expect("trigger");
+    let again = leasehold_migration::ensure_change_notify(holders.connection(), holders.table())
+        .await
+        .expect("trigger");
+    assert!(!again, "installed once (first call made it: {installed})");
+    let watcher = connect().await.expect("connect");
+    pushed_hand_over(&holders, &watcher, None).await;
 }

@@ -3,8 +3,10 @@
 //! connection of its own outside the pool (waiters never take pooled connections), fans the
 //! rings out to the local subscribers of each key.
 //!
-//! The same connection also listens on [`CHANGES`], the change trigger's channel, whose
-//! notifications wake only the observers ([`Doorbell::watch_changes`]).
+//! Grants are announced on a second channel, [`CHANGES`]: [`Doorbell::held`] (called by the
+//! holder's engine after each grant) sends `pg_notify` on the pool off the grant's path,
+//! batching the grants that arrive while one announcement is out. The `LISTEN` connection also
+//! listens on it; its notifications wake only the observers ([`Doorbell::watch_changes`]).
 //!
 //! Connections: 1 (the `LISTEN`), opened on the first [`Doorbell::watch`]. When it drops it is
 //! reopened with a bounded back-off; subscribers poll meanwhile, and every subscriber is woken
@@ -23,10 +25,11 @@ use crate::SeaOrmStore;
 
 /// The channel on which rings are sent.
 pub const CHANNEL: &str = "leasehold_lock_released";
-/// The channel of the lease table's change trigger (`leasehold_migration::NotifyLeaseChanges`):
-/// a notification at the commit of every change of a row's holder, token or status, with the
-/// row's key as [`payload`]. Only observers listen to it (a lock waiter woken by a grant would
-/// only be refused).
+/// The channel of grants, for observers: the holder's doorbell announces each grant on it once
+/// the grant has committed ([`Doorbell::held`]), and so does the optional change trigger
+/// (`leasehold_migration::NotifyLeaseChanges`) for every writer, with the row's key as
+/// [`payload`]. Only observers listen to it (a lock waiter woken by a grant would only be
+/// refused).
 pub const CHANGES: &str = leasehold_migration::CHANGES_CHANNEL;
 
 /// See the module docs.
@@ -35,6 +38,8 @@ pub struct PgDoorbell {
     limit: Duration,
     subscribers: Subscribers,
     observers: Subscribers,
+    /// Grants to announce on [`CHANGES`] (payloads), and whether a sender is running.
+    announce: Arc<Mutex<(Vec<String>, bool)>>,
     listening: Mutex<bool>,
     stop: Arc<Notify>,
     stopped: Arc<std::sync::atomic::AtomicBool>,
@@ -57,6 +62,7 @@ impl PgDoorbell {
             limit,
             subscribers: Subscribers::default(),
             observers: Subscribers::default(),
+            announce: Arc::default(),
             listening: Mutex::new(false),
             stop: Arc::new(Notify::new()),
             stopped: Arc::default(),
@@ -87,6 +93,32 @@ impl PgDoorbell {
 }
 
 impl Doorbell for PgDoorbell {
+    /// Announces the grant to observers: `pg_notify` on [`CHANGES`], after the grant has
+    /// committed, on the pool, off the grant's path. Grants that arrive while one announcement
+    /// is out go together in the next statement (at most [`ANNOUNCE_BATCH`] per statement).
+    fn held(&self, key: &LeaseKey) {
+        if self.stopped.load(std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        let mut pending = self.announce.lock().unwrap_or_else(PoisonError::into_inner);
+        pending.0.push(payload(self.store.table(), key));
+        if pending.1 {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            pending.0.clear();
+            return;
+        };
+        pending.1 = true;
+        drop(pending);
+        let (db, limit, announce) = (
+            self.store.connection().clone(),
+            self.limit,
+            Arc::clone(&self.announce),
+        );
+        rt.spawn(announce_all(db, limit, announce));
+    }
+
     fn ring(&self, key: &LeaseKey) {
         super::spawn(self.ring_now(key));
     }
@@ -123,6 +155,41 @@ impl Doorbell for PgDoorbell {
         self.stopped
             .store(true, std::sync::atomic::Ordering::SeqCst);
         self.stop.notify_one();
+    }
+}
+
+/// The most grants announced by one statement.
+pub const ANNOUNCE_BATCH: usize = 1_000;
+
+/// Sends the pending announcements, a batch per statement, until none is left.
+async fn announce_all(
+    db: sea_orm::DatabaseConnection,
+    limit: Duration,
+    announce: Arc<Mutex<(Vec<String>, bool)>>,
+) {
+    loop {
+        let batch: Vec<String> = {
+            let mut pending = announce.lock().unwrap_or_else(PoisonError::into_inner);
+            if pending.0.is_empty() {
+                pending.1 = false;
+                return;
+            }
+            let n = pending.0.len().min(ANNOUNCE_BATCH);
+            pending.0.drain(..n).collect()
+        };
+        let Ok(json) = serde_json::to_string(&batch) else {
+            continue;
+        };
+        let stmt = Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            "SELECT pg_notify($1, p) FROM json_array_elements_text($2::json) AS p",
+            [CHANGES.into(), json.into()],
+        );
+        match tokio::time::timeout(limit, db.execute_raw(stmt)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => log::debug!("announcing {} grants failed: {e}", batch.len()),
+            Err(_) => log::debug!("announcing {} grants timed out", batch.len()),
+        }
     }
 }
 
