@@ -3,8 +3,9 @@
 //!
 //! The observer prints the current state first, then every change: node-a's grant, its
 //! renewals (the end moving), its release when it stops, node-b's take-over, and the lapse when
-//! node-b crashes without releasing. On PostgreSQL grants and releases are pushed at commit;
-//! elsewhere releases are pushed and the rest is seen within the poll interval (here 200 ms).
+//! node-b crashes without releasing. Grants and releases are pushed by the nodes' doorbells
+//! (on MySQL/MariaDB releases only); renewals and the rest are seen within the poll interval
+//! (here 200 ms).
 //!
 //! ```sh
 //! cargo run -p leasehold --example observe_leader                       # SQLite in a temp dir

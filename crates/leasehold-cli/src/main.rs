@@ -111,7 +111,8 @@ pub enum Command {
     },
     /// Watch the held leases live: a table redrawn every interval on a terminal (changes
     /// highlighted), one line per change elsewhere. With --name, observe those names: their
-    /// state, then one line per change (pushed on PostgreSQL, polled every interval elsewhere).
+    /// state, then one line per change (what services' doorbells push at once, the rest polled
+    /// every interval).
     #[command(
         after_help = "Examples:\n  leasehold watch --namespace jobs --interval 500ms\n  leasehold watch --namespace jobs --name nightly --name hourly"
     )]

@@ -6,8 +6,8 @@
 //!
 //! With `--name`, it observes those names instead ([`leasehold_storage::observe`]): one line per
 //! observation — the current state first, then every change (granted, renewed, taken over,
-//! ended, unreachable) — pushed on PostgreSQL, polled every interval elsewhere, through one
-//! doorbell for all the names.
+//! ended, unreachable) — releases by services pushed through one doorbell for all the names,
+//! grants by services too on PostgreSQL and SQLite files, the rest polled every interval.
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};

@@ -10,11 +10,14 @@
 //! - a ring of the service's [`Doorbell`] for the key ([`Doorbell::watch_changes`]): on
 //!   PostgreSQL grants and releases by a holder with a doorbell (a `LeaseService`), and with
 //!   the optional change trigger (`leasehold_migration::ensure_change_notify`) every writer's;
-//!   on MySQL/MariaDB and SQLite files releases by a holder with a doorbell;
+//!   on SQLite files the same holders' grants and releases; on MySQL/MariaDB their releases;
 //! - the end of the grant it last read (so a lapse without release is seen when it happens);
 //! - the poll interval ([`ObserveOptions::poll`], default [`DEFAULT_POLL`]): every other
 //!   change — a renewal (the end moving), a grant or release nothing pushes, a ring that was
 //!   lost — is seen at most one poll interval plus one read after it committed.
+//!
+//! An observer sees states, not a log: changes committed between two reads collapse into the
+//! later one (the fencing token, one more per tenure, tells how many tenures were missed).
 //!
 //! The handle keeps only the **latest** state (a `tokio::sync::watch` channel): a consumer that
 //! lags sees the newest state, never a queue of old ones, and the driver never waits for it.

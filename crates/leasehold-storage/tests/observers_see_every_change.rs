@@ -1,6 +1,7 @@
 //! Observers on every backend: the current state first, then grant, renewal, release and
-//! take-over in order, each matching `get`; surviving a dropped connection; and on PostgreSQL a
-//! hand-over pushed by the change trigger without waiting for the poll.
+//! take-over in order, each matching `get`; surviving a dropped connection; and on PostgreSQL and
+//! SQLite a hand-over pushed by the holders' doorbell (and on PostgreSQL by the opt-in change
+//! trigger) without waiting for the poll.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -304,15 +305,18 @@ async fn pushed_hand_over(holders: &SeaOrmStore, watcher: &SeaOrmStore, bell: Op
     holders.release(&key, &b, t2).await.expect("release");
 }
 
+/// PostgreSQL and SQLite files: the holders' doorbell announces grants and rings releases.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_pushes_a_hand_over_without_waiting_for_the_poll() {
-    let Some(url) = backend_url(POSTGRES_ENV) else {
-        return;
-    };
-    let holders = connect(&url).await;
-    let watcher = connect(&url).await;
-    let bell = doorbell::for_store(&holders, Duration::from_secs(5)).expect("a doorbell");
-    pushed_hand_over(&holders, &watcher, Some(bell.as_ref())).await;
+async fn the_holders_doorbell_pushes_a_hand_over_without_waiting_for_the_poll() {
+    let mut urls = vec![sqlite_url("push")];
+    urls.extend(backend_url(POSTGRES_ENV));
+    for url in urls {
+        let holders = connect(&url).await;
+        let watcher = connect(&url).await;
+        let bell = doorbell::for_store(&holders, Duration::from_secs(5)).expect("a doorbell");
+        pushed_hand_over(&holders, &watcher, Some(bell.as_ref())).await;
+        bell.stop();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

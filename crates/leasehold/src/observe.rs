@@ -14,8 +14,9 @@ impl LeaseService {
     /// What is pushed and what is polled (guarantees in `docs/semantics.md`, "Observers"):
     /// on PostgreSQL grants, take-overs and releases by `LeaseService`s are pushed after their
     /// commit (their doorbells' `pg_notify`, through this service's one `LISTEN` connection);
-    /// on MySQL/MariaDB and SQLite files their releases are. Everything else — renewals (the
-    /// end moving), grants nothing pushes, other writers — is seen at most one poll interval
+    /// so they are on SQLite files, and on MySQL/MariaDB their releases. Everything else —
+    /// renewals (the end moving), grants on MySQL/MariaDB, other writers — is seen at most one
+    /// poll interval
     /// plus one read (bounded by the request timeout) after it committed, and a lapse at the
     /// end of the grant last read. A consumer that lags sees the latest state, never a queue;
     /// after a failed read ([`Observation::Unreachable`](crate::Observation)) the next state

@@ -56,6 +56,7 @@ async fn delay_row(ctx: &Ctx, term: Term) -> Row {
     let (mut a, mut b) = (ms(with_bell), ms(without));
     let pushed_what = match ctx.backend() {
         Backend::Postgres => "grants announced by the holders' doorbell",
+        Backend::Sqlite => "grants announced by the holders' doorbell (datagram)",
         _ => "releases pushed by the doorbell, grants polled",
     };
     Row::new("observer_delay", "ms")

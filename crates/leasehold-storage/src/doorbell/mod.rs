@@ -15,7 +15,7 @@
 //! | SQLite (file) | a datagram to every service of the same file | one Unix datagram socket | 1 socket, in the directory `<database file>-bell` |
 //!
 //! The owner calls [`Doorbell::held`] when a tenure begins (MySQL takes the key's named lock;
-//! PostgreSQL announces the grant to observers)
+//! PostgreSQL and SQLite announce the grant to observers)
 //! and [`Doorbell::ring`] after its release has committed, or when the tenure ended otherwise;
 //! waiters call [`Doorbell::watch`] and keep the receiver while they wait. Every wait is bounded:
 //! a waiter waits on the receiver *and* its own poll timer.
