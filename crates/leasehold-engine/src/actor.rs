@@ -39,7 +39,8 @@ pub(crate) type OnExit = (Arc<Addr<crate::LeaseEngine>>, u64);
 ///   is sent. [`Command::Notify`] goes to the [`Listener`] (and the log).
 ///
 /// Actix applications drive it with messages: [`StartLease`], [`ReleaseLease`], [`StopLease`],
-/// [`AbandonLease`] and [`QueryLease`]; locks add the messages of [`crate::lock`].
+/// [`AbandonLease`] and [`QueryLease`]; locks add the messages of the engine's `lock` module ([`TakeLock`](crate::TakeLock),
+/// [`RenewLockNow`](crate::RenewLockNow), [`UnlockLock`](crate::UnlockLock), …).
 ///
 /// # Lifecycle
 /// ## Started

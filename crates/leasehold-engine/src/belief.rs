@@ -172,7 +172,7 @@ impl Belief {
     /// A reader that finds the deadline passed before the actor's timer has ended the tenure (a
     /// busy engine thread runs it late) cancels the tenure's token itself, so the token never
     /// outlives the deadline by more than the time until someone looks; the tenure cannot be
-    /// renewed after that ([`Belief::renewed`]).
+    /// renewed after that (`Belief::renewed`).
     #[must_use]
     pub fn tenure(&self) -> Option<(FencingToken, CancellationToken)> {
         if self.service.is_cancelled() {

@@ -719,7 +719,7 @@ impl Handler<FindTask> for LeaseEngine {
     }
 }
 
-/// Yield the tenure of the running task of `key` run by `owner` ([`YieldLease`]). Answers
+/// Yield the tenure of the running task of `key` run by `owner` ([`YieldLease`](crate::YieldLease)). Answers
 /// `None` when there is no such task, else the tenure given up (`None` when none was live).
 #[derive(Debug, Message)]
 #[rtype(result = "Option<Option<leasehold_core::FencingToken>>")]

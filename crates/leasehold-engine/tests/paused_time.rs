@@ -12,12 +12,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use actix::Actor;
+use leasehold_core::{
+    Clock, DbInstant, HolderId, LeaseConfig, LeaseKey, MonotonicClock, Notification,
+};
 use leasehold_engine::{
     Belief, EngineError, LeaseEngine, Listener, Owner, Registry, RenewBatcher, ShutdownAll,
     StartTask, StopTask,
-};
-use leasehold_core::{
-    Clock, DbInstant, HolderId, LeaseConfig, LeaseKey, MonotonicClock, Notification,
 };
 use leasehold_storage::testing::{CountingStore, Op, StoreCounts};
 use leasehold_storage::{LeaseStore, MemoryStore};

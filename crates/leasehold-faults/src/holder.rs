@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use leasehold::sea_orm::ConnectionTrait;
 use leasehold::{
-    CancellationToken, LeaseConfig, LeaseEvent, LeaseService, LeaseTask, LeaseTaskOptions,
+    CancellationToken, EventKind, LeaseConfig, LeaseService, LeaseTask, LeaseTaskOptions,
     LockError, LockGuard, StoreBuilder,
 };
 
@@ -321,19 +321,20 @@ fn spawn_events(service: &LeaseService, log: Arc<Log>) {
             };
             let at = mono_ns();
             let key = event.key().to_string();
-            let record = match event {
-                LeaseEvent::Acquired { token, .. } => Record::Acquired {
+            let token = event.token;
+            let record = match event.what {
+                EventKind::Acquired => Record::Acquired {
                     key,
                     token: token.get(),
                     at,
                 },
-                LeaseEvent::Renewed { token, .. } => Record::Renewed {
+                EventKind::Renewed => Record::Renewed {
                     key,
                     token: token.get(),
                     sent: None,
                     at,
                 },
-                LeaseEvent::Lost { token, reason, .. } => Record::Lost {
+                EventKind::Lost(reason) => Record::Lost {
                     key,
                     token: token.get(),
                     reason: format!("{reason:?}"),

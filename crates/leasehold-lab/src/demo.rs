@@ -1,5 +1,6 @@
 //! `leasehold-lab demo`: three nodes on one database elect a master, shard twelve tasks, take a lock
-//! with a fenced write, survive the master's crash, and take the restarted node back in.
+//! with a fenced write, survive the master's crash, take the restarted node back in, and hand the
+//! master lease over gracefully (its last piece of work returns before the release).
 //!
 //! Everything printed is stamped with the database's clock. The demo samples every node's
 //! `has_lease` for every name every few milliseconds and counts any instant where two nodes
@@ -10,8 +11,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use leasehold::{
-    FencingToken, LeaseConfig, LeaseService, LeaseTaskOptions, LockGuard, ShardOptions,
-    ShardedTasks,
+    FencingToken, HandOver, LeaseConfig, LeaseService, LeaseTask, LeaseTaskOptions, LockGuard,
+    ShardOptions, ShardedTasks,
 };
 use leasehold_core::{Clock, MonotonicClock};
 use leasehold_storage::{LeaseStore, SeaOrmStore, StoreBuilder};
@@ -58,6 +59,7 @@ struct Tally {
 
 struct Node {
     service: LeaseService,
+    master: LeaseTask,
     shards: ShardedTasks,
 }
 
@@ -100,7 +102,7 @@ async fn start_node(
                 reason: format!("{reason:?}"),
             });
         });
-    service.start_lease_task(MASTER, master).await?;
+    let master = service.start_lease_task(MASTER, master).await?;
     let shards = ShardOptions::new()
         .refresh_interval(Duration::from_millis(400))
         .on_acquired(move |task, token, _cancel| {
@@ -118,7 +120,11 @@ async fn start_node(
             });
         });
     let shards = service.start_sharded(task_names(), shards).await?;
-    Ok(Node { service, shards })
+    Ok(Node {
+        service,
+        master,
+        shards,
+    })
 }
 
 /// Prints the timeline and keeps the tally.
@@ -432,6 +438,53 @@ async fn demo(url: String) -> Result<bool, String> {
     note(
         master_name,
         &format!("back in the ring, running {share} tasks"),
+        None,
+    );
+
+    // 6. A graceful hand-over: the master stops taking new work, waits for its last piece of
+    // work, then releases; the next master is woken by the release, not by a poll.
+    let m3 = master_of(&snapshot()).ok_or("demo: no master before the hand-over")?;
+    let work = nodes[m3]
+        .master
+        .begin_work()
+        .ok_or("demo: the master's task took no work")?;
+    note(
+        NODES[m3],
+        "hands the master lease over; its last piece of work runs 300 ms",
+        Some(work.token()),
+    );
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        work.finish();
+    });
+    let outcome = nodes[m3]
+        .service
+        .hand_over(MASTER, Duration::from_secs(5))
+        .await
+        .map_err(|e| format!("demo: hand_over: {e}"))?;
+    let released = MonotonicClock.now();
+    let HandOver::Drained { token } = outcome else {
+        return Err(format!("demo: the hand-over did not drain: {outcome:?}"));
+    };
+    note(
+        NODES[m3],
+        "its work returned, then it released the master lease",
+        Some(token),
+    );
+    // Sampled every millisecond, at most 30 s.
+    let mut successor = None;
+    for _ in 0..30_000 {
+        successor = master_of(&snapshot());
+        if successor.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let gap = MonotonicClock.now().saturating_duration_since(released);
+    let m4 = successor.ok_or("demo: no master within 30 s of the hand-over")?;
+    note(
+        NODES[m4],
+        &format!("master within {} ms of the release", gap.as_millis()),
         None,
     );
 

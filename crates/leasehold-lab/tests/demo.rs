@@ -1,5 +1,5 @@
 //! The README's main command: `leasehold-lab demo` finishes by itself with a failover, moved
-//! tasks and no double holder.
+//! tasks, a drained graceful hand-over and no double holder.
 
 use std::process::Command;
 
@@ -33,5 +33,9 @@ fn demo_fails_over_moves_tasks_and_never_has_two_holders() {
     assert!(
         stdout.contains("REJECTED"),
         "the stale fenced write was not shown rejected:\n{stdout}"
+    );
+    assert!(
+        stdout.contains("its work returned, then it released the master lease"),
+        "the graceful hand-over did not drain:\n{stdout}"
     );
 }

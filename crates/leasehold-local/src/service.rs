@@ -105,15 +105,15 @@ pub struct LocalLeases {
     handle: Arc<LastHandle>,
 }
 
-/// Shared by the handles and the driver task.
-struct Shared {
+/// ServiceCore by the handles and the driver task.
+struct ServiceCore {
     state: Mutex<State>,
     clock: Box<dyn Clock>,
     runtime: Handle,
 }
 
 /// Closes the service (dropping the listeners) when the last handle goes.
-struct LastHandle(Arc<Shared>);
+struct LastHandle(Arc<ServiceCore>);
 
 impl Drop for LastHandle {
     fn drop(&mut self) {
@@ -122,7 +122,7 @@ impl Drop for LastHandle {
 }
 
 /// Closes the service when the driver task ends or is dropped with its runtime.
-struct DriverGuard(Arc<Shared>);
+struct DriverGuard(Arc<ServiceCore>);
 
 impl Drop for DriverGuard {
     fn drop(&mut self) {
@@ -130,7 +130,7 @@ impl Drop for DriverGuard {
     }
 }
 
-impl Shared {
+impl ServiceCore {
     fn lock(&self) -> MutexGuard<'_, State> {
         // Nothing panics while the lock is held (listeners never run under it), but a poisoned
         // table is still consistent: every mutation completes before any call that could fail.
@@ -257,7 +257,7 @@ impl LocalLeases {
             let _in_runtime = runtime.enter();
             State::new()
         };
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(ServiceCore {
             state: Mutex::new(state),
             clock: Box::new(clock),
             runtime: runtime.clone(),
@@ -268,7 +268,7 @@ impl LocalLeases {
         }
     }
 
-    fn shared(&self) -> &Shared {
+    fn shared(&self) -> &ServiceCore {
         &self.handle.0
     }
 

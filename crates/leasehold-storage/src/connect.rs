@@ -280,33 +280,17 @@ async fn mysql_session_bounds(
     conn: &mut sea_orm::sqlx::MySqlConnection,
     bound: Duration,
 ) -> Result<(), sea_orm::sqlx::Error> {
-    use sea_orm::sqlx::{Executor, Row};
+    use sea_orm::sqlx::{AssertSqlSafe, Executor, Row};
     let version: String = conn
-        .fetch_one("SELECT VERSION() AS v")
+        .fetch_one(crate::sql::MYSQL_VERSION)
         .await?
         .try_get("v")?;
-    let lock_secs = bound.as_secs() + u64::from(bound.subsec_nanos() > 0);
-    let lock_secs = lock_secs.max(1);
-    let set = if version.to_ascii_lowercase().contains("mariadb") {
-        format!(
-            "SET SESSION innodb_lock_wait_timeout = {lock_secs}, max_statement_time = {:.3}",
-            bound.as_secs_f64()
-        )
-    } else {
-        format!(
-            "SET SESSION innodb_lock_wait_timeout = {lock_secs}, max_execution_time = {}",
-            bound.as_millis().max(1)
-        )
-    };
-    conn.execute(sea_orm::sqlx::AssertSqlSafe(set)).await?;
-    // READ COMMITTED: a locking read takes the rows it finds, not the gaps before them. Under
-    // InnoDB's default REPEATABLE READ an open fenced transaction (its `FOR UPDATE` on one lease
-    // row) also locks the gap before that row, and every grant of a new name that sorts into the
-    // gap waits for it (seen: a batch of grants next to a fenced transaction timed out whole).
-    // Every statement of the store is atomic on its own, and its transactions read what they
-    // locked, so none depends on a repeatable snapshot.
-    conn.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
-        .await?;
+    let mariadb = version.to_ascii_lowercase().contains("mariadb");
+    conn.execute(AssertSqlSafe(crate::sql::mysql_session_bounds(
+        mariadb, bound,
+    )))
+    .await?;
+    conn.execute(crate::sql::MYSQL_READ_COMMITTED).await?;
     Ok(())
 }
 

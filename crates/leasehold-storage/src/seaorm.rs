@@ -131,6 +131,23 @@ impl SeaOrmStore {
         self.backend
     }
 
+    /// The database's clock in milliseconds since the epoch as an SQL expression, the one every
+    /// statement of this store reads (for statements of your own that must compare with
+    /// `lease_end_time`, such as an audit log written in a fenced transaction).
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold_storage::StoreError> {
+    /// use leasehold_storage::StoreBuilder;
+    /// let store = StoreBuilder::new("sqlite::memory:").connect().await?;
+    /// assert!(store.now_sql().contains("julianday('now')"));
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn now_sql(&self) -> &str {
+        self.sql.now()
+    }
+
     /// The lease table's name.
     #[must_use]
     pub fn table(&self) -> &str {

@@ -179,80 +179,48 @@ async fn acquired(
     }
 }
 
+/// `(name, check)` pairs whose names are the checks' function names, so that a report names the
+/// function to read.
+macro_rules! checks {
+    ($module:ident: $($check:ident),+ $(,)?) => {
+        &[$((stringify!($check), |c| Box::pin($module::$check(c))),)+]
+    };
+}
+
 /// Every check of the suite, by name.
-pub const CHECKS: &[(&str, CheckFn)] = &[
-    ("grant_on_empty_table", |c| {
-        Box::pin(checks::grant_on_empty(c))
-    }),
-    ("second_holder_refused", |c| {
-        Box::pin(checks::second_holder_refused(c))
-    }),
-    ("reacquire_keeps_token", |c| {
-        Box::pin(checks::reacquire_keeps_token(c))
-    }),
-    ("begin_tenure_new_token", |c| {
-        Box::pin(checks::begin_tenure_new_token(c))
-    }),
-    ("release_many_exact", |c| {
-        Box::pin(checks::release_many_exact(c))
-    }),
-    ("takeover_after_expiry", |c| {
-        Box::pin(checks::takeover_after_expiry(c))
-    }),
-    ("renew_extends", |c| Box::pin(checks::renew_extends(c))),
-    ("renew_refused_after_lapse", |c| {
-        Box::pin(checks::renew_refused_after_lapse(c))
-    }),
-    ("stale_token_refused", |c| {
-        Box::pin(checks::stale_token_refused(c))
-    }),
-    ("release_by_other_refused", |c| {
-        Box::pin(checks::release_by_other_refused(c))
-    }),
-    ("token_grows_after_release", |c| {
-        Box::pin(checks::token_grows_after_release(c))
-    }),
-    ("release_all_only_holder", |c| {
-        Box::pin(checks::release_all_only_holder(c))
-    }),
-    ("force_release", |c| Box::pin(checks::force_release(c))),
-    ("renew_many_1000", |c| Box::pin(checks::renew_many_1000(c))),
-    ("list_valid_special_names", |c| {
-        Box::pin(checks::list_valid_special(c))
-    }),
-    ("size_limits", |c| Box::pin(checks::size_limits(c))),
-    ("purge_by_age", |c| Box::pin(checks::purge_by_age(c))),
-    ("race_32_tasks_200_rounds", |c| Box::pin(checks::race(c))),
-    ("begin_tenure_many_like_one_by_one", |c| {
-        Box::pin(checks::begin_tenure_many_like_one_by_one(c))
-    }),
-    ("begin_tenure_many_race", |c| {
-        Box::pin(checks::begin_tenure_many_race(c))
-    }),
-    ("release_batch_like_one_by_one", |c| {
-        Box::pin(checks::release_batch_like_one_by_one(c))
-    }),
+pub const CHECKS: &[(&str, CheckFn)] = checks![checks:
+    grant_on_empty_table,
+    second_holder_refused,
+    reacquire_keeps_token,
+    begin_tenure_new_token,
+    release_many_exact,
+    takeover_after_expiry,
+    renew_extends,
+    renew_refused_after_lapse,
+    stale_token_refused,
+    release_by_other_refused,
+    token_grows_after_release,
+    release_all_only_holder,
+    force_release,
+    renew_many_1000,
+    list_valid_special_names,
+    size_limits,
+    purge_by_age,
+    race_32_tasks_200_rounds,
+    begin_tenure_many_like_one_by_one,
+    begin_tenure_many_race,
+    release_batch_like_one_by_one,
 ];
 
 /// The checks that need a SQL store ([`Subject::sql`]): faults made on its own database (an
 /// unwritable database, rows held locked by another session). [`run`] adds them for such a
 /// subject.
-pub const SQL_CHECKS: &[(&str, CheckFn)] = &[
-    ("failed_commit_never_a_grant", |c| {
-        Box::pin(faults::failed_commit_never_a_grant(c))
-    }),
-    ("blocked_statement_gives_up", |c| {
-        Box::pin(faults::blocked_statement_gives_up(c))
-    }),
-    ("renew_many_next_to_locked_row", |c| {
-        Box::pin(faults::renew_many_next_to_locked_row(c))
-    }),
-    ("release_all_purge_next_to_locked_row", |c| {
-        Box::pin(faults::release_all_purge_next_to_locked_row(c))
-    }),
-    ("group_commit_next_to_locked_row", |c| {
-        Box::pin(faults::group_commit_next_to_locked_row(c))
-    }),
+pub const SQL_CHECKS: &[(&str, CheckFn)] = checks![faults:
+    failed_commit_never_a_grant,
+    blocked_statement_gives_up,
+    renew_many_next_to_locked_row,
+    release_all_purge_next_to_locked_row,
+    group_commit_next_to_locked_row,
 ];
 
 /// How many checks [`run`] runs against `subject`.

@@ -3,14 +3,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold_engine::DEFAULT_BATCH_WINDOW;
 use leasehold_core::{LeaseConfig, Namespace};
+use leasehold_engine::DEFAULT_BATCH_WINDOW;
 use leasehold_storage::{LeaseStore, StoreBuilder};
 
-use crate::runtime::{EngineSpec, Source};
+use crate::runtime::{EngineSpec, StoreLayer, StoreSource, is_memory_sqlite};
 use crate::{LeaseService, Result};
-
-type StoreLayer = Arc<dyn Fn(Arc<dyn LeaseStore>) -> Arc<dyn LeaseStore> + Send + Sync>;
 
 /// Configures and starts a [`LeaseService`]; made by [`LeaseService::builder`] or
 /// [`LeaseService::from_store`].
@@ -32,7 +30,7 @@ type StoreLayer = Arc<dyn Fn(Arc<dyn LeaseStore>) -> Arc<dyn LeaseStore> + Send 
 /// ```
 #[must_use]
 pub struct LeaseServiceBuilder {
-    source: Source,
+    source: StoreSource,
     holder: Option<String>,
     namespace: String,
     config: LeaseConfig,
@@ -58,7 +56,7 @@ impl std::fmt::Debug for LeaseServiceBuilder {
 }
 
 impl LeaseServiceBuilder {
-    pub(crate) fn new(source: Source) -> Self {
+    pub(crate) fn new(source: StoreSource) -> Self {
         Self {
             source,
             holder: None,
@@ -297,7 +295,7 @@ impl LeaseServiceBuilder {
         let holder = crate::holder::holder(self.holder)?;
         let namespace = Namespace::new(self.namespace)?;
         let source = match self.source {
-            Source::Url(url) => {
+            StoreSource::Url(url) => {
                 // Statements the engine gave up on die at the server too.
                 let bound = self.config.request_timeout();
                 let main = StoreBuilder::new(url.clone())
@@ -308,11 +306,11 @@ impl LeaseServiceBuilder {
                 let renew = StoreBuilder::new(url)
                     .table_prefix(self.table_prefix)
                     .server_timeout(bound);
-                Source::Builders(main, renew, memory)
+                StoreSource::Builders(main, renew, memory)
             }
-            Source::Store(store, sql) => match self.renew_store {
-                Some(renew) => Source::Stores(store, renew, sql),
-                None => Source::Store(store, sql),
+            StoreSource::Store(store, sql) => match self.renew_store {
+                Some(renew) => StoreSource::Stores(store, renew, sql),
+                None => StoreSource::Store(store, sql),
             },
             other => other,
         };
@@ -332,11 +330,3 @@ impl LeaseServiceBuilder {
         Ok(service)
     }
 }
-
-/// Whether a URL names in-memory SQLite (which cannot be split into two pools).
-pub(crate) fn is_memory_sqlite(url: &str) -> bool {
-    let lower = url.trim().to_ascii_lowercase();
-    lower.starts_with("sqlite:") && (lower.contains(":memory:") || lower.contains("mode=memory"))
-}
-
-pub(crate) type Layer = Option<StoreLayer>;

@@ -9,9 +9,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use actix::Addr;
-use leasehold_engine::{LeaseEngine, ReadDbNow};
 use leasehold_core::clock_rate::{ClockRateOptions, ClockRateReport, ClockSample, fit_rate};
 use leasehold_core::{Clock, LeaseConfig};
+use leasehold_engine::{LeaseEngine, ReadDbNow};
 use leasehold_storage::{LeaseStore, StoreError};
 use tokio_util::sync::CancellationToken;
 

@@ -1,7 +1,7 @@
 //! The facade's error type.
 
-use leasehold_engine::{EngineError, Owner};
 use leasehold_core::{HolderId, LeaseKey, ValidationError};
+use leasehold_engine::{EngineError, Owner};
 use leasehold_storage::StoreError;
 
 /// What went wrong in a [`LeaseService`](crate::LeaseService) call.

@@ -4,11 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold_engine::{Belief, FindTask, Owner, StopTask, YieldTask};
 use leasehold_core::{FencingToken, LeaseKey};
+use leasehold_engine::{Belief, FindTask, Owner, StopTask, YieldTask};
 use tokio::sync::broadcast::error::RecvError;
 
-use crate::{LeaseEvent, LeaseService, Result};
+use crate::{EventKind, LeaseEvent, LeaseService, Result};
 
 /// How a hand-over ([`LeaseService::hand_over`], [`LeaseService::yield_lease`]) went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -193,8 +193,11 @@ impl LeaseService {
         // abandoned to lapse after failed attempts; each is announced as `Released`.
         loop {
             match tokio::time::timeout_at(bound, events.recv()).await {
-                Ok(Ok(LeaseEvent::Released {
-                    key: k, token: t, ..
+                Ok(Ok(LeaseEvent {
+                    key: k,
+                    token: t,
+                    what: EventKind::Released,
+                    ..
                 })) if k == key && t == token => {
                     break;
                 }

@@ -65,7 +65,7 @@ mod task;
 pub use builder::LeaseServiceBuilder;
 pub use clock_rate::measure_clock_rate;
 pub use error::{Error, Result};
-pub use event::LeaseEvent;
+pub use event::{EventKind, LeaseEvent};
 pub use hand_over::HandOver;
 pub use health::{DatabaseProbe, Health, HealthReason, Verdict};
 pub use lock::{
@@ -76,10 +76,6 @@ pub use service::LeaseService;
 pub use shard::{DEFAULT_SHARD_GROUP, NameSource, ShardOptions, ShardedTasks};
 pub use task::{LeaseTask, LeaseTaskOptions};
 
-pub use leasehold_engine as engine;
-#[doc(hidden)]
-pub use leasehold_engine::KnownBug;
-pub use leasehold_engine::WorkGuard;
 pub use leasehold_core::clock_rate::{
     ClockRateOptions, ClockRateReport, ClockRateVerdict, RateFit,
 };
@@ -87,6 +83,10 @@ pub use leasehold_core::{
     Clock, DbInstant, FencingToken, HolderId, LeaseConfig, LeaseKey, LeaseName, LeaseRecord,
     LossReason, MonotonicClock, Namespace, Notification, State, Term, ValidationError,
 };
+pub use leasehold_engine as engine;
+#[doc(hidden)]
+pub use leasehold_engine::KnownBug;
+pub use leasehold_engine::WorkGuard;
 pub use leasehold_local as local;
 pub use leasehold_storage::observe::{LeaseObserver, Observation, ObserveOptions};
 pub use leasehold_storage::{

@@ -41,10 +41,10 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use dashmap::DashMap;
-use leasehold_engine::{Attempt, EngineError, KeepUntilStopped, Owner, TakeLock};
 use leasehold_core::{
     DbInstant, FencingToken, HolderId, LeaseConfig, LeaseKey, Term, ValidationError,
 };
+use leasehold_engine::{Attempt, EngineError, KeepUntilStopped, Owner, TakeLock};
 use tokio::sync::{OwnedMutexGuard, oneshot};
 
 pub use guard::LockGuard;

@@ -6,17 +6,25 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::{Actor, Addr, System};
-use leasehold_engine::{LeaseEngine, Registry, RenewBatcher};
 use leasehold_core::HolderId;
+use leasehold_engine::{LeaseEngine, Registry, RenewBatcher};
 use leasehold_storage::{LeaseStore, SeaOrmStore, StoreBuilder};
 use tokio::sync::oneshot;
 
-use crate::builder::{Layer, is_memory_sqlite};
 use crate::{Error, Result};
+
+/// A wrapper the builder puts around the lease calls' stores (`LeaseServiceBuilder::store_layer`).
+pub(crate) type StoreLayer = Arc<dyn Fn(Arc<dyn LeaseStore>) -> Arc<dyn LeaseStore> + Send + Sync>;
+
+/// Whether a URL names in-memory SQLite (which cannot be split into two pools).
+pub(crate) fn is_memory_sqlite(url: &str) -> bool {
+    let lower = url.trim().to_ascii_lowercase();
+    lower.starts_with("sqlite:") && (lower.contains(":memory:") || lower.contains("mode=memory"))
+}
 
 /// Where the stores come from.
 #[allow(clippy::large_enum_variant)] // built once per service
-pub(crate) enum Source {
+pub(crate) enum StoreSource {
     Url(String),
     /// The request store's builder, the renewal store's builder (same URL), and whether the URL
     /// is in-memory SQLite (then one store serves both).
@@ -40,10 +48,10 @@ type Opened = (
 );
 
 pub(crate) struct EngineSpec {
-    pub(crate) source: Source,
+    pub(crate) source: StoreSource,
     pub(crate) holder: HolderId,
     pub(crate) batch_window: Duration,
-    pub(crate) layer: Layer,
+    pub(crate) layer: Option<StoreLayer>,
     pub(crate) reclaim_own_leases: bool,
     pub(crate) group_commit: bool,
     pub(crate) bug: Option<leasehold_engine::KnownBug>,
@@ -56,11 +64,11 @@ pub(crate) struct EngineThread {
     pub(crate) thread: std::thread::JoinHandle<()>,
 }
 
-async fn open(source: Source) -> Result<Opened> {
+async fn open(source: StoreSource) -> Result<Opened> {
     match source {
-        Source::Store(store, sql) => Ok((Arc::clone(&store), store, sql)),
-        Source::Stores(store, renew, sql) => Ok((store, renew, sql)),
-        Source::Builders(main, renew, memory) => {
+        StoreSource::Store(store, sql) => Ok((Arc::clone(&store), store, sql)),
+        StoreSource::Stores(store, renew, sql) => Ok((store, renew, sql)),
+        StoreSource::Builders(main, renew, memory) => {
             let sql = main.connect().await?;
             let store: Arc<dyn LeaseStore> = Arc::new(sql.clone());
             if memory {
@@ -70,12 +78,17 @@ async fn open(source: Source) -> Result<Opened> {
                 Arc::new(renew.max_connections(2).migrate(false).connect().await?);
             Ok((store, renew, Some(sql)))
         }
-        Source::Url(url) => {
+        StoreSource::Url(url) => {
             let (main, renew) = (
                 StoreBuilder::new(url.clone()),
                 StoreBuilder::new(url.clone()),
             );
-            Box::pin(open(Source::Builders(main, renew, is_memory_sqlite(&url)))).await
+            Box::pin(open(StoreSource::Builders(
+                main,
+                renew,
+                is_memory_sqlite(&url),
+            )))
+            .await
         }
     }
 }

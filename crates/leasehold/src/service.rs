@@ -3,12 +3,12 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use actix::{Addr, Handler, Message};
+use leasehold_core::{
+    DbInstant, HolderId, LeaseConfig, LeaseKey, LeaseName, LeaseRecord, MonotonicClock, Namespace,
+};
 use leasehold_engine::{
     Belief, LeaseEngine, ListTasks, NamespaceDeadlines, Owner, ReadDbNow, ReadRecord, Registry,
     ShutdownAll, StartTask, StopTask,
-};
-use leasehold_core::{
-    DbInstant, HolderId, LeaseConfig, LeaseKey, LeaseName, LeaseRecord, MonotonicClock, Namespace,
 };
 use leasehold_storage::{LeaseStore, SeaOrmStore};
 use tokio::sync::{broadcast, oneshot};
@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::builder::LeaseServiceBuilder;
 use crate::holder::HolderClaim;
-use crate::runtime::{self, EngineSpec, EngineThread, Source};
+use crate::runtime::{self, EngineSpec, EngineThread, StoreSource};
 use crate::task::{self, LeaseTask, LeaseTaskOptions};
 use crate::{Error, LeaseEvent, Result};
 
@@ -56,11 +56,11 @@ const HEALTH_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
 /// ```
 #[derive(Debug, Clone)]
 pub struct LeaseService {
-    inner: Arc<Inner>,
+    inner: Arc<ServiceState>,
 }
 
 #[derive(Debug)]
-struct Inner {
+struct ServiceState {
     engine: Addr<LeaseEngine>,
     registry: Arc<Registry>,
     /// The registry's deadlines of `namespace`: `has_lease` looks the name up here directly.
@@ -85,7 +85,7 @@ impl std::fmt::Debug for EngineThread {
     }
 }
 
-impl Drop for Inner {
+impl Drop for ServiceState {
     fn drop(&mut self) {
         let thread = self
             .thread
@@ -115,7 +115,7 @@ impl LeaseService {
     /// # service.shutdown().await?; Ok(()) }
     /// ```
     pub fn builder(url: impl Into<String>) -> LeaseServiceBuilder {
-        LeaseServiceBuilder::new(Source::Url(url.into()))
+        LeaseServiceBuilder::new(StoreSource::Url(url.into()))
     }
 
     /// A builder over an existing store, used for requests and renewals alike. The store is
@@ -133,7 +133,7 @@ impl LeaseService {
     /// # service.shutdown().await?; Ok(()) }
     /// ```
     pub fn from_store(store: Arc<dyn LeaseStore>) -> LeaseServiceBuilder {
-        LeaseServiceBuilder::new(Source::Store(store, None))
+        LeaseServiceBuilder::new(StoreSource::Store(store, None))
     }
 
     /// A builder over an existing SQL store: requests and renewals go to it, fenced
@@ -153,7 +153,7 @@ impl LeaseService {
     /// ```
     pub fn from_sql_store(store: SeaOrmStore) -> LeaseServiceBuilder {
         let lease_store: Arc<dyn LeaseStore> = Arc::new(store.clone());
-        LeaseServiceBuilder::new(Source::Store(lease_store, Some(store)))
+        LeaseServiceBuilder::new(StoreSource::Store(lease_store, Some(store)))
     }
 
     pub(crate) async fn start(
@@ -176,7 +176,7 @@ impl LeaseService {
         log::info!("{holder}: lease service started");
         let deadlines = registry.namespace(&namespace);
         Ok(Self {
-            inner: Arc::new(Inner {
+            inner: Arc::new(ServiceState {
                 engine,
                 registry,
                 deadlines,
@@ -496,12 +496,12 @@ impl LeaseService {
     /// # Examples
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
-    /// use leasehold::{LeaseEvent, LeaseService, LeaseTaskOptions};
+    /// use leasehold::{EventKind, LeaseService, LeaseTaskOptions};
     /// let service = LeaseService::builder("sqlite::memory:").build().await?;
     /// let mut events = service.subscribe();
     /// service.start_lease_task("leader", LeaseTaskOptions::new()).await?;
     /// let event = events.recv().await.expect("an event");
-    /// assert!(matches!(event, LeaseEvent::Acquired { .. }));
+    /// assert_eq!(event.what, EventKind::Acquired);
     /// # service.shutdown().await?; Ok(()) }
     /// ```
     #[must_use]

@@ -2,12 +2,12 @@
 
 use std::sync::Arc;
 
-use leasehold_engine::{Belief, Listener, NamespaceDeadlines};
 use leasehold_core::{FencingToken, HolderId, LeaseConfig, LeaseKey, LossReason, Notification};
+use leasehold_engine::{Belief, Listener, NamespaceDeadlines};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-use crate::{Error, LeaseEvent, Result};
+use crate::{Error, EventKind, LeaseEvent, Result};
 
 type OnAcquired = Arc<dyn Fn(FencingToken, CancellationToken) + Send + Sync>;
 type OnLost = Arc<dyn Fn(LossReason) + Send + Sync>;
@@ -132,35 +132,35 @@ pub(crate) fn listener(
         let event = match *n {
             Notification::Acquired { token, .. } => {
                 // Sent first: a panicking callback must not hide the grant from subscribers.
-                let _ = events.send(LeaseEvent::Acquired { key, token, holder });
+                let _ = events.send(LeaseEvent::new(key, holder, token, EventKind::Acquired));
                 if let Some(f) = &on_acquired {
                     f(token, belief.cancellation_of(token));
                 }
                 return;
             }
-            Notification::Renewed { token, .. } => LeaseEvent::Renewed { key, token, holder },
+            Notification::Renewed { token, .. } => {
+                LeaseEvent::new(key, holder, token, EventKind::Renewed)
+            }
             Notification::Lost { token, reason } => {
-                let _ = events.send(LeaseEvent::Lost {
-                    key,
-                    token,
-                    holder,
-                    reason,
-                });
+                let _ = events.send(LeaseEvent::new(key, holder, token, EventKind::Lost(reason)));
                 if let Some(f) = &on_lost {
                     f(reason);
                 }
                 return;
             }
-            Notification::Ended { token } => LeaseEvent::Ended { key, token, holder },
-            Notification::Released { token } => LeaseEvent::Released { key, token, holder },
+            Notification::Ended { token } => LeaseEvent::new(key, holder, token, EventKind::Ended),
+            Notification::Released { token } => {
+                LeaseEvent::new(key, holder, token, EventKind::Released)
+            }
             Notification::HolderChanged {
                 holder: ref seen,
                 token,
-            } => LeaseEvent::HolderChanged {
+            } => LeaseEvent::new(
                 key,
+                seen.clone().unwrap_or(holder),
                 token,
-                holder: seen.clone().unwrap_or(holder),
-            },
+                EventKind::HolderChanged,
+            ),
             Notification::Refused { .. } | Notification::AttemptFailed { .. } => return,
         };
         // No subscriber is not an error.

@@ -6,7 +6,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold::{LeaseConfig, LeaseEvent, LeaseService, LeaseTaskOptions};
+use leasehold::{EventKind, LeaseConfig, LeaseService, LeaseTaskOptions};
 use leasehold_storage::testing::{CountingStore, Op, StoreCounts};
 
 const LEASES: usize = 1000;
@@ -57,7 +57,7 @@ async fn thousand_leases_renewed_in_a_handful_of_statements() {
     );
     assert!(names.iter().all(|n| service.has_lease(n)), "all still held");
     while let Ok(event) = events.try_recv() {
-        assert!(!matches!(event, LeaseEvent::Lost { .. }), "{event:?}");
+        assert!(!matches!(event.what, EventKind::Lost(_)), "{event:?}");
     }
     eprintln!("{calls} renew_many statements for {items} renewals of {LEASES} leases");
 

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use leasehold::{
-    Error, LeaseConfig, LeaseEvent, LeaseService, LeaseTaskOptions, LossReason, ShardOptions,
+    Error, EventKind, LeaseConfig, LeaseService, LeaseTaskOptions, LossReason, ShardOptions,
 };
 use leasehold_storage::testing::{CountingStore, MYSQL_ENV, Op, POSTGRES_ENV, backend_url};
 
@@ -113,9 +113,9 @@ async fn stop_ends_every_belief_before_the_release_answers() {
         assert!(stopping.await.expect("join").expect("stop"), "{backend}");
         let mut seen = Vec::new();
         while let Ok(e) = events.try_recv() {
-            match e {
-                LeaseEvent::Ended { token: t, .. } if t == token => seen.push("ended"),
-                LeaseEvent::Released { token: t, .. } if t == token => seen.push("released"),
+            match e.what {
+                EventKind::Ended if e.token == token => seen.push("ended"),
+                EventKind::Released if e.token == token => seen.push("released"),
                 _ => {}
             }
         }

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use leasehold::{LeaseConfig, LeaseEvent, LeaseService, LeaseTaskOptions};
+use leasehold::{EventKind, LeaseConfig, LeaseService, LeaseTaskOptions};
 
 fn config() -> LeaseConfig {
     LeaseConfig::default()
@@ -78,10 +78,10 @@ async fn stopping_one_task_leaves_every_other_untouched() {
     }
     let mut renewed = 0;
     while let Ok(event) = events.try_recv() {
-        match event {
-            LeaseEvent::Lost { key, .. } => panic!("{key} was lost"),
-            LeaseEvent::Released { key, .. } => assert_eq!(key.name.as_str(), "beta"),
-            LeaseEvent::Renewed { .. } => renewed += 1,
+        match event.what {
+            EventKind::Lost(_) => panic!("{} was lost", event.key),
+            EventKind::Released => assert_eq!(event.key.name.as_str(), "beta"),
+            EventKind::Renewed => renewed += 1,
             _ => {}
         }
     }

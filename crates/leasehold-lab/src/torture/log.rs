@@ -44,16 +44,6 @@ pub enum Kind {
     FencedRefused,
 }
 
-/// The same `now` expressions as `leasehold-storage/src/sql.rs`.
-fn now_sql(backend: Backend) -> &'static str {
-    match backend {
-        Backend::Postgres => "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint",
-        Backend::Sqlite => "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
-        // MySQL and MariaDB: the only other backends leasehold-storage connects to.
-        _ => "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)",
-    }
-}
-
 fn db_err(op: &'static str, source: sea_orm::DbErr) -> StoreError {
     StoreError::Database { op, source }
 }
@@ -137,7 +127,7 @@ impl LogWriter {
                AND l.holder = ? AND l.version = ? AND l.status = 1 AND l.lease_end_time > n.ms) \
              THEN 1 ELSE 0 END, n.ms FROM (SELECT {now} AS ms) n",
             lease = self.store.table(),
-            now = now_sql(backend),
+            now = self.store.now_sql(),
         );
         let values: Vec<Value> = [
             self.namespace.as_str().into(),

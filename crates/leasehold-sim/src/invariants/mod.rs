@@ -1,6 +1,6 @@
 //! The invariants checked during a run, one per file (as openraft's `tests-turmoil` does).
 //!
-//! Safety invariants are checked on a [`Snapshot`] of one name taken after every step of the
+//! Safety invariants are checked on a `Snapshot` of one name taken after every step of the
 //! simulation and at every instant a grant ends at the store. A holder's belief can only
 //! become true while it handles an event (a step), and can only become wrong when another
 //! holder's belief starts (a step), the store changes (a step) or a grant ends at the store

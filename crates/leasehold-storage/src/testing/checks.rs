@@ -22,7 +22,7 @@ fn e(err: impl std::fmt::Display) -> String {
     err.to_string()
 }
 
-pub(super) async fn grant_on_empty(ctx: Ctx) -> Result<(), String> {
+pub(super) async fn grant_on_empty_table(ctx: Ctx) -> Result<(), String> {
     let key = ctx.key("job")?;
     let before = ctx.store.db_now().await.map_err(e)?;
     let (token, until) = acquired(&ctx, &key, &holder("a")?, term(LONG)?).await?;
@@ -462,7 +462,7 @@ pub(super) async fn renew_many_1000(ctx: Ctx) -> Result<(), String> {
     })
 }
 
-pub(super) async fn list_valid_special(ctx: Ctx) -> Result<(), String> {
+pub(super) async fn list_valid_special_names(ctx: Ctx) -> Result<(), String> {
     let a = holder("a")?;
     let names = [
         "a%b",
@@ -611,7 +611,7 @@ pub(super) async fn purge_by_age(ctx: Ctx) -> Result<(), String> {
     )
 }
 
-pub(super) async fn race(ctx: Ctx) -> Result<(), String> {
+pub(super) async fn race_32_tasks_200_rounds(ctx: Ctx) -> Result<(), String> {
     const TASKS: usize = 32;
     const ROUNDS: usize = 200;
     let key = ctx.key("hot")?;

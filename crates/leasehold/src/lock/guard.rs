@@ -6,10 +6,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use actix::Addr;
+use leasehold_core::{FencingToken, HolderId, LeaseKey, ReleaseOutcome};
 use leasehold_engine::{
     BeginFenced, Belief, LeaseActor, LeaseEngine, RenewAnswer, RenewLockNow, UnlockLock,
 };
-use leasehold_core::{FencingToken, HolderId, LeaseKey, ReleaseOutcome};
 use leasehold_storage::{FencedTransaction, SeaOrmStore, StoreError};
 use tokio::sync::oneshot;
 use tokio::time::Instant;

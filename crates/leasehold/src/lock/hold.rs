@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use leasehold_engine::{BeginFenced, FindLock, ListLocks, MakeHold, Owner};
 use leasehold_core::{FencingToken, LeaseKey, LeaseRecord, Namespace};
+use leasehold_engine::{BeginFenced, FindLock, ListLocks, MakeHold, Owner};
 use leasehold_storage::FencedTransaction;
 
 use super::{LockOutcome, lock_config};

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use leasehold_engine::WatchReleases;
 use leasehold_core::LeaseKey;
+use leasehold_engine::WatchReleases;
 use rand::Rng;
 use tokio::sync::mpsc;
 

@@ -17,10 +17,10 @@ use std::time::Duration;
 
 use actix::Addr;
 use futures::future::join_all;
+use leasehold_core::{HolderId, LeaseConfig, LeaseKey, LeaseName, Namespace};
 use leasehold_engine::{
     Belief, LeaseEngine, ListLive, Owner, Registry, SetCompeting, StartTask, StopTask,
 };
-use leasehold_core::{HolderId, LeaseConfig, LeaseKey, LeaseName, Namespace};
 use tokio::sync::{Notify, broadcast};
 use tokio_util::sync::CancellationToken;
 
@@ -36,14 +36,14 @@ use membership::{MEMBERS_PREFIX, Membership};
 
 /// What the coordinator last saw, for the handle's accessors.
 #[derive(Debug, Default)]
-struct View {
+struct LastSeen {
     members: Vec<String>,
     /// Every running name and whether this host competes for it.
     competing: BTreeMap<LeaseName, bool>,
     tasks: BTreeMap<LeaseName, LeaseTask>,
 }
 
-struct Shared {
+struct Coordinator {
     /// The shard group, shared by every name's owner in the engine's book.
     group: Arc<str>,
     /// The service's token, parent of every tenure's (not the service itself: that would keep
@@ -58,7 +58,7 @@ struct Shared {
     refresh: Duration,
     options: ShardOptions,
     source: Mutex<NameSource>,
-    view: Mutex<View>,
+    view: Mutex<LastSeen>,
     poke: Arc<Notify>,
     /// One round at a time.
     round: tokio::sync::Mutex<()>,
@@ -66,8 +66,8 @@ struct Shared {
     finished: CancellationToken,
 }
 
-impl Shared {
-    fn view(&self) -> std::sync::MutexGuard<'_, View> {
+impl Coordinator {
+    fn view(&self) -> std::sync::MutexGuard<'_, LastSeen> {
         self.view.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -261,7 +261,7 @@ impl Shared {
 /// ```
 #[derive(Clone)]
 pub struct ShardedTasks {
-    shared: Arc<Shared>,
+    shared: Arc<Coordinator>,
 }
 
 impl std::fmt::Debug for ShardedTasks {
@@ -426,7 +426,7 @@ impl LeaseService {
             self.holder().clone(),
         )?;
         let poke = Arc::new(Notify::new());
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(Coordinator {
             group: Arc::from(options.group.as_str()),
             service_token: self.service_token(),
             engine: engine.clone(),
@@ -438,7 +438,7 @@ impl LeaseService {
             refresh,
             options,
             source: Mutex::new(names.into()),
-            view: Mutex::new(View::default()),
+            view: Mutex::new(LastSeen::default()),
             poke: Arc::clone(&poke),
             round: tokio::sync::Mutex::new(()),
             stop: CancellationToken::new(),

@@ -14,8 +14,8 @@ type NameFn = Arc<dyn Fn() -> Vec<String> + Send + Sync>;
 /// The shard group used when [`ShardOptions::group`] is not set.
 pub const DEFAULT_SHARD_GROUP: &str = "default";
 
-/// The names a [`ShardedTasks`] spreads: a fixed list (replace it with
-/// [`ShardedTasks::set_names`]) or a closure asked at every refresh.
+/// The names a [`ShardedTasks`](crate::ShardedTasks) spreads: a fixed list (replace it with
+/// [`ShardedTasks::set_names`](crate::ShardedTasks::set_names)) or a closure asked at every refresh.
 ///
 /// # Examples
 /// ```
@@ -25,10 +25,10 @@ pub const DEFAULT_SHARD_GROUP: &str = "default";
 /// # let _ = (fixed, dynamic);
 /// ```
 #[derive(Clone)]
-pub struct NameSource(Source);
+pub struct NameSource(Names);
 
 #[derive(Clone)]
-enum Source {
+enum Names {
     Fixed(Vec<String>),
     Dynamic(NameFn),
 }
@@ -36,8 +36,8 @@ enum Source {
 impl std::fmt::Debug for NameSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.0 {
-            Source::Fixed(names) => f.debug_tuple("Fixed").field(&names.len()).finish(),
-            Source::Dynamic(_) => f.write_str("Dynamic"),
+            Names::Fixed(names) => f.debug_tuple("Fixed").field(&names.len()).finish(),
+            Names::Dynamic(_) => f.write_str("Dynamic"),
         }
     }
 }
@@ -55,7 +55,7 @@ impl NameSource {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        Self(Source::Fixed(names.into_iter().map(Into::into).collect()))
+        Self(Names::Fixed(names.into_iter().map(Into::into).collect()))
     }
 
     /// Names asked from `f` at every refresh (on the engine thread: keep it quick).
@@ -66,13 +66,13 @@ impl NameSource {
     /// # let _ = names;
     /// ```
     pub fn from_fn(f: impl Fn() -> Vec<String> + Send + Sync + 'static) -> Self {
-        Self(Source::Dynamic(Arc::new(f)))
+        Self(Names::Dynamic(Arc::new(f)))
     }
 
     pub(crate) fn names(&self) -> Vec<String> {
         match &self.0 {
-            Source::Fixed(names) => names.clone(),
-            Source::Dynamic(f) => f(),
+            Names::Fixed(names) => names.clone(),
+            Names::Dynamic(f) => f(),
         }
     }
 }

@@ -151,7 +151,7 @@ fn release_then_start_competes_again_after_the_release_settles() {
     let now = t0 + secs(1);
     let cmds = m.handle(now, Event::Release);
     assert_eq!(
-        cmds[..3],
+        cmds,
         [
             Command::SetDeadline(None),
             Command::Notify(Notification::Ended {
@@ -161,6 +161,7 @@ fn release_then_start_competes_again_after_the_release_settles() {
                 req: RequestId(2),
                 token: FencingToken(7)
             },
+            Command::WakeAt(now + TIMEOUT),
         ]
     );
     assert_eq!(m.state(), State::Released);
@@ -194,7 +195,7 @@ fn standby_drops_the_lease_and_compete_resumes() {
     m.handle(t0 + secs(10), Event::Timer); // renewal in flight
     let cmds = m.handle(now, Event::StandBy);
     assert_eq!(
-        cmds[..3],
+        cmds,
         [
             Command::SetDeadline(None),
             Command::Notify(Notification::Ended {
@@ -204,6 +205,7 @@ fn standby_drops_the_lease_and_compete_resumes() {
                 req: RequestId(3),
                 token: FencingToken(7)
             },
+            Command::WakeAt(now + TIMEOUT),
         ]
     );
     assert_eq!((m.state(), m.holds(now)), (State::Standby, false));
@@ -243,13 +245,16 @@ fn standby_from_idle_waits_for_compete() {
     assert_eq!(m.handle(t0, Event::StandBy), []);
     assert_eq!(m.state(), State::Standby);
     let cmds = m.handle(t0 + secs(1), Event::Compete);
-    assert!(matches!(
-        cmds[0],
-        Command::TryAcquire {
-            req: RequestId(1),
-            ..
-        }
-    ));
+    assert_eq!(
+        cmds,
+        [
+            Command::TryAcquire {
+                req: RequestId(1),
+                term: term()
+            },
+            Command::WakeAt(t0 + secs(1) + TIMEOUT)
+        ]
+    );
     // Standby while applying, then stop competing again before the answer.
     assert_eq!(m.handle(t0 + secs(1), Event::StandBy), []);
     assert_eq!(
@@ -258,14 +263,15 @@ fn standby_from_idle_waits_for_compete() {
         "waits for the acquire's answer"
     );
     let cmds = m.handle(t0 + secs(2), acquired(1, held_by("other", 3)));
-    assert!(matches!(
-        cmds[..],
+    assert_eq!(
+        cmds,
         [
             Command::TryAcquire {
                 req: RequestId(2),
-                ..
+                term: term()
             },
-            Command::WakeAt(_)
-        ]
-    ));
+            Command::WakeAt(t0 + secs(2) + TIMEOUT)
+        ],
+        "the answer of the attempt made before standby is dropped and the next one sent"
+    );
 }

@@ -45,20 +45,25 @@ fn try_once_timeout_fails_and_a_late_grant_is_released_silently() {
     let (mut m, t0) = machine();
     m.handle(t0, Event::TryOnce);
     let cmds = m.handle(t0 + TIMEOUT, Event::Timer);
-    assert!(matches!(
-        cmds[..],
+    assert_eq!(
+        cmds,
         [
-            Command::Notify(Notification::AttemptFailed { .. }),
-            Command::WakeAt(_)
+            Command::Notify(Notification::AttemptFailed {
+                error: StoreFailure::new("no answer within the request timeout")
+            }),
+            Command::WakeAt(t0 + TIMEOUT)
         ]
-    ));
+    );
     let cmds = m.handle(t0 + TIMEOUT + ms(1), acquired(1, granted(9)));
     assert_eq!(
-        cmds[0],
-        Command::Release {
-            req: RequestId(2),
-            token: FencingToken(9)
-        }
+        cmds,
+        [
+            Command::Release {
+                req: RequestId(2),
+                token: FencingToken(9)
+            },
+            Command::WakeAt(t0 + TIMEOUT + ms(1) + TIMEOUT)
+        ]
     );
     assert!(!m.holds(t0 + TIMEOUT + ms(1)));
     let cmds = m.handle(
@@ -73,22 +78,54 @@ fn a_lock_renews_only_on_request_and_is_lost_at_its_deadline() {
     let (mut m, t0) = machine();
     m.handle(t0, Event::SetAutoRenew(false));
     let cmds = m.handle(t0, Event::TryOnce);
-    assert_eq!(cmds[1], Command::WakeAt(t0 + TIMEOUT));
+    assert_eq!(
+        cmds,
+        [
+            Command::TryAcquire {
+                req: RequestId(1),
+                term: term()
+            },
+            Command::WakeAt(t0 + TIMEOUT)
+        ]
+    );
     let cmds = m.handle(t0 + ms(100), acquired(1, granted(7)));
-    assert_eq!(cmds[2], Command::WakeAt(t0 + secs(28)), "only the deadline");
+    assert_eq!(
+        cmds,
+        [
+            Command::SetDeadline(Some(t0 + secs(28))),
+            Command::Notify(Notification::Acquired {
+                token: FencingToken(7),
+                local_deadline: t0 + secs(28)
+            }),
+            Command::WakeAt(t0 + secs(28))
+        ],
+        "no renewal timer: only the deadline"
+    );
     // Renew on request: sent at once, the deadline moves to its send time + term - margin.
     let cmds = m.handle(t0 + secs(5), Event::RenewNow);
     assert_eq!(
-        cmds[0],
-        Command::Renew {
-            req: RequestId(2),
-            token: FencingToken(7),
-            term: term()
-        }
+        cmds,
+        [
+            Command::Renew {
+                req: RequestId(2),
+                token: FencingToken(7),
+                term: term()
+            },
+            Command::WakeAt(t0 + secs(5) + TIMEOUT)
+        ]
     );
     let cmds = m.handle(t0 + secs(5), renewed(2, Ok(RenewOutcome::Renewed)));
-    assert_eq!(cmds[0], Command::SetDeadline(Some(t0 + secs(33))));
-    assert_eq!(cmds.last(), Some(&Command::WakeAt(t0 + secs(33))));
+    assert_eq!(
+        cmds,
+        [
+            Command::SetDeadline(Some(t0 + secs(33))),
+            Command::Notify(Notification::Renewed {
+                token: FencingToken(7),
+                local_deadline: t0 + secs(33)
+            }),
+            Command::WakeAt(t0 + secs(33))
+        ]
+    );
     // Nothing renews it again: at the deadline it is lost, and a lock does not compete again.
     let cmds = m.handle(t0 + secs(33), Event::Timer);
     assert_eq!(
@@ -113,15 +150,46 @@ fn a_hold_switches_a_lock_to_automatic_renewal_at_once() {
     let cmds = m.handle(t0 + secs(1), Event::SetAutoRenew(true));
     assert_eq!(cmds, [Command::WakeAt(t0 + secs(1))], "renew now");
     let cmds = m.handle(t0 + secs(1), Event::Timer);
-    assert!(matches!(cmds[0], Command::Renew { .. }));
+    assert_eq!(
+        cmds,
+        [
+            Command::Renew {
+                req: RequestId(2),
+                token: FencingToken(7),
+                term: term()
+            },
+            Command::WakeAt(t0 + secs(1) + TIMEOUT)
+        ]
+    );
     let cmds = m.handle(t0 + secs(1), renewed(2, Ok(RenewOutcome::Renewed)));
-    assert_eq!(cmds.last(), Some(&Command::WakeAt(t0 + secs(11))));
+    assert_eq!(
+        cmds,
+        [
+            Command::SetDeadline(Some(t0 + secs(29))),
+            Command::Notify(Notification::Renewed {
+                token: FencingToken(7),
+                local_deadline: t0 + secs(29)
+            }),
+            Command::WakeAt(t0 + secs(11))
+        ],
+        "renewed a third of the term later"
+    );
 }
 
 fn lock_manual(m: &mut LeaseMachine, t0: Instant) {
     m.handle(t0, Event::TryOnce);
     let cmds = m.handle(t0 + ms(100), acquired(1, granted(7)));
-    assert_eq!(cmds.last(), Some(&Command::WakeAt(t0 + secs(28))));
+    assert_eq!(
+        cmds,
+        [
+            Command::SetDeadline(Some(t0 + secs(28))),
+            Command::Notify(Notification::Acquired {
+                token: FencingToken(7),
+                local_deadline: t0 + secs(28)
+            }),
+            Command::WakeAt(t0 + secs(28))
+        ]
+    );
 }
 
 #[test]
@@ -130,7 +198,7 @@ fn release_not_before_ends_the_tenure_now_and_shortens_the_grant() {
     lock(&mut m, t0);
     let cmds = m.handle(t0 + secs(2), Event::ReleaseNotBefore(t0 + secs(7)));
     assert_eq!(
-        cmds[..3],
+        cmds,
         [
             Command::SetDeadline(None),
             Command::Notify(Notification::Ended {
@@ -140,7 +208,8 @@ fn release_not_before_ends_the_tenure_now_and_shortens_the_grant() {
                 req: RequestId(2),
                 token: FencingToken(7),
                 after: Term::new("left", secs(5)).expect("term")
-            }
+            },
+            Command::WakeAt(t0 + secs(2) + TIMEOUT)
         ]
     );
     assert!(!m.holds(t0 + secs(2)));
@@ -159,11 +228,18 @@ fn release_not_before_a_past_instant_is_a_plain_release() {
     lock(&mut m, t0);
     let cmds = m.handle(t0 + secs(2), Event::ReleaseNotBefore(t0 + secs(1)));
     assert_eq!(
-        cmds[2],
-        Command::Release {
-            req: RequestId(2),
-            token: FencingToken(7)
-        }
+        cmds,
+        [
+            Command::SetDeadline(None),
+            Command::Notify(Notification::Ended {
+                token: FencingToken(7)
+            }),
+            Command::Release {
+                req: RequestId(2),
+                token: FencingToken(7)
+            },
+            Command::WakeAt(t0 + secs(2) + TIMEOUT)
+        ]
     );
 }
 
@@ -173,7 +249,7 @@ fn end_tenure_loses_at_once_releases_and_a_task_competes_again() {
     hold(&mut m, t0);
     let cmds = m.handle(t0 + secs(1), Event::EndTenure(LossReason::CallbackPanicked));
     assert_eq!(
-        cmds[..3],
+        cmds,
         [
             Command::SetDeadline(None),
             Command::Notify(Notification::Lost {
@@ -183,19 +259,18 @@ fn end_tenure_loses_at_once_releases_and_a_task_competes_again() {
             Command::Release {
                 req: RequestId(2),
                 token: FencingToken(7)
-            }
+            },
+            Command::WakeAt(t0 + secs(1) + TIMEOUT)
         ]
     );
     let cmds = m.handle(t0 + secs(1), released(2, Ok(ReleaseOutcome::Released)));
-    assert!(
-        matches!(
-            cmds[0],
-            Command::TryAcquire {
-                req: RequestId(3),
-                ..
-            }
-        ),
-        "{cmds:?}"
+    assert_eq!(
+        cmds,
+        [Command::TryAcquire {
+            req: RequestId(3),
+            term: term()
+        }],
+        "competes again at once; the release's timer still stands for the attempt"
     );
 }
 
@@ -205,11 +280,29 @@ fn a_lock_that_loses_at_the_store_rests() {
     lock(&mut m, t0);
     m.handle(t0 + secs(10), Event::Timer);
     let cmds = m.handle(t0 + secs(10), renewed(2, Ok(RenewOutcome::Lost)));
-    assert_eq!(cmds.len(), 2);
+    assert_eq!(
+        cmds,
+        [
+            Command::SetDeadline(None),
+            Command::Notify(Notification::Lost {
+                token: FencingToken(7),
+                reason: LossReason::EndedAtStore
+            })
+        ]
+    );
     assert_eq!(m.state(), State::Released);
     // Start makes it a task again: it competes.
     let cmds = m.handle(t0 + secs(11), Event::Start);
-    assert!(matches!(cmds[0], Command::TryAcquire { .. }));
+    assert_eq!(
+        cmds,
+        [
+            Command::TryAcquire {
+                req: RequestId(3),
+                term: term()
+            },
+            Command::WakeAt(t0 + secs(11) + TIMEOUT)
+        ]
+    );
 }
 
 #[test]
@@ -217,17 +310,30 @@ fn a_release_announcement_wakes_a_waiting_task_at_once() {
     let (mut m, t0) = machine();
     m.handle(t0, Event::Start);
     let cmds = m.handle(t0 + ms(5), acquired(1, held_by("other", 3)));
-    assert!(matches!(cmds.last(), Some(Command::WakeAt(_))));
-    let cmds = m.handle(t0 + ms(10), Event::Wake);
     assert!(
         matches!(
-            cmds[0],
-            Command::TryAcquire {
-                req: RequestId(2),
-                ..
-            }
+            cmds[..],
+            [
+                Command::Notify(Notification::HolderChanged {
+                    token: FencingToken(3),
+                    ..
+                }),
+                Command::WakeAt(retry)
+            ] if retry > t0 + ms(5) && retry <= t0 + ms(5) + RETRY
         ),
         "{cmds:?}"
+    );
+    let cmds = m.handle(t0 + ms(10), Event::Wake);
+    assert_eq!(
+        cmds,
+        [
+            Command::TryAcquire {
+                req: RequestId(2),
+                term: term()
+            },
+            Command::WakeAt(t0 + ms(10) + TIMEOUT)
+        ],
+        "tries at once"
     );
     // While an attempt is in flight, another announcement changes nothing.
     assert_eq!(m.handle(t0 + ms(11), Event::Wake), []);

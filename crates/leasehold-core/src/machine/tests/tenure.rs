@@ -77,7 +77,18 @@ fn renew_failure_before_the_deadline_retries_with_backoff() {
     };
     assert_eq!(cmds, [renew, Command::WakeAt(at + TIMEOUT)]);
     let cmds = m.handle(at + ms(10), renewed(3, Ok(RenewOutcome::Renewed)));
-    assert_eq!(cmds[0], Command::SetDeadline(Some(at + secs(28))));
+    assert_eq!(
+        cmds,
+        [
+            Command::SetDeadline(Some(at + secs(28))),
+            Command::Notify(Notification::Renewed {
+                token: FencingToken(7),
+                local_deadline: at + secs(28)
+            }),
+            Command::WakeAt(at + secs(10))
+        ],
+        "the deadline counts from the retry's send time"
+    );
 }
 
 #[test]
@@ -146,13 +157,17 @@ fn unanswered_renewal_times_out_and_its_late_answer_is_ignored() {
         (m.state(), m.local_deadline()),
         (State::Renewing, Some(t0 + secs(28)))
     );
-    assert!(matches!(
-        m.handle(at, Event::Timer)[0],
-        Command::Renew {
-            req: RequestId(3),
-            ..
-        }
-    ));
+    assert_eq!(
+        m.handle(at, Event::Timer),
+        [
+            Command::Renew {
+                req: RequestId(3),
+                token: FencingToken(7),
+                term: term()
+            },
+            Command::WakeAt(at + TIMEOUT)
+        ]
+    );
 }
 
 #[test]
@@ -213,7 +228,16 @@ fn renewed_after_loss_at_the_deadline_timer_is_stale() {
     m.handle(t0 + ms(100), acquired(1, granted(7)));
     m.handle(t0 + secs(10), Event::Timer);
     let cmds = m.handle(t0 + secs(28), Event::Timer);
-    assert_eq!(cmds[0], Command::SetDeadline(None));
+    let lost = Notification::Lost {
+        token: FencingToken(7),
+        reason: LossReason::DeadlinePassed,
+    };
+    then_wake(
+        &cmds,
+        &[Command::SetDeadline(None), Command::Notify(lost)],
+        t0 + secs(28) + RETRY / 2,
+        t0 + secs(28) + RETRY,
+    );
     assert_eq!(
         m.handle(t0 + secs(28) + ms(1), renewed(2, Ok(RenewOutcome::Renewed))),
         []
@@ -253,13 +277,14 @@ fn store_says_lost_ends_the_tenure_and_a_new_grant_is_a_new_tenure() {
     let cmds = m.handle(at + ms(1), acquired(3, granted(8)));
     let deadline = at + secs(28);
     assert_eq!(
-        cmds[..2],
+        cmds,
         [
             Command::SetDeadline(Some(deadline)),
             Command::Notify(Notification::Acquired {
                 token: FencingToken(8),
                 local_deadline: deadline
             }),
+            Command::WakeAt(at + secs(10)),
         ]
     );
 }

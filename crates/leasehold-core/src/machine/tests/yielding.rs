@@ -70,13 +70,19 @@ fn yield_releases_then_applies_again_one_retry_interval_after_the_release_settle
     assert_eq!(m.state(), State::Applying);
     // Someone else took it meanwhile: the machine competes as a lease task does.
     let cmds = m.handle(back + ms(5), acquired(3, held_by("other", 8)));
-    assert!(matches!(
-        cmds[..],
-        [
-            Command::Notify(Notification::HolderChanged { .. }),
-            Command::WakeAt(_)
-        ]
-    ));
+    assert!(
+        matches!(
+            &cmds[..],
+            [
+                Command::Notify(Notification::HolderChanged {
+                    holder: Some(h),
+                    token: FencingToken(8)
+                }),
+                Command::WakeAt(retry)
+            ] if h.as_str() == "other" && *retry > back + ms(5) && *retry <= back + ms(5) + RETRY
+        ),
+        "{cmds:?}"
+    );
     assert_eq!(m.state(), State::Applying);
 }
 
@@ -105,7 +111,14 @@ fn a_failed_release_is_retried_until_the_deadline_then_the_yield_comes_back() {
     assert!(now >= t0 + secs(28), "given up at the deadline, not before");
     assert_eq!(cmds.last(), Some(&Command::WakeAt(now + RETRY)));
     let cmds = m.handle(now + RETRY, Event::Timer);
-    assert!(matches!(cmds[0], Command::TryAcquire { .. }));
+    assert!(
+        matches!(
+            cmds[..],
+            [Command::TryAcquire { term: t, .. }, Command::WakeAt(at)]
+                if t == term() && at == now + RETRY + TIMEOUT
+        ),
+        "{cmds:?}"
+    );
 }
 
 #[test]
@@ -153,14 +166,16 @@ fn yield_without_a_live_tenure_changes_nothing() {
     let (mut m, t0) = machine();
     hold(&mut m, t0);
     let cmds = m.handle(t0 + secs(28), Event::Yield);
-    assert_eq!(cmds[0], Command::SetDeadline(None));
-    assert!(matches!(
-        cmds[1],
-        Command::Notify(Notification::Lost {
-            reason: LossReason::DeadlinePassed,
-            ..
-        })
-    ));
+    let lost = Notification::Lost {
+        token: FencingToken(7),
+        reason: LossReason::DeadlinePassed,
+    };
+    then_wake(
+        &cmds,
+        &[Command::SetDeadline(None), Command::Notify(lost)],
+        t0 + secs(28) + RETRY / 2,
+        t0 + secs(28) + RETRY,
+    );
     assert_eq!(m.state(), State::Lost);
 }
 
@@ -169,7 +184,20 @@ fn a_lock_that_yields_only_releases() {
     let (mut m, t0) = machine();
     hold_by(&mut m, t0, Event::TryOnce);
     let cmds = m.handle(t0 + secs(1), Event::Yield);
-    assert_eq!(cmds[0], Command::SetDeadline(None));
+    assert_eq!(
+        cmds,
+        [
+            Command::SetDeadline(None),
+            Command::Notify(Notification::Ended {
+                token: FencingToken(7)
+            }),
+            Command::Release {
+                req: RequestId(2),
+                token: FencingToken(7)
+            },
+            Command::WakeAt(t0 + secs(1) + TIMEOUT)
+        ]
+    );
     assert_eq!(m.state(), State::Released);
     m.handle(t0 + secs(1), released(2, Ok(ReleaseOutcome::Released)));
     assert_eq!(m.handle(t0 + secs(10), Event::Timer), [], "no comeback");
@@ -181,12 +209,33 @@ fn yield_while_renewing_ignores_the_late_renewal() {
     let (mut m, t0) = machine();
     hold(&mut m, t0);
     let cmds = m.handle(t0 + secs(10), Event::Timer);
-    assert!(matches!(cmds[0], Command::Renew { .. }));
+    assert_eq!(
+        cmds,
+        [
+            Command::Renew {
+                req: RequestId(2),
+                token: FencingToken(7),
+                term: term()
+            },
+            Command::WakeAt(t0 + secs(13))
+        ]
+    );
     let cmds = m.handle(t0 + secs(11), Event::Yield);
-    assert_eq!(cmds[0], Command::SetDeadline(None));
-    let Command::Release { req, .. } = cmds[2] else {
-        panic!("{cmds:?}")
-    };
+    let req = RequestId(3);
+    assert_eq!(
+        cmds,
+        [
+            Command::SetDeadline(None),
+            Command::Notify(Notification::Ended {
+                token: FencingToken(7)
+            }),
+            Command::Release {
+                req,
+                token: FencingToken(7)
+            },
+            Command::WakeAt(t0 + secs(14))
+        ]
+    );
     assert_eq!(
         m.handle(t0 + secs(11), renewed(2, Ok(RenewOutcome::Renewed))),
         [],
