@@ -59,7 +59,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     r.time_left()
                 ),
                 Observation::State(Some(r)) => {
-                    println!("observer: nobody leads (last: {} with token {})", r.holder, r.token);
+                    println!(
+                        "observer: nobody leads (last: {} with token {})",
+                        r.holder, r.token
+                    );
                     lapsed = r.holder.as_str() == "node-b";
                 }
                 Observation::State(None) => println!("observer: nobody has ever led"),

@@ -112,7 +112,9 @@ fn watch_with_names_prints_the_state_then_each_change() {
         .position(|l| l.contains("held") && l.contains("jobs/nightly") && l.contains("holder ops"))
         .expect("the held lock");
     assert!(
-        lines.iter().any(|l| l.contains("absent") && l.contains("jobs/never")),
+        lines
+            .iter()
+            .any(|l| l.contains("absent") && l.contains("jobs/never")),
         "{stdout}"
     );
     assert!(

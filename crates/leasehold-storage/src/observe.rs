@@ -374,7 +374,10 @@ mod tests {
             ObserveOptions::new().poll(Duration::from_millis(10)),
         );
         assert_eq!(obs.next().await, Some(Observation::State(None)));
-        let (a, b) = (HolderId::new("a").expect("id"), HolderId::new("b").expect("id"));
+        let (a, b) = (
+            HolderId::new("a").expect("id"),
+            HolderId::new("b").expect("id"),
+        );
         let AcquireOutcome::Acquired { token, .. } =
             store.begin_tenure(&key, &a, term()).await.expect("grant")
         else {

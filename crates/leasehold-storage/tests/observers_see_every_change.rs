@@ -112,7 +112,11 @@ async fn an_observer_sees_grant_renewal_release_and_take_over_in_order() {
             key.clone(),
             options,
         );
-        assert_eq!(next_state(&mut obs, "start").await, None, "{label}: no row yet");
+        assert_eq!(
+            next_state(&mut obs, "start").await,
+            None,
+            "{label}: no row yet"
+        );
 
         let (a, b) = (holder("observe-a"), holder("observe-b"));
         let t1 = grant(&holders, &key, &a, term(30)).await;
@@ -120,7 +124,10 @@ async fn an_observer_sees_grant_renewal_release_and_take_over_in_order() {
             bell.held(&key);
         }
         let granted = next_state(&mut obs, "grant").await.expect("a row");
-        assert!(granted.held && granted.holder == a && granted.token == t1, "{label}: {granted:?}");
+        assert!(
+            granted.held && granted.holder == a && granted.token == t1,
+            "{label}: {granted:?}"
+        );
         let now = holders.get(&key).await.expect("get");
         assert!(same(Some(&granted), now.as_ref()), "{label}: matches get");
 
@@ -140,13 +147,19 @@ async fn an_observer_sees_grant_renewal_release_and_take_over_in_order() {
             bell.ring(&key);
         }
         let released = next_state(&mut obs, "release").await.expect("a row");
-        assert!(!released.held && released.token == t1, "{label}: {released:?}");
+        assert!(
+            !released.held && released.token == t1,
+            "{label}: {released:?}"
+        );
         let now = holders.get(&key).await.expect("get");
         assert!(same(Some(&released), now.as_ref()), "{label}: matches get");
 
         let t2 = grant(&holders, &key, &b, term(30)).await;
         let taken = next_state(&mut obs, "take-over").await.expect("a row");
-        assert!(taken.held && taken.holder == b && taken.token == t2, "{label}: {taken:?}");
+        assert!(
+            taken.held && taken.holder == b && taken.token == t2,
+            "{label}: {taken:?}"
+        );
         assert!(t2 > t1);
         let now = holders.get(&key).await.expect("get");
         assert!(same(Some(&taken), now.as_ref()), "{label}: matches get");
@@ -171,7 +184,10 @@ async fn an_observer_started_while_held_yields_the_holder_first_and_sees_the_lap
             ObserveOptions::new().poll(Duration::from_secs(3600)),
         );
         let first = next_state(&mut obs, "start").await.expect("a row");
-        assert!(first.held && first.holder == a && first.token == token, "{label}");
+        assert!(
+            first.held && first.holder == a && first.token == token,
+            "{label}"
+        );
         let lapsed = next_state(&mut obs, "lapse").await.expect("a row");
         assert!(!lapsed.held && lapsed.token == token, "{label}: {lapsed:?}");
         assert!(lapsed.db_now >= first.until, "{label}: seen after the end");
@@ -183,11 +199,18 @@ fn upstream(url: &str) -> SocketAddr {
     let host_port = rest.split_once('@').map_or(rest, |(_, r)| r);
     let host_port = host_port.split(['/', '?']).next().unwrap_or(host_port);
     let host_port = host_port.replace("localhost", "127.0.0.1");
-    host_port.parse().expect("a loopback host:port in the test URL")
+    host_port
+        .parse()
+        .expect("a loopback host:port in the test URL")
 }
 
 /// Expects one `Unreachable`, then the state `get` reads (waiting out stale states).
-async fn expect_gap_then(obs: &mut LeaseObserver, store: &SeaOrmStore, key: &LeaseKey, label: &str) {
+async fn expect_gap_then(
+    obs: &mut LeaseObserver,
+    store: &SeaOrmStore,
+    key: &LeaseKey,
+    label: &str,
+) {
     let mut gap = false;
     for _ in 0..20 {
         match next(obs, "outage").await {
@@ -229,7 +252,11 @@ async fn an_observer_survives_its_connection_being_dropped() {
             key.clone(),
             options,
         );
-        assert!(next_state(&mut obs, "start").await.is_some_and(|r| r.holder == a));
+        assert!(
+            next_state(&mut obs, "start")
+                .await
+                .is_some_and(|r| r.holder == a)
+        );
         proxy.set(Fault::Drop);
         // The hand-over happens while the observer is cut off.
         holders.release(&key, &a, t1).await.expect("release");
@@ -238,7 +265,10 @@ async fn an_observer_survives_its_connection_being_dropped() {
         proxy.set(Fault::Pass);
         expect_gap_then(&mut obs, &holders, &key, var).await;
         let now = holders.get(&key).await.expect("get");
-        assert!(now.is_some_and(|r| r.holder == b && r.token == t2), "{var}: B holds");
+        assert!(
+            now.is_some_and(|r| r.holder == b && r.token == t2),
+            "{var}: B holds"
+        );
         holders.release(&key, &b, t2).await.expect("release");
     }
 
@@ -247,8 +277,8 @@ async fn an_observer_survives_its_connection_being_dropped() {
     let holders = connect(&url).await;
     let failing = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&failing);
-    let watcher = CountingStore::new(Arc::new(connect(&url).await), Arc::default()).before_call(
-        move |_| {
+    let watcher =
+        CountingStore::new(Arc::new(connect(&url).await), Arc::default()).before_call(move |_| {
             let fail = flag.load(Ordering::SeqCst);
             async move {
                 if fail {
@@ -260,12 +290,15 @@ async fn an_observer_survives_its_connection_being_dropped() {
                     Ok(())
                 }
             }
-        },
-    );
+        });
     let key = fresh_key(&holders, "cut").await;
     let t1 = grant(&holders, &key, &a, term(30)).await;
     let mut obs = LeaseObserver::spawn(Arc::new(watcher), None, key.clone(), options);
-    assert!(next_state(&mut obs, "start").await.is_some_and(|r| r.holder == a));
+    assert!(
+        next_state(&mut obs, "start")
+            .await
+            .is_some_and(|r| r.holder == a)
+    );
     failing.store(true, Ordering::SeqCst);
     holders.release(&key, &a, t1).await.expect("release");
     grant(&holders, &key, &b, term(30)).await;
@@ -277,7 +310,11 @@ async fn an_observer_survives_its_connection_being_dropped() {
 /// A grant, its release and a take-over, each to be seen with an hour's poll and a long term,
 /// which only a push explains. `bell` is the holders' doorbell (announcing grants, ringing
 /// releases, as a service's engine does), or `None` when a trigger must do it.
-async fn pushed_hand_over(holders: &SeaOrmStore, watcher: &SeaOrmStore, bell: Option<&dyn Doorbell>) {
+async fn pushed_hand_over(
+    holders: &SeaOrmStore,
+    watcher: &SeaOrmStore,
+    bell: Option<&dyn Doorbell>,
+) {
     let key = fresh_key(holders, "push").await;
     let (a, b) = (holder("observe-a"), holder("observe-b"));
     let options = ObserveOptions::new().poll(Duration::from_secs(3600));
@@ -330,9 +367,10 @@ async fn postgres_change_trigger_pushes_writers_without_a_doorbell() {
             .connect()
     };
     let holders = connect().await.expect("connect");
-    let installed = leasehold_migration::ensure_change_notify(holders.connection(), holders.table())
-        .await
-        .expect("trigger");
+    let installed =
+        leasehold_migration::ensure_change_notify(holders.connection(), holders.table())
+            .await
+            .expect("trigger");
     let again = leasehold_migration::ensure_change_notify(holders.connection(), holders.table())
         .await
         .expect("trigger");

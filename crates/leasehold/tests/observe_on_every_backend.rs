@@ -7,8 +7,8 @@ mod common;
 use std::time::Duration;
 
 use leasehold::{
-    LeaseKey, LeaseStore, StoreBuilder, LeaseConfig, LeaseObserver, LeaseRecord, LeaseService, LeaseTaskOptions, Observation,
-    ObserveOptions,
+    LeaseConfig, LeaseKey, LeaseObserver, LeaseRecord, LeaseService, LeaseStore, LeaseTaskOptions,
+    Observation, ObserveOptions, StoreBuilder,
 };
 use leasehold_storage::testing::backend_url;
 
@@ -60,10 +60,17 @@ async fn an_observer_sees_grant_renewals_release_and_take_over_in_order() {
             service(&url, &ns).await,
         );
         let mut obs = watcher
-            .observe_with("leader", ObserveOptions::new().poll(Duration::from_millis(100)))
+            .observe_with(
+                "leader",
+                ObserveOptions::new().poll(Duration::from_millis(100)),
+            )
             .await
             .expect("observe");
-        assert_eq!(next_state(&mut obs, "start").await, None, "{url}: no row yet");
+        assert_eq!(
+            next_state(&mut obs, "start").await,
+            None,
+            "{url}: no row yet"
+        );
 
         let (t1, _) = a
             .start_lease_task("leader", LeaseTaskOptions::new())
@@ -91,7 +98,10 @@ async fn an_observer_sees_grant_renewals_release_and_take_over_in_order() {
                 break r;
             }
         };
-        let store = StoreBuilder::new(url.clone()).connect().await.expect("store");
+        let store = StoreBuilder::new(url.clone())
+            .connect()
+            .await
+            .expect("store");
         let key = LeaseKey::parse(&ns, "leader").expect("key");
         let now = store.get(&key).await.expect("get").expect("a row");
         assert!(same(&released, &now), "{url}: the released row as read");
@@ -107,10 +117,8 @@ async fn an_observer_sees_grant_renewals_release_and_take_over_in_order() {
         assert!(taken.held && &taken.holder == b.holder() && taken.token == t2 && t2 > t1);
 
         watcher.shutdown().await.expect("shutdown");
-        let end = tokio::time::timeout(EVENT_BOUND, async {
-            while obs.next().await.is_some() {}
-        })
-        .await;
+        let end =
+            tokio::time::timeout(EVENT_BOUND, async { while obs.next().await.is_some() {} }).await;
         assert!(end.is_ok(), "{url}: the observer ends with its service");
         a.shutdown().await.expect("shutdown");
         b.shutdown().await.expect("shutdown");

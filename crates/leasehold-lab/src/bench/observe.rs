@@ -171,7 +171,15 @@ async fn trigger_rows(ctx: &Ctx, term: Term) -> Vec<Row> {
             (&trig, &mut with, &mut renew_with),
             (&ctx.store, &mut without, &mut renew_without),
         ] {
-            cycle(store, (&ns, &holder, term), block, cycles / blocks, grants, renews).await;
+            cycle(
+                store,
+                (&ns, &holder, term),
+                block,
+                cycles / blocks,
+                grants,
+                renews,
+            )
+            .await;
         }
     }
     let _ = leasehold_migration::drop_lease_table(trig.connection(), &table).await;

@@ -195,7 +195,11 @@ async fn announce_all(
 
 /// Listens, reconnecting with a bounded back-off whenever the connection fails.
 /// `subscribers` are the lock waiters' and the observers'.
-async fn listen_forever(options: PgConnectOptions, subscribers: &[Subscribers; 2], limit: Duration) {
+async fn listen_forever(
+    options: PgConnectOptions,
+    subscribers: &[Subscribers; 2],
+    limit: Duration,
+) {
     let mut backoff = BACKOFF_MIN;
     loop {
         match listen_once(&options, subscribers, limit).await {

@@ -127,7 +127,10 @@ impl SqliteDoorbell {
 impl Doorbell for SqliteDoorbell {
     /// Announces the grant to the observers of every service of the file.
     fn held(&self, key: &LeaseKey) {
-        let (dir, ring) = (self.dir.clone(), format!("{GRANTED}{}", payload(&self.table, key)));
+        let (dir, ring) = (
+            self.dir.clone(),
+            format!("{GRANTED}{}", payload(&self.table, key)),
+        );
         drop(super::spawn_blocking(move || {
             send_to_all(&dir, ring.as_bytes())
         }));
