@@ -378,3 +378,45 @@ async fn postgres_change_trigger_pushes_writers_without_a_doorbell() {
     let watcher = connect().await.expect("connect");
     pushed_hand_over(&holders, &watcher, None).await;
 }
+
+/// Hand-overs back to back (release, ring, grant, announce without waiting in between), as a
+/// service does them: each new holder is seen with an hour's poll.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn back_to_back_hand_overs_are_each_pushed() {
+    let mut urls = vec![sqlite_url("rows")];
+    urls.extend(backend_url(POSTGRES_ENV));
+    for url in urls {
+        let holders = connect(&url).await;
+        let watcher = connect(&url).await;
+        let bell = doorbell::for_store(&holders, Duration::from_secs(5)).expect("a doorbell");
+        let key = fresh_key(&holders, "rows").await;
+        let mut obs = LeaseObserver::spawn(
+            Arc::new(watcher.clone()),
+            doorbell::for_store(&watcher, Duration::from_secs(5)),
+            key.clone(),
+            ObserveOptions::new().poll(Duration::from_secs(3600)),
+        );
+        assert_eq!(next_state(&mut obs, "start").await, None);
+        let (a, b) = (holder("observe-a"), holder("observe-b"));
+        let mut token = grant(&holders, &key, &a, term(3600)).await;
+        bell.held(&key);
+        let mut current = a.clone();
+        for round in 0..10 {
+            loop {
+                let s = next_state(&mut obs, &format!("{url} round {round}")).await;
+                if s.is_some_and(|r| r.held && r.holder == current && r.token == token) {
+                    break;
+                }
+            }
+            holders
+                .release(&key, &current, token)
+                .await
+                .expect("release");
+            bell.ring(&key);
+            current = if current == a { b.clone() } else { a.clone() };
+            token = grant(&holders, &key, &current, term(3600)).await;
+            bell.held(&key);
+        }
+        bell.stop();
+    }
+}
