@@ -16,11 +16,13 @@
 
 mod m20261129_000001_create_lease_info;
 mod m20261201_000002_lease_value_and_token_floor;
+mod m20261201_000003_notify_lease_changes;
 
 pub use m20261129_000001_create_lease_info::{CreateLeaseInfo, LeaseInfo};
 pub use m20261201_000002_lease_value_and_token_floor::{
     AddLeaseValueAndTokenFloor, VALUE_CHARS, floor_table,
 };
+pub use m20261201_000003_notify_lease_changes::{CHANGES_CHANNEL, NotifyLeaseChanges};
 pub use sea_orm_migration;
 use sea_orm_migration::prelude::*;
 
@@ -39,6 +41,9 @@ pub struct Migrator;
 #[async_trait::async_trait]
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+        // Step 3 (`NotifyLeaseChanges`, the optional change trigger) is not in the list: it
+        // costs PostgreSQL its group commit under concurrent grants (see its docs); add it to
+        // your own migrator, or call `ensure_change_notify`, to opt in.
         vec![
             Box::new(CreateLeaseInfo::new(DEFAULT_TABLE)),
             Box::new(AddLeaseValueAndTokenFloor::new(DEFAULT_TABLE)),
@@ -77,8 +82,29 @@ where
         .await
 }
 
+/// Opts in to the change trigger (step 3, PostgreSQL): creates it on the existing lease table
+/// `table` if it is missing; answers whether it made it. Nothing on the other backends. Every
+/// writer's grants and releases (the CLI's, other programs') are then pushed to observers,
+/// at the cost described on [`NotifyLeaseChanges`]; without it, observers are told of grants
+/// by the granting service's doorbell and poll the rest.
+///
+/// # Errors
+/// The database's error if a statement fails.
+pub async fn ensure_change_notify<'c, C>(conn: C, table: &str) -> Result<bool, DbErr>
+where
+    C: sea_orm_migration::IntoSchemaManagerConnection<'c>,
+{
+    let manager = SchemaManager::new(conn);
+    let step = NotifyLeaseChanges::new(table);
+    if step.is_installed(manager.get_connection()).await? {
+        return Ok(false);
+    }
+    step.up(&manager).await?;
+    Ok(true)
+}
+
 /// Drops the lease table `table` and its token floor table, if they exist (every step's
-/// `down`, newest first).
+/// `down`, newest first: the change trigger, if any, too).
 ///
 /// # Errors
 /// The database's error if the statement fails.
@@ -87,6 +113,7 @@ where
     C: sea_orm_migration::IntoSchemaManagerConnection<'c>,
 {
     let manager = SchemaManager::new(conn);
+    NotifyLeaseChanges::new(table).down(&manager).await?;
     if manager.has_table(table).await? {
         AddLeaseValueAndTokenFloor::new(table)
             .down(&manager)

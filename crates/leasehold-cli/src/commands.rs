@@ -194,12 +194,23 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         }
         Command::Watch {
             namespace,
+            names,
             prefix,
             interval,
             count,
         } => {
             let ns = namespace.as_deref().map(Namespace::new).transpose()?;
             Term::new("interval", *interval)?;
+            if !names.is_empty() {
+                let ns = namespace.as_deref().unwrap_or("");
+                let keys = names
+                    .iter()
+                    .map(|n| LeaseKey::parse(ns, n))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let store = open(&cli, false).await?;
+                crate::watch::observe(&store, keys, *interval, *count).await?;
+                return Ok(0);
+            }
             let store = open(&cli, false).await?;
             crate::watch::watch(&store, ns.as_ref(), prefix, *interval, *count).await?;
             Ok(0)

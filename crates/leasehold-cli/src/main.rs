@@ -110,19 +110,27 @@ pub enum Command {
         namespace: Option<String>,
     },
     /// Watch the held leases live: a table redrawn every interval on a terminal (changes
-    /// highlighted), one line per change elsewhere.
-    #[command(after_help = "Example:\n  leasehold watch --namespace jobs --interval 500ms")]
+    /// highlighted), one line per change elsewhere. With --name, observe those names: their
+    /// state, then one line per change (what services' doorbells push at once, the rest polled
+    /// every interval).
+    #[command(
+        after_help = "Examples:\n  leasehold watch --namespace jobs --interval 500ms\n  leasehold watch --namespace jobs --name nightly --name hourly"
+    )]
     Watch {
-        /// Only this namespace (default: every namespace).
+        /// Only this namespace (default: every namespace; with --name, the default namespace).
         #[arg(long)]
         namespace: Option<String>,
+        /// Observe this name (repeatable) instead of listing: one line per change.
+        #[arg(long = "name")]
+        names: Vec<String>,
         /// Only names starting with this prefix.
         #[arg(long, default_value = "")]
         prefix: String,
-        /// Time between refreshes.
+        /// Time between refreshes (with --name: the longest wait between two reads).
         #[arg(long, default_value = "1s", value_parser = duration::parse, allow_hyphen_values = true)]
         interval: Duration,
-        /// Stop after this many refreshes (default: run until interrupted).
+        /// Stop after this many refreshes, or with --name this many lines (default: run until
+        /// interrupted).
         #[arg(long)]
         count: Option<u64>,
     },

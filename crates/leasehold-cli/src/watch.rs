@@ -3,12 +3,20 @@
 //! On a terminal it redraws a table every interval, highlighting rows whose holder or token
 //! changed since the last frame. Elsewhere (a pipe, a log file) it prints one plain line per
 //! change: a lease granted, taken over, or ended.
+//!
+//! With `--name`, it observes those names instead ([`leasehold_storage::observe`]): one line per
+//! observation — the current state first, then every change (granted, renewed, taken over,
+//! ended, unreachable) — releases by services pushed through one doorbell for all the names,
+//! grants by services too on PostgreSQL and SQLite files, the rest polled every interval.
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
-use leasehold_storage::{LeaseRecord, LeaseStore, Namespace, SeaOrmStore, StoreError};
+use std::sync::Arc;
+
+use leasehold_storage::observe::{LeaseObserver, Observation, ObserveOptions};
+use leasehold_storage::{LeaseKey, LeaseRecord, LeaseStore, Namespace, SeaOrmStore, StoreError};
 
 use crate::duration::human;
 
@@ -128,4 +136,74 @@ fn table(rows: &[LeaseRecord], previous: Option<&Frame>) -> String {
         }
     }
     s
+}
+
+/// Observes `keys` and prints one line per observation, until `count` lines are printed
+/// (forever when `None`). Each name's observer yields its current state first.
+pub async fn observe(
+    store: &SeaOrmStore,
+    keys: Vec<LeaseKey>,
+    interval: Duration,
+    count: Option<u64>,
+) -> Result<(), StoreError> {
+    let bell = leasehold_storage::doorbell::for_store(store, Duration::from_secs(5));
+    let options = ObserveOptions::new().poll(interval);
+    let lease_store: Arc<dyn LeaseStore> = Arc::new(store.clone());
+    // A small channel: a slow terminal holds the observers back, and each then keeps only
+    // the latest state of its name.
+    let (tx, mut rx) = tokio::sync::mpsc::channel(16);
+    for key in keys {
+        let mut obs = LeaseObserver::spawn(Arc::clone(&lease_store), bell.clone(), key, options);
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            while let Some(o) = obs.next().await {
+                if tx.send((obs.key().clone(), o)).await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+    drop(tx);
+    let mut last: BTreeMap<LeaseKey, Option<LeaseRecord>> = BTreeMap::new();
+    let mut done = 0u64;
+    while let Some((key, o)) = rx.recv().await {
+        let line = observation_line(&key, last.get(&key).and_then(Option::as_ref), &o);
+        if let Observation::State(s) = o {
+            last.insert(key, s);
+        }
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+        done += 1;
+        if count.is_some_and(|c| done >= c) {
+            break;
+        }
+    }
+    if let Some(bell) = bell {
+        bell.stop();
+    }
+    Ok(())
+}
+
+/// One line for an observation of `key`, given the state before it.
+fn observation_line(key: &LeaseKey, before: Option<&LeaseRecord>, o: &Observation) -> String {
+    let r = match o {
+        Observation::State(Some(r)) => r,
+        Observation::State(None) => return format!("{:<10} {key}  no row", "absent"),
+        Observation::Unreachable(e) => return format!("{:<10} {key}  {e}", "unreachable"),
+        _ => return format!("{:<10} {key}  {o:?}", "unknown"),
+    };
+    let what = match before {
+        _ if !r.held => "ended",
+        Some(b) if b.held && b.holder == r.holder && b.token == r.token => "renewed",
+        Some(b) if b.held => "taken over",
+        _ => "held",
+    };
+    format!(
+        "{}  {what:<10} {key}  holder {}  token {}  left {}",
+        r.db_now,
+        r.holder,
+        r.token,
+        human(r.time_left())
+    )
 }

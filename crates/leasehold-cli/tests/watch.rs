@@ -62,3 +62,64 @@ fn watch_prints_changes_as_plain_lines_off_a_terminal() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn watch_with_names_prints_the_state_then_each_change() {
+    let dir = std::env::temp_dir().join(format!("leasehold-watch-names-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let url = format!("sqlite://{}?mode=rwc", dir.join("w.db").display());
+    let lock = leasehold()
+        .args([
+            "--db", &url, "lock", "jobs", "nightly", "--holder", "ops", "--ttl", "2s",
+        ])
+        .output()
+        .expect("lock");
+    assert!(
+        lock.status.success(),
+        "{}",
+        String::from_utf8_lossy(&lock.stderr)
+    );
+    // Three lines: the held lock, the other name's absence (in either order), then the lapse
+    // of the lock at the end of its ttl, seen although the poll is far longer.
+    let out = leasehold()
+        .args([
+            "--db",
+            &url,
+            "watch",
+            "--namespace",
+            "jobs",
+            "--name",
+            "nightly",
+            "--name",
+            "never",
+            "--interval",
+            "1h",
+            "--count",
+            "3",
+        ])
+        .output()
+        .expect("watch");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{stdout}");
+    let held = lines
+        .iter()
+        .position(|l| l.contains("held") && l.contains("jobs/nightly") && l.contains("holder ops"))
+        .expect("the held lock");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("absent") && l.contains("jobs/never")),
+        "{stdout}"
+    );
+    assert!(
+        lines[2].contains("ended") && lines[2].contains("jobs/nightly") && held < 2,
+        "the lapse comes last: {stdout}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

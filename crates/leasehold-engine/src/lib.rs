@@ -13,7 +13,8 @@
 //! actix applications can start these actors in their own system and talk to them by messages:
 //! [`StartLease`], [`ReleaseLease`], [`StopLease`], [`AbandonLease`], [`QueryLease`] for a
 //! [`LeaseActor`]; [`StartTask`], [`StopTask`], [`ShutdownAll`], [`ReadRecord`], [`ReadDbNow`],
-//! [`ListTasks`], [`FindTask`], [`YieldTask`], [`TakeLock`], [`SetCompeting`], [`ListLive`] for
+//! [`ListTasks`], [`FindTask`], [`YieldTask`], [`TakeLock`], [`SetCompeting`], [`ListLive`],
+//! [`ObserveLease`] for
 //! a [`LeaseEngine`] ([`YieldLease`] for a [`LeaseActor`]); [`QueueRenew`] for the
 //! [`RenewBatcher`]; [`QueueGrant`] and [`QueueRelease`] for the [`GrantBatcher`] and
 //! [`ReleaseBatcher`] (group commit).
@@ -29,6 +30,7 @@ mod engine;
 mod joint;
 mod lock;
 pub mod metrics;
+mod observe;
 mod registry;
 mod shard;
 mod value;
@@ -55,6 +57,7 @@ pub use lock::{
     Attempt, BeginFenced, FindLock, HoldLock, KeepUntilStopped, ListLocks, MakeHold, RenewAnswer,
     RenewLockNow, TakeLock, TakenLock, UnlockLock, WatchReleases,
 };
+pub use observe::ObserveLease;
 pub use registry::{NamespaceDeadlines, Registry};
 pub use shard::{ListLive, SetCompeting};
 pub use value::{SetTaskValue, SetTenureValue, ValueAnswer};

@@ -19,11 +19,14 @@
 //! | `memory_per_lease` | heap bytes per held lease (the binary counts its allocations; RSS growth in the note) | the 2 KiB goal |
 //! | `lock_handoff` | unlock → the waiter in `try_locker` holds, two services | `PgAdvisoryLock` handoff on PostgreSQL |
 //! | `lock_handoff_processes` | the same between this process and a `bench-peer` child, half a ping-pong round trip | `PgAdvisoryLock` ping-pong on PostgreSQL, `lock_handoff` elsewhere |
+//! | `observer_delay` | ms from a hand-over's grant answer to an observer's event, with the doorbell (PostgreSQL: the change trigger pushes it) | the same observer polling only (every 1 s) |
+//! | `grant_release_trigger`, `renew_trigger` (PostgreSQL) | µs per begin_tenure + release, and per renew, on the table with the change trigger | the same on a copy without it |
 //!
 //! Wall time is read in one place, [`stopwatch`].
 
 mod handoff_processes;
 mod locks;
+mod observe;
 mod service;
 mod statements;
 
@@ -384,6 +387,8 @@ pub async fn run(db: &str, table_prefix: &str, args: &BenchArgs) -> u8 {
     progress("lock handoff between processes");
     let handoff_processes = handoff_processes::row(&ctx, &handoff).await;
     rows.extend([handoff, handoff_processes]);
+    progress("observers");
+    rows.extend(observe::rows(&ctx).await);
     statements::cleanup(&ctx).await;
     ctx.store.connection().clone().close().await.ok();
 

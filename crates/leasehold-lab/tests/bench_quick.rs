@@ -24,6 +24,7 @@ const ROWS: &[&str] = &[
     "ring_lookup",
     "lock_handoff",
     "lock_handoff_processes",
+    "observer_delay",
 ];
 
 fn bench_quick(url: &str) {

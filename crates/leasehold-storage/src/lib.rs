@@ -9,6 +9,9 @@
 //! - [`doorbell`]: the wake-up a service rings when a tenure ends, so waiters in other processes
 //!   retry at once instead of polling (PostgreSQL `NOTIFY`, MySQL/MariaDB named locks, SQLite
 //!   datagram sockets). The row stays the only source of truth.
+//! - [`observe`]: a [`observe::LeaseObserver`] of one name, for a process that does not compete:
+//!   the current state, then every change (pushed where the doorbell can, polled at a bound
+//!   elsewhere; a lagging consumer gets the latest state).
 //! - [`entity`]: the SeaORM entity of the lease table, for application queries (leasehold's own
 //!   statements are in `sql.rs`: one function per statement, its values beside its text).
 //! - [`rewrite_placeholders`]: `?` placeholders as the backend takes them, for statements of
@@ -55,6 +58,7 @@ mod fence;
 mod group;
 mod joint;
 mod memory;
+pub mod observe;
 mod purge;
 mod schema;
 mod seaorm;

@@ -56,6 +56,7 @@ mod hand_over;
 mod health;
 mod holder;
 mod lock;
+mod observe;
 mod retention;
 mod runtime;
 mod service;
@@ -90,6 +91,7 @@ pub use leasehold_engine as engine;
 pub use leasehold_engine::KnownBug;
 pub use leasehold_engine::WorkGuard;
 pub use leasehold_local as local;
+pub use leasehold_storage::observe::{LeaseObserver, Observation, ObserveOptions};
 pub use leasehold_storage::{
     AcquireOutcome, AllOutcome, FencedTransaction, LeaseStore, MemoryStore, ReleaseOutcome,
     RenewItem, RenewOutcome, SeaOrmStore, StoreBuilder, StoreError,

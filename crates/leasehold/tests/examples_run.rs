@@ -60,6 +60,15 @@ fn shard_tasks_resplit_when_a_host_leaves() {
 }
 
 #[test]
+fn observe_leader_sees_the_hand_over_and_the_lapse() {
+    runs(
+        "observe_leader",
+        &[],
+        "the observer saw the lapse of node-b's tenure",
+    );
+}
+
+#[test]
 fn fencing_rejects_the_stale_write() {
     runs("fencing", &[], "stale write");
 }

@@ -14,10 +14,15 @@
 //! | MySQL/MariaDB | `RELEASE_LOCK` of the key's named lock, held by the holder's service | `GET_LOCK` of it, one waited key per connection | 1 for the holder's named locks + at most [`mysql::MAX_WAITING`] for waits |
 //! | SQLite (file) | a datagram to every service of the same file | one Unix datagram socket | 1 socket, in the directory `<database file>-bell` |
 //!
-//! The owner calls [`Doorbell::held`] when a tenure begins (MySQL takes the key's named lock)
+//! The owner calls [`Doorbell::held`] when a tenure begins (MySQL takes the key's named lock;
+//! PostgreSQL and SQLite announce the grant to observers)
 //! and [`Doorbell::ring`] after its release has committed, or when the tenure ended otherwise;
 //! waiters call [`Doorbell::watch`] and keep the receiver while they wait. Every wait is bounded:
 //! a waiter waits on the receiver *and* its own poll timer.
+//!
+//! Observers ([`crate::observe`]) subscribe with [`Doorbell::watch_changes`]: on PostgreSQL they
+//! are also woken by the announcement of every grant ([`Doorbell::held`] sends it after the
+//! commit) and by the optional change trigger's notifications, which lock waiters are not.
 //!
 //! A dropped doorbell connection or socket is reopened with a bounded back-off
 //! ([`BACKOFF_MIN`] doubling to [`BACKOFF_MAX`]); meanwhile waiters poll.
@@ -66,6 +71,14 @@ pub trait Doorbell: Send + Sync + std::fmt::Debug + 'static {
     /// Wake-ups when any process rings `key`, from now on. A full channel means a wake-up is
     /// pending already; dropping the receiver unsubscribes.
     fn watch(&self, key: &LeaseKey) -> mpsc::Receiver<()>;
+
+    /// Wake-ups for an observer of `key` ([`crate::observe`]): every ring of `key`, and on
+    /// backends that push them, every other change of its holder, token or status (PostgreSQL:
+    /// the holders' grant announcements, and the optional change trigger). Default:
+    /// [`Doorbell::watch`].
+    fn watch_changes(&self, key: &LeaseKey) -> mpsc::Receiver<()> {
+        self.watch(key)
+    }
 
     /// Stops the doorbell's tasks and closes its connections (at shutdown).
     fn stop(&self);

@@ -3,6 +3,11 @@
 //! connection of its own outside the pool (waiters never take pooled connections), fans the
 //! rings out to the local subscribers of each key.
 //!
+//! Grants are announced on a second channel, [`CHANGES`]: [`Doorbell::held`] (called by the
+//! holder's engine after each grant) sends `pg_notify` on the pool off the grant's path,
+//! batching the grants that arrive while one announcement is out. The `LISTEN` connection also
+//! listens on it; its notifications wake only the observers ([`Doorbell::watch_changes`]).
+//!
 //! Connections: 1 (the `LISTEN`), opened on the first [`Doorbell::watch`]. When it drops it is
 //! reopened with a bounded back-off; subscribers poll meanwhile, and every subscriber is woken
 //! once whenever the `LISTEN` starts (rings sent before it were lost).
@@ -20,12 +25,21 @@ use crate::SeaOrmStore;
 
 /// The channel on which rings are sent.
 pub const CHANNEL: &str = "leasehold_lock_released";
+/// The channel of grants, for observers: the holder's doorbell announces each grant on it once
+/// the grant has committed ([`Doorbell::held`]), and so does the optional change trigger
+/// (`leasehold_migration::NotifyLeaseChanges`) for every writer, with the row's key as
+/// [`payload`]. Only observers listen to it (a lock waiter woken by a grant would only be
+/// refused).
+pub const CHANGES: &str = leasehold_migration::CHANGES_CHANNEL;
 
 /// See the module docs.
 pub struct PgDoorbell {
     store: SeaOrmStore,
     limit: Duration,
     subscribers: Subscribers,
+    observers: Subscribers,
+    /// Grants to announce on [`CHANGES`] (payloads), and whether a sender is running.
+    announce: Arc<Mutex<(Vec<String>, bool)>>,
     listening: Mutex<bool>,
     stop: Arc<Notify>,
     stopped: Arc<std::sync::atomic::AtomicBool>,
@@ -47,6 +61,8 @@ impl PgDoorbell {
             store: store.clone(),
             limit,
             subscribers: Subscribers::default(),
+            observers: Subscribers::default(),
+            announce: Arc::default(),
             listening: Mutex::new(false),
             stop: Arc::new(Notify::new()),
             stopped: Arc::default(),
@@ -64,18 +80,45 @@ impl PgDoorbell {
         *listening = true;
         let pool = self.store.connection().get_postgres_connection_pool();
         let options = (*pool.connect_options()).clone();
-        let (subscribers, stop) = (self.subscribers.clone(), Arc::clone(&self.stop));
+        let subscribers = [self.subscribers.clone(), self.observers.clone()];
+        let stop = Arc::clone(&self.stop);
         let limit = self.limit;
         super::spawn(async move {
             tokio::select! {
                 () = stop.notified() => {}
-                () = listen_forever(options, subscribers, limit) => {}
+                () = listen_forever(options, &subscribers, limit) => {}
             }
         });
     }
 }
 
 impl Doorbell for PgDoorbell {
+    /// Announces the grant to observers: `pg_notify` on [`CHANGES`], after the grant has
+    /// committed, on the pool, off the grant's path. Grants that arrive while one announcement
+    /// is out go together in the next statement (at most [`ANNOUNCE_BATCH`] per statement).
+    fn held(&self, key: &LeaseKey) {
+        if self.stopped.load(std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        let mut pending = self.announce.lock().unwrap_or_else(PoisonError::into_inner);
+        pending.0.push(payload(self.store.table(), key));
+        if pending.1 {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            pending.0.clear();
+            return;
+        };
+        pending.1 = true;
+        drop(pending);
+        let (db, limit, announce) = (
+            self.store.connection().clone(),
+            self.limit,
+            Arc::clone(&self.announce),
+        );
+        rt.spawn(announce_all(db, limit, announce));
+    }
+
     fn ring(&self, key: &LeaseKey) {
         super::spawn(self.ring_now(key));
     }
@@ -102,6 +145,12 @@ impl Doorbell for PgDoorbell {
         rx
     }
 
+    fn watch_changes(&self, key: &LeaseKey) -> mpsc::Receiver<()> {
+        let rx = self.observers.add(payload(self.store.table(), key));
+        self.listen();
+        rx
+    }
+
     fn stop(&self) {
         self.stopped
             .store(true, std::sync::atomic::Ordering::SeqCst);
@@ -109,11 +158,51 @@ impl Doorbell for PgDoorbell {
     }
 }
 
+/// The most grants announced by one statement.
+pub const ANNOUNCE_BATCH: usize = 1_000;
+
+/// Sends the pending announcements, a batch per statement, until none is left.
+async fn announce_all(
+    db: sea_orm::DatabaseConnection,
+    limit: Duration,
+    announce: Arc<Mutex<(Vec<String>, bool)>>,
+) {
+    loop {
+        let batch: Vec<String> = {
+            let mut pending = announce.lock().unwrap_or_else(PoisonError::into_inner);
+            if pending.0.is_empty() {
+                pending.1 = false;
+                return;
+            }
+            let n = pending.0.len().min(ANNOUNCE_BATCH);
+            pending.0.drain(..n).collect()
+        };
+        let Ok(json) = serde_json::to_string(&batch) else {
+            continue;
+        };
+        let stmt = Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            "SELECT pg_notify($1, p) FROM json_array_elements_text($2::json) AS p",
+            [CHANGES.into(), json.into()],
+        );
+        match tokio::time::timeout(limit, db.execute_raw(stmt)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => log::debug!("announcing {} grants failed: {e}", batch.len()),
+            Err(_) => log::debug!("announcing {} grants timed out", batch.len()),
+        }
+    }
+}
+
 /// Listens, reconnecting with a bounded back-off whenever the connection fails.
-async fn listen_forever(options: PgConnectOptions, subscribers: Subscribers, limit: Duration) {
+/// `subscribers` are the lock waiters' and the observers'.
+async fn listen_forever(
+    options: PgConnectOptions,
+    subscribers: &[Subscribers; 2],
+    limit: Duration,
+) {
     let mut backoff = BACKOFF_MIN;
     loop {
-        match listen_once(&options, &subscribers, limit).await {
+        match listen_once(&options, subscribers, limit).await {
             Ok(()) => backoff = BACKOFF_MIN,
             Err(e) => {
                 log::debug!("doorbell LISTEN failed (waiters poll until it is back): {e}");
@@ -128,9 +217,10 @@ async fn listen_forever(options: PgConnectOptions, subscribers: Subscribers, lim
 /// ring sent before (while connecting, or while the last connection was down) was lost.
 async fn listen_once(
     options: &PgConnectOptions,
-    subscribers: &Subscribers,
+    subscribers: &[Subscribers; 2],
     limit: Duration,
 ) -> Result<(), String> {
+    let [waiters, observers] = subscribers;
     let pool = PgPoolOptions::new()
         .max_connections(1)
         .max_lifetime(None)
@@ -145,15 +235,21 @@ async fn listen_once(
     // with a back-off and wakes every subscriber once, instead of PgListener reconnecting
     // silently.
     listener.eager_reconnect(false);
-    tokio::time::timeout(limit, listener.listen(CHANNEL))
+    tokio::time::timeout(limit, listener.listen_all([CHANNEL, CHANGES]))
         .await
         .map_err(|_| "LISTEN timed out".to_owned())?
         .map_err(|e| e.to_string())?;
-    subscribers.wake_all();
+    waiters.wake_all();
+    observers.wake_all();
     loop {
         // No bound needed on recv: it waits for a ring, and the task ends at stop.
         match listener.try_recv().await {
-            Ok(Some(n)) => subscribers.wake(n.payload()),
+            Ok(Some(n)) => {
+                if n.channel() == CHANNEL {
+                    waiters.wake(n.payload());
+                }
+                observers.wake(n.payload());
+            }
             Ok(None) => return Err("connection lost".to_owned()),
             Err(e) => return Err(e.to_string()),
         }

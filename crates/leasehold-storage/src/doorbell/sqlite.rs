@@ -14,6 +14,10 @@
 //! service whatever the number of keys, is awaited like any socket, and leaves nothing behind but
 //! one small file per live service.
 //!
+//! Grants are announced to observers the same way ([`Doorbell::held`]): a datagram of the key
+//! prefixed with [`GRANTED`], which wakes only the observers ([`Doorbell::watch_changes`]; a
+//! lock waiter woken by a grant would only be refused).
+//!
 //! Resources: 1 socket per service, bound on the first [`Doorbell::watch`]. If it fails it is
 //! rebound with a bounded back-off (waiters poll meanwhile); every subscriber is woken once
 //! whenever the socket is bound (rings sent before it were lost).
@@ -33,11 +37,16 @@ const MAX_SOCKET_PATH: usize = 107;
 /// The largest ring read (a payload is at most a table name, a namespace and a name).
 const MAX_DATAGRAM: usize = 4096;
 
+/// The first byte of a grant's announcement (a ring's datagram is the bare payload, which
+/// starts with a digit).
+pub const GRANTED: char = '+';
+
 /// See the module docs.
 pub struct SqliteDoorbell {
     table: String,
     dir: PathBuf,
     subscribers: Subscribers,
+    observers: Subscribers,
     /// Our socket's path once bound (removed at stop).
     bound: Arc<Mutex<Option<PathBuf>>>,
     listening: Mutex<bool>,
@@ -80,6 +89,7 @@ impl SqliteDoorbell {
             table: store.table().to_owned(),
             dir,
             subscribers: Subscribers::default(),
+            observers: Subscribers::default(),
             bound: Arc::default(),
             listening: Mutex::new(false),
             stop: Arc::new(Notify::new()),
@@ -101,12 +111,13 @@ impl SqliteDoorbell {
             return;
         }
         *listening = true;
-        let (dir, subscribers) = (self.dir.clone(), self.subscribers.clone());
+        let dir = self.dir.clone();
+        let subscribers = [self.subscribers.clone(), self.observers.clone()];
         let (bound, stop) = (Arc::clone(&self.bound), Arc::clone(&self.stop));
         super::spawn(async move {
             tokio::select! {
                 () = stop.notified() => {}
-                () = receive_forever(dir, subscribers, Arc::clone(&bound)) => {}
+                () = receive_forever(dir, &subscribers, Arc::clone(&bound)) => {}
             }
             unbind(&bound);
         });
@@ -114,6 +125,17 @@ impl SqliteDoorbell {
 }
 
 impl Doorbell for SqliteDoorbell {
+    /// Announces the grant to the observers of every service of the file.
+    fn held(&self, key: &LeaseKey) {
+        let (dir, ring) = (
+            self.dir.clone(),
+            format!("{GRANTED}{}", payload(&self.table, key)),
+        );
+        drop(super::spawn_blocking(move || {
+            send_to_all(&dir, ring.as_bytes())
+        }));
+    }
+
     fn ring(&self, key: &LeaseKey) {
         let (dir, ring) = (self.dir.clone(), payload(&self.table, key));
         // A directory listing and one non-blocking send per service: quick, but file IO.
@@ -129,6 +151,12 @@ impl Doorbell for SqliteDoorbell {
 
     fn watch(&self, key: &LeaseKey) -> mpsc::Receiver<()> {
         let rx = self.subscribers.add(payload(&self.table, key));
+        self.listen();
+        rx
+    }
+
+    fn watch_changes(&self, key: &LeaseKey) -> mpsc::Receiver<()> {
+        let rx = self.observers.add(payload(&self.table, key));
         self.listen();
         rx
     }
@@ -181,18 +209,21 @@ fn send_to_all(dir: &Path, ring: &[u8]) {
 }
 
 /// Binds and receives, rebinding with a bounded back-off when the socket fails.
+/// `subscribers` are the lock waiters' and the observers'.
 async fn receive_forever(
     dir: PathBuf,
-    subscribers: Subscribers,
+    subscribers: &[Subscribers; 2],
     bound: Arc<Mutex<Option<PathBuf>>>,
 ) {
+    let [waiters, observers] = subscribers;
     let mut backoff = BACKOFF_MIN;
     loop {
         unbind(&bound);
         match bind(&dir, &bound) {
             Ok(socket) => {
                 // Rings sent before the socket was bound were lost: everyone tries once.
-                subscribers.wake_all();
+                waiters.wake_all();
+                observers.wake_all();
                 backoff = BACKOFF_MIN;
                 let mut buf = vec![0u8; MAX_DATAGRAM];
                 loop {
@@ -200,7 +231,12 @@ async fn receive_forever(
                     match socket.recv(&mut buf).await {
                         Ok(n) => {
                             if let Ok(ring) = std::str::from_utf8(&buf[..n]) {
-                                subscribers.wake(ring);
+                                if let Some(granted) = ring.strip_prefix(GRANTED) {
+                                    observers.wake(granted);
+                                } else {
+                                    waiters.wake(ring);
+                                    observers.wake(ring);
+                                }
                             }
                         }
                         Err(e) => {
