@@ -145,7 +145,7 @@ impl ObserveOptions {
 /// assert_eq!(observer.next().await, Some(Observation::State(None)), "nobody yet");
 ///
 /// let me = HolderId::new("host-a")?;
-/// store.begin_tenure(&key, &me, Term::new("term", Duration::from_secs(30))?).await?;
+/// store.begin_tenure(&key, &me, Term::new("term", Duration::from_secs(30))?, None).await?;
 /// let seen = observer.next().await.expect("running");
 /// assert_eq!(seen.holder().map(|r| &r.holder), Some(&me));
 /// # Ok(()) }
