@@ -21,6 +21,7 @@
 #![warn(missing_docs)]
 
 mod actor;
+mod alarms;
 mod batcher;
 mod belief;
 mod coalescer;
