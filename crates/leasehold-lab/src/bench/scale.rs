@@ -62,6 +62,8 @@ fn one(v: f64) -> Option<super::Stats> {
 struct Scale {
     started: Duration,
     all_held: Duration,
+    /// How many were held when the burst's bound passed, if not all.
+    held_at_deadline: Option<usize>,
     heap_per_lease: f64,
     rss_per_lease: Option<f64>,
     renewed_per_s: f64,
@@ -123,12 +125,14 @@ async fn hold_at_scale(ctx: &Ctx, n: usize) -> R<Scale> {
         let _ = service.shutdown().await;
         return Err(e);
     }
-    let deadline = Duration::from_secs(if plan.quick { 120 } else { 600 });
+    // A burst that misses its goal twenty times over is reported as such, and the rest measured
+    // on what is held.
+    let deadline = Duration::from_secs(60);
+    let mut held_at_deadline = None;
     while !names.iter().all(|name| service.has_lease(name)) {
         if start.elapsed() > deadline {
-            let held = names.iter().filter(|n| service.has_lease(n)).count();
-            let _ = service.shutdown().await;
-            return Err(format!("only {held} of {n} leases held after {deadline:?}"));
+            held_at_deadline = Some(names.iter().filter(|n| service.has_lease(n)).count());
+            break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -165,6 +169,7 @@ async fn hold_at_scale(ctx: &Ctx, n: usize) -> R<Scale> {
     Ok(Scale {
         started: started_after,
         all_held,
+        held_at_deadline,
         heap_per_lease,
         rss_per_lease,
         renewed_per_s: renewed as f64 / observed.as_secs_f64(),
@@ -253,9 +258,13 @@ pub(crate) async fn rows(ctx: &Ctx) -> Vec<Row> {
                 s.grant_calls,
                 s.renew_calls
             );
+            let note = match s.held_at_deadline {
+                Some(held) => format!("NOT ALL HELD: {held} of {n} after 60 s; {note}"),
+                None => note,
+            };
             rows.push(
                 Row::new("burst_all_held", "ms")
-                    .measured(one(s.all_held.as_secs_f64() * 1e3))
+                    .measured(s.held_at_deadline.map_or_else(|| one(s.all_held.as_secs_f64() * 1e3), |_| None))
                     .against("goal 3 s", one(3_000.0))
                     .note(note),
             );
