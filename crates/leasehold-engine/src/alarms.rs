@@ -143,33 +143,27 @@ impl Alarms {
     /// Tells every actor whose alarm is due; answers the next alarm's instant.
     fn fire_due(&self) -> Option<Instant> {
         let now = leasehold_core::Clock::now(&leasehold_core::MonotonicClock);
-        let mut due = Vec::new();
-        let next = {
-            let mut inner = self.lock();
-            loop {
-                let Some(&Reverse((at, seq, slot))) = inner.heap.peek() else {
-                    break None;
-                };
-                if at > now {
-                    break Some(at);
-                }
-                inner.heap.pop();
-                let Some(s) = inner.slots.get_mut(slot as usize) else {
-                    continue;
-                };
-                if s.seq == seq {
-                    s.seq = 0;
-                    if let Some(addr) = &s.addr {
-                        due.push((addr.clone(), seq));
-                    }
-                    inner.armed -= 1;
-                }
+        let mut inner = self.lock();
+        loop {
+            let Some(&Reverse((at, seq, slot))) = inner.heap.peek() else {
+                return None;
+            };
+            if at > now {
+                return Some(at);
             }
-        };
-        for (addr, seq) in due {
-            addr.do_send(AlarmFired(seq));
+            inner.heap.pop();
+            let Some(s) = inner.slots.get_mut(slot as usize) else {
+                continue;
+            };
+            if s.seq == seq {
+                s.seq = 0;
+                // Sent under the lock (it only queues the message): no address clone.
+                if let Some(addr) = &s.addr {
+                    addr.do_send(AlarmFired(seq));
+                }
+                inner.armed -= 1;
+            }
         }
-        next
     }
 }
 

@@ -45,9 +45,6 @@ pub trait Kind: Unpin + 'static {
     type Answer: Send + 'static;
     /// The name of the batched call, for logs and errors.
     const OP: &'static str;
-    /// Whether a request queued for more than half its caller's wait ([`Queue::wait`]) is
-    /// answered with a failure instead of being sent (grants: see [`MAX_QUEUE_SHARE`]).
-    const SKIP_LATE: bool = false;
     /// The store call for one request alone.
     fn one(
         store: Arc<dyn LeaseStore>,
@@ -72,7 +69,6 @@ impl Kind for Grants {
     type Item = LeaseKey;
     type Answer = AcquireOutcome;
     const OP: &'static str = "begin_tenure_many";
-    const SKIP_LATE: bool = true;
 
     fn one(
         store: Arc<dyn LeaseStore>,
@@ -139,9 +135,6 @@ pub struct Queue<K: Kind> {
     pub item: K::Item,
     /// Where the answer goes (dropped unanswered only if the coalescer stops).
     pub reply: oneshot::Sender<Reply<K>>,
-    /// How long the caller waits for the answer, if bounded: a grant still queued after half
-    /// of it is answered with a failure instead of being sent ([`Kind::SKIP_LATE`]).
-    pub wait: Option<Duration>,
 }
 
 impl<K: Kind> std::fmt::Debug for Queue<K> {
@@ -156,20 +149,7 @@ impl<K: Kind> Message for Queue<K> {
     type Result = ();
 }
 
-/// Requests waiting, each with the instant after which it is no longer sent.
-type Waiting<K> = Vec<(
-    <K as Kind>::Item,
-    oneshot::Sender<Reply<K>>,
-    Option<tokio::time::Instant>,
-)>;
-
-/// A request that waited in the queue longer than this share of its caller's wait
-/// ([`Queue::wait`]) is answered with a failure instead of being sent: sent so late, its caller (whose lease machine gives up at the
-/// bound) would likely stop waiting before the statement answers, and a grant committed for a
-/// caller that gave up holds the row for a whole term that nobody believes in (its next try is
-/// refused by its own row). Measured on a burst of 100,000 grants at a 6 s term: such orphaned
-/// grants kept most names refused for minutes.
-pub const MAX_QUEUE_SHARE: u32 = 2;
+type Waiting<K> = Vec<(<K as Kind>::Item, oneshot::Sender<Reply<K>>)>;
 
 /// Coalesces requests of one [`Kind`], see the module docs.
 ///
@@ -221,26 +201,8 @@ impl<K: Kind> Coalescer<K> {
             let Some(waiting) = self.queued.get_mut(&group) else {
                 continue;
             };
-            // Callers that stopped waiting (their machine gave up) are not asked for; callers
-            // that waited too long are told so (they try again after a backoff).
-            let now = leasehold_core::Clock::now(&leasehold_core::MonotonicClock);
-            let mut late = Vec::new();
-            waiting.retain_mut(|(_, reply, send_by)| {
-                if reply.is_closed() {
-                    return false;
-                }
-                if send_by.is_some_and(|by| now > by) {
-                    late.push(std::mem::replace(reply, oneshot::channel().0));
-                    return false;
-                }
-                true
-            });
-            for reply in late {
-                let _ = reply.send(Err(StoreFailure::new(format!(
-                    "{}: not sent, queued too long behind earlier batches",
-                    K::OP
-                ))));
-            }
+            // Callers that stopped waiting (their machine gave up) are not asked for.
+            waiting.retain(|(_, reply)| !reply.is_closed());
             let n = waiting.len().min(PER_BATCH);
             let batch: Vec<_> = waiting.drain(..n).collect();
             if waiting.is_empty() {
@@ -251,10 +213,7 @@ impl<K: Kind> Coalescer<K> {
             if batch.is_empty() {
                 continue;
             }
-            let (mut items, replies): (Vec<K::Item>, Vec<_>) = batch
-                .into_iter()
-                .map(|(item, reply, _)| (item, reply))
-                .unzip();
+            let (mut items, replies): (Vec<K::Item>, Vec<_>) = batch.into_iter().unzip();
             let (store, size) = (Arc::clone(&self.store), items.len());
             // A request alone is the plain statement: no transaction.
             let call = match items.pop() {
@@ -329,10 +288,7 @@ impl<K: Kind> Handler<Queue<K>> for Coalescer<K> {
         if waiting.is_empty() {
             self.order.push_back(msg.group);
         }
-        let send_by = msg.wait.filter(|_| K::SKIP_LATE).map(|wait| {
-            leasehold_core::Clock::now(&leasehold_core::MonotonicClock) + wait / MAX_QUEUE_SHARE
-        });
-        waiting.push((msg.item, msg.reply, send_by));
+        waiting.push((msg.item, msg.reply));
         self.flush(ctx);
     }
 }
@@ -345,12 +301,7 @@ pub(crate) async fn ask<K: Kind>(
     limit: Duration,
 ) -> Reply<K> {
     let (reply, answer) = oneshot::channel();
-    coalescer.do_send(Queue {
-        group,
-        item,
-        reply,
-        wait: Some(limit),
-    });
+    coalescer.do_send(Queue { group, item, reply });
     match tokio::time::timeout(limit, answer).await {
         Ok(Ok(result)) => result,
         Ok(Err(_)) => Err(StoreFailure::new(format!("{}: the batcher stopped", K::OP))),

@@ -41,7 +41,7 @@ pub use batcher::{
 };
 pub use belief::{Belief, WorkGuard, cancelled};
 pub use coalescer::{
-    Coalescer, GrantBatcher, Grants, IN_FLIGHT, Kind, MAX_QUEUE_SHARE, PER_BATCH, Queue, QueueGrant, QueueRelease,
+    Coalescer, GrantBatcher, Grants, IN_FLIGHT, Kind, PER_BATCH, Queue, QueueGrant, QueueRelease,
     ReleaseBatcher, Releases, Reply,
 };
 pub use detached::detached;

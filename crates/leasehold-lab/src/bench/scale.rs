@@ -74,6 +74,8 @@ struct Scale {
     not_held_at_end: usize,
     grant_calls: u64,
     renew_calls: u64,
+    /// Mean ms per begin_tenure_many call.
+    grant_ms: f64,
 }
 
 async fn hold_at_scale(ctx: &Ctx, n: usize) -> R<Scale> {
@@ -138,7 +140,8 @@ async fn hold_at_scale(ctx: &Ctx, n: usize) -> R<Scale> {
     }
     let all_held = start.elapsed();
     super::step(&format!(
-        "  scale: all held after {:.2} s; settling",
+        "  scale: {} held after {:.2} s; settling",
+        held_at_deadline.unwrap_or(n),
         all_held.as_secs_f64()
     ));
     tokio::time::sleep(every * 2).await;
@@ -164,6 +167,8 @@ async fn hold_at_scale(ctx: &Ctx, n: usize) -> R<Scale> {
         counts.calls(Op::BeginTenureMany) + counts.calls(Op::BeginTenure),
         counts.calls(Op::RenewMany),
     );
+    let grant_ms = counts.time(Op::BeginTenureMany).as_secs_f64() * 1e3
+        / counts.calls(Op::BeginTenureMany).max(1) as f64;
     super::step("  scale: shutting down");
     let _ = service.shutdown().await;
     Ok(Scale {
@@ -179,6 +184,7 @@ async fn hold_at_scale(ctx: &Ctx, n: usize) -> R<Scale> {
         not_held_at_end,
         grant_calls,
         renew_calls,
+        grant_ms,
     })
 }
 
@@ -253,9 +259,10 @@ pub(crate) async fn rows(ctx: &Ctx) -> Vec<Row> {
     match hold_at_scale(ctx, n).await {
         Ok(s) => {
             let note = format!(
-                "{n} leases, term {term:?}, renew every {every:?}; all start calls returned after {:.2} s ({STARTS_IN_FLIGHT} in flight); {} grant calls, {} renew_many calls in all",
+                "{n} leases, term {term:?}, renew every {every:?}; all start calls returned after {:.2} s ({STARTS_IN_FLIGHT} in flight); {} grant calls ({:.0} ms per begin_tenure_many), {} renew_many calls in all",
                 s.started.as_secs_f64(),
                 s.grant_calls,
+                s.grant_ms,
                 s.renew_calls
             );
             let note = match s.held_at_deadline {
