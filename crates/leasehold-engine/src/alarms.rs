@@ -145,9 +145,7 @@ impl Alarms {
         let now = leasehold_core::Clock::now(&leasehold_core::MonotonicClock);
         let mut inner = self.lock();
         loop {
-            let Some(&Reverse((at, seq, slot))) = inner.heap.peek() else {
-                return None;
-            };
+            let &Reverse((at, seq, slot)) = inner.heap.peek()?;
             if at > now {
                 return Some(at);
             }

@@ -317,8 +317,7 @@ impl LeaseEngine {
         .with_belief(Arc::clone(&belief))
         .with_bell(self.bell.clone())
         .with_alarms(Some(Arc::clone(
-            self.alarms
-                .get_or_insert_with(crate::alarms::Alarms::start),
+            self.alarms.get_or_insert_with(crate::alarms::Alarms::start),
         )))
         .on_exit((self.me(ctx), id));
         if self.batch_grants {

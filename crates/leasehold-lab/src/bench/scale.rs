@@ -46,7 +46,8 @@ fn cpu_ns() -> (u64, u64) {
             continue;
         };
         all += ns;
-        if std::fs::read_to_string(path.join("comm")).is_ok_and(|c| c.trim().starts_with("leasehold-engin"))
+        if std::fs::read_to_string(path.join("comm"))
+            .is_ok_and(|c| c.trim().starts_with("leasehold-engin"))
         {
             engine += ns;
         }
@@ -94,9 +95,7 @@ async fn hold_at_scale(ctx: &Ctx, n: usize) -> R<Scale> {
                 .with_term(term)
                 .with_renew_interval(every),
         )
-        .store_layer(move |inner| {
-            Arc::new(CountingStore::new(inner, Arc::clone(&layer_counts)))
-        })
+        .store_layer(move |inner| Arc::new(CountingStore::new(inner, Arc::clone(&layer_counts))))
         .build()
         .await
         .map_err(err)?;
@@ -271,7 +270,10 @@ pub(crate) async fn rows(ctx: &Ctx) -> Vec<Row> {
             };
             rows.push(
                 Row::new("burst_all_held", "ms")
-                    .measured(s.held_at_deadline.map_or_else(|| one(s.all_held.as_secs_f64() * 1e3), |_| None))
+                    .measured(
+                        s.held_at_deadline
+                            .map_or_else(|| one(s.all_held.as_secs_f64() * 1e3), |_| None),
+                    )
                     .against("goal 3 s", one(3_000.0))
                     .note(note),
             );
