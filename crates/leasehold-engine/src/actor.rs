@@ -107,6 +107,11 @@ pub struct LeaseActor {
     /// The subscription to the doorbell while waiting to apply after a refusal.
     watching: Option<SpawnHandle>,
     timer: Option<SpawnHandle>,
+    /// The engine's shared alarms (one timer for all its actors), this actor's slot in them
+    /// once registered, and the sequence number of its live alarm (0: none).
+    alarms: Option<Arc<crate::alarms::Alarms>>,
+    alarm_slot: Option<u32>,
+    alarm: u64,
     on_stopped: Vec<oneshot::Sender<()>>,
     on_exit: Option<OnExit>,
     /// Dropped when the actor stops (a lock's place in the local queue).
@@ -174,6 +179,9 @@ impl LeaseActor {
             rung_due: false,
             watching: None,
             timer: None,
+            alarms: None,
+            alarm_slot: None,
+            alarm: 0,
             on_stopped: Vec::new(),
             on_exit: None,
             keep: None,
@@ -230,6 +238,12 @@ impl LeaseActor {
 
     pub(crate) fn with_bell(mut self, bell: Option<Arc<dyn Doorbell>>) -> Self {
         self.bell = bell;
+        self
+    }
+
+    /// Wakes up through `alarms` (shared by the engine's actors) instead of a timer of its own.
+    pub(crate) fn with_alarms(mut self, alarms: Option<Arc<crate::alarms::Alarms>>) -> Self {
+        self.alarms = alarms;
         self
     }
 
@@ -489,10 +503,18 @@ impl LeaseActor {
                 });
             }
             Command::WakeAt(at) => {
+                let delay = at.saturating_duration_since(now);
+                if let Some(alarms) = &self.alarms {
+                    let slot = *self
+                        .alarm_slot
+                        .get_or_insert_with(|| alarms.register(ctx.address()));
+                    let at = leasehold_core::Clock::now(&leasehold_core::MonotonicClock) + delay;
+                    self.alarm = alarms.set(slot, at);
+                    return;
+                }
                 if let Some(handle) = self.timer.take() {
                     ctx.cancel_future(handle);
                 }
-                let delay = at.saturating_duration_since(now);
                 self.timer = Some(ctx.run_later(delay, |act, ctx| {
                     act.timer = None;
                     act.feed(Event::Timer, ctx);
@@ -722,6 +744,10 @@ impl Actor for LeaseActor {
     type Context = Context<Self>;
 
     fn stopped(&mut self, _ctx: &mut Self::Context) {
+        if let (Some(alarms), Some(slot)) = (&self.alarms, self.alarm_slot.take()) {
+            alarms.remove(slot);
+            self.alarm = 0;
+        }
         self.ring();
         if self.machine.local_deadline().is_some() {
             self.registry.set(&self.key, None);
@@ -815,6 +841,17 @@ impl Handler<YieldLease> for LeaseActor {
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "()")]
 pub struct EndTenure(pub LossReason);
+
+impl Handler<crate::alarms::AlarmFired> for LeaseActor {
+    type Result = ();
+    fn handle(&mut self, msg: crate::alarms::AlarmFired, ctx: &mut Context<Self>) {
+        // An alarm replaced or cleared since is not this one.
+        if msg.0 != 0 && msg.0 == self.alarm {
+            self.alarm = 0;
+            self.feed(Event::Timer, ctx);
+        }
+    }
+}
 
 /// A ring of the doorbell for this task's key.
 struct Ringing;

@@ -169,6 +169,8 @@ pub struct LeaseEngine {
     bug: Option<KnownBug>,
     /// This engine's address, shared by every actor (an `Addr` clone allocates a sender).
     me: Option<Arc<Addr<LeaseEngine>>>,
+    /// One timer for every actor's wake-ups (started with the first actor).
+    alarms: Option<Arc<crate::alarms::Alarms>>,
 }
 
 impl std::fmt::Debug for LeaseEngine {
@@ -223,6 +225,7 @@ impl LeaseEngine {
             reclaim_own: false,
             bug: None,
             me: None,
+            alarms: None,
         }
     }
 
@@ -319,6 +322,9 @@ impl LeaseEngine {
         .with_shared_renewer(Arc::clone(&self.renewer))
         .with_belief(Arc::clone(&belief))
         .with_bell(self.bell.clone())
+        .with_alarms(Some(Arc::clone(
+            self.alarms.get_or_insert_with(crate::alarms::Alarms::start),
+        )))
         .on_exit((self.me(ctx), id));
         if self.batch_grants {
             let (store, limit) = (Arc::clone(&self.store), self.limit);
@@ -435,6 +441,7 @@ impl Actor for LeaseEngine {
     fn stopped(&mut self, _ctx: &mut Self::Context) {
         // The system is going away: every tenure ends now.
         self.me = None;
+        self.alarms = None;
         self.service.cancel();
         if let Some(bell) = &self.bell {
             bell.stop();

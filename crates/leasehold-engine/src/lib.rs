@@ -22,6 +22,7 @@
 #![warn(missing_docs)]
 
 mod actor;
+mod alarms;
 mod batcher;
 mod belief;
 mod coalescer;

@@ -27,6 +27,7 @@
 mod handoff_processes;
 mod locks;
 mod observe;
+mod scale;
 mod service;
 mod statements;
 
@@ -55,6 +56,11 @@ pub struct BenchArgs {
     /// service renews leases / (term / 3) per second: a longer term for very many leases.
     #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(3..=3600))]
     pub term: Option<u64>,
+    /// Only the scale rows (issue 17 goals 3–5): a burst of --leases tasks started at once
+    /// (default 100,000), memory once settled, renewals per second at the term, and a host
+    /// joining a shard group of 10,000 names.
+    #[arg(long)]
+    pub scale: bool,
 }
 
 /// Sizes of one run.
@@ -363,7 +369,7 @@ pub async fn run(db: &str, table_prefix: &str, args: &BenchArgs) -> u8 {
         }
     };
     let backend = format!("{:?}", store.backend());
-    let ctx = Ctx {
+    let mut ctx = Ctx {
         url: db.to_owned(),
         prefix: table_prefix.to_owned(),
         plan,
@@ -373,6 +379,15 @@ pub async fn run(db: &str, table_prefix: &str, args: &BenchArgs) -> u8 {
     PROGRESS.store(!args.json, std::sync::atomic::Ordering::Relaxed);
     let progress = step;
     let mut rows = Vec::new();
+    if args.scale {
+        if args.leases.is_none() {
+            ctx.plan.large = 100_000;
+        }
+        rows.extend(scale::rows(&ctx).await);
+        statements::cleanup(&ctx).await;
+        ctx.store.connection().clone().close().await.ok();
+        return print_rows(args, &backend, ctx.plan, &rows);
+    }
     progress("grant / renew / release");
     rows.extend(statements::rows(&ctx).await);
     progress("lock pairs");
@@ -391,12 +406,16 @@ pub async fn run(db: &str, table_prefix: &str, args: &BenchArgs) -> u8 {
     rows.extend(observe::rows(&ctx).await);
     statements::cleanup(&ctx).await;
     ctx.store.connection().clone().close().await.ok();
+    print_rows(args, &backend, plan, &rows)
+}
 
+/// Prints the rows as a table or JSON; answers the exit code.
+fn print_rows(args: &BenchArgs, backend: &str, plan: Plan, rows: &[Row]) -> u8 {
     if args.json {
         let doc = serde_json::json!({
             "backend": backend,
             "quick": plan.quick,
-            "rows": rows.iter().map(|r| r.json(&backend)).collect::<Vec<_>>(),
+            "rows": rows.iter().map(|r| r.json(backend)).collect::<Vec<_>>(),
         });
         match serde_json::to_string_pretty(&doc) {
             Ok(text) => println!("{text}"),
@@ -406,7 +425,7 @@ pub async fn run(db: &str, table_prefix: &str, args: &BenchArgs) -> u8 {
             }
         }
     } else {
-        print!("{}", table(&backend, plan, &rows));
+        print!("{}", table(backend, plan, rows));
     }
     0
 }
