@@ -23,8 +23,9 @@
 //! Holders are killed when their handle is dropped, and exit by themselves when their stdin
 //! closes.
 
-use std::io::{BufRead, BufReader, Write as _};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use crate::child::LabChild;
+use std::io::Write as _;
+use std::process::Command;
 use std::time::Duration;
 
 use clap::Args;
@@ -36,7 +37,6 @@ use leasehold_cli::duration;
 use leasehold_storage::{Backend, SeaOrmStore, StoreBuilder};
 use sea_orm::{ConnectionTrait, Statement};
 use serde_json::json;
-use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 type R<T> = Result<T, String>;
 
@@ -234,80 +234,46 @@ async fn counters(store: &SeaOrmStore, pid: Option<&str>) -> ServerCounters {
 }
 
 /// One holder process, seen from here. Killed when dropped.
-struct Holder {
-    child: Child,
-    stdin: ChildStdin,
-    lines: UnboundedReceiver<String>,
-}
+struct Holder(LabChild);
 
 impl Holder {
     fn spawn(url: &str, prefix: &str, ns: &str, args: &CapacityArgs) -> R<Self> {
-        let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
-        let mut child = Command::new(exe)
-            .args(["--db", url, "--table-prefix", prefix, "capacity-holder"])
-            .args(["--namespace", ns])
-            .args(["--leases", &args.leases.to_string()])
-            .args(["--term", &format!("{}ms", args.term.as_millis())])
-            .args([
+        let hold = format!("{}ms", (args.hold + Duration::from_secs(120)).as_millis());
+        LabChild::spawn(
+            "holder",
+            [
+                "--db",
+                url,
+                "--table-prefix",
+                prefix,
+                "capacity-holder",
+                "--namespace",
+                ns,
+                "--leases",
+                &args.leases.to_string(),
+                "--term",
+                &format!("{}ms", args.term.as_millis()),
                 "--hold",
-                &format!("{}ms", (args.hold + Duration::from_secs(120)).as_millis()),
-            ])
-            .args(["--settle", &format!("{}ms", args.settle.as_millis())])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|e| format!("cannot start a holder: {e}"))?;
-        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err("a holder has no stdin/stdout pipe".to_owned());
-        };
-        let (tx, lines) = unbounded_channel();
-        std::thread::spawn(move || forward_lines(BufReader::new(stdout), &tx));
-        Ok(Self {
-            child,
-            stdin,
-            lines,
-        })
+                &hold,
+                "--settle",
+                &format!("{}ms", args.settle.as_millis()),
+            ],
+        )
+        .map(Self)
     }
 
     /// The rest of the next line starting with `want ` (within `within`); a holder's `error: …`
     /// line or its exit is the error.
     async fn expect(&mut self, want: &str, within: Duration) -> R<String> {
-        match tokio::time::timeout(within, self.lines.recv()).await {
-            Err(_) => Err(format!("a holder did not say {want:?} within {within:?}")),
-            Ok(None) => {
-                let status = self.child.try_wait().ok().flatten();
-                Err(format!("a holder exited ({status:?}) before {want:?}"))
-            }
-            Ok(Some(line)) => match line.strip_prefix(want) {
-                Some(rest) => Ok(rest.trim().to_owned()),
-                None => Err(format!("holder: {line}")),
-            },
+        let line = self.0.line(want, within).await?;
+        match line.strip_prefix(want) {
+            Some(rest) => Ok(rest.trim().to_owned()),
+            None => Err(self.0.unexpected(&line)),
         }
     }
 
     fn send(&mut self, line: &str) -> R<()> {
-        writeln!(self.stdin, "{line}")
-            .and_then(|()| self.stdin.flush())
-            .map_err(|e| format!("holder stdin: {e}"))
-    }
-}
-
-impl Drop for Holder {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn forward_lines(from: impl BufRead, to: &UnboundedSender<String>) {
-    for line in from.lines() {
-        let Ok(line) = line else { break };
-        if to.send(line).is_err() {
-            break;
-        }
+        self.0.send(line)
     }
 }
 

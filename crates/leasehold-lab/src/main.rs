@@ -11,6 +11,7 @@
 
 mod bench;
 mod capacity;
+mod child;
 mod demo;
 mod torture;
 

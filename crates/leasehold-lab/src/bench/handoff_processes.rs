@@ -21,8 +21,7 @@
 //! The peer is killed when its handle is dropped (error or not), and exits by itself when its
 //! stdin closes (this process died).
 
-use std::io::{BufRead, BufReader, Write as _};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use crate::child::{LabChild, forward_lines};
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
@@ -30,7 +29,7 @@ use leasehold::LeaseService;
 use leasehold_storage::Backend;
 use sea_orm::sqlx::PgPool;
 use sea_orm::sqlx::postgres::{PgAdvisoryLock, PgPoolOptions};
-use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 use super::statements::{R, err};
 use super::{Ctx, Row, stats, stopwatch};
@@ -65,80 +64,42 @@ pub struct PeerArgs {
 }
 
 /// The peer process, seen from this one. Killed when dropped.
-struct Peer {
-    child: Child,
-    stdin: ChildStdin,
-    lines: UnboundedReceiver<String>,
-}
+struct Peer(LabChild);
 
 impl Peer {
     fn spawn(ctx: &Ctx, ns: &str, mode: PeerMode) -> R<Self> {
-        let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
         let mode = match mode {
             PeerMode::Service => "service",
             PeerMode::Advisory => "advisory",
         };
-        let mut child = Command::new(exe)
-            .args([
+        LabChild::spawn(
+            "peer",
+            [
                 "--db",
                 &ctx.url,
                 "--table-prefix",
                 &ctx.prefix,
                 "bench-peer",
-            ])
-            .args(["--namespace", ns, "--mode", mode])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|e| format!("cannot start the peer: {e}"))?;
-        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err("the peer has no stdin/stdout pipe".to_owned());
-        };
-        let (tx, lines) = unbounded_channel();
-        std::thread::spawn(move || forward_lines(BufReader::new(stdout), &tx));
-        Ok(Self {
-            child,
-            stdin,
-            lines,
-        })
+                "--namespace",
+                ns,
+                "--mode",
+                mode,
+            ],
+        )
+        .map(Self)
     }
 
     fn send(&mut self, line: &str) -> R<()> {
-        writeln!(self.stdin, "{line}")
-            .and_then(|()| self.stdin.flush())
-            .map_err(|e| format!("peer stdin: {e}"))
+        self.0.send(line)
     }
 
     /// Waits for the line `want`; the peer's `error: …` line or its exit becomes the error.
     async fn expect(&mut self, want: &str) -> R<()> {
-        match tokio::time::timeout(ANSWER, self.lines.recv()).await {
-            Err(_) => Err(format!("the peer did not say {want:?} within {ANSWER:?}")),
-            Ok(None) => {
-                let status = self.child.try_wait().ok().flatten();
-                Err(format!("the peer exited ({status:?}) before {want:?}"))
-            }
-            Ok(Some(line)) if line == want => Ok(()),
-            Ok(Some(line)) => Err(format!("peer: {line}")),
-        }
-    }
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Sends each line of `from` to `to` until either side closes.
-fn forward_lines(from: impl BufRead, to: &UnboundedSender<String>) {
-    for line in from.lines() {
-        let Ok(line) = line else { break };
-        if to.send(line).is_err() {
-            break;
+        let line = self.0.line(want, ANSWER).await?;
+        if line == want {
+            Ok(())
+        } else {
+            Err(self.0.unexpected(&line))
         }
     }
 }
