@@ -236,6 +236,13 @@ impl LeaseActor {
         self
     }
 
+    /// Tells observers (through the doorbell) that the live tenure changed in a way they show.
+    pub(crate) fn announce_change(&self) {
+        if let Some(bell) = &self.bell {
+            bell.changed(&self.key);
+        }
+    }
+
     pub(crate) fn with_bell(mut self, bell: Option<Arc<dyn Doorbell>>) -> Self {
         self.bell = bell;
         self

@@ -82,6 +82,7 @@ impl Handler<SetTenureValue> for LeaseActor {
             move |result, act: &mut Self, _ctx| match result {
                 Ok(SetValueOutcome::Set) => {
                     act.set_grant_value(msg.value);
+                    act.announce_change();
                     ValueAnswer::Set { token }
                 }
                 Ok(SetValueOutcome::NotHeld) => ValueAnswer::NotHeld,

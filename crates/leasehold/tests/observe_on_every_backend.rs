@@ -124,3 +124,58 @@ async fn an_observer_sees_grant_renewals_release_and_take_over_in_order() {
         b.shutdown().await.expect("shutdown");
     }
 }
+
+/// A value changed while held reaches an observer in another service without its poll on the
+/// backends that push grants (PostgreSQL, SQLite files): the poll is an hour, the term a minute
+/// (the observer's other wake-up, the grant's end, is a minute away), and the change is seen
+/// well before either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_value_change_is_pushed_to_observers() {
+    let mut urls = vec![common::sqlite_file_url("observe-value")];
+    urls.extend(backend_url("LEASEHOLD_TEST_POSTGRES"));
+    for url in urls {
+        let ns = common::unique_namespace("observe-value");
+        let config = LeaseConfig::new()
+            .with_term(Duration::from_secs(60))
+            .with_safety_margin(Duration::from_secs(5));
+        let holder = LeaseService::builder(&url)
+            .namespace(&ns)
+            .config(config)
+            .build()
+            .await
+            .expect("holder");
+        let watcher = service(&url, &ns).await;
+        let task = holder
+            .start_lease_task("leader", LeaseTaskOptions::new())
+            .await
+            .expect("task");
+        task.acquired().await.expect("granted");
+        let mut obs = watcher
+            .observe_with(
+                "leader",
+                ObserveOptions::new().poll(Duration::from_secs(3600)),
+            )
+            .await
+            .expect("observe");
+        let first = next_state(&mut obs, "the holder").await.expect("held");
+        assert_eq!(first.value, None, "{url}");
+        let value = leasehold::LeaseValue::new("10.0.0.7:8080").expect("value");
+        task.set_value(Some(value.clone())).await.expect("set");
+        let seen = tokio::time::timeout(Duration::from_secs(15), async {
+            loop {
+                match obs.next().await {
+                    Some(Observation::State(Some(r))) if r.value.as_ref() == Some(&value) => {
+                        break r;
+                    }
+                    Some(_) => {}
+                    None => panic!("{url}: the observer ended"),
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("{url}: the value change was not pushed within 15 s"));
+        assert_eq!(seen.token, first.token, "{url}: the same tenure");
+        holder.shutdown().await.expect("shutdown");
+        watcher.shutdown().await.expect("shutdown");
+    }
+}

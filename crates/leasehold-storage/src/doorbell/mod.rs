@@ -57,6 +57,14 @@ pub trait Doorbell: Send + Sync + std::fmt::Debug + 'static {
         let _ = key;
     }
 
+    /// Something observers show changed on this service's live tenure of `key` and has committed
+    /// (its value, [`crate::LeaseStore::set_value`]): wake the observers of `key` only, where
+    /// grants are pushed to them (PostgreSQL, SQLite files). Default: nothing (observers see it
+    /// at their poll).
+    fn changed(&self, key: &LeaseKey) {
+        let _ = key;
+    }
+
     /// This service's tenure of `key` ended and its release, if any, has committed: wake the
     /// waiters of `key` in every process (best effort).
     fn ring(&self, key: &LeaseKey);

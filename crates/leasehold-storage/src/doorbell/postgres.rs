@@ -96,6 +96,11 @@ impl Doorbell for PgDoorbell {
     /// Announces the grant to observers: `pg_notify` on [`CHANGES`], after the grant has
     /// committed, on the pool, off the grant's path. Grants that arrive while one announcement
     /// is out go together in the next statement (at most [`ANNOUNCE_BATCH`] per statement).
+    fn changed(&self, key: &LeaseKey) {
+        // An announcement wakes observers only, as for a grant.
+        self.held(key);
+    }
+
     fn held(&self, key: &LeaseKey) {
         if self.stopped.load(std::sync::atomic::Ordering::SeqCst) {
             return;

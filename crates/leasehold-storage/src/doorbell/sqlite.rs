@@ -126,6 +126,11 @@ impl SqliteDoorbell {
 
 impl Doorbell for SqliteDoorbell {
     /// Announces the grant to the observers of every service of the file.
+    fn changed(&self, key: &LeaseKey) {
+        // The grant datagram (marked `GRANTED`) wakes observers only.
+        self.held(key);
+    }
+
     fn held(&self, key: &LeaseKey) {
         let (dir, ring) = (
             self.dir.clone(),
