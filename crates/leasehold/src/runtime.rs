@@ -126,16 +126,19 @@ pub(crate) async fn start(
             });
             match started {
                 Ok((engine, system)) => {
-                    if init_tx.send(Ok((engine, system))).is_ok()
-                        && let Err(e) = runner.run()
-                    {
-                        log::warn!("leasehold engine thread ended with an error: {e}");
+                    if init_tx.send(Ok((engine, system))).is_ok() {
+                        let stop = runner.stop_future();
+                        match runner.block_on(stop) {
+                            Ok(0) => {}
+                            code => log::warn!("leasehold engine thread ended with {code:?}"),
+                        }
                     }
                 }
                 Err(e) => {
                     let _ = init_tx.send(Err(e));
                 }
             }
+            drop_outside_the_engine(runner);
             let _ = exit_tx.send(());
         })
         .map_err(Error::Thread)?;
@@ -163,4 +166,15 @@ impl EngineThread {
             Err(_) => drop(thread),
         }
     }
+}
+
+/// Drops the engine's stopped runtime, and with it the tasks still holding pooled connections
+/// (a store call abandoned at its bound, a doorbell's listener). sqlx gives a connection back to
+/// its pool by spawning a task, which panics without a Tokio context once the engine's runtime is
+/// going away ("this functionality requires a Tokio context"; fatal under `panic = "abort"`). A
+/// runtime of its own, never run, is that context: such connections are then just closed.
+fn drop_outside_the_engine(runner: actix::SystemRunner) {
+    let quiet = tokio::runtime::Builder::new_current_thread().build();
+    let _context = quiet.as_ref().ok().map(tokio::runtime::Runtime::enter);
+    drop(runner);
 }
