@@ -5,14 +5,13 @@
 //! functionality requires a Tokio context"). A tokio task is dropped by the runtime itself, in
 //! context, so an in-flight statement at shutdown is abandoned quietly (its outcome is unknown,
 //! which the lease machine already handles).
-
 //!
 //! Each call is also abandoned at the lease's request timeout, when the machine stops waiting for
-//! it anyway. Without that, a burst larger than the pool can serve within the timeout (100,000
-//! tasks started at once) collapsed: calls the machine had given up on stayed queued for a
-//! connection, were executed long after, and every retry queued behind them, so almost no grant
-//! arrived in time (measured: 40,000 leases never all held, the process at 1.8 GB). Dropped, a
-//! call still waiting for a connection leaves the queue, and the pool only serves fresh requests.
+//! it anyway. The rule: nothing the machine has given up on may still hold a place in the pool's
+//! queue, or a burst larger than the pool can serve within the timeout collapses (given-up calls
+//! run late and every retry queues behind them). Dropped, a call still waiting for a connection
+//! leaves the queue, and the pool only serves fresh requests. The burst is the bench's
+//! `burst_all_held` row (`leasehold-lab bench --scale`).
 
 use std::future::Future;
 use std::time::Duration;
