@@ -8,22 +8,27 @@ fn leasehold() -> Command {
     c
 }
 
+/// `leasehold lock jobs NAME --holder ops --ttl TTL` on `url`, which must succeed.
+fn lock(url: &str, name: &str, ttl: &str) {
+    let out = leasehold()
+        .args([
+            "--db", url, "lock", "jobs", name, "--holder", "ops", "--ttl", ttl,
+        ])
+        .output()
+        .expect("lock");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn watch_prints_changes_as_plain_lines_off_a_terminal() {
     let dir = std::env::temp_dir().join(format!("leasehold-watch-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
     let url = format!("sqlite://{}?mode=rwc", dir.join("w.db").display());
-    let lock = leasehold()
-        .args([
-            "--db", &url, "lock", "jobs", "report%1", "--holder", "ops", "--ttl", "1m",
-        ])
-        .output()
-        .expect("lock");
-    assert!(
-        lock.status.success(),
-        "{}",
-        String::from_utf8_lossy(&lock.stderr)
-    );
+    lock(&url, "report%1", "1m");
     let out = leasehold()
         .args([
             "--db",
@@ -68,17 +73,7 @@ fn watch_with_names_prints_the_state_then_each_change() {
     let dir = std::env::temp_dir().join(format!("leasehold-watch-names-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
     let url = format!("sqlite://{}?mode=rwc", dir.join("w.db").display());
-    let lock = leasehold()
-        .args([
-            "--db", &url, "lock", "jobs", "nightly", "--holder", "ops", "--ttl", "2s",
-        ])
-        .output()
-        .expect("lock");
-    assert!(
-        lock.status.success(),
-        "{}",
-        String::from_utf8_lossy(&lock.stderr)
-    );
+    lock(&url, "nightly", "2s");
     // Three lines: the held lock, the other name's absence (in either order), then the lapse
     // of the lock at the end of its ttl, seen although the poll is far longer.
     let out = leasehold()

@@ -88,30 +88,7 @@ async fn hand_over_and_yield_under_faults() {
         drop_service: 0,
         pause: 2,
     };
-    let mut failed = Vec::new();
-    let runs = std::iter::once(Backend::Memory)
-        .chain(backends())
-        .flat_map(|b| seeds(1).into_iter().map(move |s| (s, b.clone())));
-    for (seed, backend) in runs {
-        let spec = SimSpec {
-            weights: weights.clone(),
-            duration: std::time::Duration::from_secs(3),
-            ..SimSpec::new(seed, backend.clone())
-        };
-        let report = run(spec)
-            .await
-            .unwrap_or_else(|e| panic!("{}: {e}", backend.name()));
-        assert!(
-            report.grants > 3,
-            "{}: too few grants to show anything",
-            backend.name()
-        );
-        if !report.is_ok() {
-            eprintln!("{report}");
-            failed.push(report.summary());
-        }
-    }
-    assert_none(&failed);
+    on_every_backend_3s(&weights).await;
 }
 
 /// Semaphore permits and multi-locks (with plain locks on the same names, guard unlocks, drops
@@ -146,6 +123,12 @@ async fn permits_and_multi_locks_under_faults() {
         drop_service: 1,
         pause: 3,
     };
+    on_every_backend_3s(&weights).await;
+}
+
+/// Runs `weights` for 3 s on the memory store and every backend (seed 0; `LEASEHOLD_SIM_SEEDS`
+/// for more): each run must grant a few times and report no violation.
+async fn on_every_backend_3s(weights: &leasehold_service_sim::OpWeights) {
     let mut failed = Vec::new();
     let runs = std::iter::once(Backend::Memory)
         .chain(backends())
