@@ -162,23 +162,9 @@ pub enum Command {
 
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(e) if !e.use_stderr() => {
-            // --help and --version
-            print!("{e}");
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            let text = e.to_string();
-            let line = text
-                .lines()
-                .next()
-                .unwrap_or("bad arguments")
-                .trim_start_matches("error: ");
-            eprintln!("leasehold: {line} (see leasehold --help)");
-            return ExitCode::from(2);
-        }
+    let cli: Cli = match leasehold_cli::parse_args("leasehold") {
+        Ok(parsed) => parsed,
+        Err(code) => return code,
     };
     run_on_runtime(commands::run(cli))
 }

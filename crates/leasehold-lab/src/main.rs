@@ -111,23 +111,9 @@ enum LabCommand {
 
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
-    let lab = match Lab::try_parse() {
-        Ok(lab) => lab,
-        Err(e) if !e.use_stderr() => {
-            // --help and --version
-            print!("{e}");
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            let text = e.to_string();
-            let line = text
-                .lines()
-                .next()
-                .unwrap_or("bad arguments")
-                .trim_start_matches("error: ");
-            eprintln!("leasehold-lab: {line} (see leasehold-lab --help)");
-            return ExitCode::from(2);
-        }
+    let lab: Lab = match leasehold_cli::parse_args("leasehold-lab") {
+        Ok(parsed) => parsed,
+        Err(code) => return code,
     };
     let Lab {
         db,
