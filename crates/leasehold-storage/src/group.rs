@@ -267,11 +267,7 @@ impl SeaOrmStore {
         value: Option<&LeaseValue>,
     ) -> Result<Vec<(usize, Decided)>, DbErr> {
         let (t, now, fresh) = (self.table(), self.sql.now(), self.sql.fresh());
-        let index: HashMap<(&str, &str), usize> = chunk
-            .iter()
-            .map(|&i| ((keys[i].namespace.as_str(), keys[i].name.as_str()), i))
-            .collect();
-        let all: Vec<&LeaseKey> = chunk.iter().map(|&i| &keys[i]).collect();
+        let (index, all) = chunk_keys(keys, chunk);
         // The rows that exist (a read that locks nothing), each with its row locked by this
         // transaction, or NULLs when another session holds it locked.
         let probe = numbered(&format!(
@@ -365,11 +361,7 @@ impl SeaOrmStore {
         value: Option<&LeaseValue>,
     ) -> Result<Vec<(usize, Decided)>, DbErr> {
         let (t, now, fresh) = (self.table(), self.sql.now(), self.sql.fresh());
-        let index: HashMap<(&str, &str), usize> = chunk
-            .iter()
-            .map(|&i| ((keys[i].namespace.as_str(), keys[i].name.as_str()), i))
-            .collect();
-        let all: Vec<&LeaseKey> = chunk.iter().map(|&i| &keys[i]).collect();
+        let (index, all) = chunk_keys(keys, chunk);
         let json = keys_json(&all);
         // `WHERE true`: SQLite's parser needs it between a SELECT and ON CONFLICT.
         let grant = format!(
@@ -759,4 +751,17 @@ impl SeaOrmStore {
         txn.commit().await?;
         Ok(out)
     }
+}
+
+/// The keys of `chunk` (indices into `keys`), and each key's index by (namespace, name), to
+/// match the rows a grant statement returns with the items asked.
+fn chunk_keys<'k>(
+    keys: &'k [LeaseKey],
+    chunk: &[usize],
+) -> (HashMap<(&'k str, &'k str), usize>, Vec<&'k LeaseKey>) {
+    let index = chunk
+        .iter()
+        .map(|&i| ((keys[i].namespace.as_str(), keys[i].name.as_str()), i))
+        .collect();
+    (index, chunk.iter().map(|&i| &keys[i]).collect())
 }
