@@ -53,6 +53,8 @@ pub(crate) enum P {
     Token,
     /// A constant the store binds (e.g. a flag), replayed as is.
     Int(i32),
+    /// A text parameter bound as NULL (a grant without a value), replayed as NULL text.
+    NullText,
 }
 
 /// A captured statement: its text and what each parameter is.
@@ -82,6 +84,7 @@ macro_rules! bind_all {
                 P::TermMs => q.bind($term_ms),
                 P::Token => q.bind($token),
                 P::Int(v) => q.bind(*v),
+                P::NullText => q.bind(None::<String>),
             };
         }
         q
@@ -216,6 +219,7 @@ pub(crate) async fn capture(store: &SeaOrmStore, ns: &str) -> R<Stmts> {
                 sea_orm::Value::BigInt(Some(v)) if *v == term_ms => Ok(P::TermMs),
                 sea_orm::Value::BigInt(Some(v)) if *v == token => Ok(P::Token),
                 sea_orm::Value::Int(Some(v)) => Ok(P::Int(*v)),
+                sea_orm::Value::String(None) => Ok(P::NullText),
                 other => Err(format!("unrecognised parameter {other:?} in {sql}")),
             })
             .collect::<R<Vec<_>>>()?;
