@@ -17,12 +17,14 @@
 mod m20261129_000001_create_lease_info;
 mod m20261201_000002_lease_value_and_token_floor;
 mod m20261201_000003_notify_lease_changes;
+mod m20261201_000004_room_for_renewals;
 
 pub use m20261129_000001_create_lease_info::{CreateLeaseInfo, LeaseInfo};
 pub use m20261201_000002_lease_value_and_token_floor::{
     AddLeaseValueAndTokenFloor, VALUE_CHARS, floor_table,
 };
 pub use m20261201_000003_notify_lease_changes::{CHANGES_CHANNEL, NotifyLeaseChanges};
+pub use m20261201_000004_room_for_renewals::{FILLFACTOR, RoomForRenewals};
 pub use sea_orm_migration;
 use sea_orm_migration::prelude::*;
 
@@ -47,14 +49,16 @@ impl MigratorTrait for Migrator {
         vec![
             Box::new(CreateLeaseInfo::new(DEFAULT_TABLE)),
             Box::new(AddLeaseValueAndTokenFloor::new(DEFAULT_TABLE)),
+            Box::new(RoomForRenewals::new(DEFAULT_TABLE)),
         ]
     }
 }
 
 /// Brings the lease table `table` to the newest schema, idempotently: creates it (and its
 /// unique key) if it does not exist, then runs every later step that is missing (step 2: the
-/// `lease_value` column and the token floor table `{table}_floor`). A table made by an older
-/// version keeps its rows.
+/// `lease_value` column and the token floor table `{table}_floor`; step 4: on PostgreSQL, room
+/// on each page for renewals, [`RoomForRenewals`]). A table made by an older version keeps its
+/// rows.
 ///
 /// # Errors
 /// The database's error if a statement fails (for example a read-only database).
@@ -64,7 +68,8 @@ where
 {
     let manager = SchemaManager::new(conn);
     CreateLeaseInfo::new(table).up(&manager).await?;
-    AddLeaseValueAndTokenFloor::new(table).up(&manager).await
+    AddLeaseValueAndTokenFloor::new(table).up(&manager).await?;
+    RoomForRenewals::new(table).up(&manager).await
 }
 
 /// Runs only the first step on `table` (the table as leasehold 0.1 made it), for tests of the

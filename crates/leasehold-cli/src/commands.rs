@@ -67,6 +67,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
     match &cli.command {
         Command::Migrate => {
             let store = open(&cli, true).await?;
+            store.migrate_all().await?;
             println!("table {} is ready", store.table());
             Ok(0)
         }

@@ -160,6 +160,22 @@ impl SeaOrmStore {
         &self.db
     }
 
+    /// Runs every migration step on the lease table, idempotently, and checks the result: what
+    /// `leasehold migrate` does. Unlike [`StoreBuilder::migrate`](crate::StoreBuilder::migrate),
+    /// which migrates only a table that fails the schema check, this also applies the steps that
+    /// change settings rather than shape to a table that already passes it (step 4 on
+    /// PostgreSQL: room on each page for renewals, `leasehold_migration::RoomForRenewals`).
+    ///
+    /// # Errors
+    /// [`StoreError::Database`] if a step fails (a read-only database, a role that may not
+    /// create tables), [`StoreError::Schema`] if the table is still not usable afterwards.
+    pub async fn migrate_all(&self) -> Result<(), StoreError> {
+        leasehold_migration::create_lease_table(&self.db, &self.table)
+            .await
+            .map_err(|e| StoreError::db("migrate", &self.table, e))?;
+        self.verify_schema().await
+    }
+
     /// Checks that the lease table exists with what leasehold's guarantees depend on: its
     /// columns (`lease_value` included), its token floor table `{table}_floor`, integer time and token columns, a unique key on exactly `(namespace,
     /// lease_name)`, and on MySQL/MariaDB a binary no-pad collation on the name columns (with
