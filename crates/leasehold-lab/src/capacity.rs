@@ -91,7 +91,7 @@ fn config(term: Duration) -> LeaseConfig {
 }
 
 /// This process's CPU time (user + system), from /proc/self/stat.
-fn own_cpu() -> Option<Duration> {
+pub(crate) fn own_cpu() -> Option<Duration> {
     cpu_of("self").map(|(own, _)| own)
 }
 
@@ -133,7 +133,7 @@ fn ppid_of(pid: &str) -> Option<String> {
 
 /// CPU time of server process `root` and every process whose parent it is (PostgreSQL's
 /// backends), including children that have exited.
-fn server_cpu(root: &str) -> Option<Duration> {
+pub(crate) fn server_cpu(root: &str) -> Option<Duration> {
     let (own, reaped) = cpu_of(root)?;
     let mut total = own + reaped;
     for entry in std::fs::read_dir("/proc").ok()?.flatten() {
@@ -176,7 +176,7 @@ async fn number(store: &SeaOrmStore, sql: &str) -> Option<u64> {
 }
 
 /// The server's process id, when its data directory (and pid file) is on this machine.
-async fn server_pid(store: &SeaOrmStore) -> Option<String> {
+pub(crate) async fn server_pid(store: &SeaOrmStore) -> Option<String> {
     let file = match store.backend() {
         Backend::Postgres => {
             let dir = scalar(store, "SELECT current_setting('data_directory')").await?;

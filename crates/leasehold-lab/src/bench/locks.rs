@@ -34,11 +34,47 @@ enum Kind {
     FacadeTwo(LeaseService),
 }
 
-/// Pair latencies and the wall time of the whole run.
+/// Pair latencies and the wall time of the whole run, and the CPU spent meanwhile by this
+/// process and (when it runs on this machine) by the database server.
 #[derive(Clone)]
 struct Run {
     pairs: Vec<Duration>,
     wall: Duration,
+    cpu: Cpu,
+}
+
+/// CPU time over a run: this process, and the database server with all its sessions (`None`
+/// when the server is not on this machine).
+#[derive(Clone, Copy, Default)]
+struct Cpu {
+    client: Option<Duration>,
+    server: Option<Duration>,
+}
+
+impl Cpu {
+    fn now(server: Option<&str>) -> Self {
+        Self {
+            client: crate::capacity::own_cpu(),
+            server: server.and_then(crate::capacity::server_cpu),
+        }
+    }
+
+    fn since(self, start: Self) -> Self {
+        let d = |a: Option<Duration>, b: Option<Duration>| Some(a?.saturating_sub(b?));
+        Self {
+            client: d(self.client, start.client),
+            server: d(self.server, start.server),
+        }
+    }
+
+    /// "client X µs, server Y µs" of CPU per pair.
+    fn per_pair(self, pairs: usize) -> String {
+        let us = |c: Option<Duration>| match c {
+            Some(c) if pairs > 0 => format!("{:.0} µs", c.as_secs_f64() * 1e6 / pairs as f64),
+            _ => "n/a".to_owned(),
+        };
+        format!("client {}, server {}", us(self.client), us(self.server))
+    }
 }
 
 impl Run {
@@ -133,8 +169,9 @@ async fn try_pair(kind: &Kind, key: &LeaseKey, me: &HolderId, term: Term) -> R<O
     }
 }
 
-async fn spread(kind: &Kind, ns: &str, plan: Plan) -> R<Run> {
+async fn spread(kind: &Kind, ns: &str, plan: Plan, server: Option<&str>) -> R<Run> {
     let term = Term::new("term", Duration::from_secs(30)).map_err(err)?;
+    let cpu = Cpu::now(server);
     let (results, wall) = timed(join_all((0..TASKS).map(|t| {
         let kind = kind.clone();
         async move {
@@ -157,11 +194,12 @@ async fn spread(kind: &Kind, ns: &str, plan: Plan) -> R<Run> {
         }
     })))
     .await;
+    let cpu = Cpu::now(server).since(cpu);
     let mut pairs = Vec::new();
     for r in results {
         pairs.extend(r?);
     }
-    Ok(Run { pairs, wall })
+    Ok(Run { pairs, wall, cpu })
 }
 
 async fn hot(kind: &Kind, ns: &str, plan: Plan) -> R<Run> {
@@ -192,7 +230,11 @@ async fn hot(kind: &Kind, ns: &str, plan: Plan) -> R<Run> {
     for r in results {
         pairs.extend(r?);
     }
-    Ok(Run { pairs, wall })
+    Ok(Run {
+        pairs,
+        wall,
+        cpu: Cpu::default(),
+    })
 }
 
 fn row(name: &'static str, base_name: &str, ours: R<Run>, base: R<Run>, note: String) -> Row {
@@ -210,13 +252,23 @@ fn row(name: &'static str, base_name: &str, ours: R<Run>, base: R<Run>, note: St
     let base = base.unwrap_or(Run {
         pairs: Vec::new(),
         wall: Duration::ZERO,
+        cpu: Cpu::default(),
     });
+    let cpu = if ours.cpu.client.is_some() && base.cpu.client.is_some() {
+        format!(
+            "; CPU per pair {} (baseline {})",
+            ours.cpu.per_pair(ours.pairs.len()),
+            base.cpu.per_pair(base.pairs.len())
+        )
+    } else {
+        String::new()
+    };
     Row::new(name, "µs/pair")
         .measured(stats(&mut micros(&ours.pairs)))
         .against(base_name, stats(&mut micros(&base.pairs)))
         .rates(ours.rate(), base.rate())
         .note(format!(
-            "{note}; {} pairs, baseline {} pairs",
+            "{note}; {} pairs, baseline {} pairs{cpu}",
             ours.pairs.len(),
             base.pairs.len()
         ))
@@ -258,11 +310,14 @@ pub(crate) async fn rows(ctx: &Ctx) -> Vec<Row> {
         .build()
         .await
         .map_err(err);
+    // The server's CPU counts every session it serves: quote it from a server of its own.
+    let server = crate::capacity::server_pid(&ctx.store).await;
+    let server = server.as_deref();
     super::step("lock_spread: store");
-    let spread_ours = spread(&ours, &ctx.namespace("spread"), plan).await;
+    let spread_ours = spread(&ours, &ctx.namespace("spread"), plan, server).await;
     super::step("lock_spread: baseline");
     let spread_base = match &base {
-        Ok(k) => spread(k, &ctx.namespace("spread-base"), plan).await,
+        Ok(k) => spread(k, &ctx.namespace("spread-base"), plan, server).await,
         Err(e) => Err(e.clone()),
     };
     super::step("lock_hot: store");
@@ -277,7 +332,7 @@ pub(crate) async fn rows(ctx: &Ctx) -> Vec<Row> {
         Ok(service) => {
             let k = Kind::Facade(service.clone());
             (
-                spread(&k, &ctx.namespace("spread-facade"), plan).await,
+                spread(&k, &ctx.namespace("spread-facade"), plan, server).await,
                 hot(&k, &ctx.namespace("hot-facade"), plan).await,
             )
         }
@@ -290,12 +345,14 @@ pub(crate) async fn rows(ctx: &Ctx) -> Vec<Row> {
                 &Kind::FacadeAll(service.clone()),
                 &ctx.namespace("spread-all"),
                 plan,
+                server,
             )
             .await,
             spread(
                 &Kind::FacadeTwo(service.clone()),
                 &ctx.namespace("spread-two"),
                 plan,
+                server,
             )
             .await,
         ),
@@ -308,6 +365,7 @@ pub(crate) async fn rows(ctx: &Ctx) -> Vec<Row> {
                 &Kind::Facade(service.clone()),
                 &ctx.namespace("spread-1by1"),
                 plan,
+                server,
             )
             .await
         }
