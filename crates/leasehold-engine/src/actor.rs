@@ -258,6 +258,11 @@ impl LeaseActor {
         self
     }
 
+    /// Wakes up through `slot` of its alarms, registered by the engine with the address it keeps.
+    pub(crate) fn set_alarm_slot(&mut self, slot: u32) {
+        self.alarm_slot = Some(slot);
+    }
+
     pub(crate) fn on_exit(mut self, f: OnExit) -> Self {
         self.on_exit = Some(f);
         self
@@ -525,7 +530,7 @@ impl LeaseActor {
                 if let Some(alarms) = &self.alarms {
                     let slot = *self
                         .alarm_slot
-                        .get_or_insert_with(|| alarms.register(ctx.address()));
+                        .get_or_insert_with(|| alarms.register(Arc::new(ctx.address())));
                     let at = leasehold_core::Clock::now(&leasehold_core::MonotonicClock) + delay;
                     self.alarm = alarms.set(slot, at);
                     return;
