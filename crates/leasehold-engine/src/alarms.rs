@@ -28,7 +28,9 @@ use crate::LeaseActor;
 pub(crate) struct AlarmFired(pub(crate) u64);
 
 struct Slot {
-    addr: Option<Addr<LeaseActor>>,
+    /// The actor's address, shared with the engine's book (an `Addr` clone allocates a sender
+    /// of its own, 72 bytes; an `Arc` clone does not).
+    addr: Option<Arc<Addr<LeaseActor>>>,
     /// The sequence number of the slot's live alarm (0: none).
     seq: u64,
 }
@@ -87,7 +89,7 @@ impl Alarms {
     }
 
     /// A slot for the actor at `addr`.
-    pub(crate) fn register(&self, addr: Addr<LeaseActor>) -> u32 {
+    pub(crate) fn register(&self, addr: Arc<Addr<LeaseActor>>) -> u32 {
         let mut inner = self.lock();
         let slot = Slot {
             addr: Some(addr),

@@ -94,21 +94,25 @@ impl RenewBatcher {
             // A tokio task, bounded: see `crate::detached`. A batch with no answer by then is a
             // renewal with no answer for every item in it (the machines retry on their own).
             let limit = term.duration() / 3;
+            // The items move to the statement and the replies stay here: one copy of a batch in
+            // flight, not three (with the whole burst renewing at once, every held lease has its
+            // renewal in flight at the same instant).
+            let (items, replies): (Vec<RenewItem>, Vec<_>) = waiting.into_iter().unzip();
+            let count = items.len();
             tokio::spawn(async move {
-                let items: Vec<RenewItem> = waiting.iter().map(|(i, _)| i.clone()).collect();
-                log::trace!("renew_batch: {} leases of {holder}", items.len());
+                log::trace!("renew_batch: {count} leases of {holder}");
                 let clock = leasehold_core::MonotonicClock;
                 let started = leasehold_core::Clock::now(&clock);
-                let (h, batch) = (holder.clone(), items.clone());
+                let h = holder.clone();
                 let answer = crate::detached::detached("renew_many", limit, async move {
-                    store.renew_batch(&h, &batch, term).await
+                    store.renew_batch(&h, &items, term).await
                 })
                 .await;
                 let elapsed = leasehold_core::Clock::now(&clock) - started;
-                crate::metrics::renew_batch(items.len(), elapsed, answer.is_ok());
+                crate::metrics::renew_batch(count, elapsed, answer.is_ok());
                 match answer {
                     Ok(outcomes) => {
-                        for (i, (_, reply)) in waiting.into_iter().enumerate() {
+                        for (i, reply) in replies.into_iter().enumerate() {
                             let outcome = match outcomes.get(i).copied() {
                                 Some(BatchRenewal::Renewed) => Ok(RenewOutcome::Renewed),
                                 Some(BatchRenewal::Lost) => Ok(RenewOutcome::Lost),
@@ -121,9 +125,9 @@ impl RenewBatcher {
                         }
                     }
                     Err(e) => {
-                        log::warn!("renewing {} leases of {holder} failed: {e}", items.len());
+                        log::warn!("renewing {count} leases of {holder} failed: {e}");
                         let failure = StoreFailure::new(e.to_string());
-                        for (_, reply) in waiting {
+                        for reply in replies {
                             let _ = reply.send(Err(failure.clone()));
                         }
                     }

@@ -90,7 +90,8 @@ pub enum EngineError {
 /// One entry of the book: the owner, the actor, and whether it is stopping.
 pub(crate) struct Entry {
     pub(crate) owner: Owner,
-    pub(crate) addr: Addr<LeaseActor>,
+    /// Shared with the actor's slot in the engine's alarms (one actix sender for both).
+    pub(crate) addr: Arc<Addr<LeaseActor>>,
     pub(crate) belief: Arc<Belief>,
     id: u64,
     stopping: bool,
@@ -310,6 +311,7 @@ impl LeaseEngine {
         let belief = belief.unwrap_or_else(|| {
             Belief::new(self.service.clone(), Arc::clone(self.registry.clock()))
         });
+        let alarms = Arc::clone(self.alarms.get_or_insert_with(crate::alarms::Alarms::start));
         let mut actor = LeaseActor::new(
             key.clone(),
             self.holder.clone(),
@@ -322,9 +324,7 @@ impl LeaseEngine {
         .with_shared_renewer(Arc::clone(&self.renewer))
         .with_belief(Arc::clone(&belief))
         .with_bell(self.bell.clone())
-        .with_alarms(Some(Arc::clone(
-            self.alarms.get_or_insert_with(crate::alarms::Alarms::start),
-        )))
+        .with_alarms(Some(Arc::clone(&alarms)))
         .on_exit((self.me(ctx), id));
         if self.batch_grants {
             let (store, limit) = (Arc::clone(&self.store), self.limit);
@@ -341,13 +341,18 @@ impl LeaseEngine {
         actor.reclaim_own(self.reclaim_own);
         actor.cancel_late(self.bug == Some(KnownBug::CancelAfterReleaseAnswer));
         setup(&mut actor);
-        let addr = actor.start();
+        // The address the book keeps is the one the alarms slot keeps: made before the actor
+        // runs, so the slot is known before its first wake-up.
+        let context = Context::new();
+        let kept = Arc::new(context.address());
+        actor.set_alarm_slot(alarms.register(Arc::clone(&kept)));
+        let addr = context.run(actor);
         log::debug!("{key}: actor started for {owner}");
         self.book.insert(
             key,
             Entry {
                 owner,
-                addr: addr.clone(),
+                addr: kept,
                 belief: Arc::clone(&belief),
                 id,
                 stopping: false,
@@ -369,7 +374,7 @@ impl LeaseEngine {
         self.book
             .get(key)
             .filter(|e| e.owner == *owner && !e.stopping)
-            .map(|e| e.addr.clone())
+            .map(|e| Addr::clone(&e.addr))
     }
 
     pub(crate) fn lookup(&mut self, key: &LeaseKey, owner: &Owner) -> Lookup {
@@ -604,7 +609,7 @@ impl Handler<ShutdownAll> for LeaseEngine {
                 .book
                 .values()
                 .filter(|e| !matches!(e.owner, Owner::Lock | Owner::Hold))
-                .map(|e| e.addr.clone())
+                .map(|e| Addr::clone(&e.addr))
                 .collect();
             let (store, holder) = (Arc::clone(&self.store), self.holder.clone());
             return Box::pin(async move {
@@ -622,7 +627,7 @@ impl Handler<ShutdownAll> for LeaseEngine {
             entry.belief.finish();
         }
         let bell = self.bell.clone();
-        let actors: Vec<_> = self.book.values().map(|e| e.addr.clone()).collect();
+        let actors: Vec<_> = self.book.values().map(|e| Addr::clone(&e.addr)).collect();
         let settled: Vec<_> = self.book.values_mut().map(Entry::on_stop).collect();
         let (store, holder, limit) = (Arc::clone(&self.store), self.holder.clone(), self.limit);
         Box::pin(async move {
@@ -787,7 +792,7 @@ impl Handler<YieldTask> for LeaseEngine {
             .book
             .get(&msg.key)
             .filter(|e| e.owner == msg.owner && !e.stopping)
-            .map(|e| e.addr.clone());
+            .map(|e| Addr::clone(&e.addr));
         Box::pin(async move {
             let addr = addr?;
             Some(addr.send(crate::actor::YieldLease).await.ok().flatten())

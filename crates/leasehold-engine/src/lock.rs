@@ -285,7 +285,7 @@ impl Handler<FindLock> for LeaseEngine {
         self.book
             .get(&msg.key)
             .filter(|e| matches!(e.owner, Owner::Lock | Owner::Hold))
-            .map(|e| (e.addr.clone(), Arc::clone(&e.belief), e.owner.clone()))
+            .map(|e| (Addr::clone(&e.addr), Arc::clone(&e.belief), e.owner.clone()))
     }
 }
 
