@@ -429,9 +429,10 @@ impl ShardedTasks {
         &self.shared.membership.key
     }
 
-    /// Leaves the ring gracefully: stops refreshing, releases the membership lease first (so
-    /// the others re-spread at their next refresh), then stops every name, releasing what is
-    /// held. Returns how many names were held. The service keeps running.
+    /// Leaves the ring gracefully: stops refreshing, releases the membership lease first, then
+    /// stops every name, releasing what is held, and rings the group's bell so the others take
+    /// the names over at once (at their next refresh if the ring is missed). Returns how many
+    /// names were held. The service keeps running.
     ///
     /// # Errors
     /// [`Error::ShutDown`](crate::Error::ShutDown) if the service is shut down.
