@@ -12,12 +12,13 @@
 //! hand-over takes no more than one refresh interval instead of a full term.
 //!
 //! The group's bell (`leasehold.members/g`, on the service's doorbell) makes it take less: a
-//! host rings it once its membership is granted and whenever releases of its names have
-//! settled, and every member that hears it runs a round at once and wakes its names waiting to
+//! host rings it once its membership is granted and once the releases of the names a round gave
+//! up have all settled, and every member that hears it runs a round at once and wakes its names waiting to
 //! apply. The ring carries nothing: the round reads the members as always, so a missed ring (no
 //! doorbell, a dropped connection) only costs the refresh interval, as without it.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -69,9 +70,11 @@ struct Coordinator {
     poke: Arc<Notify>,
     /// The rings of the group's bell (`None` without a doorbell), taken by `run`.
     rings: Mutex<Option<mpsc::Receiver<()>>>,
-    /// Told when the release of one of this group's names has settled here: `run` rings the
-    /// bell, so that the name's new owner applies at once.
+    /// Told when the releases of the names the last round gave up have all settled here: `run`
+    /// rings the bell (once for them all), so that their new owners apply at once.
     given_up: Arc<Notify>,
+    /// How many of those releases have not settled yet.
+    releasing: Arc<AtomicUsize>,
     /// One round at a time.
     round: tokio::sync::Mutex<()>,
     stop: CancellationToken,
@@ -126,9 +129,13 @@ impl Coordinator {
             &options,
             self.events.clone(),
         );
-        let given_up = Arc::clone(&self.given_up);
+        let (given_up, releasing) = (Arc::clone(&self.given_up), Arc::clone(&self.releasing));
         Arc::new(move |key, n| {
-            if matches!(n, Notification::Released { .. }) {
+            if matches!(n, Notification::Released { .. })
+                && releasing.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
+                    left.checked_sub(1)
+                }) == Ok(1)
+            {
                 given_up.notify_one();
             }
             inner(key, n);
@@ -193,6 +200,16 @@ impl Coordinator {
             stop: removed,
         } = plan::plan(self.holder().as_str(), self_live, &hosts, &names, &running);
 
+        // The releases this round sends: the bell rings once they have all settled.
+        let releasing = {
+            let view = self.view();
+            let held = |n: &LeaseName| view.tasks.get(n).is_some_and(LeaseTask::has_lease);
+            changes.iter().filter(|(n, c)| !*c && held(n)).count()
+                + removed.iter().filter(|n| held(n)).count()
+        };
+        if releasing > 0 {
+            self.releasing.store(releasing, Ordering::SeqCst);
+        }
         // Give up first, so a name moving away is released as early as possible.
         if !changes.is_empty() {
             let keyed = changes
@@ -539,6 +556,7 @@ impl LeaseService {
             poke: Arc::clone(&poke),
             rings: Mutex::new(rings),
             given_up: Arc::new(Notify::new()),
+            releasing: Arc::default(),
             round: tokio::sync::Mutex::new(()),
             stop: CancellationToken::new(),
             finished: CancellationToken::new(),
