@@ -86,7 +86,12 @@ async fn pushed(url: &str, backend: &str) {
 
     // b leaves: a takes b's names back at once, too.
     assert_eq!(shards_b.leave().await.expect("leave"), share);
-    settle(&[&a, &b], |_| a.holder().as_str().to_owned(), "after the leave").await;
+    settle(
+        &[&a, &b],
+        |_| a.holder().as_str().to_owned(),
+        "after the leave",
+    )
+    .await;
     assert_eq!(shards_a.assigned().len(), NAMES);
 
     for s in [a, b] {
