@@ -14,6 +14,7 @@
 //! [`StartLease`], [`ReleaseLease`], [`StopLease`], [`AbandonLease`], [`QueryLease`] for a
 //! [`LeaseActor`]; [`StartTask`], [`StopTask`], [`ShutdownAll`], [`ReadRecord`], [`ReadDbNow`],
 //! [`ListTasks`], [`FindTask`], [`YieldTask`], [`TakeLock`], [`SetCompeting`], [`ListLive`],
+//! [`Broadcast`], [`WatchBroadcasts`], [`WakeTasks`],
 //! [`ObserveLease`] for
 //! a [`LeaseEngine`] ([`YieldLease`] for a [`LeaseActor`]); [`QueueRenew`] for the
 //! [`RenewBatcher`]; [`QueueGrant`] and [`QueueRelease`] for the [`GrantBatcher`] and
@@ -60,5 +61,5 @@ pub use lock::{
 };
 pub use observe::ObserveLease;
 pub use registry::{NamespaceDeadlines, Registry};
-pub use shard::{ListLive, SetCompeting};
+pub use shard::{Broadcast, ListLive, SetCompeting, WakeTasks, WatchBroadcasts};
 pub use value::{SetTaskValue, SetTenureValue, ValueAnswer};

@@ -116,8 +116,10 @@ pub enum Event {
     /// as [`Command::ReleaseAfter`] for the time still left, so the row lapses then.
     ReleaseNotBefore(Instant),
     /// The lease was just released by its holder (a release announcement): while waiting to
-    /// apply again (after a refusal or a loss), apply now instead of at the scheduled instant.
-    /// Ignored elsewhere; an announcement that is late or wrong only costs one refused attempt.
+    /// apply again (after a refusal or a loss), apply now instead of at the scheduled instant;
+    /// while an attempt is out (it may have read the row before the release), apply again at
+    /// once if that attempt is refused. Ignored elsewhere; an announcement that is late or wrong
+    /// only costs one refused attempt.
     Wake,
     /// Give the live tenure up and compete again (Spring's `yieldLeadership`): the tenure ends
     /// here and is released as on [`Event::Release`]; once the release has settled the machine

@@ -41,8 +41,9 @@ use rng::XorShift;
 /// (*Held*; [`Command::SetDeadline`] and [`Notification::Acquired`]) unless its deadline has
 /// already passed when the answer arrives, which counts as a failure. `HeldBy` waits the jittered
 /// retry interval (and reports [`Notification::HolderChanged`] when the holder or tenure seen is
-/// new). A store error or timeout backs off with jitter: retry interval / 8, / 4, / 2, then the
-/// retry interval, never longer.
+/// new), or applies again at once when [`Event::Wake`] (a release announced) arrived while that
+/// refused attempt was out. A store error or timeout backs off with jitter: retry interval / 8,
+/// / 4, / 2, then the retry interval, never longer.
 ///
 /// # Held
 /// A tenure is live; a renewal is scheduled one renew interval after the last successful request
@@ -165,6 +166,9 @@ pub struct LeaseMachine {
     auto_renew: bool,
     /// Compete again after a refusal or a loss (a lease task), or rest (a lock's `TryOnce`).
     compete: bool,
+    /// An [`Event::Wake`] arrived while an acquire was in flight: that acquire may have read
+    /// the row before the release it announces, so a refusal of it applies again at once.
+    woken: bool,
 }
 
 impl LeaseMachine {
@@ -185,6 +189,7 @@ impl LeaseMachine {
             seen: None,
             auto_renew: true,
             compete: true,
+            woken: false,
         })
     }
 
@@ -357,10 +362,16 @@ impl LeaseMachine {
                         }));
                         self.seen = Some((holder, token));
                     }
-                    let wait = self.rng.jitter(self.config.retry_interval());
-                    Phase::Applying {
-                        next: Try::At(now + wait),
-                        attempt: 0,
+                    if self.woken {
+                        // A release was announced while this attempt was out: it may have
+                        // read the row just before; try once more now.
+                        self.send_acquire(now, 0, out)
+                    } else {
+                        let wait = self.rng.jitter(self.config.retry_interval());
+                        Phase::Applying {
+                            next: Try::At(now + wait),
+                            attempt: 0,
+                        }
                     }
                 }
                 Err(e) if !self.compete => {
@@ -502,6 +513,16 @@ impl LeaseMachine {
                 Event::Wake,
             ) => self.send_acquire(now, attempt, out),
             (Phase::Lost { .. }, Event::Wake) => self.send_acquire(now, 0, out),
+            (
+                phase @ Phase::Applying {
+                    next: Try::InFlight(_),
+                    ..
+                },
+                Event::Wake,
+            ) => {
+                self.woken = true;
+                phase
+            }
 
             // Released, Standby, Stopped: settle what is left with the store.
             (

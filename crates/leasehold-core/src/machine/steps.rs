@@ -92,6 +92,7 @@ impl LeaseMachine {
         out: &mut Vec<Command>,
     ) -> Phase {
         let p = self.pending(now);
+        self.woken = false;
         out.push(Command::TryAcquire {
             req: p.req,
             term: self.term,

@@ -190,8 +190,21 @@ async fn hold_at_scale(ctx: &Ctx, n: usize) -> R<Scale> {
 /// Names of the shard group row.
 const SHARD_NAMES: usize = 10_000;
 
+/// Where the time of a join went, from the second host's `start_sharded`.
+struct Join {
+    /// Until it holds its whole (non-empty) share.
+    took: Duration,
+    refresh: Duration,
+    share: usize,
+    /// Until its membership was live, the first host dropped the moved names from its
+    /// assignment (it noticed the joiner), and the first host held no moved name any more.
+    member: Option<Duration>,
+    noticed: Option<Duration>,
+    released: Option<Duration>,
+}
+
 /// ms from a second host's `start_sharded` until it holds its whole (non-empty) share.
-async fn shard_join(ctx: &Ctx) -> R<(Duration, Duration, usize)> {
+async fn shard_join(ctx: &Ctx) -> R<Join> {
     let term = ctx.plan.renew_term;
     let refresh = term / 3;
     let ns = ctx.namespace("shardjoin");
@@ -228,10 +241,30 @@ async fn shard_join(ctx: &Ctx) -> R<(Duration, Duration, usize)> {
         .start_sharded(names.clone(), options())
         .await
         .map_err(err)?;
+    let member_name = shards_b.membership_key().name.as_str().to_owned();
+    let (mut member, mut noticed, mut released) = (None, None, None);
     let result = loop {
+        let at = joined.elapsed();
+        if member.is_none() && b.has_lease(&member_name) {
+            member = Some(at);
+        }
+        let kept = shards_a.assigned().len();
+        if noticed.is_none() && kept < SHARD_NAMES {
+            noticed = Some(at);
+        }
+        if noticed.is_some() && released.is_none() && shards_a.held().len() <= kept {
+            released = Some(at);
+        }
         let assigned = shards_b.assigned();
         if !assigned.is_empty() && assigned.iter().all(|n| b.has_lease(n.as_str())) {
-            break Ok((joined.elapsed(), refresh, assigned.len()));
+            break Ok(Join {
+                took: joined.elapsed(),
+                refresh,
+                share: assigned.len(),
+                member,
+                noticed,
+                released,
+            });
         }
         if joined.elapsed() > wait {
             break Err(format!(
@@ -327,12 +360,21 @@ pub(crate) async fn rows(ctx: &Ctx) -> Vec<Row> {
     }
     super::step("scale: a host joins a shard group of 10,000 names");
     rows.push(match shard_join(ctx).await {
-        Ok((took, refresh, share)) => Row::new("shard_join", "ms")
-            .measured(one(took.as_secs_f64() * 1e3))
-            .against("one refresh interval", one(refresh.as_secs_f64() * 1e3))
-            .note(format!(
-                "{SHARD_NAMES} names held by one host; the second holds its {share} after its start_sharded"
-            )),
+        Ok(j) => {
+            let ms = |d: Option<Duration>| {
+                d.map_or_else(|| "-".to_owned(), |d| format!("{:.0}", d.as_secs_f64() * 1e3))
+            };
+            Row::new("shard_join", "ms")
+                .measured(one(j.took.as_secs_f64() * 1e3))
+                .against("one refresh interval", one(j.refresh.as_secs_f64() * 1e3))
+                .note(format!(
+                    "{SHARD_NAMES} names held by one host; the second holds its {} after its start_sharded; ms after it: membership live {}, the first host noticed {}, had released every moved name {}",
+                    j.share,
+                    ms(j.member),
+                    ms(j.noticed),
+                    ms(j.released)
+                ))
+        }
         Err(e) => Row::skipped("shard_join", "ms", format!("not measured: {e}")),
     });
     rows

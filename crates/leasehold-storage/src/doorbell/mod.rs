@@ -20,6 +20,10 @@
 //! waiters call [`Doorbell::watch`] and keep the receiver while they wait. Every wait is bounded:
 //! a waiter waits on the receiver *and* its own poll timer.
 //!
+//! A bell that is no tenure (a shard group's) is rung with [`Doorbell::broadcast`] and watched
+//! with [`Doorbell::watch_broadcasts`]: the same ring everywhere but on MySQL, where only a
+//! named lock's holder can wake its waiters (see `mysql.rs`).
+//!
 //! Observers ([`crate::observe`]) subscribe with [`Doorbell::watch_changes`]: on PostgreSQL they
 //! are also woken by the announcement of every grant ([`Doorbell::held`] sends it after the
 //! commit) and by the optional change trigger's notifications, which lock waiters are not.
@@ -74,6 +78,21 @@ pub trait Doorbell: Send + Sync + std::fmt::Debug + 'static {
     fn ring_now(&self, key: &LeaseKey) -> futures::future::BoxFuture<'static, ()> {
         self.ring(key);
         Box::pin(async {})
+    }
+
+    /// Wakes the watchers of `key` in every process (best effort), for a key that is no tenure
+    /// of this service: a bell many services ring, such as a shard group's (a membership
+    /// granted, names given up). Its watchers subscribe with [`Doorbell::watch_broadcasts`].
+    /// Default: [`Doorbell::ring`] (on PostgreSQL and SQLite files a ring reaches every watcher,
+    /// whoever sends it).
+    fn broadcast(&self, key: &LeaseKey) {
+        self.ring(key);
+    }
+
+    /// Wake-ups when any process broadcasts (or rings) `key`, from now on, as for
+    /// [`Doorbell::watch`]. Default: [`Doorbell::watch`].
+    fn watch_broadcasts(&self, key: &LeaseKey) -> mpsc::Receiver<()> {
+        self.watch(key)
     }
 
     /// Wake-ups when any process rings `key`, from now on. A full channel means a wake-up is

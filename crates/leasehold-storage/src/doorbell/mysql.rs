@@ -18,8 +18,15 @@
 //!   [`MAX_WATCHED`] keys have such a task; the waiters of others poll. The waiter holds the
 //!   named lock only within that statement, so it never stands in for a holder.
 //!
+//! - **Bells.** [`Doorbell::broadcast`] of a key that is no tenure (a shard group's) takes its
+//!   named lock, holds it [`BELL_HOLD`] and lets it go; its watchers
+//!   ([`Doorbell::watch_broadcasts`]) look at it every [`BELL_LOOK`] while nobody holds it, so
+//!   they are blocked on it when it is let go. That is a cheap poll of the server (no table) at
+//!   that pace: MySQL has no way for a newcomer to wake a session that waits on nothing it holds.
+//!
 //! Connections per service: 1 (the holder's named locks, opened on the first `held`) + at most
-//! [`MAX_WAITING`] (waits, opened on demand, closed after [`IDLE`] unused) — none of them from
+//! [`MAX_WAITING`] (waits, opened on demand, closed after [`IDLE`] unused) + 1 for bells (the
+//! same) — none of them from
 //! the store's pool.
 
 use std::collections::{HashMap, HashSet};
@@ -47,6 +54,12 @@ pub const SLICE: Duration = Duration::from_secs(1);
 pub const IDLE: Duration = Duration::from_secs(30);
 /// The first pause before looking again at a named lock nobody holds.
 const UNARMED_PAUSE: Duration = Duration::from_millis(10);
+/// How often a watcher of a bell ([`Doorbell::watch_broadcasts`]) looks at its named lock while
+/// nobody holds it (and waits for a connection when all are busy).
+pub const BELL_LOOK: Duration = Duration::from_millis(100);
+/// How long a broadcast holds the bell's named lock before letting it go (the ring): longer
+/// than a watcher's look, so that every watcher is blocked on it by then.
+pub const BELL_HOLD: Duration = Duration::from_millis(300);
 /// Named-lock calls per holder statement.
 const BATCH: usize = 200;
 /// How often a failed `GET_LOCK` of the holder is tried again, 100 ms apart.
@@ -80,6 +93,9 @@ pub struct MySqlDoorbell {
     limit: Duration,
     holder: Mutex<Option<mpsc::UnboundedSender<Op>>>,
     waiting: MySqlPool,
+    /// The waits of bells ([`Doorbell::watch_broadcasts`]): one connection of their own, so
+    /// that many waited keys never delay a bell.
+    bells: MySqlPool,
     subscribers: Subscribers,
     /// Payloads with a waiting task.
     watched: Arc<Mutex<HashSet<String>>>,
@@ -109,12 +125,20 @@ impl MySqlDoorbell {
             .acquire_timeout(limit)
             .test_before_acquire(false)
             .connect_lazy_with(options.clone());
+        let bells = MySqlPoolOptions::new()
+            .min_connections(0)
+            .max_connections(1)
+            .idle_timeout(IDLE)
+            .acquire_timeout(limit)
+            .test_before_acquire(false)
+            .connect_lazy_with(options.clone());
         Self {
             table: store.table().to_owned(),
             options,
             limit,
             holder: Mutex::new(None),
             waiting,
+            bells,
             subscribers: Subscribers::default(),
             watched: Arc::default(),
             stop: Arc::new(Notify::new()),
@@ -145,6 +169,44 @@ impl MySqlDoorbell {
         });
         let _ = tx.send(op);
     }
+
+    /// Subscribes to the rings of `key`, with a waiting task (one per key, at most
+    /// [`MAX_WATCHED`]) that looks at least every `pace` while nobody holds its named lock.
+    fn watch_every(&self, key: &LeaseKey, pace: Duration) -> mpsc::Receiver<()> {
+        let pool = if pace < SLICE {
+            self.bells.clone()
+        } else {
+            self.waiting.clone()
+        };
+        let ring = payload(&self.table, key);
+        let mut watched = self.watched.lock().unwrap_or_else(PoisonError::into_inner);
+        let rx = self.subscribers.add(ring.clone());
+        if !self.is_stopped() && watched.len() < MAX_WATCHED && watched.insert(ring.clone()) {
+            let subscribers = self.subscribers.clone();
+            let (watched, stop, limit) = (
+                Arc::clone(&self.watched),
+                Arc::clone(&self.stop),
+                self.limit,
+            );
+            let stopped = Arc::clone(&self.stopped);
+            let waiting = Waiting {
+                pool,
+                ring,
+                subscribers,
+                watched,
+                limit,
+                pace,
+                stopped,
+            };
+            super::spawn(async move {
+                tokio::select! {
+                    () = stop.notified() => {}
+                    () = wait_for(waiting) => {}
+                }
+            });
+        }
+        rx
+    }
 }
 
 impl Doorbell for MySqlDoorbell {
@@ -158,26 +220,30 @@ impl Doorbell for MySqlDoorbell {
         self.send(Op::Disarm(payload(&self.table, key)));
     }
 
-    fn watch(&self, key: &LeaseKey) -> mpsc::Receiver<()> {
+    /// A waiter can only be woken by a named lock it blocks on: the broadcast takes the
+    /// bell's named lock, holds it [`BELL_HOLD`] (its watchers, looking every [`BELL_LOOK`],
+    /// block on it meanwhile) and lets it go. If another service holds the bell, its release
+    /// (which comes after this call) wakes the same watchers.
+    fn broadcast(&self, key: &LeaseKey) {
         let ring = payload(&self.table, key);
-        let mut watched = self.watched.lock().unwrap_or_else(PoisonError::into_inner);
-        let rx = self.subscribers.add(ring.clone());
-        if !self.is_stopped() && watched.len() < MAX_WATCHED && watched.insert(ring.clone()) {
-            let (pool, subscribers) = (self.waiting.clone(), self.subscribers.clone());
-            let (watched, stop, limit) = (
-                Arc::clone(&self.watched),
-                Arc::clone(&self.stop),
-                self.limit,
-            );
-            let stopped = Arc::clone(&self.stopped);
-            super::spawn(async move {
-                tokio::select! {
-                    () = stop.notified() => {}
-                    () = wait_for(pool, ring, subscribers, watched, limit, stopped) => {}
-                }
-            });
-        }
-        rx
+        self.send(Op::Arm(ring.clone()));
+        let holder = self.holder.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(tx) = holder.as_ref().cloned() else {
+            return;
+        };
+        drop(holder);
+        super::spawn(async move {
+            tokio::time::sleep(BELL_HOLD).await;
+            let _ = tx.send(Op::Disarm(ring));
+        });
+    }
+
+    fn watch_broadcasts(&self, key: &LeaseKey) -> mpsc::Receiver<()> {
+        self.watch_every(key, BELL_LOOK)
+    }
+
+    fn watch(&self, key: &LeaseKey) -> mpsc::Receiver<()> {
+        self.watch_every(key, SLICE)
     }
 
     fn stop(&self) {
@@ -190,21 +256,40 @@ impl Doorbell for MySqlDoorbell {
             .take();
         // Outside a runtime (the engine's system already gone) the pool just drops.
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            let pool = self.waiting.clone();
-            rt.spawn(async move { pool.close().await });
+            let pools = [self.waiting.clone(), self.bells.clone()];
+            rt.spawn(async move {
+                for pool in pools {
+                    pool.close().await;
+                }
+            });
         }
     }
 }
 
-/// The waiting task of one payload: runs until nobody subscribes to it any more.
-async fn wait_for(
+/// What the waiting task of one payload works with.
+struct Waiting {
     pool: MySqlPool,
     ring: String,
     subscribers: Subscribers,
     watched: Arc<Mutex<HashSet<String>>>,
     limit: Duration,
+    /// The longest pause between looks at a named lock nobody holds, and the wait for a
+    /// connection when all are busy.
+    pace: Duration,
     stopped: Arc<std::sync::atomic::AtomicBool>,
-) {
+}
+
+/// The waiting task of one payload: runs until nobody subscribes to it any more.
+async fn wait_for(waiting: Waiting) {
+    let Waiting {
+        pool,
+        ring,
+        subscribers,
+        watched,
+        limit,
+        pace,
+        stopped,
+    } = waiting;
     let mut unarmed = UNARMED_PAUSE;
     let mut backoff = BACKOFF_MIN;
     let mut first = true;
@@ -226,7 +311,7 @@ async fn wait_for(
             None => None,
         };
         let Some(mut conn) = conn else {
-            tokio::time::sleep(SLICE).await;
+            tokio::time::sleep(pace).await;
             continue;
         };
         let query = sea_orm::sqlx::query(WAIT_SQL)
@@ -260,7 +345,7 @@ async fn wait_for(
             Some(2) if std::mem::take(&mut first) => subscribers.wake(&ring),
             Some(2) => {
                 tokio::time::sleep(unarmed).await;
-                unarmed = (unarmed * 2).min(SLICE);
+                unarmed = (unarmed * 2).min(pace);
             }
             Some(_) => {
                 first = false;

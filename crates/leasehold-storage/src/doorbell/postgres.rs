@@ -1,5 +1,6 @@
 //! The PostgreSQL doorbell: a ring is `pg_notify` on the store's pool (after the release has
-//! committed, so a woken waiter finds the row released); one `LISTEN` per service, on a
+//! committed, so a woken waiter finds the row released; the rings that arrive while one
+//! statement is out go together in the next); one `LISTEN` per service, on a
 //! connection of its own outside the pool (waiters never take pooled connections), fans the
 //! rings out to the local subscribers of each key.
 //!
@@ -40,6 +41,8 @@ pub struct PgDoorbell {
     observers: Subscribers,
     /// Grants to announce on [`CHANGES`] (payloads), and whether a sender is running.
     announce: Arc<Mutex<(Vec<String>, bool)>>,
+    /// Rings to send on [`CHANNEL`], likewise.
+    rings: Arc<Mutex<(Vec<String>, bool)>>,
     listening: Mutex<bool>,
     stop: Arc<Notify>,
     stopped: Arc<std::sync::atomic::AtomicBool>,
@@ -63,10 +66,36 @@ impl PgDoorbell {
             subscribers: Subscribers::default(),
             observers: Subscribers::default(),
             announce: Arc::default(),
+            rings: Arc::default(),
             listening: Mutex::new(false),
             stop: Arc::new(Notify::new()),
             stopped: Arc::default(),
         }
+    }
+
+    /// Queues `key` for `channel` in `pending`, starting its sender unless one is running.
+    fn queue(
+        &self,
+        pending: &Arc<Mutex<(Vec<String>, bool)>>,
+        channel: &'static str,
+        key: &LeaseKey,
+    ) {
+        if self.stopped.load(std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        let mut queued = pending.lock().unwrap_or_else(PoisonError::into_inner);
+        queued.0.push(payload(self.store.table(), key));
+        if queued.1 {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            queued.0.clear();
+            return;
+        };
+        queued.1 = true;
+        drop(queued);
+        let (db, limit) = (self.store.connection().clone(), self.limit);
+        rt.spawn(notify_all(db, limit, channel, Arc::clone(pending)));
     }
 
     fn listen(&self) {
@@ -102,30 +131,14 @@ impl Doorbell for PgDoorbell {
     }
 
     fn held(&self, key: &LeaseKey) {
-        if self.stopped.load(std::sync::atomic::Ordering::SeqCst) {
-            return;
-        }
-        let mut pending = self.announce.lock().unwrap_or_else(PoisonError::into_inner);
-        pending.0.push(payload(self.store.table(), key));
-        if pending.1 {
-            return;
-        }
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            pending.0.clear();
-            return;
-        };
-        pending.1 = true;
-        drop(pending);
-        let (db, limit, announce) = (
-            self.store.connection().clone(),
-            self.limit,
-            Arc::clone(&self.announce),
-        );
-        rt.spawn(announce_all(db, limit, announce));
+        self.queue(&self.announce, CHANGES, key);
     }
 
+    /// Queues the ring: `pg_notify` on [`CHANNEL`] on the pool, the rings that arrive while one
+    /// statement is out going together in the next (at most [`ANNOUNCE_BATCH`] per statement),
+    /// so the releases of a batch ring in one statement, not one each.
     fn ring(&self, key: &LeaseKey) {
-        super::spawn(self.ring_now(key));
+        self.queue(&self.rings, CHANNEL, key);
     }
 
     fn ring_now(&self, key: &LeaseKey) -> futures::future::BoxFuture<'static, ()> {
@@ -163,13 +176,14 @@ impl Doorbell for PgDoorbell {
     }
 }
 
-/// The most grants announced by one statement.
+/// The most grants announced, or rings sent, by one statement.
 pub const ANNOUNCE_BATCH: usize = 1_000;
 
-/// Sends the pending announcements, a batch per statement, until none is left.
-async fn announce_all(
+/// Sends the pending notifications of `channel`, a batch per statement, until none is left.
+async fn notify_all(
     db: sea_orm::DatabaseConnection,
     limit: Duration,
+    channel: &'static str,
     announce: Arc<Mutex<(Vec<String>, bool)>>,
 ) {
     loop {
@@ -188,12 +202,12 @@ async fn announce_all(
         let stmt = Statement::from_sql_and_values(
             DbBackend::Postgres,
             "SELECT pg_notify($1, p) FROM json_array_elements_text($2::json) AS p",
-            [CHANGES.into(), json.into()],
+            [channel.into(), json.into()],
         );
         match tokio::time::timeout(limit, db.execute_raw(stmt)).await {
             Ok(Ok(_)) => {}
-            Ok(Err(e)) => log::debug!("announcing {} grants failed: {e}", batch.len()),
-            Err(_) => log::debug!("announcing {} grants timed out", batch.len()),
+            Ok(Err(e)) => log::debug!("{} notifications on {channel} failed: {e}", batch.len()),
+            Err(_) => log::debug!("{} notifications on {channel} timed out", batch.len()),
         }
     }
 }

@@ -5,7 +5,8 @@
 //! (named by its process id and a random suffix), and a ring is one datagram — the key — sent
 //! without blocking to every socket in that directory. A socket whose process died answers
 //! `ECONNREFUSED` and its file is removed by the ringer; a full receive queue drops the datagram
-//! (that waiter polls).
+//! (that waiter polls). Rings queued while a send is out go together, separated by NUL, in as
+//! few datagrams as fit in [`MAX_DATAGRAM`] bytes.
 //!
 //! Why not an `flock` per key (the kernel drops it when the holder dies) or inotify on a bell
 //! file: a blocked `flock` takes a thread per waited key and cannot be cancelled or bounded, and
@@ -34,8 +35,11 @@ use crate::SeaOrmStore;
 
 /// The longest path a Unix socket address holds (`sun_path` is 108 bytes with the NUL).
 const MAX_SOCKET_PATH: usize = 107;
-/// The largest ring read (a payload is at most a table name, a namespace and a name).
-const MAX_DATAGRAM: usize = 4096;
+/// The largest datagram sent or read: the rings queued together, separated by NUL (which no
+/// table name, namespace or name contains), up to this many bytes.
+const MAX_DATAGRAM: usize = 60 * 1024;
+/// Between two rings in one datagram.
+const SEPARATOR: char = '\0';
 
 /// The first byte of a grant's announcement (a ring's datagram is the bare payload, which
 /// starts with a digit).
@@ -49,6 +53,8 @@ pub struct SqliteDoorbell {
     observers: Subscribers,
     /// Our socket's path once bound (removed at stop).
     bound: Arc<Mutex<Option<PathBuf>>>,
+    /// Rings and grant announcements to send, and whether a sender is running.
+    pending: Arc<Mutex<(Vec<String>, bool)>>,
     listening: Mutex<bool>,
     stop: Arc<Notify>,
 }
@@ -91,6 +97,7 @@ impl SqliteDoorbell {
             subscribers: Subscribers::default(),
             observers: Subscribers::default(),
             bound: Arc::default(),
+            pending: Arc::default(),
             listening: Mutex::new(false),
             stop: Arc::new(Notify::new()),
         })
@@ -100,6 +107,27 @@ impl SqliteDoorbell {
     #[must_use]
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Queues one ring (or announcement) for every service of the file. One blocking job at a
+    /// time sends what is queued, packed into as few datagrams as fit, so a batch of releases
+    /// rings in a few datagrams instead of one per key (and per socket's queue slot: Linux
+    /// queues only `net.unix.max_dgram_qlen`, 10 by default, before it drops).
+    fn queue(&self, ring: String) {
+        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        pending.0.push(ring);
+        if pending.1 {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            // No runtime (an actor stopped while its runtime is dropped): a missed ring.
+            pending.0.clear();
+            return;
+        };
+        pending.1 = true;
+        drop(pending);
+        let (dir, pending) = (self.dir.clone(), Arc::clone(&self.pending));
+        drop(rt.spawn_blocking(move || send_pending(&dir, &pending)));
     }
 
     fn listen(&self) {
@@ -132,21 +160,11 @@ impl Doorbell for SqliteDoorbell {
     }
 
     fn held(&self, key: &LeaseKey) {
-        let (dir, ring) = (
-            self.dir.clone(),
-            format!("{GRANTED}{}", payload(&self.table, key)),
-        );
-        drop(super::spawn_blocking(move || {
-            send_to_all(&dir, ring.as_bytes())
-        }));
+        self.queue(format!("{GRANTED}{}", payload(&self.table, key)));
     }
 
     fn ring(&self, key: &LeaseKey) {
-        let (dir, ring) = (self.dir.clone(), payload(&self.table, key));
-        // A directory listing and one non-blocking send per service: quick, but file IO.
-        drop(super::spawn_blocking(move || {
-            send_to_all(&dir, ring.as_bytes())
-        }));
+        self.queue(payload(&self.table, key));
     }
 
     fn ring_now(&self, key: &LeaseKey) -> futures::future::BoxFuture<'static, ()> {
@@ -184,8 +202,35 @@ fn unbind(bound: &Mutex<Option<PathBuf>>) {
     }
 }
 
-/// Sends `ring` to every socket in `dir`, without blocking; removes the sockets of dead
-/// services.
+/// Sends what `pending` holds until it is empty, packed into datagrams of at most
+/// [`MAX_DATAGRAM`] bytes.
+fn send_pending(dir: &Path, pending: &Mutex<(Vec<String>, bool)>) {
+    loop {
+        let rings = {
+            let mut pending = pending.lock().unwrap_or_else(PoisonError::into_inner);
+            if pending.0.is_empty() {
+                pending.1 = false;
+                return;
+            }
+            std::mem::take(&mut pending.0)
+        };
+        let mut datagram = String::new();
+        for ring in rings {
+            if !datagram.is_empty() && datagram.len() + 1 + ring.len() > MAX_DATAGRAM {
+                send_to_all(dir, datagram.as_bytes());
+                datagram.clear();
+            }
+            if !datagram.is_empty() {
+                datagram.push(SEPARATOR);
+            }
+            datagram.push_str(&ring);
+        }
+        send_to_all(dir, datagram.as_bytes());
+    }
+}
+
+/// Sends `ring` to every socket in `dir` without blocking (a full queue is tried again for at
+/// most [`FULL_RETRIES`] ms); removes the sockets of dead services.
 fn send_to_all(dir: &Path, ring: &[u8]) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return; // nobody has waited yet
@@ -202,16 +247,27 @@ fn send_to_all(dir: &Path, ring: &[u8]) {
     }
     for entry in entries.flatten() {
         let path = entry.path();
-        match socket.send_to(ring, &path) {
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
-                // Nobody is bound there any more: a service that died without unbinding.
-                let _ = std::fs::remove_file(&path);
+        for tries_left in (0..FULL_RETRIES).rev() {
+            match socket.send_to(ring, &path) {
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    // Nobody is bound there any more: a service that died without unbinding.
+                    let _ = std::fs::remove_file(&path);
+                }
+                // A full queue: the receiver is reading (or stopped); a moment, a few times.
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && tries_left > 0 => {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                    continue;
+                }
+                Err(e) => log::trace!("doorbell: ring to {} not sent: {e}", path.display()),
             }
-            Err(e) => log::trace!("doorbell: ring to {} not sent: {e}", path.display()),
+            break;
         }
     }
 }
+
+/// How many times a ring to a full socket queue is sent, 1 ms apart, before it is dropped.
+const FULL_RETRIES: u32 = 20;
 
 /// Binds and receives, rebinding with a bounded back-off when the socket fails.
 /// `subscribers` are the lock waiters' and the observers'.
@@ -235,7 +291,10 @@ async fn receive_forever(
                     // No bound needed: it waits for a ring, and the task ends at stop.
                     match socket.recv(&mut buf).await {
                         Ok(n) => {
-                            if let Ok(ring) = std::str::from_utf8(&buf[..n]) {
+                            let Ok(rings) = std::str::from_utf8(&buf[..n]) else {
+                                continue;
+                            };
+                            for ring in rings.split(SEPARATOR) {
                                 if let Some(granted) = ring.strip_prefix(GRANTED) {
                                     observers.wake(granted);
                                 } else {

@@ -5,7 +5,8 @@
 //! service's namespace, kept by the service's engine like any lease task. It lives in the
 //! service's namespace (not a global one) so that services in different namespaces (apps, or
 //! tests sharing one database) never see each other's hosts. A group name contains no `/`, so
-//! the prefix `leasehold.members/g/` names exactly the members of `g`.
+//! the prefix `leasehold.members/g/` names exactly the members of `g`, and `leasehold.members/g`
+//! (never a lease) is the group's doorbell key.
 
 use std::collections::BTreeSet;
 
@@ -19,6 +20,9 @@ pub(crate) const MEMBERS_PREFIX: &str = "leasehold.members/";
 pub(crate) struct Membership {
     /// This host's membership lease.
     pub(crate) key: LeaseKey,
+    /// The group's bell, `leasehold.members/g` (no tenure): every member watches it and rings
+    /// it when its membership is granted and when it has given names up.
+    pub(crate) bell: LeaseKey,
     /// The name prefix shared by every member's lease.
     pub(crate) prefix: String,
     /// This host.
@@ -48,7 +52,9 @@ impl Membership {
         }
         let prefix = format!("{MEMBERS_PREFIX}{group}/");
         let name = LeaseName::new(format!("{prefix}{holder}"))?;
+        let bell = LeaseName::new(format!("{MEMBERS_PREFIX}{group}"))?;
         Ok(Self {
+            bell: LeaseKey::new(namespace.clone(), bell),
             key: LeaseKey::new(namespace, name),
             prefix,
             holder,
@@ -86,5 +92,10 @@ mod tests {
         let m = Membership::new(ns, "jobs", me).expect("valid");
         assert_eq!(m.key.name.as_str(), "leasehold.members/jobs/h1");
         assert_eq!(m.prefix, "leasehold.members/jobs/");
+        assert_eq!(m.bell.name.as_str(), "leasehold.members/jobs");
+        assert!(
+            !m.bell.name.as_str().starts_with(&m.prefix),
+            "the bell is no member"
+        );
     }
 }

@@ -7,21 +7,29 @@
 //! engine still decides who holds a name, so there is never more than one holder.
 //!
 //! When the live set changes, only the names whose owner changed move. A holder that is no
-//! longer assigned a name releases it at its next refresh: the new owner is in the ring only
+//! longer assigned a name releases it at its next round: the new owner is in the ring only
 //! because its membership lease is live, so the name is given up to a host seen alive, and the
-//! hand-over takes about one refresh interval instead of a full term.
+//! hand-over takes no more than one refresh interval instead of a full term.
+//!
+//! The group's bell (`leasehold.members/g`, on the service's doorbell) makes it take less: a
+//! host rings it once its membership is granted and once the releases of the names a round gave
+//! up have all settled, and every member that hears it runs a round at once and wakes its names waiting to
+//! apply. The ring carries nothing: the round reads the members as always, so a missed ring (no
+//! doorbell, a dropped connection) only costs the refresh interval, as without it.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use actix::Addr;
 use futures::future::join_all;
-use leasehold_core::{HolderId, LeaseConfig, LeaseKey, LeaseName, Namespace};
+use leasehold_core::{HolderId, LeaseConfig, LeaseKey, LeaseName, Namespace, Notification};
 use leasehold_engine::{
-    Belief, LeaseEngine, ListLive, Owner, Registry, SetCompeting, StartTask, StopTask,
+    Belief, Broadcast, LeaseEngine, ListLive, Owner, Registry, SetCompeting, StartTask, StopTask,
+    WakeTasks, WatchBroadcasts,
 };
-use tokio::sync::{Notify, broadcast};
+use tokio::sync::{Notify, broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 
 mod membership;
@@ -60,6 +68,13 @@ struct Coordinator {
     source: Mutex<NameSource>,
     view: Mutex<LastSeen>,
     poke: Arc<Notify>,
+    /// The rings of the group's bell (`None` without a doorbell), taken by `run`.
+    rings: Mutex<Option<mpsc::Receiver<()>>>,
+    /// Told when the releases of the names the last round gave up have all settled here: `run`
+    /// rings the bell (once for them all), so that their new owners apply at once.
+    given_up: Arc<Notify>,
+    /// How many of those releases have not settled yet.
+    releasing: Arc<AtomicUsize>,
     /// One round at a time.
     round: tokio::sync::Mutex<()>,
     stop: CancellationToken,
@@ -108,12 +123,56 @@ impl Coordinator {
             let n = name.as_str().to_owned();
             options = options.on_lost(move |reason| f(&n, reason));
         }
-        task::listener(
+        let inner = task::listener(
             self.holder().clone(),
             Arc::clone(belief),
             &options,
             self.events.clone(),
-        )
+        );
+        let (given_up, releasing) = (Arc::clone(&self.given_up), Arc::clone(&self.releasing));
+        Arc::new(move |key, n| {
+            if matches!(n, Notification::Released { .. })
+                && releasing.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
+                    left.checked_sub(1)
+                }) == Ok(1)
+            {
+                given_up.notify_one();
+            }
+            inner(key, n);
+        })
+    }
+
+    /// Rings the group's bell: every member runs a round now (best effort).
+    async fn ring_bell(&self) {
+        let key = self.membership.bell.clone();
+        if self.engine.send(Broadcast { key }).await.is_err() {
+            log::debug!(
+                "{}: the group's bell was not rung (shut down)",
+                self.holder()
+            );
+        }
+    }
+
+    /// Tells the names this host competes for and does not hold to apply now (their holder may
+    /// have let them go: the bell rang).
+    async fn wake_waiting(&self) -> Result<()> {
+        let keys: Vec<LeaseKey> = {
+            let view = self.view();
+            view.tasks
+                .iter()
+                .filter(|(n, t)| view.competing.get(*n) == Some(&true) && !t.has_lease())
+                .map(|(_, t)| t.key.clone())
+                .collect()
+        };
+        if !keys.is_empty() {
+            self.engine
+                .send(WakeTasks {
+                    owner: self.owner(),
+                    keys,
+                })
+                .await?;
+        }
+        Ok(())
     }
 
     /// One round: read the live members, build the ring, start new names, stop removed ones,
@@ -141,6 +200,16 @@ impl Coordinator {
             stop: removed,
         } = plan::plan(self.holder().as_str(), self_live, &hosts, &names, &running);
 
+        // The releases this round sends: the bell rings once they have all settled.
+        let releasing = {
+            let view = self.view();
+            let held = |n: &LeaseName| view.tasks.get(n).is_some_and(LeaseTask::has_lease);
+            changes.iter().filter(|(n, c)| !*c && held(n)).count()
+                + removed.iter().filter(|n| held(n)).count()
+        };
+        if releasing > 0 {
+            self.releasing.store(releasing, Ordering::SeqCst);
+        }
         // Give up first, so a name moving away is released as early as possible.
         if !changes.is_empty() {
             let keyed = changes
@@ -224,21 +293,54 @@ impl Coordinator {
         Ok(())
     }
 
-    /// The coordinator: a round now, then at every refresh or poke, until stopped.
+    /// The coordinator: a round now, then at every refresh, poke or ring of the group's bell
+    /// (after which the names waiting to apply are woken), until stopped. Releases settled here
+    /// ring the bell.
     async fn run(self: Arc<Self>) {
         let _finished = self.finished.clone().drop_guard();
+        let mut rings = self
+            .rings
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let mut rang = false;
         loop {
             if let Err(e) = self.reconcile().await {
                 // The leases themselves keep it safe; try again next round.
                 log::warn!("{}: sharding refresh failed: {e}", self.holder());
             }
-            tokio::select! {
-                () = self.stop.cancelled() => break,
-                () = self.poke.notified() => {}
-                () = tokio::time::sleep(self.refresh) => {}
+            if std::mem::take(&mut rang)
+                && let Err(e) = self.wake_waiting().await
+            {
+                log::debug!("{}: waking the waiting names failed: {e}", self.holder());
+            }
+            let refresh = tokio::time::sleep(self.refresh);
+            tokio::pin!(refresh);
+            loop {
+                tokio::select! {
+                    () = self.stop.cancelled() => return,
+                    () = self.poke.notified() => break,
+                    () = &mut refresh => break,
+                    () = next_ring(&mut rings) => {
+                        rang = true;
+                        break;
+                    }
+                    () = self.given_up.notified() => self.ring_bell().await,
+                }
             }
         }
     }
+}
+
+/// The next ring of the group's bell; never, once the doorbell has gone (or without one).
+async fn next_ring(rings: &mut Option<mpsc::Receiver<()>>) {
+    if let Some(rx) = rings {
+        if rx.recv().await.is_some() {
+            return;
+        }
+        *rings = None;
+    }
+    std::future::pending::<()>().await;
 }
 
 /// A handle on the sharded lease tasks of one host, returned by
@@ -344,9 +446,10 @@ impl ShardedTasks {
         &self.shared.membership.key
     }
 
-    /// Leaves the ring gracefully: stops refreshing, releases the membership lease first (so
-    /// the others re-spread at their next refresh), then stops every name, releasing what is
-    /// held. Returns how many names were held. The service keeps running.
+    /// Leaves the ring gracefully: stops refreshing, releases the membership lease first, then
+    /// stops every name, releasing what is held, and rings the group's bell so the others take
+    /// the names over at once (at their next refresh if the ring is missed). Returns how many
+    /// names were held. The service keeps running.
     ///
     /// # Errors
     /// [`Error::ShutDown`](crate::Error::ShutDown) if the service is shut down.
@@ -377,6 +480,8 @@ impl ShardedTasks {
         let held = self.held().len();
         shared.stop_names(names).await?;
         shared.view().members.clear();
+        // Membership and names released: the others take them over now, not at their refresh.
+        shared.ring_bell().await;
         Ok(held)
     }
 }
@@ -429,6 +534,12 @@ impl LeaseService {
             self.holder().clone(),
         )?;
         let poke = Arc::new(Notify::new());
+        // Watching before the membership starts, so no ring after its grant is missed.
+        let rings = engine
+            .send(WatchBroadcasts {
+                key: membership.bell.clone(),
+            })
+            .await?;
         let shared = Arc::new(Coordinator {
             group: Arc::from(options.group.as_str()),
             service_token: self.service_token(),
@@ -443,12 +554,23 @@ impl LeaseService {
             source: Mutex::new(names.into()),
             view: Mutex::new(LastSeen::default()),
             poke: Arc::clone(&poke),
+            rings: Mutex::new(rings),
+            given_up: Arc::new(Notify::new()),
+            releasing: Arc::default(),
             round: tokio::sync::Mutex::new(()),
             stop: CancellationToken::new(),
             finished: CancellationToken::new(),
         });
-        // Any change of this host's own membership refreshes the view at once.
-        let listener: leasehold_engine::Listener = Arc::new(move |_, _| poke.notify_one());
+        // Any change of this host's own membership refreshes the view at once; its grant
+        // (committed when it is notified) rings the group's bell, so the members spread the
+        // names over it now.
+        let (bell_engine, bell) = (engine.clone(), shared.membership.bell.clone());
+        let listener: leasehold_engine::Listener = Arc::new(move |_, n| {
+            if matches!(n, Notification::Acquired { .. }) {
+                bell_engine.do_send(Broadcast { key: bell.clone() });
+            }
+            poke.notify_one();
+        });
         engine
             .send(StartTask {
                 owner: Owner::Membership(Arc::clone(&shared.group)),

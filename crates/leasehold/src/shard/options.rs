@@ -207,8 +207,9 @@ impl ShardOptions {
     }
 
     /// How often the live members are read (default: a third of the term). A host that died
-    /// is dropped from the ring within term + refresh; a host that joined or left gracefully,
-    /// within about one refresh.
+    /// is dropped from the ring within term + refresh. A host that joined or left gracefully
+    /// rings the group's bell on the service's doorbell, and the members spread the names over
+    /// it at once; without a doorbell (or if the ring is missed) within one refresh.
     ///
     /// # Examples
     /// ```

@@ -345,3 +345,34 @@ fn a_release_announcement_wakes_a_waiting_task_at_once() {
     // While an attempt is in flight, another announcement changes nothing.
     assert_eq!(m.handle(t0 + ms(11), Event::Wake), []);
 }
+
+#[test]
+fn an_announcement_during_an_attempt_retries_its_refusal_at_once() {
+    let (mut m, t0) = machine();
+    m.handle(t0, Event::Start);
+    // The release is announced while the attempt is out: the attempt may have read the row
+    // before it, so its refusal is tried again at once, not after the retry interval.
+    assert_eq!(m.handle(t0 + ms(1), Event::Wake), []);
+    let cmds = m.handle(t0 + ms(5), acquired(1, held_by("other", 3)));
+    assert_eq!(
+        cmds,
+        [
+            Command::Notify(Notification::HolderChanged {
+                holder: Some(HolderId::new("other").expect("holder")),
+                token: FencingToken(3),
+            }),
+            Command::TryAcquire {
+                req: RequestId(2),
+                term: term()
+            },
+            Command::WakeAt(t0 + ms(5) + TIMEOUT)
+        ]
+    );
+    // Once: a second refusal without an announcement waits the retry interval.
+    let cmds = m.handle(t0 + ms(9), acquired(2, held_by("other", 3)));
+    assert!(
+        matches!(cmds[..], [Command::WakeAt(retry)] if retry > t0 + ms(9) && retry <= t0 + ms(9) + RETRY),
+        "{cmds:?}"
+    );
+    assert_eq!(m.state(), State::Applying);
+}
