@@ -263,9 +263,79 @@ pub(crate) fn next_backoff(d: Duration) -> Duration {
     (d * 2).clamp(BACKOFF_MIN, BACKOFF_MAX)
 }
 
+/// Rings (or announcements) queued while one sender is out: the first push onto an empty
+/// outbox starts the sender, which takes batches until none is left, so the rings that arrive
+/// meanwhile go out together and a lone ring waits for nothing.
+#[derive(Debug, Default)]
+pub(crate) struct Outbox(Mutex<(Vec<String>, bool)>);
+
+impl Outbox {
+    /// Queues `item`; `true` when the caller must start the sender (none is out).
+    pub(crate) fn push(&self, item: String) -> bool {
+        let mut queued = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        queued.0.push(item);
+        !std::mem::replace(&mut queued.1, true)
+    }
+
+    /// The caller told to start the sender could not (no runtime): what is queued is a missed
+    /// ring, and the next push starts a sender again.
+    pub(crate) fn abandon(&self) {
+        let mut queued = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        queued.0.clear();
+        queued.1 = false;
+    }
+
+    /// The sender's next batch, at most `max` items; `None` ends the sender (nothing is left,
+    /// and the next push starts another).
+    pub(crate) fn next_batch(&self, max: usize) -> Option<Vec<String>> {
+        let mut queued = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if queued.0.is_empty() {
+            queued.1 = false;
+            return None;
+        }
+        let n = queued.0.len().min(max);
+        Some(queued.0.drain(..n).collect())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_outbox_starts_one_sender_and_batches_what_arrives_meanwhile() {
+        let outbox = Outbox::default();
+        assert!(
+            outbox.push("a".to_owned()),
+            "the first push starts the sender"
+        );
+        assert!(!outbox.push("b".to_owned()), "one sender at a time");
+        assert!(!outbox.push("c".to_owned()));
+        assert_eq!(
+            outbox.next_batch(2),
+            Some(vec!["a".to_owned(), "b".to_owned()])
+        );
+        assert!(!outbox.push("d".to_owned()), "still sending");
+        assert_eq!(
+            outbox.next_batch(10),
+            Some(vec!["c".to_owned(), "d".to_owned()])
+        );
+        assert_eq!(outbox.next_batch(10), None, "empty: the sender ends");
+        assert!(
+            outbox.push("e".to_owned()),
+            "and the next push starts another"
+        );
+        outbox.abandon();
+        assert!(
+            outbox.push("f".to_owned()),
+            "an abandoned start is started again"
+        );
+        assert_eq!(
+            outbox.next_batch(10),
+            Some(vec!["f".to_owned()]),
+            "abandoned rings dropped"
+        );
+    }
 
     #[test]
     fn a_payload_names_exactly_its_key() {

@@ -40,9 +40,9 @@ pub struct PgDoorbell {
     subscribers: Subscribers,
     observers: Subscribers,
     /// Grants to announce on [`CHANGES`] (payloads), and whether a sender is running.
-    announce: Arc<Mutex<(Vec<String>, bool)>>,
+    announce: Arc<super::Outbox>,
     /// Rings to send on [`CHANNEL`], likewise.
-    rings: Arc<Mutex<(Vec<String>, bool)>>,
+    rings: Arc<super::Outbox>,
     listening: Mutex<bool>,
     stop: Arc<Notify>,
     stopped: Arc<std::sync::atomic::AtomicBool>,
@@ -74,26 +74,16 @@ impl PgDoorbell {
     }
 
     /// Queues `key` for `channel` in `pending`, starting its sender unless one is running.
-    fn queue(
-        &self,
-        pending: &Arc<Mutex<(Vec<String>, bool)>>,
-        channel: &'static str,
-        key: &LeaseKey,
-    ) {
-        if self.stopped.load(std::sync::atomic::Ordering::SeqCst) {
-            return;
-        }
-        let mut queued = pending.lock().unwrap_or_else(PoisonError::into_inner);
-        queued.0.push(payload(self.store.table(), key));
-        if queued.1 {
+    fn queue(&self, pending: &Arc<super::Outbox>, channel: &'static str, key: &LeaseKey) {
+        if self.stopped.load(std::sync::atomic::Ordering::SeqCst)
+            || !pending.push(payload(self.store.table(), key))
+        {
             return;
         }
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            queued.0.clear();
+            pending.abandon();
             return;
         };
-        queued.1 = true;
-        drop(queued);
         let (db, limit) = (self.store.connection().clone(), self.limit);
         rt.spawn(notify_all(db, limit, channel, Arc::clone(pending)));
     }
@@ -184,18 +174,9 @@ async fn notify_all(
     db: sea_orm::DatabaseConnection,
     limit: Duration,
     channel: &'static str,
-    announce: Arc<Mutex<(Vec<String>, bool)>>,
+    outbox: Arc<super::Outbox>,
 ) {
-    loop {
-        let batch: Vec<String> = {
-            let mut pending = announce.lock().unwrap_or_else(PoisonError::into_inner);
-            if pending.0.is_empty() {
-                pending.1 = false;
-                return;
-            }
-            let n = pending.0.len().min(ANNOUNCE_BATCH);
-            pending.0.drain(..n).collect()
-        };
+    while let Some(batch) = outbox.next_batch(ANNOUNCE_BATCH) {
         let Ok(json) = serde_json::to_string(&batch) else {
             continue;
         };

@@ -54,7 +54,7 @@ pub struct SqliteDoorbell {
     /// Our socket's path once bound (removed at stop).
     bound: Arc<Mutex<Option<PathBuf>>>,
     /// Rings and grant announcements to send, and whether a sender is running.
-    pending: Arc<Mutex<(Vec<String>, bool)>>,
+    pending: Arc<super::Outbox>,
     listening: Mutex<bool>,
     stop: Arc<Notify>,
 }
@@ -114,18 +114,14 @@ impl SqliteDoorbell {
     /// rings in a few datagrams instead of one per key (and per socket's queue slot: Linux
     /// queues only `net.unix.max_dgram_qlen`, 10 by default, before it drops).
     fn queue(&self, ring: String) {
-        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
-        pending.0.push(ring);
-        if pending.1 {
+        if !self.pending.push(ring) {
             return;
         }
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             // No runtime (an actor stopped while its runtime is dropped): a missed ring.
-            pending.0.clear();
+            self.pending.abandon();
             return;
         };
-        pending.1 = true;
-        drop(pending);
         let (dir, pending) = (self.dir.clone(), Arc::clone(&self.pending));
         drop(rt.spawn_blocking(move || send_pending(&dir, &pending)));
     }
@@ -204,16 +200,8 @@ fn unbind(bound: &Mutex<Option<PathBuf>>) {
 
 /// Sends what `pending` holds until it is empty, packed into datagrams of at most
 /// [`MAX_DATAGRAM`] bytes.
-fn send_pending(dir: &Path, pending: &Mutex<(Vec<String>, bool)>) {
-    loop {
-        let rings = {
-            let mut pending = pending.lock().unwrap_or_else(PoisonError::into_inner);
-            if pending.0.is_empty() {
-                pending.1 = false;
-                return;
-            }
-            std::mem::take(&mut pending.0)
-        };
+fn send_pending(dir: &Path, pending: &super::Outbox) {
+    while let Some(rings) = pending.next_batch(usize::MAX) {
         let mut datagram = String::new();
         for ring in rings {
             if !datagram.is_empty() && datagram.len() + 1 + ring.len() > MAX_DATAGRAM {
