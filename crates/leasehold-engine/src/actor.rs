@@ -409,7 +409,8 @@ impl LeaseActor {
                     // Bounded like any store call: a batch that answers late is not waited for.
                     let (granter, limit) = (Arc::clone(granter), self.limit());
                     let fut = async move {
-                        crate::coalescer::ask(&granter, (holder, term, value), key, limit).await
+                        crate::coalescer::ask(&granter, (holder, term, value), key, now, limit)
+                            .await
                     };
                     ctx.spawn(actix::fut::wrap_future(fut).map(
                         move |result, act: &mut Self, ctx| {
@@ -487,7 +488,8 @@ impl LeaseActor {
                             key: key.clone(),
                             token,
                         };
-                        let outcome = crate::coalescer::ask(&releaser, holder, item, limit).await;
+                        let outcome =
+                            crate::coalescer::ask(&releaser, holder, item, now, limit).await;
                         if let Some(bell) = bell {
                             bell.ring(&key);
                         }

@@ -2,13 +2,14 @@
 //! holder.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use actix::prelude::*;
 use leasehold_core::{HolderId, RenewOutcome, StoreFailure, Term};
 use leasehold_storage::{BatchRenewal, LeaseStore, RenewItem};
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 
 /// The default minimum coalescing window of [`RenewBatcher`]: 10 ms.
 pub const DEFAULT_BATCH_WINDOW: Duration = Duration::from_millis(10);
@@ -23,6 +24,66 @@ pub const DEFAULT_BATCH_WINDOW: Duration = Duration::from_millis(10);
 /// the default config a renewal that waited still goes out two thirds of a term before the
 /// deadline.
 pub const TERM_WINDOW_DIVISOR: u32 = 30;
+
+/// A renewal statement out longer than `term / LATE_DIVISOR` (or one that failed) means the
+/// renewals are behind: the grant coalescer sends no new grants until they catch up (see
+/// [`RenewPressure`]). With the default config a renewal is sent two thirds of a term before its
+/// deadline, so a tenth of a term is far from a loss and far above a healthy statement.
+pub const LATE_DIVISOR: u32 = 10;
+
+/// How the renewals of one [`RenewBatcher`] are doing, read by the grant coalescer
+/// ([`crate::Coalescer::with_renew_pressure`]): **renewals come first**. A grant costs a renewal
+/// every renew interval from then on; when the statements renewing the tenures already held are
+/// late (out longer than `term / `[`LATE_DIVISOR`], or failed), starting more grants would only
+/// make them later, until held leases pass their local deadlines and their re-grants add to the
+/// queue (a burst too large for the machine collapsing instead of slowing down). So grants wait
+/// while [`RenewPressure::behind`] is true; held tenures keep renewing.
+#[derive(Debug, Default)]
+pub struct RenewPressure {
+    inner: Mutex<Pressure>,
+}
+
+#[derive(Debug, Default)]
+struct Pressure {
+    next: u64,
+    /// Statements out: when each becomes late.
+    out: HashMap<u64, (Instant, Duration)>,
+    /// Grants wait until then after a statement answered late or failed (one late mark's
+    /// span: a service whose last lease was lost that way must not wait for ever).
+    wait_until: Option<Instant>,
+}
+
+impl RenewPressure {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pressure> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A statement was sent; it is late from `late_at`.
+    fn sent(&self, at: Instant, late_after: Duration) -> u64 {
+        let mut p = self.lock();
+        p.next += 1;
+        let id = p.next;
+        p.out.insert(id, (at + late_after, late_after));
+        id
+    }
+
+    /// Statement `id` was answered at `at` (`ok`: renewed or lost, not failed).
+    fn answered(&self, id: u64, at: Instant, ok: bool) {
+        let mut p = self.lock();
+        if let Some((late_at, late_after)) = p.out.remove(&id) {
+            p.wait_until = (!ok || at > late_at).then_some(at + late_after);
+        }
+    }
+
+    /// Whether renewals are behind at `now`: a statement out past its late mark, or the last
+    /// one answered late or failed less than a late mark's span ago (and none in time since).
+    #[must_use]
+    pub fn behind(&self, now: Instant) -> bool {
+        let p = self.lock();
+        p.wait_until.is_some_and(|until| now < until)
+            || p.out.values().any(|&(late, _)| now > late)
+    }
+}
 
 /// The answer to one [`QueueRenew`].
 pub type RenewReply = Result<RenewOutcome, StoreFailure>;
@@ -64,6 +125,7 @@ pub struct RenewBatcher {
     window: Duration,
     queued: HashMap<(HolderId, Term), Waiting>,
     flush_scheduled: bool,
+    pressure: Arc<RenewPressure>,
 }
 
 impl std::fmt::Debug for RenewBatcher {
@@ -84,7 +146,15 @@ impl RenewBatcher {
             window,
             queued: HashMap::new(),
             flush_scheduled: false,
+            pressure: Arc::default(),
         }
+    }
+
+    /// How this batcher's renewals are doing: give it to the grant coalescer so that grants
+    /// wait while renewals are behind ([`RenewPressure`]).
+    #[must_use]
+    pub fn pressure(&self) -> Arc<RenewPressure> {
+        Arc::clone(&self.pressure)
     }
 
     fn flush(&mut self) {
@@ -99,17 +169,29 @@ impl RenewBatcher {
             // renewal in flight at the same instant).
             let (items, replies): (Vec<RenewItem>, Vec<_>) = waiting.into_iter().unzip();
             let count = items.len();
+            let clock = leasehold_core::MonotonicClock;
+            let started = leasehold_core::Clock::now(&clock);
+            let late_after = term.duration() / LATE_DIVISOR;
+            let pressure = Arc::clone(&self.pressure);
+            let id = pressure.sent(started, late_after);
             tokio::spawn(async move {
                 log::trace!("renew_batch: {count} leases of {holder}");
-                let clock = leasehold_core::MonotonicClock;
-                let started = leasehold_core::Clock::now(&clock);
                 let h = holder.clone();
                 let answer = crate::detached::detached("renew_many", limit, async move {
                     store.renew_batch(&h, &items, term).await
                 })
                 .await;
-                let elapsed = leasehold_core::Clock::now(&clock) - started;
+                let answered = leasehold_core::Clock::now(&clock);
+                let elapsed = answered - started;
                 crate::metrics::renew_batch(count, elapsed, answer.is_ok());
+                pressure.answered(id, answered, answer.is_ok());
+                if answer.is_ok() && elapsed > late_after {
+                    log::warn!(
+                        "renewals are late: renewing {count} leases of {holder} took {elapsed:?} \
+                         (more than a tenth of the {:?} term); new grants wait until they catch up",
+                        term.duration()
+                    );
+                }
                 match answer {
                     Ok(outcomes) => {
                         for (i, reply) in replies.into_iter().enumerate() {

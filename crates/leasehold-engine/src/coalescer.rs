@@ -14,6 +14,19 @@
 //! *asked*, so a grant that waited only has a shorter local deadline; a release is sent after the
 //! tenure's belief ended, so a release that waits only keeps the row a moment longer; and nothing
 //! is answered before the statement committed.
+//!
+//! **Admission control** (grants only): a burst larger than the machine can serve must slow down,
+//! not collapse. Three rules keep a grant from costing more than it brings:
+//! - *Renewals come first.* While the service's renewals are behind
+//!   ([`crate::RenewPressure::behind`]), no grant statement is sent; the grants wait (and the held
+//!   tenures keep renewing).
+//! - *No statement for a caller about to give up.* A grant that has waited in the queue for more
+//!   than half its caller's patience is answered at once with a failure instead (its machine
+//!   backs off and asks again later, with a fresh deadline); first in, first out, under overload,
+//!   would otherwise send mostly grants whose callers stop waiting before the commit.
+//! - *A grant nobody takes is released.* A grant whose caller stopped waiting before the answer
+//!   came is released by its token at once; left alone it would keep the row for a whole term,
+//!   and its own task, asking again, would be refused by its own tenure all that time.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
@@ -23,13 +36,19 @@ use std::time::Duration;
 use actix::prelude::*;
 use futures::future::BoxFuture;
 use leasehold_core::{
-    AcquireOutcome, HolderId, LeaseKey, LeaseValue, ReleaseOutcome, StoreFailure, Term,
+    AcquireOutcome, Clock, HolderId, LeaseKey, LeaseValue, MonotonicClock, ReleaseOutcome,
+    StoreFailure, Term,
 };
 use leasehold_storage::{LeaseStore, RenewItem, StoreError};
 use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use crate::batcher::RenewPressure;
 
 /// How many statements of one kind a coalescer keeps in flight at once.
 pub const IN_FLIGHT: usize = 2;
+/// While renewals are behind, a grant coalescer looks again this often.
+pub const RECHECK: Duration = Duration::from_millis(20);
 /// The most requests in one batched call (the store splits larger batches itself).
 pub const PER_BATCH: usize = 1_000;
 
@@ -42,11 +61,15 @@ pub trait Kind: Unpin + 'static {
     /// Requests of one group may share a statement.
     type Group: Clone + Eq + Hash + Unpin + Send + 'static;
     /// One request.
-    type Item: Send + Unpin + 'static;
+    type Item: Clone + Send + Unpin + 'static;
     /// One request's answer.
     type Answer: Send + 'static;
     /// The name of the batched call, for logs and errors.
     const OP: &'static str;
+    /// Admission control (see the module docs): requests wait while renewals are behind, stale
+    /// ones are answered without a statement, and answers nobody took are handed to
+    /// [`Kind::unclaimed`].
+    const ADMISSION: bool = false;
     /// The store call for one request alone.
     fn one(
         store: Arc<dyn LeaseStore>,
@@ -59,6 +82,16 @@ pub trait Kind: Unpin + 'static {
         group: Self::Group,
         items: Vec<Self::Item>,
     ) -> BoxFuture<'static, Answers<Self::Answer>>;
+    /// Undoes answers whose callers had stopped waiting (with [`Kind::ADMISSION`]); `None`:
+    /// nothing to undo.
+    fn unclaimed(
+        store: Arc<dyn LeaseStore>,
+        group: Self::Group,
+        answered: Vec<(Self::Item, Self::Answer)>,
+    ) -> Option<BoxFuture<'static, ()>> {
+        let _ = (store, group, answered);
+        None
+    }
 }
 
 /// New tenures ([`LeaseStore::begin_tenure`] / [`LeaseStore::begin_tenure_many`]), grouped by
@@ -71,6 +104,7 @@ impl Kind for Grants {
     type Item = LeaseKey;
     type Answer = AcquireOutcome;
     const OP: &'static str = "begin_tenure_many";
+    const ADMISSION: bool = true;
 
     fn one(
         store: Arc<dyn LeaseStore>,
@@ -94,6 +128,36 @@ impl Kind for Grants {
                 .begin_tenure_many(&holder, &keys, term, value.as_ref())
                 .await
         })
+    }
+
+    /// Grants whose callers had stopped waiting: released by their tokens (only those tenures
+    /// end; nobody believes in them).
+    fn unclaimed(
+        store: Arc<dyn LeaseStore>,
+        (holder, _, _): (HolderId, Term, Option<LeaseValue>),
+        answered: Vec<(LeaseKey, AcquireOutcome)>,
+    ) -> Option<BoxFuture<'static, ()>> {
+        let items: Vec<RenewItem> = answered
+            .into_iter()
+            .filter_map(|(key, answer)| match answer {
+                AcquireOutcome::Acquired { token, .. } => Some(RenewItem { key, token }),
+                AcquireOutcome::HeldBy { .. } => None,
+            })
+            .collect();
+        if items.is_empty() {
+            return None;
+        }
+        Some(Box::pin(async move {
+            let n = items.len();
+            match store.release_batch(&holder, &items).await {
+                Ok(_) => log::info!(
+                    "released {n} grants of {holder} that answered after their callers stopped waiting"
+                ),
+                Err(e) => log::warn!(
+                    "releasing {n} grants of {holder} nobody waited for failed (they lapse at their term): {e}"
+                ),
+            }
+        }))
     }
 }
 
@@ -143,6 +207,10 @@ pub struct Queue<K: Kind> {
     pub group: K::Group,
     /// The request.
     pub item: K::Item,
+    /// When the caller asked.
+    pub asked: Instant,
+    /// How long the caller waits for the answer from `asked`.
+    pub patience: Duration,
     /// Where the answer goes (dropped unanswered only if the coalescer stops).
     pub reply: oneshot::Sender<Reply<K>>,
 }
@@ -159,7 +227,22 @@ impl<K: Kind> Message for Queue<K> {
     type Result = ();
 }
 
-type Waiting<K> = Vec<(<K as Kind>::Item, oneshot::Sender<Reply<K>>)>;
+/// A request waiting for its statement.
+struct Asked<K: Kind> {
+    item: K::Item,
+    asked: Instant,
+    patience: Duration,
+    reply: oneshot::Sender<Reply<K>>,
+}
+
+impl<K: Kind> Asked<K> {
+    /// Waited more than half its caller's patience: not worth a statement any more.
+    fn stale(&self, now: Instant) -> bool {
+        now.saturating_duration_since(self.asked) > self.patience / 2
+    }
+}
+
+type Waiting<K> = VecDeque<Asked<K>>;
 
 /// Coalesces requests of one [`Kind`], see the module docs.
 ///
@@ -176,13 +259,17 @@ pub struct Coalescer<K: Kind> {
     /// Groups with requests waiting, oldest first.
     order: VecDeque<K::Group>,
     in_flight: usize,
+    /// How the service's renewals are doing (grants wait while they are behind).
+    pressure: Option<Arc<RenewPressure>>,
+    /// A look after [`RECHECK`] is scheduled.
+    recheck: bool,
 }
 
 impl<K: Kind> std::fmt::Debug for Coalescer<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Coalescer")
             .field("op", &K::OP)
-            .field("queued", &self.queued.values().map(Vec::len).sum::<usize>())
+            .field("queued", &self.queued.values().map(VecDeque::len).sum::<usize>())
             .field("in_flight", &self.in_flight)
             .finish_non_exhaustive()
     }
@@ -198,12 +285,61 @@ impl<K: Kind> Coalescer<K> {
             queued: HashMap::new(),
             order: VecDeque::new(),
             in_flight: 0,
+            pressure: None,
+            recheck: false,
+        }
+    }
+
+    /// Grants wait while the renewals measured by `pressure` are behind (see the module docs).
+    #[must_use]
+    pub fn with_renew_pressure(mut self, pressure: Option<Arc<RenewPressure>>) -> Self {
+        self.pressure = pressure;
+        self
+    }
+
+    /// Answers the stale requests at the front of every group (requests of a group queue in
+    /// the order they were asked), without a statement.
+    fn shed(&mut self, now: Instant) {
+        let mut shed = 0usize;
+        for waiting in self.queued.values_mut() {
+            while waiting.front().is_some_and(|a| a.reply.is_closed() || a.stale(now)) {
+                let Some(a) = waiting.pop_front() else { break };
+                if a.reply.is_closed() {
+                    continue;
+                }
+                shed += 1;
+                let waited = now.saturating_duration_since(a.asked);
+                let _ = a.reply.send(Err(StoreFailure::new(format!(
+                    "{}: not sent: waited {waited:?} of the caller's {:?} behind earlier \
+                     statements (overloaded; asked again later)",
+                    K::OP,
+                    a.patience
+                ))));
+            }
+        }
+        self.queued.retain(|_, waiting| !waiting.is_empty());
+        if shed > 0 {
+            log::debug!("{}: {shed} requests answered unsent (overloaded)", K::OP);
         }
     }
 
     /// Sends the oldest waiting group's requests (up to [`PER_BATCH`]) while fewer than
-    /// [`IN_FLIGHT`] statements are out.
+    /// [`IN_FLIGHT`] statements are out (and, with admission control, while renewals keep up).
     fn flush(&mut self, ctx: &mut Context<Self>) {
+        if K::ADMISSION {
+            let now = MonotonicClock.now();
+            self.shed(now);
+            if self.pressure.as_ref().is_some_and(|p| p.behind(now)) {
+                if !self.recheck && !self.queued.is_empty() {
+                    self.recheck = true;
+                    ctx.run_later(RECHECK, |act, ctx| {
+                        act.recheck = false;
+                        act.flush(ctx);
+                    });
+                }
+                return;
+            }
+        }
         while self.in_flight < IN_FLIGHT {
             let Some(group) = self.order.pop_front() else {
                 return;
@@ -212,7 +348,7 @@ impl<K: Kind> Coalescer<K> {
                 continue;
             };
             // Callers that stopped waiting (their machine gave up) are not asked for.
-            waiting.retain(|(_, reply)| !reply.is_closed());
+            waiting.retain(|a| !a.reply.is_closed());
             let n = waiting.len().min(PER_BATCH);
             let batch: Vec<_> = waiting.drain(..n).collect();
             if waiting.is_empty() {
@@ -223,26 +359,33 @@ impl<K: Kind> Coalescer<K> {
             if batch.is_empty() {
                 continue;
             }
-            let (mut items, replies): (Vec<K::Item>, Vec<_>) = batch.into_iter().unzip();
+            let (mut items, replies): (Vec<K::Item>, Vec<_>) =
+                batch.into_iter().map(|a| (a.item, a.reply)).unzip();
+            // Kept to undo what nobody takes (with admission control).
+            let kept = K::ADMISSION.then(|| (items.clone(), group.clone()));
             let (store, size) = (Arc::clone(&self.store), items.len());
             // A request alone is the plain statement: no transaction.
             let call = match items.pop() {
                 Some(item) if items.is_empty() => {
-                    let one = K::one(store, group, item);
+                    let one = K::one(Arc::clone(&store), group, item);
                     Box::pin(async move { Ok(vec![one.await]) }) as BoxFuture<'static, _>
                 }
                 Some(last) => {
                     items.push(last);
-                    K::many(store, group, items)
+                    K::many(Arc::clone(&store), group, items)
                 }
                 None => continue,
             };
             self.in_flight += 1;
-            let fut = crate::detached::detached(K::OP, self.limit, call);
+            let limit = self.limit;
+            let fut = crate::detached::detached(K::OP, limit, call);
             ctx.spawn(
                 actix::fut::wrap_future(fut).map(move |result, act: &mut Self, ctx| {
                     act.in_flight -= 1;
-                    answer::<K>(result, replies, size);
+                    let unclaimed = answer::<K>(result, replies, size);
+                    if let Some((items, group)) = kept {
+                        undo::<K>(store, group, items, unclaimed, limit);
+                    }
                     act.flush(ctx);
                 }),
             );
@@ -250,19 +393,51 @@ impl<K: Kind> Coalescer<K> {
     }
 }
 
+/// Hands the answers nobody took (by index into `items`) to [`Kind::unclaimed`], as a bounded
+/// task of its own.
+fn undo<K: Kind>(
+    store: Arc<dyn LeaseStore>,
+    group: K::Group,
+    items: Vec<K::Item>,
+    unclaimed: Vec<(usize, K::Answer)>,
+    limit: Duration,
+) {
+    if unclaimed.is_empty() {
+        return;
+    }
+    let answered: Vec<_> = unclaimed
+        .into_iter()
+        .filter_map(|(i, a)| items.get(i).cloned().map(|item| (item, a)))
+        .collect();
+    if let Some(fut) = K::unclaimed(store, group, answered) {
+        tokio::spawn(async move {
+            let _ = crate::detached::detached(K::OP, limit, async move {
+                fut.await;
+                Ok(())
+            })
+            .await;
+        });
+    }
+}
+
 /// Routes a batch's answers to their callers; a failed batch fails each of them.
+/// Returns the successful answers whose callers had stopped waiting, with their indices.
 fn answer<K: Kind>(
     result: Answers<K::Answer>,
     replies: Vec<oneshot::Sender<Reply<K>>>,
     size: usize,
-) {
+) -> Vec<(usize, K::Answer)> {
+    let mut unclaimed = Vec::new();
     match result {
         Ok(answers) if answers.len() == size => {
-            for (answer, reply) in answers.into_iter().zip(replies) {
-                let _ = reply.send(answer.map_err(|e| {
+            for (i, (answer, reply)) in answers.into_iter().zip(replies).enumerate() {
+                let answer = answer.map_err(|e| {
                     crate::metrics::store_error(K::OP);
                     StoreFailure::new(e.to_string())
-                }));
+                });
+                if let Err(Ok(answer)) = reply.send(answer) {
+                    unclaimed.push((i, answer));
+                }
             }
         }
         Ok(answers) => {
@@ -284,6 +459,7 @@ fn answer<K: Kind>(
             }
         }
     }
+    unclaimed
 }
 
 impl<K: Kind> Actor for Coalescer<K> {
@@ -298,25 +474,41 @@ impl<K: Kind> Handler<Queue<K>> for Coalescer<K> {
         if waiting.is_empty() {
             self.order.push_back(msg.group);
         }
-        waiting.push((msg.item, msg.reply));
+        waiting.push_back(Asked {
+            item: msg.item,
+            asked: msg.asked,
+            patience: msg.patience,
+            reply: msg.reply,
+        });
         self.flush(ctx);
     }
 }
 
-/// Sends `item` through `coalescer` and waits for its answer, at most `limit`.
+/// Sends `item` through `coalescer` and waits for its answer: the caller (a lease machine) asked
+/// at `asked` and waits `limit` from then. This gives up a twentieth of `limit` earlier, so that
+/// an answer the machine would no longer take reaches the coalescer as unclaimed (and a grant is
+/// released) instead of arriving at the machine as a stale answer.
 pub(crate) async fn ask<K: Kind>(
     coalescer: &Addr<Coalescer<K>>,
     group: K::Group,
     item: K::Item,
+    asked: Instant,
     limit: Duration,
 ) -> Reply<K> {
+    let patience = limit - limit / 20;
     let (reply, answer) = oneshot::channel();
-    coalescer.do_send(Queue { group, item, reply });
-    match tokio::time::timeout(limit, answer).await {
+    coalescer.do_send(Queue {
+        group,
+        item,
+        asked,
+        patience,
+        reply,
+    });
+    match tokio::time::timeout_at(asked + patience, answer).await {
         Ok(Ok(result)) => result,
         Ok(Err(_)) => Err(StoreFailure::new(format!("{}: the batcher stopped", K::OP))),
         Err(_) => Err(StoreFailure::new(format!(
-            "{}: no answer within {limit:?}",
+            "{}: no answer within {patience:?}",
             K::OP
         ))),
     }

@@ -157,6 +157,8 @@ pub struct LeaseEngine {
     /// Grants of actors asked together go out as one statement (started with the engine).
     granter: Option<Arc<Addr<crate::GrantBatcher>>>,
     releaser: Option<Arc<Addr<crate::ReleaseBatcher>>>,
+    /// How the renewer's renewals are doing: grants wait while they are behind.
+    renew_pressure: Option<Arc<crate::RenewPressure>>,
     batch_grants: bool,
     registry: Arc<Registry>,
     pub(crate) book: HashMap<LeaseKey, Entry>,
@@ -215,6 +217,7 @@ impl LeaseEngine {
             renewer: Arc::new(renewer),
             granter: None,
             releaser: None,
+            renew_pressure: None,
             batch_grants: true,
             registry,
             book: HashMap::new(),
@@ -228,6 +231,14 @@ impl LeaseEngine {
             me: None,
             alarms: None,
         }
+    }
+
+    /// Grants wait while the renewals `pressure` measures are behind (give it the renewer's
+    /// [`RenewBatcher::pressure`]): held tenures come before new ones.
+    #[must_use]
+    pub fn with_renew_pressure(mut self, pressure: Arc<crate::RenewPressure>) -> Self {
+        self.renew_pressure = Some(pressure);
+        self
     }
 
     /// Bounds the engine's own store calls by `limit`.
@@ -328,9 +339,14 @@ impl LeaseEngine {
         .on_exit((self.me(ctx), id));
         if self.batch_grants {
             let (store, limit) = (Arc::clone(&self.store), self.limit);
-            let granter = self
-                .granter
-                .get_or_insert_with(|| Arc::new(crate::GrantBatcher::new(store, limit).start()));
+            let pressure = self.renew_pressure.clone();
+            let granter = self.granter.get_or_insert_with(|| {
+                Arc::new(
+                    crate::GrantBatcher::new(store, limit)
+                        .with_renew_pressure(pressure)
+                        .start(),
+                )
+            });
             actor = actor.with_granter(Arc::clone(granter));
             let store = Arc::clone(&self.store);
             let releaser = self

@@ -42,12 +42,13 @@ pub use actor::{
     ReleaseLease, StandByLease, StartLease, StopLease, WakeLease, YieldLease,
 };
 pub use batcher::{
-    DEFAULT_BATCH_WINDOW, QueueRenew, RenewBatcher, RenewReply, TERM_WINDOW_DIVISOR,
+    DEFAULT_BATCH_WINDOW, LATE_DIVISOR, QueueRenew, RenewBatcher, RenewPressure, RenewReply,
+    TERM_WINDOW_DIVISOR,
 };
 pub use belief::{Belief, WorkGuard, cancelled};
 pub use coalescer::{
     Coalescer, GrantBatcher, Grants, IN_FLIGHT, Kind, PER_BATCH, Queue, QueueGrant, QueueRelease,
-    ReleaseBatcher, Releases, Reply,
+    RECHECK, ReleaseBatcher, Releases, Reply,
 };
 pub use detached::detached;
 pub use engine::{

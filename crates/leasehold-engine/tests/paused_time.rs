@@ -415,3 +415,128 @@ fn grants_asked_together_share_a_statement_and_each_is_answered() {
         assert_eq!(released, 50);
     });
 }
+
+#[test]
+fn a_grant_answered_after_its_caller_stopped_waiting_is_released_at_once() {
+    paused(|| async {
+        // The first grant commits 790 ms after it was asked: after its caller's patience (the
+        // 800 ms request timeout less a twentieth), within the statement's own 1 s bound.
+        let first = Arc::new(AtomicBool::new(true));
+        let slow = Arc::clone(&first);
+        let rig = rig(Duration::from_secs(1), move |op| {
+            let slow = matches!(op, Op::BeginTenure | Op::BeginTenureMany)
+                && slow.swap(false, Ordering::SeqCst);
+            async move {
+                if slow {
+                    sleep(Duration::from_millis(790)).await;
+                }
+                Ok(())
+            }
+        });
+        let heard = Arc::new(Heard::default());
+        let t0 = MonotonicClock.now();
+        let (key, belief) = start(&rig, "orphan", &heard).await;
+        let (token, _) = belief.settled().await.expect("held");
+        let took = MonotonicClock.now() - t0;
+        // The orphaned tenure (token 1) was released by its token as soon as its answer came:
+        // the task's retry won token 2 at once instead of being refused by its own row until
+        // the 3 s term ran out.
+        assert_eq!(token.get(), 2, "the task holds the orphan's token or a later one");
+        assert!(
+            took < Duration::from_millis(1_500),
+            "held only after {took:?}: the orphaned grant kept the row"
+        );
+        assert!(
+            rig.counts.calls(Op::ReleaseBatch) + rig.counts.calls(Op::Release) >= 1,
+            "the orphaned grant was never released"
+        );
+        assert!(believes(&rig, &key, &belief));
+        let row = rig.store.get(&key).await.expect("get").expect("row");
+        assert_eq!(Some(row.token), belief.token());
+        let _ = rig.engine.send(ShutdownAll).await;
+    });
+}
+
+#[test]
+fn grants_wait_while_renewals_are_behind() {
+    paused(|| async {
+        // From `slow_from` on, each renewal statement takes 700 ms: late, for a 3 s term whose
+        // late mark is 300 ms.
+        let slow_from = Arc::new(AtomicBool::new(false));
+        let slow = Arc::clone(&slow_from);
+        let sent: Arc<Mutex<Vec<(Op, Instant)>>> = Arc::default();
+        let log = Arc::clone(&sent);
+        let (store, counts) = store(move |op| {
+            log.lock()
+                .expect("not poisoned")
+                .push((op, MonotonicClock.now()));
+            let slow = matches!(op, Op::RenewMany) && slow.load(Ordering::SeqCst);
+            async move {
+                if slow {
+                    sleep(Duration::from_millis(700)).await;
+                }
+                Ok(())
+            }
+        });
+        let registry = Arc::new(Registry::new(Arc::new(MonotonicClock)));
+        let renewer = RenewBatcher::new(Arc::clone(&store), Duration::from_millis(10));
+        let pressure = renewer.pressure();
+        let engine = LeaseEngine::new(
+            HolderId::new("paused-1").expect("holder"),
+            Arc::clone(&store),
+            renewer.start(),
+            Arc::clone(&registry),
+        )
+        .with_request_timeout(Duration::from_secs(1))
+        .with_renew_pressure(pressure)
+        .start();
+        let rig = Rig {
+            engine,
+            registry,
+            counts,
+            store,
+        };
+        let heard = Arc::new(Heard::default());
+        let (_, held) = start(&rig, "held", &heard).await;
+        held.settled().await.expect("held");
+        slow_from.store(true, Ordering::SeqCst);
+        // Wait until the held lease's renewal has been out for more than its late mark.
+        let renew_sent = loop {
+            sleep(Duration::from_millis(10)).await;
+            let at = sent
+                .lock()
+                .expect("not poisoned")
+                .iter()
+                .find(|(op, _)| *op == Op::RenewMany)
+                .map(|(_, at)| *at);
+            if let Some(at) = at {
+                if MonotonicClock.now() - at > Duration::from_millis(400) {
+                    break at;
+                }
+            }
+        };
+        let asked = MonotonicClock.now();
+        let (key, new) = start(&rig, "new", &heard).await;
+        let (_, _) = new.settled().await.expect("held once renewals caught up");
+        // No grant statement went out between the ask and the late renewal's answer (700 ms
+        // after it was sent) plus the late mark's span.
+        let resumes = renew_sent + Duration::from_millis(700 + 300);
+        let grants: Vec<Instant> = sent
+            .lock()
+            .expect("not poisoned")
+            .iter()
+            .filter(|(op, at)| matches!(op, Op::BeginTenure | Op::BeginTenureMany) && *at >= asked)
+            .map(|(_, at)| *at)
+            .collect();
+        assert!(!grants.is_empty(), "the new lease's grant was never sent");
+        assert!(
+            grants.iter().all(|at| *at >= resumes),
+            "a grant went out {:?} before renewals caught up",
+            resumes - grants[0]
+        );
+        assert!(believes(&rig, &key, &new));
+        // The held lease kept its tenure throughout.
+        assert!(held.holds(), "the held lease was lost while grants waited");
+        let _ = rig.engine.send(ShutdownAll).await;
+    });
+}

@@ -86,6 +86,9 @@ pub struct HolderArgs {
     pub settle: Duration,
 }
 
+/// How often a holder still short of its leases says how far it got.
+const PROGRESS: Duration = Duration::from_secs(10);
+
 fn config(term: Duration) -> LeaseConfig {
     LeaseConfig::default().with_term(term)
 }
@@ -486,9 +489,21 @@ async fn hold(url: &str, prefix: &str, args: &HolderArgs) -> R<()> {
         tasks.push(task);
     }
     let deadline = started + args.settle;
+    let mut report_at = started + PROGRESS;
     loop {
         if tasks.iter().all(LeaseTask::has_lease) {
             break;
+        }
+        if clock.now() >= report_at {
+            // On stderr, for whoever watches a long burst (the parent reads stdout).
+            report_at += PROGRESS;
+            let held = tasks.iter().filter(|t| t.has_lease()).count();
+            eprintln!(
+                "holder {}: {held} of {} held after {:?}",
+                args.namespace,
+                args.leases,
+                clock.now().saturating_duration_since(started)
+            );
         }
         if clock.now() >= deadline {
             let held = tasks.iter().filter(|t| t.has_lease()).count();

@@ -113,8 +113,10 @@ pub(crate) async fn start(
                     Some(layer) => (layer(store), layer(renew_store)),
                     None => (store, renew_store),
                 };
-                let renewer = RenewBatcher::new(renew_store, spec.batch_window).start();
-                let engine = LeaseEngine::new(spec.holder, store, renewer, registry)
+                let renewer = RenewBatcher::new(renew_store, spec.batch_window);
+                let pressure = renewer.pressure();
+                let engine = LeaseEngine::new(spec.holder, store, renewer.start(), registry)
+                    .with_renew_pressure(pressure)
                     .with_service_token(cancel)
                     .with_request_timeout(request_timeout)
                     .with_sql_store(sql)

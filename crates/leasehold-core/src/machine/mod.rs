@@ -52,7 +52,12 @@ use rng::XorShift;
 /// # Renewing
 /// A renewal is outstanding or being retried. `Renewed` moves the deadline to that renewal's send
 /// time + term − margin ([`Notification::Renewed`]) and returns to *Held*. A store error or timeout
-/// retries with backoff, as in *Applying*. `RenewOutcome::Lost` ends the tenure at once.
+/// retries with backoff, as in *Applying*. `RenewOutcome::Lost` ends the tenure at once. The answer
+/// of the last attempt given up at its request timeout is still taken while a later attempt is
+/// scheduled or out (counted from *its* send time, so never later than the database's extension):
+/// under load a batched renewal can answer after its timeout, and if every attempt's answer were
+/// stale once its successor was sent, renewals slower than the request timeout would never
+/// succeed and the tenure would end at its deadline with the database renewing it all along.
 ///
 /// In *Held* and *Renewing*, any event handled at or after the local deadline first ends the
 /// tenure ([`LossReason::DeadlinePassed`]), so a late answer never revives it.
@@ -416,52 +421,63 @@ impl LeaseMachine {
 
             // Held and Renewing.
             (Phase::Held { tenure, renew_at }, Event::Timer) if now >= renew_at => {
-                self.send_renew(now, tenure, 0, out)
+                self.send_renew(now, tenure, 0, None, out)
             }
             (
                 Phase::Renewing {
                     tenure,
                     next: Try::InFlight(p),
                     attempt,
+                    abandoned,
                 },
                 Event::RenewResult { req, result },
             ) if req == p.req => match result {
-                Ok(RenewOutcome::Renewed) => {
-                    let tenure = Tenure {
-                        token: tenure.token,
-                        deadline: self.deadline_after(p.sent),
-                    };
-                    out.push(Command::SetDeadline(Some(tenure.deadline)));
-                    out.push(Command::Notify(Notification::Renewed {
-                        token: tenure.token,
-                        local_deadline: tenure.deadline,
-                    }));
-                    Phase::Held {
-                        tenure,
-                        renew_at: self.renew_at(p.sent, tenure),
-                    }
-                }
+                Ok(RenewOutcome::Renewed) => self.renewed(p, tenure, out),
                 Ok(RenewOutcome::Lost) => {
                     self.lose(now, tenure.token, LossReason::EndedAtStore, out)
                 }
-                Err(_) => self.backoff_renewing(now, tenure, attempt),
+                Err(_) => self.backoff_renewing(now, tenure, attempt, abandoned),
+            },
+            // The answer of the attempt given up at its timeout, while a later one is scheduled
+            // or out: a renewal counted from its own (earlier) send instant, or a loss.
+            (
+                Phase::Renewing {
+                    tenure,
+                    next,
+                    attempt,
+                    abandoned: Some(a),
+                },
+                Event::RenewResult { req, result },
+            ) if req == a.req => match result {
+                Ok(RenewOutcome::Renewed) => self.renewed(a, tenure, out),
+                Ok(RenewOutcome::Lost) => {
+                    self.lose(now, tenure.token, LossReason::EndedAtStore, out)
+                }
+                Err(_) => Phase::Renewing {
+                    tenure,
+                    next,
+                    attempt,
+                    abandoned: None,
+                },
             },
             (
                 Phase::Renewing {
                     tenure,
                     next: Try::InFlight(p),
                     attempt,
+                    ..
                 },
                 Event::Timer,
-            ) if now >= self.timeout_of(p) => self.backoff_renewing(now, tenure, attempt),
+            ) if now >= self.timeout_of(p) => self.backoff_renewing(now, tenure, attempt, Some(p)),
             (
                 Phase::Renewing {
                     tenure,
                     next: Try::At(at),
                     attempt,
+                    abandoned,
                 },
                 Event::Timer,
-            ) if now >= at => self.send_renew(now, tenure, attempt, out),
+            ) if now >= at => self.send_renew(now, tenure, attempt, abandoned, out),
             (
                 Phase::Held { tenure, .. } | Phase::Renewing { tenure, .. },
                 ev @ (Event::StandBy | Event::Release | Event::ReleaseNotBefore(_) | Event::Stop),
@@ -482,7 +498,9 @@ impl LeaseMachine {
                 };
                 self.rest(now, rest, cleanup, false, out)
             }
-            (Phase::Held { tenure, .. }, Event::RenewNow) => self.send_renew(now, tenure, 0, out),
+            (Phase::Held { tenure, .. }, Event::RenewNow) => {
+                self.send_renew(now, tenure, 0, None, out)
+            }
             (Phase::Held { tenure, .. }, Event::SetAutoRenew(on)) => Phase::Held {
                 tenure,
                 renew_at: if on { now } else { tenure.deadline },

@@ -88,6 +88,10 @@ pub(super) enum Phase {
         tenure: Tenure,
         next: Try,
         attempt: u32,
+        /// The last attempt given up at its request timeout: its answer may still come (a
+        /// batched renewal waits behind the others), and a `Renewed` is as good as any, counted
+        /// from its own send instant.
+        abandoned: Option<Pending>,
     },
     Lost {
         retry_at: Instant,

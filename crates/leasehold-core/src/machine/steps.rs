@@ -182,6 +182,7 @@ impl LeaseMachine {
         now: Instant,
         tenure: Tenure,
         attempt: u32,
+        abandoned: Option<Pending>,
         out: &mut Vec<Command>,
     ) -> Phase {
         let p = self.pending(now);
@@ -194,17 +195,43 @@ impl LeaseMachine {
             tenure,
             next: Try::InFlight(p),
             attempt,
+            abandoned,
         }
     }
 
     /// Schedules the next renewal attempt; the deadline (always woken for) ends it if it comes
     /// first, so no renewal is ever sent past the deadline.
-    pub(super) fn backoff_renewing(&mut self, now: Instant, tenure: Tenure, attempt: u32) -> Phase {
+    pub(super) fn backoff_renewing(
+        &mut self,
+        now: Instant,
+        tenure: Tenure,
+        attempt: u32,
+        abandoned: Option<Pending>,
+    ) -> Phase {
         let attempt = attempt.saturating_add(1);
         Phase::Renewing {
             tenure,
             next: Try::At(now + self.backoff(attempt)),
             attempt,
+            abandoned,
+        }
+    }
+
+    /// Renewal attempt `p` of `tenure` renewed it: the deadline moves to `p`'s send instant plus
+    /// the term (less the margin), whenever the answer came.
+    pub(super) fn renewed(&mut self, p: Pending, tenure: Tenure, out: &mut Vec<Command>) -> Phase {
+        let tenure = Tenure {
+            token: tenure.token,
+            deadline: self.deadline_after(p.sent),
+        };
+        out.push(Command::SetDeadline(Some(tenure.deadline)));
+        out.push(Command::Notify(Notification::Renewed {
+            token: tenure.token,
+            local_deadline: tenure.deadline,
+        }));
+        Phase::Held {
+            tenure,
+            renew_at: self.renew_at(p.sent, tenure),
         }
     }
 

@@ -143,20 +143,13 @@ fn renew_failures_until_the_deadline_lose_the_tenure_at_that_instant() {
 }
 
 #[test]
-fn unanswered_renewal_times_out_and_its_late_answer_is_ignored() {
+fn unanswered_renewal_times_out_and_its_late_answer_still_renews_from_its_send_time() {
     let (mut m, t0) = machine();
     hold(&mut m, t0);
     m.handle(t0 + secs(10), Event::Timer);
     let cmds = m.handle(t0 + secs(13), Event::Timer);
     let at = then_wake(&cmds, &[], t0 + secs(13), t0 + secs(13) + ms(125));
-    assert_eq!(
-        m.handle(t0 + secs(13) + ms(1), renewed(2, Ok(RenewOutcome::Renewed))),
-        []
-    );
-    assert_eq!(
-        (m.state(), m.local_deadline()),
-        (State::Renewing, Some(t0 + secs(28)))
-    );
+    // The retry goes out; then the first attempt's answer comes, late.
     assert_eq!(
         m.handle(at, Event::Timer),
         [
@@ -168,6 +161,62 @@ fn unanswered_renewal_times_out_and_its_late_answer_is_ignored() {
             Command::WakeAt(at + TIMEOUT)
         ]
     );
+    let cmds = m.handle(at + ms(1), renewed(2, Ok(RenewOutcome::Renewed)));
+    // Counted from the abandoned attempt's own send instant (t0 + 10 s), not from its answer.
+    let deadline = t0 + secs(10) + TERM - MARGIN;
+    assert_eq!(
+        cmds,
+        [
+            Command::SetDeadline(Some(deadline)),
+            Command::Notify(Notification::Renewed {
+                token: FencingToken(7),
+                local_deadline: deadline,
+            }),
+            Command::WakeAt(t0 + secs(20)),
+        ]
+    );
+    assert_eq!(
+        (m.state(), m.local_deadline()),
+        (State::Held, Some(deadline))
+    );
+    // The retry's answer is stale now.
+    assert_eq!(
+        m.handle(at + ms(2), renewed(3, Ok(RenewOutcome::Renewed))),
+        []
+    );
+    assert_eq!(m.local_deadline(), Some(deadline));
+}
+
+#[test]
+fn a_late_lost_from_an_abandoned_renewal_ends_the_tenure() {
+    let (mut m, t0) = machine();
+    hold(&mut m, t0);
+    m.handle(t0 + secs(10), Event::Timer);
+    m.handle(t0 + secs(13), Event::Timer);
+    let cmds = m.handle(t0 + secs(13) + ms(1), renewed(2, Ok(RenewOutcome::Lost)));
+    assert!(
+        cmds.contains(&Command::SetDeadline(None)),
+        "a loss told by the abandoned attempt must end the belief: {cmds:?}"
+    );
+    assert_eq!((m.state(), m.local_deadline()), (State::Lost, None));
+}
+
+#[test]
+fn an_abandoned_renewal_answering_after_the_deadline_does_not_revive_the_tenure() {
+    let (mut m, t0) = machine();
+    hold(&mut m, t0);
+    m.handle(t0 + secs(10), Event::Timer);
+    m.handle(t0 + secs(13), Event::Timer);
+    let deadline = t0 + TERM - MARGIN;
+    let cmds = m.handle(deadline, renewed(2, Ok(RenewOutcome::Renewed)));
+    assert!(cmds.contains(&Command::SetDeadline(None)), "{cmds:?}");
+    assert!(
+        !cmds
+            .iter()
+            .any(|c| matches!(c, Command::Notify(Notification::Renewed { .. }))),
+        "{cmds:?}"
+    );
+    assert_eq!((m.state(), m.local_deadline()), (State::Lost, None));
 }
 
 #[test]
