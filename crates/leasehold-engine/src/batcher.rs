@@ -80,10 +80,12 @@ impl RenewPressure {
     #[must_use]
     pub fn behind(&self, now: Instant) -> bool {
         let p = self.lock();
-        p.wait_until.is_some_and(|until| now < until)
-            || p.out.values().any(|&(late, _)| now > late)
+        p.wait_until.is_some_and(|until| now < until) || p.out.values().any(|&(late, _)| now > late)
     }
 }
+
+/// The most renewals in one statement (more go out as further statements at once).
+pub const RENEW_CHUNK: usize = 5_000;
 
 /// The answer to one [`QueueRenew`].
 pub type RenewReply = Result<RenewOutcome, StoreFailure>;
@@ -159,7 +161,23 @@ impl RenewBatcher {
 
     fn flush(&mut self) {
         self.flush_scheduled = false;
-        for ((holder, term), waiting) in self.queued.drain() {
+        let queued = std::mem::take(&mut self.queued);
+        for ((holder, term), mut waiting) in queued {
+            // Oldest first, at most RENEW_CHUNK a statement: a statement for a whole population
+            // due at once (a stalled thread's timers all firing together) would fail as one at
+            // the server's statement bound, every lease with it; chunks fail, or succeed, alone.
+            while waiting.len() > RENEW_CHUNK {
+                let rest = waiting.split_off(RENEW_CHUNK);
+                self.send(holder.clone(), term, waiting);
+                waiting = rest;
+            }
+            self.send(holder, term, waiting);
+        }
+    }
+
+    /// Sends one renewal statement for `waiting` and routes its answers.
+    fn send(&self, holder: HolderId, term: Term, waiting: Waiting) {
+        {
             let store = Arc::clone(&self.store);
             // A tokio task, bounded: see `crate::detached`. A batch with no answer by then is a
             // renewal with no answer for every item in it (the machines retry on their own).

@@ -269,7 +269,10 @@ impl<K: Kind> std::fmt::Debug for Coalescer<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Coalescer")
             .field("op", &K::OP)
-            .field("queued", &self.queued.values().map(VecDeque::len).sum::<usize>())
+            .field(
+                "queued",
+                &self.queued.values().map(VecDeque::len).sum::<usize>(),
+            )
             .field("in_flight", &self.in_flight)
             .finish_non_exhaustive()
     }
@@ -302,7 +305,10 @@ impl<K: Kind> Coalescer<K> {
     fn shed(&mut self, now: Instant) {
         let mut shed = 0usize;
         for waiting in self.queued.values_mut() {
-            while waiting.front().is_some_and(|a| a.reply.is_closed() || a.stale(now)) {
+            while waiting
+                .front()
+                .is_some_and(|a| a.reply.is_closed() || a.stale(now))
+            {
                 let Some(a) = waiting.pop_front() else { break };
                 if a.reply.is_closed() {
                     continue;

@@ -441,7 +441,11 @@ fn a_grant_answered_after_its_caller_stopped_waiting_is_released_at_once() {
         // The orphaned tenure (token 1) was released by its token as soon as its answer came:
         // the task's retry won token 2 at once instead of being refused by its own row until
         // the 3 s term ran out.
-        assert_eq!(token.get(), 2, "the task holds the orphan's token or a later one");
+        assert_eq!(
+            token.get(),
+            2,
+            "the task holds the orphan's token or a later one"
+        );
         assert!(
             took < Duration::from_millis(1_500),
             "held only after {took:?}: the orphaned grant kept the row"
@@ -509,10 +513,10 @@ fn grants_wait_while_renewals_are_behind() {
                 .iter()
                 .find(|(op, _)| *op == Op::RenewMany)
                 .map(|(_, at)| *at);
-            if let Some(at) = at {
-                if MonotonicClock.now() - at > Duration::from_millis(400) {
-                    break at;
-                }
+            if let Some(at) = at
+                && MonotonicClock.now() - at > Duration::from_millis(400)
+            {
+                break at;
             }
         };
         let asked = MonotonicClock.now();
