@@ -481,7 +481,18 @@ async fn hold(url: &str, prefix: &str, args: &HolderArgs) -> R<()> {
     let mut events = service.subscribe();
     let started = clock.now();
     let mut tasks: Vec<LeaseTask> = Vec::with_capacity(args.leases);
+    let mut report_at = started + PROGRESS;
     for i in 0..args.leases {
+        if i % 1_000 == 0 && clock.now() >= report_at {
+            // Starting is a round trip to the engine each: under load it is part of the burst.
+            report_at += PROGRESS;
+            eprintln!(
+                "holder {}: {i} of {} tasks started after {:?}",
+                args.namespace,
+                args.leases,
+                clock.now().saturating_duration_since(started)
+            );
+        }
         let task = service
             .start_lease_task(&format!("l{i:07}"), LeaseTaskOptions::new())
             .await
@@ -489,7 +500,6 @@ async fn hold(url: &str, prefix: &str, args: &HolderArgs) -> R<()> {
         tasks.push(task);
     }
     let deadline = started + args.settle;
-    let mut report_at = started + PROGRESS;
     loop {
         if tasks.iter().all(LeaseTask::has_lease) {
             break;
