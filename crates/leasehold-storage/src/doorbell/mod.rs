@@ -266,9 +266,11 @@ pub(crate) fn next_backoff(d: Duration) -> Duration {
 /// Rings (or announcements) queued while one sender is out: the first push onto an empty
 /// outbox starts the sender, which takes batches until none is left, so the rings that arrive
 /// meanwhile go out together and a lone ring waits for nothing.
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 #[derive(Debug, Default)]
 pub(crate) struct Outbox(Mutex<(Vec<String>, bool)>);
 
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 impl Outbox {
     /// Queues `item`; `true` when the caller must start the sender (none is out).
     pub(crate) fn push(&self, item: String) -> bool {
@@ -298,7 +300,7 @@ impl Outbox {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, any(feature = "postgres", feature = "sqlite")))]
 mod tests {
     use super::*;
 
