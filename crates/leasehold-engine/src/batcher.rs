@@ -60,7 +60,7 @@ impl RenewPressure {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A statement was sent; it is late from `late_at`.
+    /// A statement was sent at `at`; it is late `late_after` later.
     fn sent(&self, at: Instant, late_after: Duration) -> u64 {
         let mut p = self.lock();
         p.next += 1;
@@ -179,63 +179,61 @@ impl RenewBatcher {
 
     /// Sends one renewal statement for `waiting` and routes its answers.
     fn send(&self, holder: HolderId, term: Term, waiting: Waiting) {
-        {
-            let store = Arc::clone(&self.store);
-            // A tokio task, bounded: see `crate::detached`. A batch with no answer by then is a
-            // renewal with no answer for every item in it (the machines retry on their own).
-            let limit = term.duration() / 3;
-            // The items move to the statement and the replies stay here: one copy of a batch in
-            // flight, not three (with the whole burst renewing at once, every held lease has its
-            // renewal in flight at the same instant).
-            let (items, replies): (Vec<RenewItem>, Vec<_>) = waiting.into_iter().unzip();
-            let count = items.len();
-            let clock = leasehold_core::MonotonicClock;
-            let started = leasehold_core::Clock::now(&clock);
-            let late_after = term.duration() / LATE_DIVISOR;
-            let pressure = Arc::clone(&self.pressure);
-            let id = pressure.sent(started, late_after);
-            tokio::spawn(async move {
-                log::trace!("renew_batch: {count} leases of {holder}");
-                let h = holder.clone();
-                let answer = crate::detached::detached("renew_many", limit, async move {
-                    store.renew_batch(&h, &items, term).await
-                })
-                .await;
-                let answered = leasehold_core::Clock::now(&clock);
-                let elapsed = answered - started;
-                crate::metrics::renew_batch(count, elapsed, answer.is_ok());
-                pressure.answered(id, answered, answer.is_ok());
-                if answer.is_ok() && elapsed > late_after {
-                    log::warn!(
-                        "renewals are late: renewing {count} leases of {holder} took {elapsed:?} \
-                         (more than a sixth of the {:?} term); new grants wait until they catch up",
-                        term.duration()
-                    );
-                }
-                match answer {
-                    Ok(outcomes) => {
-                        for (i, reply) in replies.into_iter().enumerate() {
-                            let outcome = match outcomes.get(i).copied() {
-                                Some(BatchRenewal::Renewed) => Ok(RenewOutcome::Renewed),
-                                Some(BatchRenewal::Lost) => Ok(RenewOutcome::Lost),
-                                // Locked by another session: unknown, not lost.
-                                _ => Err(StoreFailure::new(
-                                    "the lease row was locked by another session; renewal outcome unknown",
-                                )),
-                            };
-                            let _ = reply.send(outcome);
-                        }
-                    }
-                    Err(e) => {
-                        log::warn!("renewing {count} leases of {holder} failed: {e}");
-                        let failure = StoreFailure::new(e.to_string());
-                        for reply in replies {
-                            let _ = reply.send(Err(failure.clone()));
-                        }
+        let store = Arc::clone(&self.store);
+        // A tokio task, bounded: see `crate::detached`. A batch with no answer by then is a
+        // renewal with no answer for every item in it (the machines retry on their own).
+        let limit = term.duration() / 3;
+        // The items move to the statement and the replies stay here: one copy of a batch in
+        // flight, not three (with the whole burst renewing at once, every held lease has its
+        // renewal in flight at the same instant).
+        let (items, replies): (Vec<RenewItem>, Vec<_>) = waiting.into_iter().unzip();
+        let count = items.len();
+        let clock = leasehold_core::MonotonicClock;
+        let started = leasehold_core::Clock::now(&clock);
+        let late_after = term.duration() / LATE_DIVISOR;
+        let pressure = Arc::clone(&self.pressure);
+        let id = pressure.sent(started, late_after);
+        tokio::spawn(async move {
+            log::trace!("renew_batch: {count} leases of {holder}");
+            let h = holder.clone();
+            let answer = crate::detached::detached("renew_many", limit, async move {
+                store.renew_batch(&h, &items, term).await
+            })
+            .await;
+            let answered = leasehold_core::Clock::now(&clock);
+            let elapsed = answered - started;
+            crate::metrics::renew_batch(count, elapsed, answer.is_ok());
+            pressure.answered(id, answered, answer.is_ok());
+            if answer.is_ok() && elapsed > late_after {
+                log::warn!(
+                    "renewals are late: renewing {count} leases of {holder} took {elapsed:?} \
+                     (more than a sixth of the {:?} term); new grants wait until they catch up",
+                    term.duration()
+                );
+            }
+            match answer {
+                Ok(outcomes) => {
+                    for (i, reply) in replies.into_iter().enumerate() {
+                        let outcome = match outcomes.get(i).copied() {
+                            Some(BatchRenewal::Renewed) => Ok(RenewOutcome::Renewed),
+                            Some(BatchRenewal::Lost) => Ok(RenewOutcome::Lost),
+                            // Locked by another session: unknown, not lost.
+                            _ => Err(StoreFailure::new(
+                                "the lease row was locked by another session; renewal outcome unknown",
+                            )),
+                        };
+                        let _ = reply.send(outcome);
                     }
                 }
-            });
-        }
+                Err(e) => {
+                    log::warn!("renewing {count} leases of {holder} failed: {e}");
+                    let failure = StoreFailure::new(e.to_string());
+                    for reply in replies {
+                        let _ = reply.send(Err(failure.clone()));
+                    }
+                }
+            }
+        });
     }
 }
 
