@@ -48,6 +48,25 @@ fn db_err(op: &'static str, source: sea_orm::DbErr) -> StoreError {
     StoreError::Database { op, source }
 }
 
+/// Runs the parent's read `stmt`, again (up to five times, 50 ms apart) on SQLite's
+/// `SQLITE_PROTOCOL` (code 15): with workers SIGKILLed and SIGSTOPped around the WAL index, a
+/// reader can lose the WAL locking race, which SQLite documents as transient.
+async fn read_retrying(
+    store: &SeaOrmStore,
+    stmt: Statement,
+) -> Result<Vec<sea_orm::QueryResult>, StoreError> {
+    let mut tries = 0;
+    loop {
+        match store.connection().query_all_raw(stmt.clone()).await {
+            Err(e) if tries < 5 && e.to_string().contains("(code: 15)") => {
+                tries += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            other => return other.map_err(|e| db_err("lease read", e)),
+        }
+    }
+}
+
 /// Creates the log table (and its index) if missing.
 ///
 /// # Errors
@@ -242,11 +261,7 @@ pub async fn holders(store: &SeaOrmStore, namespace: &str) -> Result<Vec<String>
         rewrite_placeholders(backend, &sql),
         [namespace.into()],
     );
-    let rows = store
-        .connection()
-        .query_all_raw(stmt)
-        .await
-        .map_err(|e| db_err("lease read", e))?;
+    let rows = read_retrying(store, stmt).await?;
     rows.iter()
         .map(|r| r.try_get("", "holder").map_err(|e| db_err("lease read", e)))
         .collect()
@@ -270,11 +285,7 @@ pub async fn final_tokens(
         rewrite_placeholders(store.connection().get_database_backend(), &sql),
         [namespace.into()],
     );
-    let rows = store
-        .connection()
-        .query_all_raw(stmt)
-        .await
-        .map_err(|e| db_err("lease read", e))?;
+    let rows = read_retrying(store, stmt).await?;
     rows.iter()
         .map(|r| {
             Ok((
