@@ -319,13 +319,15 @@ impl LeaseActor {
                     continue;
                 }
             }
-            let mut began = false;
+            let mut began = None;
             if let Command::SetDeadline(Some(deadline)) = cmds[i] {
-                // The belief moves with the registry: set before it, announced after it.
                 match cmds.get(i + 1) {
+                    // A new tenure is recorded in the registry first and begun in the belief
+                    // after: whoever is given its token (`acquired`, `token`) finds `has_lease`
+                    // true already. (At the end the order is the other way round: the token is
+                    // cancelled first, `has_lease` turns false after.)
                     Some(Command::Notify(Notification::Acquired { token, .. })) => {
-                        self.belief.begin(*token, deadline);
-                        began = true;
+                        began = Some((*token, deadline));
                     }
                     // Someone saw this tenure past its deadline and cancelled its token before
                     // the renewal landed: it is over; end it, keep no deadline.
@@ -342,7 +344,8 @@ impl LeaseActor {
                 continue;
             }
             self.execute(now, cmds[i].clone(), ctx);
-            if began {
+            if let Some((token, deadline)) = began {
+                self.belief.begin(token, deadline);
                 self.belief.announce();
             }
         }

@@ -21,6 +21,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::LeaseActor;
+use crate::batcher::RenewPressure;
 
 /// The alarm of `seq` fired (sent to the actor that set it).
 #[derive(Debug, Clone, Copy, Message)]
@@ -46,11 +47,12 @@ struct Inner {
 
 /// The alarms of one engine's actors (see the module docs). Shared by the actors of one thread;
 /// its driver task runs there too.
-#[derive(Default)]
 pub(crate) struct Alarms {
     inner: Mutex<Inner>,
     /// An alarm earlier than the one the driver sleeps until was set.
     earlier: Arc<Notify>,
+    /// Told how late the alarms run (admission control: the engine thread's own lag).
+    pressure: Option<Arc<RenewPressure>>,
 }
 
 impl Alarms {
@@ -59,9 +61,13 @@ impl Alarms {
     }
 
     /// A new alarms table and its driver, spawned on the current thread's runtime (the
-    /// engine's): it ends once the table is dropped.
-    pub(crate) fn start() -> Arc<Self> {
-        let alarms = Arc::new(Self::default());
+    /// engine's): it ends once the table is dropped. `pressure` is told how late due alarms run.
+    pub(crate) fn start(pressure: Option<Arc<RenewPressure>>) -> Arc<Self> {
+        let alarms = Arc::new(Self {
+            inner: Mutex::default(),
+            earlier: Arc::default(),
+            pressure,
+        });
         let weak = Arc::downgrade(&alarms);
         let earlier = Arc::clone(&alarms.earlier);
         actix::spawn(async move {
@@ -146,12 +152,20 @@ impl Alarms {
     fn fire_due(&self) -> Option<Instant> {
         let now = leasehold_core::Clock::now(&leasehold_core::MonotonicClock);
         let mut inner = self.lock();
+        let mut first = true;
         loop {
             let &Reverse((at, seq, slot)) = inner.heap.peek()?;
             if at > now {
                 return Some(at);
             }
             inner.heap.pop();
+            if std::mem::take(&mut first)
+                && let Some(pressure) = &self.pressure
+            {
+                // The earliest due alarm is the latest one (stale entries included: they were
+                // due then too, and the driver was not running).
+                pressure.alarm_ran(at, now);
+            }
             let Some(s) = inner.slots.get_mut(slot as usize) else {
                 continue;
             };

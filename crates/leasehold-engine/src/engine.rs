@@ -322,7 +322,11 @@ impl LeaseEngine {
         let belief = belief.unwrap_or_else(|| {
             Belief::new(self.service.clone(), Arc::clone(self.registry.clock()))
         });
-        let alarms = Arc::clone(self.alarms.get_or_insert_with(crate::alarms::Alarms::start));
+        let pressure = self.renew_pressure.clone();
+        let alarms = Arc::clone(
+            self.alarms
+                .get_or_insert_with(|| crate::alarms::Alarms::start(pressure)),
+        );
         let mut actor = LeaseActor::new(
             key.clone(),
             self.holder.clone(),
@@ -576,6 +580,41 @@ impl Handler<StartTask> for LeaseEngine {
                 })
             }
         }
+    }
+}
+
+/// Start many lease tasks in one message: what [`StartTask`] does for each, in order, with one
+/// round trip to the engine for all of them (starting 100,000 tasks one message at a time waits
+/// a cycle of the engine thread's run queue per task, and that thread also renews every lease
+/// already held). All or nothing on ownership: if any key is run by another owner (a lock, a
+/// hold, sharded tasks), nothing is started and the answer is that [`EngineError::Owned`].
+/// Answers each task's [`Belief`] and whether it was started, in the order given.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<Vec<(Arc<Belief>, bool)>, EngineError>")]
+pub struct StartTasks(pub Vec<StartTask>);
+
+impl Handler<StartTasks> for LeaseEngine {
+    type Result = ResponseFuture<Result<Vec<(Arc<Belief>, bool)>, EngineError>>;
+
+    fn handle(&mut self, msg: StartTasks, ctx: &mut Context<Self>) -> Self::Result {
+        if let Some(err) = msg.0.iter().find_map(|start| {
+            match self.book.get(&start.key) {
+                // A stopping entry is waited for, as by a single start.
+                Some(e) if !e.stopping && e.owner != start.owner => Some(EngineError::Owned {
+                    key: start.key.clone(),
+                    owner: e.owner.clone(),
+                }),
+                _ => None,
+            }
+        }) {
+            return Box::pin(async move { Err(err) });
+        }
+        let started: Vec<_> = msg
+            .0
+            .into_iter()
+            .map(|start| <Self as Handler<StartTask>>::handle(self, start, ctx))
+            .collect();
+        Box::pin(async move { join_all(started).await.into_iter().collect() })
     }
 }
 

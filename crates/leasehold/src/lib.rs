@@ -74,7 +74,7 @@ pub use lock::{
     LockOutcome, Locks, MultiLockGuard, MultiLockOutcome, PermitGuard,
 };
 pub use retention::Retention;
-pub use service::LeaseService;
+pub use service::{LeaseService, START_CHUNK};
 pub use shard::{DEFAULT_SHARD_GROUP, NameSource, ShardOptions, ShardedTasks};
 pub use task::{LeaseTask, LeaseTaskOptions};
 
