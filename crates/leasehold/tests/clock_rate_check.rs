@@ -12,20 +12,8 @@ use leasehold::{
     ClockRateOptions, ClockRateVerdict, HealthReason, LeaseConfig, LeaseService, LeaseStore,
     MonotonicClock, StoreBuilder, Verdict, measure_clock_rate,
 };
-use leasehold_storage::testing::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 
-use common::{sqlite_file_url, unique_namespace};
-
-fn backends(name: &str) -> Vec<(&'static str, String)> {
-    let mut all = vec![("sqlite", sqlite_file_url(name))];
-    if let Some(url) = backend_url(POSTGRES_ENV) {
-        all.push(("postgres", url));
-    }
-    if let Some(url) = backend_url(MYSQL_ENV) {
-        all.push(("mysql", url));
-    }
-    all
-}
+use common::{backends, unique_namespace};
 
 fn options() -> ClockRateOptions {
     ClockRateOptions::new()

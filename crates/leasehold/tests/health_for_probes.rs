@@ -10,21 +10,8 @@ use std::time::Duration;
 use leasehold::{
     DatabaseProbe, HealthReason, LeaseConfig, LeaseService, LeaseTaskOptions, Verdict,
 };
-use leasehold_storage::testing::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 
-use common::{Mode, Switch, sqlite_file_url, unique_namespace};
-
-/// Every backend this run has: an SQLite file always, PostgreSQL and MariaDB when named.
-fn backends(name: &str) -> Vec<(&'static str, String)> {
-    let mut all = vec![("sqlite", sqlite_file_url(name))];
-    if let Some(url) = backend_url(POSTGRES_ENV) {
-        all.push(("postgres", url));
-    }
-    if let Some(url) = backend_url(MYSQL_ENV) {
-        all.push(("mysql", url));
-    }
-    all
-}
+use common::{Mode, Switch, backends, unique_namespace};
 
 /// Renew every 1 s, a request fails after 1 s: renewals are overdue after 2 s without one, and
 /// the lease is lost 5.4 s after the last renewal was sent.

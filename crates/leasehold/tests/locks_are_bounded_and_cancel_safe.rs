@@ -10,21 +10,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use leasehold::{Clock, LeaseConfig, LeaseService, MonotonicClock};
-use leasehold_storage::testing::{CountingStore, MYSQL_ENV, Op, POSTGRES_ENV, backend_url};
+use leasehold_storage::testing::{CountingStore, Op, POSTGRES_ENV, backend_url};
 use leasehold_storage::{LeaseKey, StoreBuilder};
 
-use common::{sqlite_file_url, unique_namespace};
-
-fn backends(name: &str) -> Vec<(&'static str, String)> {
-    let mut all = vec![("sqlite", sqlite_file_url(name))];
-    if let Some(url) = backend_url(POSTGRES_ENV) {
-        all.push(("postgres", url));
-    }
-    if let Some(url) = backend_url(MYSQL_ENV) {
-        all.push(("mysql", url));
-    }
-    all
-}
+use common::{backends, unique_namespace};
 
 const TIMEOUT: Duration = Duration::from_millis(500);
 

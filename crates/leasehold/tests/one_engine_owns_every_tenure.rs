@@ -12,21 +12,9 @@ use std::time::Duration;
 use leasehold::{
     Error, EventKind, LeaseConfig, LeaseService, LeaseTaskOptions, LossReason, ShardOptions,
 };
-use leasehold_storage::testing::{CountingStore, MYSQL_ENV, Op, POSTGRES_ENV, backend_url};
+use leasehold_storage::testing::{CountingStore, Op};
 
-use common::{sqlite_file_url, unique_namespace};
-
-/// Every backend this run has: an SQLite file always, PostgreSQL and MariaDB when named.
-fn backends(name: &str) -> Vec<(&'static str, String)> {
-    let mut all = vec![("sqlite", sqlite_file_url(name))];
-    if let Some(url) = backend_url(POSTGRES_ENV) {
-        all.push(("postgres", url));
-    }
-    if let Some(url) = backend_url(MYSQL_ENV) {
-        all.push(("mysql", url));
-    }
-    all
-}
+use common::{backends, sqlite_file_url, unique_namespace};
 
 fn config() -> LeaseConfig {
     LeaseConfig::default()

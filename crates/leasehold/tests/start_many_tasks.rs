@@ -10,20 +10,8 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use leasehold::{Error, LeaseConfig, LeaseService, LeaseTaskOptions, START_CHUNK};
-use leasehold_storage::testing::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 
-use common::{sqlite_file_url, unique_namespace};
-
-fn backends(name: &str) -> Vec<(&'static str, String)> {
-    let mut all = vec![("sqlite", sqlite_file_url(name))];
-    if let Some(url) = backend_url(POSTGRES_ENV) {
-        all.push(("postgres", url));
-    }
-    if let Some(url) = backend_url(MYSQL_ENV) {
-        all.push(("mysql", url));
-    }
-    all
-}
+use common::{backends, unique_namespace};
 
 async fn service(url: &str, ns: &str) -> LeaseService {
     LeaseService::builder(url)
@@ -70,7 +58,11 @@ async fn many_tasks_started_in_one_call_each_hold_a_tenure() {
             assert_eq!(task.token(), Some(token));
             tokens.insert((name.clone(), token));
         }
-        assert_eq!(tokens.len(), count, "{backend}: the duplicate is the same tenure");
+        assert_eq!(
+            tokens.len(),
+            count,
+            "{backend}: the duplicate is the same tenure"
+        );
         assert_eq!(
             service.lease_tasks().await.expect("tasks").len(),
             count,
@@ -117,7 +109,10 @@ async fn a_bad_call_leaves_every_task_and_row_as_it_was() {
         let refused = service
             .start_lease_tasks(&names, LeaseTaskOptions::new())
             .await;
-        assert!(matches!(refused, Err(Error::Invalid(_))), "{backend}: {refused:?}");
+        assert!(
+            matches!(refused, Err(Error::Invalid(_))),
+            "{backend}: {refused:?}"
+        );
         assert_eq!(service.lease_tasks().await.expect("tasks").len(), 1);
 
         // A name a lock of this service holds, in the second chunk: the first chunk was
