@@ -47,8 +47,8 @@ pub use batcher::{
 };
 pub use belief::{Belief, WorkGuard, cancelled};
 pub use coalescer::{
-    Coalescer, GrantBatcher, Grants, IN_FLIGHT, Kind, PER_BATCH, Queue, QueueGrant, QueueRelease,
-    RECHECK, ReleaseBatcher, Releases, Reply,
+    Coalescer, GrantBatcher, Grants, IN_FLIGHT, Kind, PARALLEL_BATCH, PER_BATCH, Queue, QueueGrant,
+    QueueRelease, RECHECK, ReleaseBatcher, Releases, Reply,
 };
 pub use detached::detached;
 pub use engine::{

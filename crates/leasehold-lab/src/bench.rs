@@ -61,6 +61,10 @@ pub struct BenchArgs {
     /// joining a shard group of 10,000 names.
     #[arg(long)]
     pub scale: bool,
+    /// Only the lock-pair rows (`lock_spread*`, `lock_hot*`, `lock_all_spread_facade`): the
+    /// rows of issue 17 goal 2, against the advisory or named-lock peer in the same run.
+    #[arg(long, conflicts_with = "scale")]
+    pub locks: bool,
 }
 
 /// Sizes of one run.
@@ -384,6 +388,13 @@ pub async fn run(db: &str, table_prefix: &str, args: &BenchArgs) -> u8 {
             ctx.plan.large = 100_000;
         }
         rows.extend(scale::rows(&ctx).await);
+        statements::cleanup(&ctx).await;
+        ctx.store.connection().clone().close().await.ok();
+        return print_rows(args, &backend, ctx.plan, &rows);
+    }
+    if args.locks {
+        progress("lock pairs");
+        rows.extend(locks::rows(&ctx).await);
         statements::cleanup(&ctx).await;
         ctx.store.connection().clone().close().await.ok();
         return print_rows(args, &backend, ctx.plan, &rows);

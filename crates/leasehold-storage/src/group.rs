@@ -213,7 +213,8 @@ impl SeaOrmStore {
             .collect())
     }
 
-    /// One transaction over `chunk` (indices into `keys`, each key once).
+    /// One transaction over `chunk` (indices into `keys`, each key once): on PostgreSQL one
+    /// statement (its own transaction), elsewhere a transaction of several.
     async fn grant_chunk(
         &self,
         holder: &HolderId,
@@ -222,14 +223,13 @@ impl SeaOrmStore {
         term: Term,
         value: Option<&LeaseValue>,
     ) -> Result<Vec<(usize, Decided)>, DbErr> {
+        if self.sql.dialect == Dialect::Postgres {
+            return self.grant_pg(holder, keys, chunk, term, value).await;
+        }
         let txn =
             crate::seaorm::begin_whole(self.connection(), TransactionOptions::default()).await?;
         let decided = match self.sql.dialect {
-            Dialect::Postgres => {
-                self.grant_pg(&txn, holder, keys, chunk, term, value)
-                    .await?
-            }
-            Dialect::Sqlite => {
+            Dialect::Sqlite | Dialect::Postgres => {
                 self.grant_sqlite(&txn, holder, keys, chunk, term, value)
                     .await?
             }
@@ -255,11 +255,15 @@ impl SeaOrmStore {
         Ok(decided)
     }
 
-    /// PostgreSQL: lock the existing rows that are free to lock, upsert the free and absent
-    /// ones in one statement, answer the live ones from the locked read.
+    /// PostgreSQL, one statement (so one round trip and one commit): the rows that exist (`x`,
+    /// a read that locks nothing), those of them this statement could lock `FOR UPDATE SKIP
+    /// LOCKED` (`y`, their newest versions, the clock read after the lock), the free ones among
+    /// them taken over (`g`), the absent ones inserted (`i`, `ON CONFLICT DO NOTHING`), and the
+    /// live ones answered with their holder. An item in none of these — its row locked by
+    /// another session, or inserted by one since the statement's snapshot — is granted alone
+    /// afterwards. The rows come back only after the statement's transaction committed.
     async fn grant_pg(
         &self,
-        txn: &DatabaseTransaction,
         holder: &HolderId,
         keys: &[LeaseKey],
         chunk: &[usize],
@@ -267,85 +271,77 @@ impl SeaOrmStore {
         value: Option<&LeaseValue>,
     ) -> Result<Vec<(usize, Decided)>, DbErr> {
         let (t, now, fresh) = (self.table(), self.sql.now(), self.sql.fresh());
-        let (index, all) = chunk_keys(keys, chunk);
-        // The rows that exist (a read that locks nothing), each with its row locked by this
-        // transaction, or NULLs when another session holds it locked.
-        let probe = numbered(&format!(
-            "WITH w AS MATERIALIZED (SELECT e->>0 AS ns, e->>1 AS name FROM json_array_elements(?::json) e) \
-             SELECT x.namespace, x.lease_name, y.holder, y.version, y.lease_end_time, y.status, \
-             (y.id IS NOT NULL) AS mine, {now} AS db_now \
-             FROM w, LATERAL (SELECT id, namespace, lease_name FROM {t} \
-               WHERE namespace = w.ns AND lease_name = w.name OFFSET 0) x \
-             LEFT JOIN LATERAL (SELECT id, holder, version, lease_end_time, status FROM {t} \
-               WHERE id = x.id FOR UPDATE SKIP LOCKED) y ON true"
+        let (index, mut all) = chunk_keys(keys, chunk);
+        // One order for every batch: two batches inserting the same new keys wait for each
+        // other in the same order, never in a cycle.
+        all.sort_by(|a, b| {
+            (a.namespace.as_str(), a.name.as_str()).cmp(&(b.namespace.as_str(), b.name.as_str()))
+        });
+        let sql = numbered(&format!(
+            "WITH w AS MATERIALIZED (SELECT e->>0 AS ns, e->>1 AS name FROM json_array_elements(?::json) e), \
+             x AS MATERIALIZED (SELECT r.id, w.ns, w.name FROM w, LATERAL (SELECT id FROM {t} \
+               WHERE namespace = w.ns AND lease_name = w.name OFFSET 0) r), \
+             y AS MATERIALIZED (SELECT r.* FROM x, LATERAL (SELECT id, holder, version, lease_end_time, \
+               (status = 0 OR lease_end_time <= {now}) AS free FROM {t} WHERE id = x.id FOR UPDATE SKIP LOCKED) r), \
+             g AS (UPDATE {t} AS l SET version = l.version + 1, holder = ?, lease_value = ?::varchar, \
+               lease_end_time = {now} + ?, status = 1, gmt_modified = {now} \
+               WHERE l.id = ANY(ARRAY(SELECT id FROM y WHERE free)) \
+               RETURNING l.namespace, l.lease_name, l.version, l.lease_end_time), \
+             i AS (INSERT INTO {t} AS l (namespace, lease_name, holder, lease_end_time, status, version, lease_value, gmt_create, gmt_modified) \
+               SELECT w.ns, w.name, ?, {now} + ?, 1, {fresh}, ?::varchar, {now}, {now} FROM w \
+               WHERE NOT EXISTS (SELECT 1 FROM x WHERE x.ns = w.ns AND x.name = w.name) \
+               ON CONFLICT (namespace, lease_name) DO NOTHING \
+               RETURNING namespace, lease_name, version, lease_end_time) \
+             SELECT true AS granted, namespace, lease_name, NULL::varchar AS holder, version, lease_end_time FROM g \
+             UNION ALL SELECT true, namespace, lease_name, NULL, version, lease_end_time FROM i \
+             UNION ALL SELECT false, x.ns, x.name, y.holder, y.version, y.lease_end_time \
+               FROM x JOIN y ON y.id = x.id WHERE NOT y.free"
         ));
-        let rows = txn
-            .query_all_raw(self.statement(&probe, vec![keys_json(&all).into()]))
+        let term: Value = term.as_millis_i64().into();
+        let values = vec![
+            keys_json(&all).into(),
+            holder.as_str().into(),
+            value_of(value),
+            term.clone(),
+            holder.as_str().into(),
+            term,
+            value_of(value),
+        ];
+        let rows = self
+            .connection()
+            .query_all_raw(self.statement(&sql, values))
             .await?;
         let mut decided = Vec::with_capacity(chunk.len());
+        let mut answered = HashSet::with_capacity(chunk.len());
         for row in &rows {
             let (ns, name) = names_of(row)?;
             let Some(&i) = index.get(&(ns.as_str(), name.as_str())) else {
                 continue;
             };
-            let mine: bool = col(row, OP, "mine")?;
-            if !mine {
-                decided.push((i, Decided::Alone));
+            if !answered.insert(i) {
                 continue;
             }
-            let s = seen(row)?;
-            if s.live {
-                decided.push((
+            let (token, until) = (col(row, OP, "version")?, col(row, OP, "lease_end_time")?);
+            decided.push(if col(row, OP, "granted")? {
+                (i, Decided::Granted { token, until })
+            } else {
+                (
                     i,
                     Decided::Held {
-                        holder: s.holder,
-                        token: s.version,
-                        until: s.until,
+                        holder: col(row, OP, "holder")?,
+                        token,
+                        until,
                     },
-                ));
-            }
+                )
+            });
         }
-        let settled: HashSet<usize> = decided.iter().map(|(i, _)| *i).collect();
-        let mut upsert: Vec<usize> = chunk
-            .iter()
-            .copied()
-            .filter(|i| !settled.contains(i))
-            .collect();
-        if upsert.is_empty() {
-            return Ok(decided);
-        }
-        upsert.sort_by(|&a, &b| {
-            (keys[a].namespace.as_str(), keys[a].name.as_str())
-                .cmp(&(keys[b].namespace.as_str(), keys[b].name.as_str()))
-        });
-        let wanted: Vec<&LeaseKey> = upsert.iter().map(|&i| &keys[i]).collect();
-        let grant = numbered(&format!(
-            "INSERT INTO {t} AS l (namespace, lease_name, holder, lease_end_time, status, version, lease_value, gmt_create, gmt_modified) \
-             SELECT e->>0, e->>1, ?, {now} + ?, 1, {fresh}, ?::varchar, {now}, {now} FROM json_array_elements(?::json) e \
-             ON CONFLICT (namespace, lease_name) DO UPDATE SET version = l.version + 1, \
-             lease_value = excluded.lease_value, holder = excluded.holder, lease_end_time = {now} + ?, status = 1, gmt_modified = {now} \
-             WHERE l.status = 0 OR l.lease_end_time <= {now} \
-             RETURNING namespace, lease_name, version, lease_end_time"
-        ));
-        let term: Value = term.as_millis_i64().into();
-        let values = vec![
-            holder.as_str().into(),
-            term.clone(),
-            value_of(value),
-            keys_json(&wanted).into(),
-            term,
-        ];
-        let rows = txn.query_all_raw(self.statement(&grant, values)).await?;
-        let granted = granted(&rows, &index)?;
-        let answered: HashSet<usize> = granted.iter().map(|(i, _)| *i).collect();
-        decided.extend(granted);
-        // Refused by the upsert: a row inserted by another session since the probe. Rare; each
-        // is asked alone after the commit.
-        for i in upsert {
-            if !answered.contains(&i) {
-                decided.push((i, Decided::Alone));
-            }
-        }
+        // Locked by another session, or inserted by one since the snapshot: asked alone.
+        decided.extend(
+            chunk
+                .iter()
+                .filter(|i| !answered.contains(i))
+                .map(|&i| (i, Decided::Alone)),
+        );
         Ok(decided)
     }
 
@@ -422,9 +418,14 @@ impl SeaOrmStore {
         Ok(decided)
     }
 
-    /// MySQL/MariaDB, one namespace: the existing rows (a read that locks nothing), the same
-    /// rows locked `FOR UPDATE SKIP LOCKED`, one multi-row upsert of the free and absent ones,
-    /// and a read of those back under this transaction's locks.
+    /// MySQL/MariaDB, one namespace: the items' rows locked `FOR UPDATE SKIP LOCKED` (with
+    /// the clock, read once the locks are held); only when some item's row did not come back,
+    /// a read that locks nothing tells an absent row (inserted by the upsert below) from one
+    /// another session holds locked (asked alone afterwards). The free rows this transaction
+    /// locked are taken over by one `UPDATE` by id whose outcome is known without reading
+    /// back (token one above the locked row's, end the clock read under the locks plus the
+    /// term: never later than the end the database would have computed a moment afterwards);
+    /// the absent ones go through one multi-row upsert and a locking read of those back.
     async fn grant_mysql(
         &self,
         txn: &DatabaseTransaction,
@@ -441,43 +442,50 @@ impl SeaOrmStore {
             v.extend(idx.iter().map(|&i| Value::from(keys[i].name.as_str())));
             v
         };
-        let exists = format!(
-            "SELECT lease_name FROM {t} WHERE namespace = ? AND lease_name IN ({})",
+        let lock = format!(
+            "SELECT id, lease_name, holder, version, lease_end_time, status, {now} AS db_now FROM {t} \
+             WHERE namespace = ? AND lease_name IN ({}) FOR UPDATE SKIP LOCKED",
             placeholders(group.len())
         );
-        let mut existing = HashSet::new();
+        let mut before: HashMap<usize, (i64, i64, Seen)> = HashMap::new();
         for row in txn
-            .query_all_raw(self.statement(&exists, named(group)))
+            .query_all_raw(self.statement(&lock, named(group)))
             .await?
         {
             let name: String = col(&row, OP, "lease_name")?;
             if let Some(&i) = by_name.get(name.as_str()) {
-                existing.insert(i);
+                let (id, db_now) = (col(&row, OP, "id")?, col(&row, OP, "db_now")?);
+                before.insert(i, (id, db_now, seen(&row)?));
             }
         }
-        let mut before: HashMap<usize, Seen> = HashMap::new();
-        if !existing.is_empty() {
-            let lock = format!(
-                "SELECT lease_name, holder, version, lease_end_time, status, {now} AS db_now FROM {t} \
-                 WHERE namespace = ? AND lease_name IN ({}) FOR UPDATE SKIP LOCKED",
-                placeholders(group.len())
+        let missing: Vec<usize> = group
+            .iter()
+            .copied()
+            .filter(|i| !before.contains_key(i))
+            .collect();
+        let mut existing = HashSet::new();
+        if !missing.is_empty() {
+            let exists = format!(
+                "SELECT lease_name FROM {t} WHERE namespace = ? AND lease_name IN ({})",
+                placeholders(missing.len())
             );
             for row in txn
-                .query_all_raw(self.statement(&lock, named(group)))
+                .query_all_raw(self.statement(&exists, named(&missing)))
                 .await?
             {
                 let name: String = col(&row, OP, "lease_name")?;
                 if let Some(&i) = by_name.get(name.as_str()) {
-                    before.insert(i, seen(&row)?);
+                    existing.insert(i);
                 }
             }
         }
+        let term_ms = term.as_millis_i64();
         let mut decided = Vec::with_capacity(group.len());
         let mut upsert = Vec::new();
+        let mut take: Vec<(usize, i64, i64, i64)> = Vec::new();
         for &i in group {
-            match (existing.contains(&i), before.get(&i)) {
-                (true, None) => decided.push((i, Decided::Alone)),
-                (true, Some(s)) if s.live => decided.push((
+            match before.get(&i) {
+                Some((_, _, s)) if s.live => decided.push((
                     i,
                     Decided::Held {
                         holder: s.holder.clone(),
@@ -485,8 +493,44 @@ impl SeaOrmStore {
                         until: s.until,
                     },
                 )),
-                _ => upsert.push(i),
+                Some((id, db_now, s)) => take.push((i, *id, s.version + 1, *db_now)),
+                None if existing.contains(&i) => decided.push((i, Decided::Alone)),
+                None => upsert.push(i),
             }
+        }
+        if !take.is_empty() {
+            // One clock for the whole update (the earliest read: ends never later than the
+            // database's own `now + term`).
+            let db_now = take.iter().map(|x| x.3).min().unwrap_or_default();
+            let update = format!(
+                "UPDATE {t} SET version = version + 1, holder = ?, lease_value = ?, lease_end_time = ?, \
+                 status = 1, gmt_modified = ? WHERE id IN ({})",
+                placeholders(take.len())
+            );
+            let mut values: Vec<Value> = vec![
+                holder.as_str().into(),
+                value_of(value),
+                (db_now + term_ms).into(),
+                db_now.into(),
+            ];
+            values.extend(take.iter().map(|x| Value::from(x.1)));
+            let done = txn.execute_raw(self.statement(&update, values)).await?;
+            if usize::try_from(done.rows_affected()).ok() != Some(take.len()) {
+                return Err(DbErr::Custom(format!(
+                    "{OP}: {} of {} locked rows updated",
+                    done.rows_affected(),
+                    take.len()
+                )));
+            }
+            decided.extend(take.into_iter().map(|(i, _, token, _)| {
+                (
+                    i,
+                    Decided::Granted {
+                        token,
+                        until: db_now + term_ms,
+                    },
+                )
+            }));
         }
         if upsert.is_empty() {
             return Ok(decided);
@@ -517,7 +561,6 @@ impl SeaOrmStore {
              gmt_modified = IF(@leasehold_took, {now}, gmt_modified)",
             rows.join(", ")
         );
-        let term_ms = term.as_millis_i64();
         let mut values: Vec<Value> = Vec::with_capacity(upsert.len() * 5 + 1);
         for &i in &upsert {
             values.push(ns.into());
@@ -555,7 +598,7 @@ impl SeaOrmStore {
                 && now_row.live
                 && before
                     .get(&i)
-                    .is_none_or(|b| now_row.version == b.version + 1);
+                    .is_none_or(|b| now_row.version == b.2.version + 1);
             decided.push(if ours {
                 (
                     i,
@@ -660,10 +703,10 @@ impl SeaOrmStore {
             Dialect::Postgres => numbered(&format!(
                 "WITH w AS MATERIALIZED (SELECT e->>0 AS ns, e->>1 AS name, (e->>2)::bigint AS v \
                  FROM json_array_elements(?::json) e), \
-                 c AS (SELECT x.id FROM w, LATERAL (SELECT id FROM {t} WHERE namespace = w.ns \
+                 c AS MATERIALIZED (SELECT x.id FROM w, LATERAL (SELECT id FROM {t} WHERE namespace = w.ns \
                    AND lease_name = w.name AND version = w.v AND holder = ? AND status = 1 \
                    FOR UPDATE SKIP LOCKED) x) \
-                 UPDATE {t} AS l {set} FROM c WHERE l.id = c.id AND l.lease_end_time > {now} \
+                 UPDATE {t} AS l {set} WHERE l.id = ANY(ARRAY(SELECT id FROM c)) AND l.lease_end_time > {now} \
                  RETURNING l.namespace, l.lease_name"
             )),
             Dialect::Sqlite => format!(

@@ -607,8 +607,8 @@ impl Sql {
         let sql = match self.dialect {
             Dialect::Postgres => numbered(&format!(
                 "WITH {PG_ITEMS} UPDATE {table} AS l {set} \
-                 FROM (SELECT x.id FROM w, LATERAL (SELECT id FROM {table} WHERE {PG_KEY} OFFSET 0) x) c \
-                 WHERE l.id = c.id AND l.holder = ? AND l.status = 1 AND l.lease_end_time > {now}"
+                 WHERE l.id = ANY(ARRAY(SELECT x.id FROM w, LATERAL (SELECT id FROM {table} WHERE {PG_KEY} OFFSET 0) x)) \
+                 AND l.holder = ? AND l.status = 1 AND l.lease_end_time > {now}"
             )),
             Dialect::Sqlite | Dialect::MySql { .. } => format!(
                 "UPDATE {table} {set} WHERE (namespace, lease_name, version) IN \

@@ -25,6 +25,9 @@ enum Kind {
     Store(Arc<SeaOrmStore>),
     Raw(Raw, Arc<Stmts>),
     Advisory(sea_orm::sqlx::PgPool),
+    /// MySQL/MariaDB's named lock, as `distributed-lock-mysql` takes it: `GET_LOCK(name, 0)`
+    /// and `RELEASE_LOCK(name)` on one pooled connection (nothing written, no TTL, no token).
+    NamedLock(sea_orm::sqlx::MySqlPool),
     /// The facade: `LeaseService::lock` + `LockGuard::unlock`.
     Facade(LeaseService),
     /// The facade's multi-lock: `Locks::acquire_all` of the name and its `~b` twin +
@@ -165,6 +168,27 @@ async fn try_pair(kind: &Kind, key: &LeaseKey, me: &HolderId, term: Term) -> R<O
             let guard = lock.acquire(conn).await.map_err(err)?;
             guard.release_now().await.map_err(err)?;
             Ok(Some(start.elapsed()))
+        }
+        Kind::NamedLock(pool) => {
+            let name = format!("{}/{}", key.namespace, key.name);
+            let mut conn = pool.acquire().await.map_err(err)?;
+            let got: Option<i64> = sea_orm::sqlx::query_scalar("SELECT GET_LOCK(?, 0)")
+                .bind(&name)
+                .fetch_one(&mut *conn)
+                .await
+                .map_err(err)?;
+            if got != Some(1) {
+                return Ok(None);
+            }
+            let freed: Option<i64> = sea_orm::sqlx::query_scalar("SELECT RELEASE_LOCK(?)")
+                .bind(&name)
+                .fetch_one(&mut *conn)
+                .await
+                .map_err(err)?;
+            match freed {
+                Some(1) => Ok(Some(start.elapsed())),
+                other => Err(format!("RELEASE_LOCK answered {other:?}")),
+            }
         }
     }
 }
@@ -327,6 +351,14 @@ pub(crate) async fn rows(ctx: &Ctx) -> Vec<Row> {
         Ok(k) => hot(k, &ctx.namespace("hot-base"), plan).await,
         Err(e) => Err(e.clone()),
     };
+    // The peer a MySQL user would pick instead: the named lock (`distributed-lock-mysql`).
+    let named = if !matches!(ctx.backend(), Backend::MySql | Backend::MariaDb) {
+        None
+    } else {
+        super::step("lock_spread: named lock (GET_LOCK)");
+        let k = Kind::NamedLock(ctx.store.connection().get_mysql_connection_pool().clone());
+        Some(spread(&k, &ctx.namespace("spread-named"), plan, server).await)
+    };
     super::step("lock_spread / lock_hot: facade");
     let (spread_facade, hot_facade) = match &facade {
         Ok(service) => {
@@ -394,13 +426,22 @@ pub(crate) async fn rows(ctx: &Ctx) -> Vec<Row> {
             hot_base.clone(),
             format!("{hot_note}, via SeaOrmStore"),
         ),
-        row(
-            "lock_spread_facade",
-            base_name,
-            spread_facade.clone(),
-            spread_base,
-            format!("{spread_note} on one LeaseService, lock+unlock"),
-        ),
+        match named {
+            Some(named) => row(
+                "lock_spread_facade",
+                "GET_LOCK + RELEASE_LOCK (distributed-lock-mysql's lock), same pool",
+                spread_facade.clone(),
+                named,
+                format!("{spread_note} on one LeaseService, lock+unlock"),
+            ),
+            None => row(
+                "lock_spread_facade",
+                base_name,
+                spread_facade.clone(),
+                spread_base,
+                format!("{spread_note} on one LeaseService, lock+unlock"),
+            ),
+        },
         row(
             "lock_spread_facade_group_commit",
             "the same without group commit",
