@@ -267,20 +267,13 @@ pub(crate) fn next_backoff(d: Duration) -> Duration {
 /// outbox starts the sender, which takes batches until none is left, so the rings that arrive
 /// meanwhile go out together and a lone ring waits for nothing.
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
-#[derive(Debug)]
-pub(crate) struct Outbox<T = String>(Mutex<(Vec<T>, bool)>);
+#[derive(Debug, Default)]
+pub(crate) struct Outbox(Mutex<(Vec<String>, bool)>);
 
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
-impl<T> Default for Outbox<T> {
-    fn default() -> Self {
-        Self(Mutex::new((Vec::new(), false)))
-    }
-}
-
-#[cfg(any(feature = "postgres", feature = "sqlite"))]
-impl<T> Outbox<T> {
+impl Outbox {
     /// Queues `item`; `true` when the caller must start the sender (none is out).
-    pub(crate) fn push(&self, item: T) -> bool {
+    pub(crate) fn push(&self, item: String) -> bool {
         let mut queued = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         queued.0.push(item);
         !std::mem::replace(&mut queued.1, true)
@@ -296,7 +289,7 @@ impl<T> Outbox<T> {
 
     /// The sender's next batch, at most `max` items; `None` ends the sender (nothing is left,
     /// and the next push starts another).
-    pub(crate) fn next_batch(&self, max: usize) -> Option<Vec<T>> {
+    pub(crate) fn next_batch(&self, max: usize) -> Option<Vec<String>> {
         let mut queued = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         if queued.0.is_empty() {
             queued.1 = false;

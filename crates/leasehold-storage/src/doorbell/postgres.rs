@@ -5,10 +5,8 @@
 //! rings out to the local subscribers of each key.
 //!
 //! Grants are announced on a second channel, [`CHANGES`]: [`Doorbell::held`] (called by the
-//! holder's engine after each grant) sends `pg_notify` on the pool off the grant's path. Rings
-//! and announcements share one outbox: those that arrive while one statement is out go
-//! together in the next, each on its own channel (a lock pair's grant and release cost one
-//! notifying statement between them, not two). The `LISTEN` connection also
+//! holder's engine after each grant) sends `pg_notify` on the pool off the grant's path,
+//! batching the grants that arrive while one announcement is out. The `LISTEN` connection also
 //! listens on it; its notifications wake only the observers ([`Doorbell::watch_changes`]).
 //!
 //! Connections: 1 (the `LISTEN`), opened on the first [`Doorbell::watch`]. When it drops it is
@@ -41,9 +39,10 @@ pub struct PgDoorbell {
     limit: Duration,
     subscribers: Subscribers,
     observers: Subscribers,
-    /// Grants to announce on [`CHANGES`] and rings to send on [`CHANNEL`] (channel, payload),
-    /// and whether a sender is running.
-    outbox: Arc<super::Outbox<(&'static str, String)>>,
+    /// Grants to announce on [`CHANGES`] (payloads), and whether a sender is running.
+    announce: Arc<super::Outbox>,
+    /// Rings to send on [`CHANNEL`], likewise.
+    rings: Arc<super::Outbox>,
     listening: Mutex<bool>,
     stop: Arc<Notify>,
     stopped: Arc<std::sync::atomic::AtomicBool>,
@@ -66,28 +65,27 @@ impl PgDoorbell {
             limit,
             subscribers: Subscribers::default(),
             observers: Subscribers::default(),
-            outbox: Arc::default(),
+            announce: Arc::default(),
+            rings: Arc::default(),
             listening: Mutex::new(false),
             stop: Arc::new(Notify::new()),
             stopped: Arc::default(),
         }
     }
 
-    /// Queues `key` for `channel`, starting the sender unless one is running.
-    fn queue(&self, channel: &'static str, key: &LeaseKey) {
+    /// Queues `key` for `channel` in `pending`, starting its sender unless one is running.
+    fn queue(&self, pending: &Arc<super::Outbox>, channel: &'static str, key: &LeaseKey) {
         if self.stopped.load(std::sync::atomic::Ordering::SeqCst)
-            || !self
-                .outbox
-                .push((channel, payload(self.store.table(), key)))
+            || !pending.push(payload(self.store.table(), key))
         {
             return;
         }
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            self.outbox.abandon();
+            pending.abandon();
             return;
         };
         let (db, limit) = (self.store.connection().clone(), self.limit);
-        rt.spawn(notify_all(db, limit, Arc::clone(&self.outbox)));
+        rt.spawn(notify_all(db, limit, channel, Arc::clone(pending)));
     }
 
     fn listen(&self) {
@@ -123,15 +121,14 @@ impl Doorbell for PgDoorbell {
     }
 
     fn held(&self, key: &LeaseKey) {
-        self.queue(CHANGES, key);
+        self.queue(&self.announce, CHANGES, key);
     }
 
-    /// Queues the ring: `pg_notify` on [`CHANNEL`] on the pool, the rings and announcements that
-    /// arrive while one statement is out going together in the next (at most
-    /// [`ANNOUNCE_BATCH`] per statement), so the releases of a batch ring in one statement, not
-    /// one each.
+    /// Queues the ring: `pg_notify` on [`CHANNEL`] on the pool, the rings that arrive while one
+    /// statement is out going together in the next (at most [`ANNOUNCE_BATCH`] per statement),
+    /// so the releases of a batch ring in one statement, not one each.
     fn ring(&self, key: &LeaseKey) {
-        self.queue(CHANNEL, key);
+        self.queue(&self.rings, CHANNEL, key);
     }
 
     fn ring_now(&self, key: &LeaseKey) -> futures::future::BoxFuture<'static, ()> {
@@ -172,12 +169,12 @@ impl Doorbell for PgDoorbell {
 /// The most grants announced, or rings sent, by one statement.
 pub const ANNOUNCE_BATCH: usize = 1_000;
 
-/// Sends the pending notifications, a batch per statement (each on its own channel), until none
-/// is left.
+/// Sends the pending notifications of `channel`, a batch per statement, until none is left.
 async fn notify_all(
     db: sea_orm::DatabaseConnection,
     limit: Duration,
-    outbox: Arc<super::Outbox<(&'static str, String)>>,
+    channel: &'static str,
+    outbox: Arc<super::Outbox>,
 ) {
     while let Some(batch) = outbox.next_batch(ANNOUNCE_BATCH) {
         let Ok(json) = serde_json::to_string(&batch) else {
@@ -185,13 +182,13 @@ async fn notify_all(
         };
         let stmt = Statement::from_sql_and_values(
             DbBackend::Postgres,
-            "SELECT pg_notify(e->>0, e->>1) FROM json_array_elements($1::json) AS e",
-            [json.into()],
+            "SELECT pg_notify($1, p) FROM json_array_elements_text($2::json) AS p",
+            [channel.into(), json.into()],
         );
         match tokio::time::timeout(limit, db.execute_raw(stmt)).await {
             Ok(Ok(_)) => {}
-            Ok(Err(e)) => log::debug!("{} notifications failed: {e}", batch.len()),
-            Err(_) => log::debug!("{} notifications timed out", batch.len()),
+            Ok(Err(e)) => log::debug!("{} notifications on {channel} failed: {e}", batch.len()),
+            Err(_) => log::debug!("{} notifications on {channel} timed out", batch.len()),
         }
     }
 }
