@@ -674,23 +674,27 @@ pub(super) async fn race_32_tasks_200_rounds(ctx: Ctx) -> Result<(), String> {
     Ok(())
 }
 
-/// `begin_tenure_many` answers every item as `begin_tenure` would: free and released rows
-/// granted (token + 1), live rows of another holder and of the caller itself left alone and
-/// named, a key named twice granted once.
+/// `begin_tenure_many` answers every item as `begin_tenure` would: free, released and expired
+/// rows granted (token + 1), live rows of another holder and of the caller itself left alone and
+/// named, a key named twice granted once; every grant's answered end is the row's.
 pub(super) async fn begin_tenure_many_like_one_by_one(ctx: Ctx) -> Result<(), String> {
     let (a, b) = (holder("a")?, holder("b")?);
     let other = ctx.key("other")?;
     let own = ctx.key("own")?;
     let freed = ctx.key("freed")?;
+    let lapsed = ctx.key("lapsed")?;
     let (t_other, _) = acquired(&ctx, &other, &b, term(LONG)?).await?;
     let (t_own, _) = acquired(&ctx, &own, &a, term(LONG)?).await?;
     let (t_freed, _) = acquired(&ctx, &freed, &b, term(LONG)?).await?;
     ctx.store.release(&freed, &b, t_freed).await.map_err(e)?;
+    let (t_lapsed, _) = acquired(&ctx, &lapsed, &b, term(SHORT)?).await?;
+    tokio::time::sleep(PAST_SHORT).await;
     let mut keys = vec![other.clone(), own.clone(), freed.clone()];
     for i in 0..6 {
         keys.push(ctx.key(&format!("new-{i}"))?);
     }
     keys.push(ctx.key("new-2")?);
+    keys.push(lapsed.clone());
     let got = ctx
         .store
         .begin_tenure_many(&a, &keys, term(LONG)?, None)
@@ -732,6 +736,25 @@ pub(super) async fn begin_tenure_many_like_one_by_one(ctx: Ctx) -> Result<(), St
         matches!(&got[9], AcquireOutcome::HeldBy { holder, token, .. } if *holder == a && *token == t2),
         || format!("new-2 named twice answered {:?}", got[9]),
     )?;
+    ensure(
+        matches!(&got[10], AcquireOutcome::Acquired { token, .. } if token.get() == t_lapsed.get() + 1),
+        || {
+            format!(
+                "b's expired row answered {:?} (was token {t_lapsed})",
+                got[10]
+            )
+        },
+    )?;
+    // Every grant's answer is what the row holds: its token, and its end to the millisecond.
+    for (key, outcome) in keys.iter().zip(&got) {
+        if let AcquireOutcome::Acquired { token, until } = outcome {
+            let rec = ctx.store.get(key).await.map_err(e)?.ok_or("row missing")?;
+            ensure(
+                rec.held && rec.holder == a && rec.token == *token && rec.until == *until,
+                || format!("{key}: answered {outcome:?}, the row says {rec:?}"),
+            )?;
+        }
+    }
     // The store agrees with every answer.
     for (key, who, token) in [
         (&other, &b, t_other),
