@@ -7,12 +7,13 @@
 //! is sent at once (alone, as a plain `begin_tenure` or `release`); only requests that arrive
 //! while one is out wait, for it to answer, and then go together. A second statement is sent
 //! beside the first (at most [`IN_FLIGHT`]) only for a batch of at least [`PARALLEL_BATCH`]
-//! requests: a burst keeps two full statements in flight, while a handful of lock callers
+//! requests, or once the first has been out [`STALLED`] (a row lock, a slow server: one slow
+//! statement never holds every other request of its kind): a burst keeps two full statements in flight, while a handful of lock callers
 //! share one statement instead of each paying its own (measured on the lock-pair bench, 16
-//! tasks on 1,000 names: two statements in flight sent 26 % of the requests alone and cost
-//! half as much again server CPU per pair). So a lone grant or release costs what it cost before, and a
-//! burst (many lock callers, a hundred thousand lease tasks started at once) costs one statement
-//! per batch instead of one per request.
+//! tasks on 1,000 names: two statements always allowed sent 26 % of the requests alone and cost
+//! half as much again server CPU per pair). So a lone grant or release costs what it cost
+//! before, and a burst (many lock callers, a hundred thousand lease tasks started at once) costs
+//! one statement per batch instead of one per request.
 //!
 //! Waiting is safe: the lease machine counts a grant's local deadline from the instant it
 //! *asked*, so a grant that waited only has a shorter local deadline; a release is sent after the
@@ -52,8 +53,11 @@ use crate::batcher::RenewPressure;
 /// How many statements of one kind a coalescer keeps in flight at once.
 pub const IN_FLIGHT: usize = 2;
 /// The fewest requests that go out as a statement beside one already in flight; smaller
-/// batches wait for its answer.
+/// batches wait for its answer, unless it has been out [`STALLED`].
 pub const PARALLEL_BATCH: usize = 200;
+/// A statement out this long counts as stalled: requests that would wait for it go out beside
+/// it (see [`PARALLEL_BATCH`]).
+pub const STALLED: Duration = Duration::from_millis(5);
 /// While renewals are behind, a grant coalescer looks again this often.
 pub const RECHECK: Duration = Duration::from_millis(20);
 /// The most requests in one batched call (the store splits larger batches itself).
@@ -266,6 +270,10 @@ pub struct Coalescer<K: Kind> {
     /// Groups with requests waiting, oldest first.
     order: VecDeque<K::Group>,
     in_flight: usize,
+    /// When the statement out alone was sent (with one in flight).
+    lone_since: Option<Instant>,
+    /// A look at [`STALLED`] after `lone_since` is scheduled.
+    stall_check: bool,
     /// How the service's renewals are doing (grants wait while they are behind).
     pressure: Option<Arc<RenewPressure>>,
     /// A look after [`RECHECK`] is scheduled.
@@ -295,6 +303,8 @@ impl<K: Kind> Coalescer<K> {
             queued: HashMap::new(),
             order: VecDeque::new(),
             in_flight: 0,
+            lone_since: None,
+            stall_check: false,
             pressure: None,
             recheck: false,
         }
@@ -337,7 +347,8 @@ impl<K: Kind> Coalescer<K> {
     }
 
     /// Sends the oldest waiting group's requests (up to [`PER_BATCH`]) while no statement is
-    /// out, or fewer than [`IN_FLIGHT`] are and the batch is at least [`PARALLEL_BATCH`] (and, with admission control, while renewals keep up).
+    /// out, or fewer than [`IN_FLIGHT`] are and the batch is at least [`PARALLEL_BATCH`] (and,
+    /// with admission control, while renewals keep up).
     fn flush(&mut self, ctx: &mut Context<Self>) {
         if K::ADMISSION {
             let now = MonotonicClock.now();
@@ -361,7 +372,24 @@ impl<K: Kind> Coalescer<K> {
                     .and_then(|g| self.queued.get(g))
                     .is_none_or(|w| w.len() < PARALLEL_BATCH)
             {
-                return;
+                // A small batch waits for the statement out — unless that one has stalled (a
+                // row lock, a slow server): then it goes beside it, so one slow statement
+                // never holds every other request of its kind.
+                let now = MonotonicClock.now();
+                match self.lone_since.map(|sent| sent + STALLED) {
+                    Some(at) if at > now => {
+                        if !self.stall_check && !self.order.is_empty() {
+                            self.stall_check = true;
+                            ctx.run_later(at.saturating_duration_since(now), |act, ctx| {
+                                act.stall_check = false;
+                                act.flush(ctx);
+                            });
+                        }
+                        return;
+                    }
+                    Some(_) => {}
+                    None => return,
+                }
             }
             let Some(group) = self.order.pop_front() else {
                 return;
@@ -399,11 +427,15 @@ impl<K: Kind> Coalescer<K> {
                 None => continue,
             };
             self.in_flight += 1;
+            self.lone_since = (self.in_flight == 1).then(|| MonotonicClock.now());
             let limit = self.limit;
             let fut = crate::detached::detached(K::OP, limit, call);
             ctx.spawn(
                 actix::fut::wrap_future(fut).map(move |result, act: &mut Self, ctx| {
                     act.in_flight -= 1;
+                    // The one left out (if any) was sent before this answer: count it as
+                    // out since now, a conservative start for its stall.
+                    act.lone_since = (act.in_flight == 1).then(|| MonotonicClock.now());
                     let unclaimed = answer::<K>(result, replies, size);
                     if let Some((items, group)) = kept {
                         undo::<K>(store, group, items, unclaimed, limit);

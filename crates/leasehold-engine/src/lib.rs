@@ -48,7 +48,7 @@ pub use batcher::{
 pub use belief::{Belief, WorkGuard, cancelled};
 pub use coalescer::{
     Coalescer, GrantBatcher, Grants, IN_FLIGHT, Kind, PARALLEL_BATCH, PER_BATCH, Queue, QueueGrant,
-    QueueRelease, RECHECK, ReleaseBatcher, Releases, Reply,
+    QueueRelease, RECHECK, ReleaseBatcher, Releases, Reply, STALLED,
 };
 pub use detached::detached;
 pub use engine::{

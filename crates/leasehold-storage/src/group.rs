@@ -10,6 +10,10 @@
 //! answered with its holder, token and end and left alone, expiry judged by the database clock
 //! after any lock wait. Nothing is answered before the transaction committed.
 //!
+//! PostgreSQL decides a batch in one statement, MySQL in one transaction of a locking read and
+//! one update (plus an upsert and a read-back for rows that did not exist); see `grant_pg` and
+//! `grant_mysql`.
+//!
 //! One locked row never holds the batch hostage: PostgreSQL and MySQL first lock the batch's
 //! existing rows `FOR UPDATE SKIP LOCKED`; an item whose row another session holds locked (an
 //! open fenced transaction) is left out of the batch and granted alone afterwards, bounded by the
@@ -223,31 +227,30 @@ impl SeaOrmStore {
         term: Term,
         value: Option<&LeaseValue>,
     ) -> Result<Vec<(usize, Decided)>, DbErr> {
-        if self.sql.dialect == Dialect::Postgres {
-            return self.grant_pg(holder, keys, chunk, term, value).await;
-        }
+        let mysql = match self.sql.dialect {
+            Dialect::Postgres => return self.grant_pg(holder, keys, chunk, term, value).await,
+            Dialect::Sqlite => false,
+            Dialect::MySql { .. } => true,
+        };
         let txn =
             crate::seaorm::begin_whole(self.connection(), TransactionOptions::default()).await?;
-        let decided = match self.sql.dialect {
-            Dialect::Sqlite | Dialect::Postgres => {
-                self.grant_sqlite(&txn, holder, keys, chunk, term, value)
-                    .await?
+        let decided = if mysql {
+            let mut by_ns: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+            for &i in chunk {
+                by_ns.entry(keys[i].namespace.as_str()).or_default().push(i);
             }
-            Dialect::MySql { .. } => {
-                let mut by_ns: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-                for &i in chunk {
-                    by_ns.entry(keys[i].namespace.as_str()).or_default().push(i);
-                }
-                let mut all = Vec::with_capacity(chunk.len());
-                for (ns, mut group) in by_ns {
-                    group.sort_by(|&a, &b| keys[a].name.as_str().cmp(keys[b].name.as_str()));
-                    all.extend(
-                        self.grant_mysql(&txn, (holder, term, value), keys, ns, &group)
-                            .await?,
-                    );
-                }
-                all
+            let mut all = Vec::with_capacity(chunk.len());
+            for (ns, mut group) in by_ns {
+                group.sort_by(|&a, &b| keys[a].name.as_str().cmp(keys[b].name.as_str()));
+                all.extend(
+                    self.grant_mysql(&txn, (holder, term, value), keys, ns, &group)
+                        .await?,
+                );
             }
+            all
+        } else {
+            self.grant_sqlite(&txn, holder, keys, chunk, term, value)
+                .await?
         };
         // Read to the end and committed before anything is answered: a failed commit is an
         // error (the caller cannot know the outcome), never a grant.
