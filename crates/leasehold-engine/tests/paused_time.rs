@@ -544,3 +544,57 @@ fn grants_wait_while_renewals_are_behind() {
         let _ = rig.engine.send(ShutdownAll).await;
     });
 }
+
+#[test]
+fn a_stalled_grant_statement_does_not_hold_the_next_grants_back() {
+    paused(|| async {
+        // The first grant statement stalls for 600 ms (a row lock, a slow server); every later
+        // one answers at once. Grants asked meanwhile go out beside it once it has been out
+        // `STALLED`, instead of waiting for its answer.
+        let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = Arc::clone(&calls);
+        let rig = rig(Duration::from_secs(1), move |op| {
+            let first = matches!(op, Op::BeginTenure | Op::BeginTenureMany)
+                && counted.fetch_add(1, Ordering::SeqCst) == 0;
+            async move {
+                if first {
+                    sleep(Duration::from_millis(600)).await;
+                }
+                Ok(())
+            }
+        });
+        let heard = Arc::new(Heard::default());
+        let t0 = MonotonicClock.now();
+        let (stuck, stuck_belief) = start(&rig, "stuck", &heard).await;
+        sleep(Duration::from_millis(1)).await;
+        let mut others = Vec::new();
+        for name in ["a", "b", "c"] {
+            others.push(start(&rig, name, &heard).await);
+        }
+        sleep(leasehold_engine::STALLED + Duration::from_millis(20)).await;
+        for (key, belief) in &others {
+            assert!(
+                believes(&rig, key, belief),
+                "{key} not held {:?} after the start: it waited behind the stalled grant",
+                MonotonicClock.now() - t0
+            );
+        }
+        assert!(
+            !believes(&rig, &stuck, &stuck_belief),
+            "the stalled grant cannot have answered yet"
+        );
+        stuck_belief.settled().await.expect("held");
+        assert!(believes(&rig, &stuck, &stuck_belief));
+        assert!(
+            MonotonicClock.now() - t0 >= Duration::from_millis(600),
+            "the stall was not applied"
+        );
+        let released = rig
+            .engine
+            .send(ShutdownAll)
+            .await
+            .expect("engine")
+            .expect("shutdown");
+        assert_eq!(released, 4);
+    });
+}
