@@ -98,6 +98,22 @@ where
     }
 }
 
+/// A rig (statements bounded at 1 s) whose first grant statement takes `stall`; every other
+/// call answers at once.
+fn first_grant_slow(stall: Duration) -> Rig {
+    let first = AtomicBool::new(true);
+    rig(Duration::from_secs(1), move |op| {
+        let slow = matches!(op, Op::BeginTenure | Op::BeginTenureMany)
+            && first.swap(false, Ordering::SeqCst);
+        async move {
+            if slow {
+                sleep(stall).await;
+            }
+            Ok(())
+        }
+    })
+}
+
 fn config() -> LeaseConfig {
     LeaseConfig::new()
         .with_term(Duration::from_secs(3))
@@ -421,18 +437,7 @@ fn a_grant_answered_after_its_caller_stopped_waiting_is_released_at_once() {
     paused(|| async {
         // The first grant commits 790 ms after it was asked: after its caller's patience (the
         // 800 ms request timeout less a twentieth), within the statement's own 1 s bound.
-        let first = Arc::new(AtomicBool::new(true));
-        let slow = Arc::clone(&first);
-        let rig = rig(Duration::from_secs(1), move |op| {
-            let slow = matches!(op, Op::BeginTenure | Op::BeginTenureMany)
-                && slow.swap(false, Ordering::SeqCst);
-            async move {
-                if slow {
-                    sleep(Duration::from_millis(790)).await;
-                }
-                Ok(())
-            }
-        });
+        let rig = first_grant_slow(Duration::from_millis(790));
         let heard = Arc::new(Heard::default());
         let t0 = MonotonicClock.now();
         let (key, belief) = start(&rig, "orphan", &heard).await;
@@ -551,18 +556,7 @@ fn a_stalled_grant_statement_does_not_hold_the_next_grants_back() {
         // The first grant statement stalls for 600 ms (a row lock, a slow server); every later
         // one answers at once. Grants asked meanwhile go out beside it once it has been out
         // `STALLED`, instead of waiting for its answer.
-        let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let counted = Arc::clone(&calls);
-        let rig = rig(Duration::from_secs(1), move |op| {
-            let first = matches!(op, Op::BeginTenure | Op::BeginTenureMany)
-                && counted.fetch_add(1, Ordering::SeqCst) == 0;
-            async move {
-                if first {
-                    sleep(Duration::from_millis(600)).await;
-                }
-                Ok(())
-            }
-        });
+        let rig = first_grant_slow(Duration::from_millis(600));
         let heard = Arc::new(Heard::default());
         let t0 = MonotonicClock.now();
         let (stuck, stuck_belief) = start(&rig, "stuck", &heard).await;
