@@ -313,3 +313,13 @@ pub fn backend_url(var: &str) -> Option<String> {
         }
     }
 }
+
+/// Every backend of this run, labelled: `sqlite` (the URL given) always, then `postgres` and
+/// `mysql` when their variables name them ([`backend_url`]: with `CI` set a missing one fails).
+#[must_use]
+pub fn backend_urls(sqlite: String) -> Vec<(&'static str, String)> {
+    let mut all = vec![("sqlite", sqlite)];
+    all.extend(backend_url(POSTGRES_ENV).map(|url| ("postgres", url)));
+    all.extend(backend_url(MYSQL_ENV).map(|url| ("mysql", url)));
+    all
+}

@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use leasehold_storage::doorbell::{self, Doorbell};
 use leasehold_storage::observe::{LeaseObserver, Observation, ObserveOptions};
-use leasehold_storage::testing::{CountingStore, MYSQL_ENV, POSTGRES_ENV, backend_url};
+use leasehold_storage::testing::{
+    CountingStore, MYSQL_ENV, POSTGRES_ENV, backend_url, backend_urls,
+};
 use leasehold_storage::{
     AcquireOutcome, FencingToken, HolderId, LeaseKey, LeaseRecord, LeaseStore, RenewOutcome,
     SeaOrmStore, StoreBuilder, StoreError, Term,
@@ -54,14 +56,7 @@ fn sqlite_url(label: &str) -> String {
 
 /// The URLs of the backends under test.
 fn backends(label: &str) -> Vec<(&'static str, String)> {
-    let mut out = vec![("sqlite", sqlite_url(label))];
-    if let Some(url) = backend_url(POSTGRES_ENV) {
-        out.push(("postgres", url));
-    }
-    if let Some(url) = backend_url(MYSQL_ENV) {
-        out.push(("mysql", url));
-    }
-    out
+    backend_urls(sqlite_url(label))
 }
 
 async fn next(obs: &mut LeaseObserver, what: &str) -> Observation {

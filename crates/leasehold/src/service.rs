@@ -719,7 +719,6 @@ impl LeaseService {
         self.inner.cancel.clone()
     }
 
-    /// A belief for a new tenure-bearing actor of this service.
     /// The engine message starting a lease task for `key` with `options` (and `config`, their
     /// configuration or the service's, already validated).
     fn start_message(
@@ -742,6 +741,7 @@ impl LeaseService {
         }
     }
 
+    /// A belief for a new tenure-bearing actor of this service.
     pub(crate) fn new_belief(&self) -> Arc<Belief> {
         Belief::new(
             self.inner.cancel.clone(),

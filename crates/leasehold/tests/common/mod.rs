@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::Duration;
 
 use leasehold::{DbInstant, LeaseService, LeaseStore, StoreError};
-use leasehold_storage::testing::{CountingStore, MYSQL_ENV, Op, POSTGRES_ENV, backend_url};
+use leasehold_storage::testing::{CountingStore, Op, backend_urls};
 
 /// How the stores of a [`Switch`] behave.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,12 +137,5 @@ pub fn sqlite_file_url(name: &str) -> String {
 /// Every backend this run has: an SQLite file always, PostgreSQL and MariaDB when named (with
 /// `CI` set a missing one fails the run: `backend_url`).
 pub fn backends(name: &str) -> Vec<(&'static str, String)> {
-    let mut all = vec![("sqlite", sqlite_file_url(name))];
-    if let Some(url) = backend_url(POSTGRES_ENV) {
-        all.push(("postgres", url));
-    }
-    if let Some(url) = backend_url(MYSQL_ENV) {
-        all.push(("mysql", url));
-    }
-    all
+    backend_urls(sqlite_file_url(name))
 }
