@@ -493,9 +493,11 @@ impl LeaseActor {
                         };
                         let outcome =
                             crate::coalescer::ask(&releaser, holder, item, now, limit).await;
-                        if let Some(bell) = bell {
-                            bell.ring(&key);
-                        }
+                        ring_after_release(
+                            bell.as_deref(),
+                            &key,
+                            matches!(outcome, Ok(ReleaseOutcome::Released)),
+                        );
                         outcome
                     };
                     ctx.spawn(actix::fut::wrap_future(fut).map(
@@ -507,9 +509,11 @@ impl LeaseActor {
                 }
                 let fut = async move {
                     let outcome = store.release(&key, &holder, token).await;
-                    if let Some(bell) = bell {
-                        bell.ring(&key);
-                    }
+                    ring_after_release(
+                        bell.as_deref(),
+                        &key,
+                        matches!(outcome, Ok(ReleaseOutcome::Released)),
+                    );
                     outcome
                 };
                 self.call(ctx, "release", fut, move |result| Event::ReleaseResult {
@@ -1016,6 +1020,18 @@ impl Handler<QueryLease> for LeaseActor {
             token: self.machine.token(),
             local_deadline: self.machine.local_deadline(),
         }
+    }
+}
+
+/// Rings `bell` (the tenure's, when it was due) once a release has answered: always, unless
+/// the release committed and its own statement rang ([`Doorbell::rings_with_releases`]). A
+/// failed or refused release still rings: its row may have ended anyway, and a waiter woken
+/// early is only refused once.
+fn ring_after_release(bell: Option<&dyn Doorbell>, key: &LeaseKey, committed: bool) {
+    if let Some(bell) = bell
+        && !(committed && bell.rings_with_releases())
+    {
+        bell.ring(key);
     }
 }
 

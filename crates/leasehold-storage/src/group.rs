@@ -274,6 +274,7 @@ impl SeaOrmStore {
         value: Option<&LeaseValue>,
     ) -> Result<Vec<(usize, Decided)>, DbErr> {
         let (t, now, fresh) = (self.table(), self.sql.now(), self.sql.fresh());
+        let (announce_l, announce) = (self.sql.announce_item("l."), self.sql.announce_item(""));
         let (index, mut all) = chunk_keys(keys, chunk);
         // One order for every batch: two batches inserting the same new keys wait for each
         // other in the same order, never in a cycle.
@@ -289,12 +290,12 @@ impl SeaOrmStore {
              g AS (UPDATE {t} AS l SET version = l.version + 1, holder = ?, lease_value = ?::varchar, \
                lease_end_time = {now} + ?, status = 1, gmt_modified = {now} \
                WHERE l.id = ANY(ARRAY(SELECT id FROM y WHERE free)) \
-               RETURNING l.namespace, l.lease_name, l.version, l.lease_end_time), \
+               RETURNING l.namespace, l.lease_name, l.version, l.lease_end_time{announce_l}), \
              i AS (INSERT INTO {t} AS l (namespace, lease_name, holder, lease_end_time, status, version, lease_value, gmt_create, gmt_modified) \
                SELECT w.ns, w.name, ?, {now} + ?, 1, {fresh}, ?::varchar, {now}, {now} FROM w \
                WHERE NOT EXISTS (SELECT 1 FROM x WHERE x.ns = w.ns AND x.name = w.name) \
                ON CONFLICT (namespace, lease_name) DO NOTHING \
-               RETURNING namespace, lease_name, version, lease_end_time) \
+               RETURNING namespace, lease_name, version, lease_end_time{announce}) \
              SELECT true AS granted, namespace, lease_name, NULL::varchar AS holder, version, lease_end_time FROM g \
              UNION ALL SELECT true, namespace, lease_name, NULL, version, lease_end_time FROM i \
              UNION ALL SELECT false, x.ns, x.name, y.holder, y.version, y.lease_end_time \
@@ -710,7 +711,8 @@ impl SeaOrmStore {
                    AND lease_name = w.name AND version = w.v AND holder = ? AND status = 1 \
                    FOR UPDATE SKIP LOCKED) x) \
                  UPDATE {t} AS l {set} WHERE l.id = ANY(ARRAY(SELECT id FROM c)) AND l.lease_end_time > {now} \
-                 RETURNING l.namespace, l.lease_name"
+                 RETURNING l.namespace, l.lease_name{ring}",
+                ring = self.sql.ring_item("l.")
             )),
             Dialect::Sqlite => format!(
                 "UPDATE {t} {set} WHERE (namespace, lease_name, version) IN \

@@ -148,6 +148,38 @@ impl SeaOrmStore {
         self.sql.now()
     }
 
+    /// On PostgreSQL, makes every statement of this store that grants or releases a tenure
+    /// also send the doorbell's notification for each row it changed — `pg_notify` on
+    /// [`crate::doorbell::postgres::CHANGES`] for a grant, on
+    /// [`crate::doorbell::postgres::CHANNEL`] for a release — in the same transaction, so it is
+    /// delivered at the commit and never for a statement that rolled back. The doorbell made
+    /// from this store ([`crate::doorbell::for_store`]) then sends nothing of its own for
+    /// grants or committed releases ([`crate::doorbell::Doorbell::rings_with_releases`]): one
+    /// statement and one commit instead of two. A service built from a URL turns it on for its
+    /// own store; set it on a store you pass in only if that store serves the service's lease
+    /// calls. Other backends ignore it.
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold_storage::StoreError> {
+    /// let store = leasehold_storage::StoreBuilder::new("sqlite::memory:").connect().await?;
+    /// let store = store.notify_in_statements(true);
+    /// assert!(!store.notifies_in_statements()); // PostgreSQL only
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn notify_in_statements(mut self, on: bool) -> Self {
+        self.sql = Sql::notifying(self.sql.dialect, &self.table, on);
+        self
+    }
+
+    /// Whether grants and releases send their doorbell notifications themselves
+    /// ([`SeaOrmStore::notify_in_statements`]).
+    #[must_use]
+    pub fn notifies_in_statements(&self) -> bool {
+        self.sql.notifies()
+    }
+
     /// The lease table's name.
     #[must_use]
     pub fn table(&self) -> &str {

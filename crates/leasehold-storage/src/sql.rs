@@ -30,7 +30,27 @@ pub(crate) struct Sql {
     floor: String,
     /// The database's clock in milliseconds since the epoch, as an SQL expression.
     now: String,
+    /// PostgreSQL: grants and releases send their doorbell notifications themselves
+    /// ([`crate::SeaOrmStore::notify_in_statements`]).
+    notify: bool,
     text: Texts,
+}
+
+/// The PostgreSQL channel of rings (`doorbell::postgres::CHANNEL`).
+pub(crate) const RELEASED_CHANNEL: &str = "leasehold_lock_released";
+
+/// With `notify`, `, pg_notify(channel, payload)` for a `RETURNING` list, the payload that of
+/// `doorbell::payload` computed from the row (byte lengths, as Rust's) with its columns qualified
+/// by `a` (`"l."` or `""`): delivered at commit, and not at all if the statement's transaction
+/// rolls back. Without, nothing.
+fn notify_item(notify: bool, table: &str, channel: &str, a: &str) -> String {
+    if !notify {
+        return String::new();
+    }
+    format!(
+        ", pg_notify('{channel}', '{}:' || octet_length({a}namespace)::text || ':' || '{table}' || {a}namespace || {a}lease_name)",
+        table.len()
+    )
 }
 
 /// The text of the fixed statements, placeholders already in the backend's form.
@@ -80,7 +100,38 @@ impl Sql {
         &self.floor
     }
 
+    /// Whether grants and releases send their doorbell notifications themselves.
+    pub(crate) fn notifies(&self) -> bool {
+        self.notify
+    }
+
+    /// With [`Sql::notifies`], a `RETURNING` item announcing each row a grant wrote (on
+    /// `doorbell::postgres::CHANGES`), its columns qualified by `alias` (`"l."` or `""`);
+    /// otherwise nothing.
+    pub(crate) fn announce_item(&self, alias: &str) -> String {
+        notify_item(
+            self.notify,
+            &self.table,
+            leasehold_migration::CHANGES_CHANNEL,
+            alias,
+        )
+    }
+
+    /// With [`Sql::notifies`], a `RETURNING` item ringing for each row a release ended (on
+    /// `doorbell::postgres::CHANNEL`); otherwise nothing.
+    pub(crate) fn ring_item(&self, alias: &str) -> String {
+        notify_item(self.notify, &self.table, RELEASED_CHANNEL, alias)
+    }
+
+    /// The statements of a store on `table`.
     pub(crate) fn new(dialect: Dialect, table: &str) -> Self {
+        Self::notifying(dialect, table, false)
+    }
+
+    /// The statements of a store on `table`; with `notify` (PostgreSQL only, other dialects
+    /// ignore it) grants and releases send the doorbell's notifications themselves.
+    pub(crate) fn notifying(dialect: Dialect, table: &str, notify: bool) -> Self {
+        let notify = notify && dialect == Dialect::Postgres;
         let backend = match dialect {
             Dialect::Sqlite => DbBackend::Sqlite,
             Dialect::Postgres => DbBackend::Postgres,
@@ -113,6 +164,12 @@ impl Sql {
         // for none), and the new tenure's value. The order differs per dialect: see
         // `Sql::acquire`. A row inserted starts one above the token floor (`fresh`); a new
         // tenure writes its value, a kept grant keeps the value it has.
+        // PostgreSQL with `notify`: each row granted announces itself, each row released rings.
+        let announce = notify_item(notify, table, leasehold_migration::CHANGES_CHANNEL, "");
+        let ring = match notify_item(notify, table, RELEASED_CHANNEL, "") {
+            item if item.is_empty() => item,
+            item => format!(" RETURNING {}", item.trim_start_matches(", ")),
+        };
         let acquire = match dialect {
             // ON CONFLICT DO UPDATE locks the existing row, then evaluates WHERE and SET on its
             // newest version: the clock is read then, after any lock wait.
@@ -127,7 +184,7 @@ impl Sql {
                  holder = excluded.holder, lease_end_time = {now} + ?, status = 1, gmt_modified = {now} \
                  WHERE l.status = 0 OR l.lease_end_time <= {now} \
                    OR (l.holder = excluded.holder AND (? = 1 OR l.version = ?)) \
-                 RETURNING holder, version, lease_end_time"
+                 RETURNING holder, version, lease_end_time{announce}"
             ),
             // MySQL assigns left to right, each expression seeing the earlier assignments: the
             // decision is made once, from the old row, into @leasehold_took, and every later
@@ -169,7 +226,7 @@ impl Sql {
         let release = format!(
             "UPDATE {t} SET status = 0, lease_end_time = {now}, gmt_modified = {now} \
              WHERE namespace = ? AND lease_name = ? AND holder = ? AND version = ? \
-             AND status = 1 AND lease_end_time > {now}"
+             AND status = 1 AND lease_end_time > {now}{ring}"
         );
         let release_all = format!(
             "UPDATE {t} SET status = 0, lease_end_time = {now}, gmt_modified = {now} \
@@ -240,6 +297,7 @@ impl Sql {
             table: table.to_owned(),
             floor,
             now,
+            notify,
             text,
         }
     }

@@ -62,6 +62,25 @@ async fn postgres() {
     check(store, "postgres").await;
 }
 
+/// The statements a service built from a URL sends: grants and releases with their doorbell
+/// notifications (`SeaOrmStore::notify_in_statements`). A table of its own: two first
+/// migrations of one table at once race in PostgreSQL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_notifying_in_statements() {
+    let Some(url) = backend_url(POSTGRES_ENV) else {
+        return;
+    };
+    let store = StoreBuilder::new(url)
+        .table_prefix("conf_notify_")
+        .server_timeout(BOUND)
+        .connect()
+        .await
+        .expect("connect to PostgreSQL")
+        .notify_in_statements(true);
+    assert!(store.notifies_in_statements());
+    check(store, "postgres-notifying").await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysql() {
     let Some(url) = backend_url(MYSQL_ENV) else {

@@ -64,12 +64,18 @@ pub(crate) struct EngineThread {
     pub(crate) thread: std::thread::JoinHandle<()>,
 }
 
-async fn open(source: StoreSource) -> Result<Opened> {
+/// Opens the stores; `group_commit`: the service batches its grants and releases.
+async fn open(source: StoreSource, group_commit: bool) -> Result<Opened> {
     match source {
         StoreSource::Store(store, sql) => Ok((Arc::clone(&store), store, sql)),
         StoreSource::Stores(store, renew, sql) => Ok((store, renew, sql)),
         StoreSource::Builders(main, renew, memory) => {
-            let sql = main.connect().await?;
+            // A store of its own: with group commit its grants and releases ring the doorbell
+            // themselves (PostgreSQL), one statement instead of two. Not without: a
+            // notifying transaction holds the server's notification lock until its commit is
+            // flushed, so one statement per request would serialize their commits (lock
+            // pairs of 16 tasks without group commit: 2,266 → 1,162/s).
+            let sql = main.connect().await?.notify_in_statements(group_commit);
             let store: Arc<dyn LeaseStore> = Arc::new(sql.clone());
             if memory {
                 return Ok((Arc::clone(&store), store, Some(sql)));
@@ -83,11 +89,10 @@ async fn open(source: StoreSource) -> Result<Opened> {
                 StoreBuilder::new(url.clone()),
                 StoreBuilder::new(url.clone()),
             );
-            Box::pin(open(StoreSource::Builders(
-                main,
-                renew,
-                is_memory_sqlite(&url),
-            )))
+            Box::pin(open(
+                StoreSource::Builders(main, renew, is_memory_sqlite(&url)),
+                group_commit,
+            ))
             .await
         }
     }
@@ -108,7 +113,7 @@ pub(crate) async fn start(
             let runner = System::new();
             let started = runner.block_on(async move {
                 // The layer wraps the lease calls; fencing and the bell use the SQL store itself.
-                let (store, renew_store, sql) = open(spec.source).await?;
+                let (store, renew_store, sql) = open(spec.source, spec.group_commit).await?;
                 let (store, renew_store) = match &spec.layer {
                     Some(layer) => (layer(store), layer(renew_store)),
                     None => (store, renew_store),

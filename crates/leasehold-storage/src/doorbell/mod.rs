@@ -73,6 +73,13 @@ pub trait Doorbell: Send + Sync + std::fmt::Debug + 'static {
     /// waiters of `key` in every process (best effort).
     fn ring(&self, key: &LeaseKey);
 
+    /// Whether a release that committed has already rung, from its own statement (PostgreSQL
+    /// with [`crate::SeaOrmStore::notify_in_statements`]): then the service rings only for
+    /// tenures that ended otherwise (a failed or lost release, a lapse). Default: `false`.
+    fn rings_with_releases(&self) -> bool {
+        false
+    }
+
     /// Like [`Doorbell::ring`], answering once the ring has left (bounded): for a shutdown,
     /// whose runtime ends right after it. Default: `ring`, answered at once.
     fn ring_now(&self, key: &LeaseKey) -> futures::future::BoxFuture<'static, ()> {

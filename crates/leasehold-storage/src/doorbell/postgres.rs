@@ -9,6 +9,12 @@
 //! batching the grants that arrive while one announcement is out. The `LISTEN` connection also
 //! listens on it; its notifications wake only the observers ([`Doorbell::watch_changes`]).
 //!
+//! On a store with [`SeaOrmStore::notify_in_statements`] (what a service built from a URL uses)
+//! the statements that grant and release send these notifications themselves, in their own
+//! transactions: the doorbell then announces no grant and rings only for tenures that ended
+//! without a committed release ([`Doorbell::rings_with_releases`]). Half the statements of a
+//! lock + unlock pair: 2 instead of 4, measured in `docs/benchmarks.md` ("Goal 2 in session 10").
+//!
 //! Connections: 1 (the `LISTEN`), opened on the first [`Doorbell::watch`]. When it drops it is
 //! reopened with a bounded back-off; subscribers poll meanwhile, and every subscriber is woken
 //! once whenever the `LISTEN` starts (rings sent before it were lost).
@@ -25,7 +31,7 @@ use super::{BACKOFF_MIN, Doorbell, Subscribers, next_backoff, payload};
 use crate::SeaOrmStore;
 
 /// The channel on which rings are sent.
-pub const CHANNEL: &str = "leasehold_lock_released";
+pub const CHANNEL: &str = crate::sql::RELEASED_CHANNEL;
 /// The channel of grants, for observers: the holder's doorbell announces each grant on it once
 /// the grant has committed ([`Doorbell::held`]), and so does the optional change trigger
 /// (`leasehold_migration::NotifyLeaseChanges`) for every writer, with the row's key as
@@ -44,6 +50,10 @@ pub struct PgDoorbell {
     /// Rings to send on [`CHANNEL`], likewise.
     rings: Arc<super::Outbox>,
     listening: Mutex<bool>,
+    /// The store's grants and releases notify in their own statements
+    /// ([`SeaOrmStore::notify_in_statements`]): grants are not announced again, and committed
+    /// releases need no ring.
+    in_statements: bool,
     stop: Arc<Notify>,
     stopped: Arc<std::sync::atomic::AtomicBool>,
 }
@@ -68,6 +78,7 @@ impl PgDoorbell {
             announce: Arc::default(),
             rings: Arc::default(),
             listening: Mutex::new(false),
+            in_statements: store.notifies_in_statements(),
             stop: Arc::new(Notify::new()),
             stopped: Arc::default(),
         }
@@ -117,11 +128,19 @@ impl Doorbell for PgDoorbell {
     /// is out go together in the next statement (at most [`ANNOUNCE_BATCH`] per statement).
     fn changed(&self, key: &LeaseKey) {
         // An announcement wakes observers only, as for a grant.
-        self.held(key);
+        self.queue(&self.announce, CHANGES, key);
     }
 
+    /// Nothing when the grant's own statement announced it
+    /// ([`SeaOrmStore::notify_in_statements`]).
     fn held(&self, key: &LeaseKey) {
-        self.queue(&self.announce, CHANGES, key);
+        if !self.in_statements {
+            self.queue(&self.announce, CHANGES, key);
+        }
+    }
+
+    fn rings_with_releases(&self) -> bool {
+        self.in_statements
     }
 
     /// Queues the ring: `pg_notify` on [`CHANNEL`] on the pool, the rings that arrive while one
