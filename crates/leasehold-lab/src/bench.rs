@@ -12,6 +12,7 @@
 //! | `lock_spread_facade`, `lock_hot_facade` | the facade's `lock` + `LockGuard::unlock` | as `lock_spread` / `lock_hot` |
 //! | `lock_all_spread_facade` | the facade's `Locks::acquire_all` of two names + `MultiLockGuard::unlock`, spread names | the same two names as two facade locks in key order |
 //! | `lock_spread_facade_group_commit` | the facade's `lock` + `unlock` on spread names | the same facade with `group_commit(false)` |
+//! | `lock_spread_facade_notify_in_statements` (PostgreSQL) | the same with `notify_in_statements(true)`: grants and releases send their doorbell notifications in their own statements | the default facade (a `pg_notify` statement of the doorbell after each commit) |
 //! | `renewal_1k_statements`, `renewal_1k_db_ms`, `renewal_10k_…` | statements and database time per renew interval through `LeaseService` | one `renew` statement per lease |
 //! | `failover_crash`, `failover_graceful` | ms until a second service holds the lease | term + retry interval |
 //! | `has_lease` | ns per call, 1,000 held leases | a `HashMap` lookup and a clock read |

@@ -218,6 +218,15 @@ async fn counted_service(
     config: LeaseConfig,
 ) -> (LeaseService, Arc<AtomicU64>) {
     let store = StoreBuilder::new(url).connect().await.expect("store");
+    counted_service_on(store, ns, config).await
+}
+
+/// [`counted_service`] on a store of the caller's.
+async fn counted_service_on(
+    store: leasehold_storage::SeaOrmStore,
+    ns: &str,
+    config: LeaseConfig,
+) -> (LeaseService, Arc<AtomicU64>) {
     let grants = Arc::new(AtomicU64::new(0));
     let counted = Arc::clone(&grants);
     let service = LeaseService::from_sql_store(store)
@@ -325,6 +334,69 @@ async fn a_release_rings_a_waiting_lock_on_every_backend() {
         waiter.shutdown().await.expect("shutdown");
         holder.shutdown().await.expect("shutdown");
     }
+}
+
+/// PostgreSQL with `notify_in_statements`: the doorbell sends no ring after a committed
+/// release, so only the release statement's own notification can wake the waiter (whose retry
+/// interval is an hour); and the waiter's grant, announced by its statement, is seen by an
+/// observer that polls once an hour.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_release_statements_ring_a_waiting_lock_themselves() {
+    let Some(url) = backend_url(POSTGRES_ENV) else {
+        return;
+    };
+    let ns = unique_namespace("ring-stmt");
+    let store = || async {
+        StoreBuilder::new(url.clone())
+            .connect()
+            .await
+            .expect("store")
+            .notify_in_statements(true)
+    };
+    let (holder, _) = counted_service_on(store().await, &ns, config()).await;
+    let (waiter, refused) = counted_service_on(store().await, &ns, config()).await;
+    waiter.locks().set_retry_interval(Duration::from_secs(3600));
+    let mut observer = holder
+        .observe_with(
+            "x",
+            leasehold::ObserveOptions::new().poll(Duration::from_secs(3600)),
+        )
+        .await
+        .expect("observe");
+    let ttl = Duration::from_secs(600);
+    let guard = holder
+        .lock(&ns, "x", ttl)
+        .await
+        .expect("lock")
+        .expect("free");
+    let waiting = {
+        let (w, ns) = (waiter.clone(), ns.clone());
+        tokio::spawn(async move { w.try_locker(&ns, "x", Some(RUNG_WITHIN), ttl).await })
+    };
+    refused_at_least(&refused, 2, "postgres").await;
+    guard.unlock().await.expect("unlock");
+    let got = waiting
+        .await
+        .expect("join")
+        .expect("try_locker")
+        .expect("woken by the release statement's notification");
+    let token = got.token();
+    loop {
+        let seen = tokio::time::timeout(RUNG_WITHIN, observer.next())
+            .await
+            .expect("the waiter's grant was pushed to the observer")
+            .expect("observing");
+        if let leasehold::Observation::State(Some(r)) = seen
+            && r.held
+            && r.token == token
+        {
+            assert_eq!(&r.holder, waiter.holder());
+            break;
+        }
+    }
+    drop(got);
+    waiter.shutdown().await.expect("shutdown");
+    holder.shutdown().await.expect("shutdown");
 }
 
 /// Every backend: a standby lease task in another service, whose retry interval is ten minutes,

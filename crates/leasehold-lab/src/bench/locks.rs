@@ -334,6 +334,20 @@ pub(crate) async fn rows(ctx: &Ctx) -> Vec<Row> {
         .build()
         .await
         .map_err(err);
+    // PostgreSQL: the same facade with the doorbell's notifications sent by the grant and
+    // release statements themselves (`notify_in_statements`), against the default in the run.
+    let notifying = if ctx.backend() == Backend::Postgres {
+        Some(
+            LeaseService::builder(ctx.url.clone())
+                .table_prefix(ctx.prefix.clone())
+                .notify_in_statements(true)
+                .build()
+                .await
+                .map_err(err),
+        )
+    } else {
+        None
+    };
     // The server's CPU counts every session it serves: quote it from a server of its own.
     let server = crate::capacity::server_pid(&ctx.store).await;
     let server = server.as_deref();
@@ -403,7 +417,28 @@ pub(crate) async fn rows(ctx: &Ctx) -> Vec<Row> {
         }
         Err(e) => Err(e.clone()),
     };
-    for service in [&facade, &one_by_one].into_iter().flatten() {
+    let spread_notifying = match &notifying {
+        Some(Ok(service)) => {
+            super::step("lock_spread: facade notifying in its statements");
+            Some(
+                spread(
+                    &Kind::Facade(service.clone()),
+                    &ctx.namespace("spread-notify"),
+                    plan,
+                    server,
+                )
+                .await,
+            )
+        }
+        Some(Err(e)) => Some(Err(e.clone())),
+        None => None,
+    };
+    let notifying = notifying.and_then(Result::ok);
+    for service in [&facade, &one_by_one]
+        .into_iter()
+        .flatten()
+        .chain(notifying.as_ref())
+    {
         let _ = service.shutdown().await;
     }
     let spread_note = format!("{SPREAD_NAMES} names × {TASKS} tasks");
@@ -411,7 +446,18 @@ pub(crate) async fn rows(ctx: &Ctx) -> Vec<Row> {
         "one name × {TASKS} tasks (refused tries retried at once), up to {} pairs or {:?}",
         plan.hot_pairs, plan.hot_budget
     );
-    vec![
+    let notify_row = spread_notifying.map(|ours| {
+        row(
+            "lock_spread_facade_notify_in_statements",
+            "the default facade (a pg_notify statement after each commit)",
+            ours,
+            spread_facade.clone(),
+            format!(
+                "{spread_note} on one LeaseService, lock+unlock, grants and releases notifying in their own statements"
+            ),
+        )
+    });
+    let mut rows = vec![
         row(
             "lock_spread",
             base_name,
@@ -467,7 +513,9 @@ pub(crate) async fn rows(ctx: &Ctx) -> Vec<Row> {
                 "{hot_note}, one LeaseService (its local queue answers HeldLocally while a task holds it)"
             ),
         ),
-    ]
+    ];
+    rows.extend(notify_row);
+    rows
 }
 
 /// One handoff: A holds, B waits in `try_locker`; from A's unlock call until B holds.
