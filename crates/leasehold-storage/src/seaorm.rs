@@ -155,9 +155,13 @@ impl SeaOrmStore {
     /// delivered at the commit and never for a statement that rolled back. The doorbell made
     /// from this store ([`crate::doorbell::for_store`]) then sends nothing of its own for
     /// grants or committed releases ([`crate::doorbell::Doorbell::rings_with_releases`]): one
-    /// statement and one commit instead of two. A service built from a URL turns it on for its
-    /// own store; set it on a store you pass in only if that store serves the service's lease
-    /// calls. Other backends ignore it.
+    /// statement and one commit instead of two. The cost: a transaction that notifies holds
+    /// PostgreSQL's database-wide notification lock until its commit is flushed, so notifying
+    /// commits of many sessions at once queue behind each other (measured in
+    /// `docs/benchmarks.md`, "Goal 2 in session 10"); off by default, for few writers per
+    /// database. A service turns it on for the store it opens with its own
+    /// `notify_in_statements`; set it on a store you pass in only if that store serves the
+    /// service's lease calls. Other backends ignore it.
     ///
     /// # Examples
     /// ```

@@ -62,8 +62,8 @@ async fn postgres() {
     check(store, "postgres").await;
 }
 
-/// The statements a service built from a URL sends: grants and releases with their doorbell
-/// notifications (`SeaOrmStore::notify_in_statements`). A table of its own: two first
+/// The statements of a service with `notify_in_statements`: grants and releases with their
+/// doorbell notifications (`SeaOrmStore::notify_in_statements`). A table of its own: two first
 /// migrations of one table at once race in PostgreSQL.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_notifying_in_statements() {

@@ -9,11 +9,13 @@
 //! batching the grants that arrive while one announcement is out. The `LISTEN` connection also
 //! listens on it; its notifications wake only the observers ([`Doorbell::watch_changes`]).
 //!
-//! On a store with [`SeaOrmStore::notify_in_statements`] (what a service built from a URL uses)
-//! the statements that grant and release send these notifications themselves, in their own
-//! transactions: the doorbell then announces no grant and rings only for tenures that ended
-//! without a committed release ([`Doorbell::rings_with_releases`]). Half the statements of a
-//! lock + unlock pair: 2 instead of 4, measured in `docs/benchmarks.md` ("Goal 2 in session 10").
+//! On a store with [`SeaOrmStore::notify_in_statements`] (opt-in: a service's
+//! `notify_in_statements`) the statements that grant and release send these notifications
+//! themselves, in their own transactions: the doorbell then announces no grant and rings only
+//! for tenures that ended without a committed release ([`Doorbell::rings_with_releases`]). Half
+//! the statements of a lock + unlock pair, but a notifying commit holds the server's
+//! notification lock through its flush, so many sessions notifying at once queue behind each
+//! other (`docs/benchmarks.md`, "Goal 2 in session 10"): off by default.
 //!
 //! Connections: 1 (the `LISTEN`), opened on the first [`Doorbell::watch`]. When it drops it is
 //! reopened with a bounded back-off; subscribers poll meanwhile, and every subscriber is woken
