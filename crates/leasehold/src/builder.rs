@@ -129,7 +129,7 @@ impl LeaseServiceBuilder {
     /// without [`LeaseServiceBuilder::group_commit`], for a store passed in, and on the other
     /// backends).
     ///
-    /// Half the statements of a lock + unlock pair, and about 30 % more pairs per second for
+    /// Half the statements of a lock + unlock pair, and 1.05–1.49× the pairs per second for
     /// one or two services on a database (`docs/benchmarks.md`, "Goal 2 in session 10"). But a
     /// transaction that notifies holds PostgreSQL's database-wide notification lock until its
     /// commit is flushed, so notifying commits of many sessions at once queue behind each
