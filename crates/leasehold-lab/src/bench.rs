@@ -13,6 +13,7 @@
 //! | `lock_all_spread_facade` | the facade's `Locks::acquire_all` of two names + `MultiLockGuard::unlock`, spread names | the same two names as two facade locks in key order |
 //! | `lock_spread_facade_group_commit` | the facade's `lock` + `unlock` on spread names | the same facade with `group_commit(false)` |
 //! | `lock_spread_facade_notify_in_statements` (PostgreSQL) | the same with `notify_in_statements(true)`: grants and releases send their doorbell notifications in their own statements | the default facade (a `pg_notify` statement of the doorbell after each commit) |
+//! | `lock_spread_raw_durable` (PostgreSQL) | the store's own grant and release SQL through raw sqlx, 1,000 names × 16 tasks, one commit each: the durable floor with no library; its note gives one task's pair latency alone and the rate 16 tasks would reach at it, to tell a latency bound from a CPU bound | `PgAdvisoryLock` pairs |
 //! | `renewal_1k_statements`, `renewal_1k_db_ms`, `renewal_10k_…` | statements and database time per renew interval through `LeaseService` | one `renew` statement per lease |
 //! | `failover_crash`, `failover_graceful` | ms until a second service holds the lease | term + retry interval |
 //! | `has_lease` | ns per call, 1,000 held leases | a `HashMap` lookup and a clock read |

@@ -194,16 +194,27 @@ async fn try_pair(kind: &Kind, key: &LeaseKey, me: &HolderId, term: Term) -> R<O
 }
 
 async fn spread(kind: &Kind, ns: &str, plan: Plan, server: Option<&str>) -> R<Run> {
+    spread_over(kind, ns, plan, server, TASKS).await
+}
+
+/// [`spread`] with `tasks` tasks (one task: a pair with nothing to wait for).
+async fn spread_over(
+    kind: &Kind,
+    ns: &str,
+    plan: Plan,
+    server: Option<&str>,
+    tasks: usize,
+) -> R<Run> {
     let term = Term::new("term", Duration::from_secs(30)).map_err(err)?;
     let cpu = Cpu::now(server);
-    let (results, wall) = timed(join_all((0..TASKS).map(|t| {
+    let (results, wall) = timed(join_all((0..tasks).map(|t| {
         let kind = kind.clone();
         async move {
             let me =
                 HolderId::new(format!("bench-lock-{}-{t}", std::process::id())).map_err(err)?;
             let mut pairs = Vec::with_capacity(plan.spread_pairs);
             for i in 0..plan.spread_pairs {
-                let name = format!("lock-{:04}", (i * TASKS + t) % SPREAD_NAMES);
+                let name = format!("lock-{:04}", (i * tasks + t) % SPREAD_NAMES);
                 let key = LeaseKey::parse(ns, &name).map_err(err)?;
                 // Another task may hold this name for a moment: try again.
                 loop {
@@ -358,6 +369,26 @@ pub(crate) async fn rows(ctx: &Ctx) -> Vec<Row> {
         Ok(k) => spread(k, &ctx.namespace("spread-base"), plan, server).await,
         Err(e) => Err(e.clone()),
     };
+    // PostgreSQL: the durable floor beside the advisory lock. The store's own grant and release
+    // SQL through raw sqlx (no library, no batching), 16 tasks; and the same pair from one task
+    // alone (two durable commits, nothing to wait for), which says whether the latency of a
+    // commit or the CPU it costs bounds the 16 tasks.
+    let durable = if ctx.backend() == Backend::Postgres {
+        super::step("lock_spread: raw durable SQL (16 tasks, then one)");
+        let raw = capture(&ctx.store, &ctx.namespace("lockcap"))
+            .await
+            .map(|s| Kind::Raw(Raw::of(&ctx.store), Arc::new(s)));
+        Some(match raw {
+            Ok(k) => {
+                let many = spread(&k, &ctx.namespace("spread-raw"), plan, server).await;
+                let one = spread_over(&k, &ctx.namespace("spread-raw1"), plan, None, 1).await;
+                (many, one)
+            }
+            Err(e) => (Err(e.clone()), Err(e)),
+        })
+    } else {
+        None
+    };
     super::step("lock_hot: store");
     let hot_ours = hot(&ours, &ctx.namespace("hot"), plan).await;
     super::step("lock_hot: baseline");
@@ -457,6 +488,38 @@ pub(crate) async fn rows(ctx: &Ctx) -> Vec<Row> {
             ),
         )
     });
+    let durable_row = durable.map(|(many, one)| {
+        let ceiling = match (&one, &spread_base) {
+            (Ok(one), Ok(base)) => {
+                let mut us = micros(&one.pairs);
+                let alone = stats(&mut us).map_or(0.0, |s| s.median);
+                match base.rate() {
+                    Some(adv) if alone > 0.0 => {
+                        let most = TASKS as f64 * 1e6 / alone;
+                        format!(
+                            "; one task alone: {alone:.0} µs/pair (two durable commits, nothing \
+                             to wait for): {TASKS} tasks at that latency would do {most:.0} \
+                             pairs/s = {:.2}× the advisory lock's rate in this run, so latency \
+                             is not the bound; the CPU per pair below is",
+                            most / adv
+                        )
+                    }
+                    _ => String::new(),
+                }
+            }
+            (Err(e), _) => format!("; one-task pair not measured: {e}"),
+            _ => String::new(),
+        };
+        row(
+            "lock_spread_raw_durable",
+            base_name,
+            many,
+            spread_base.clone(),
+            format!(
+                "{spread_note}, the store's grant + release SQL through raw sqlx, one statement and one commit each (the durable floor, no library){ceiling}"
+            ),
+        )
+    });
     let mut rows = vec![
         row(
             "lock_spread",
@@ -515,6 +578,7 @@ pub(crate) async fn rows(ctx: &Ctx) -> Vec<Row> {
         ),
     ];
     rows.extend(notify_row);
+    rows.extend(durable_row);
     rows
 }
 
