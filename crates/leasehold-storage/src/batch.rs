@@ -95,11 +95,13 @@ impl SeaOrmStore {
         Ok(answers)
     }
 
-    /// One namespace chunk of a MySQL batched renewal, in one transaction: the candidates by a
-    /// consistent read that locks nothing, the same rows locked `FOR UPDATE SKIP LOCKED`, the
-    /// update of the locked ones by id, and a read of them back under the same locks. A row
-    /// whose end time or modification time changed is one the update renewed (nobody else can
-    /// change a row this transaction holds locked), so no second liveness judgement is made.
+    /// One namespace chunk of a MySQL batched renewal, in one transaction: the candidate rows
+    /// locked `FOR UPDATE SKIP LOCKED` (selected by name; those whose version is the item's token
+    /// are the ones to renew), the update of those by id, and a read of them back under the same
+    /// locks. A row whose end time or modification time changed is one the update renewed
+    /// (nobody else can change a row this transaction holds locked), so no second liveness
+    /// judgement is made. Only items whose row could not be locked are read again, by a
+    /// consistent read that locks nothing: those still ours were locked by another session.
     /// Returns the renewed item indices and those of rows another session held locked.
     async fn renew_chunk_mysql(
         &self,
@@ -112,24 +114,45 @@ impl SeaOrmStore {
             .iter()
             .map(|&i| (items[i].key.name.as_str(), i))
             .collect();
+        let ours = |row: &QueryResult| -> Result<Option<(usize, Candidate)>, DbErr> {
+            let c = candidate(row)?;
+            Ok(by_name.get(c.name.as_str()).map(|&i| (i, c)))
+        };
         let txn =
             crate::seaorm::begin_whole(self.connection(), sea_orm::TransactionOptions::default())
                 .await?;
-        let seen = txn
-            .query_all_raw(self.sql.mysql_candidates(holder, items, chunk, false))
-            .await?;
-        if seen.is_empty() {
-            txn.commit().await?;
-            return Ok((Vec::new(), Vec::new()));
-        }
         let locked = txn
             .query_all_raw(self.sql.mysql_candidates(holder, items, chunk, true))
             .await?;
+        // Rows this transaction locked (any tenure of ours), and of them the ones to renew.
+        let mut found: HashSet<usize> = HashSet::with_capacity(locked.len());
         let mut before: HashMap<i64, (usize, i64, i64)> = HashMap::new();
         for row in &locked {
-            let (id, name, end, modified) = id_row(row)?;
-            if let Some(&i) = by_name.get(name.as_str()) {
-                before.insert(id, (i, end, modified));
+            if let Some((i, c)) = ours(row)? {
+                found.insert(i);
+                if c.version == items[i].token.get() {
+                    before.insert(c.id, (i, c.end, c.modified));
+                }
+            }
+        }
+        // Items whose row was not locked: gone, another tenure, or locked by another session.
+        let missing: Vec<usize> = chunk
+            .iter()
+            .copied()
+            .filter(|i| !found.contains(i))
+            .collect();
+        let mut skipped = Vec::new();
+        if !missing.is_empty() {
+            let seen = txn
+                .query_all_raw(self.sql.mysql_candidates(holder, items, &missing, false))
+                .await?;
+            for row in &seen {
+                if let Some((i, c)) = ours(row)?
+                    && c.version == items[i].token.get()
+                    && !found.contains(&i)
+                {
+                    skipped.push(i);
+                }
             }
         }
         let mut renewed = Vec::new();
@@ -150,16 +173,6 @@ impl SeaOrmStore {
             }
         }
         txn.commit().await?;
-        let locked_ids: HashSet<i64> = before.keys().copied().collect();
-        let mut skipped = Vec::new();
-        for row in &seen {
-            let (id, name, _, _) = id_row(row)?;
-            if !locked_ids.contains(&id)
-                && let Some(&i) = by_name.get(name.as_str())
-            {
-                skipped.push(i);
-            }
-        }
         Ok((renewed, skipped))
     }
 
@@ -220,11 +233,21 @@ impl SeaOrmStore {
     }
 }
 
-fn id_row(row: &QueryResult) -> Result<(i64, String, i64, i64), DbErr> {
-    Ok((
-        row.try_get("", "id")?,
-        row.try_get("", "lease_name")?,
-        row.try_get("", "lease_end_time")?,
-        row.try_get("", "gmt_modified")?,
-    ))
+/// A candidate row of a MySQL batched renewal ([`crate::sql::Sql::mysql_candidates`]).
+struct Candidate {
+    id: i64,
+    name: String,
+    version: i64,
+    end: i64,
+    modified: i64,
+}
+
+fn candidate(row: &QueryResult) -> Result<Candidate, DbErr> {
+    Ok(Candidate {
+        id: row.try_get("", "id")?,
+        name: row.try_get("", "lease_name")?,
+        version: row.try_get("", "version")?,
+        end: row.try_get("", "lease_end_time")?,
+        modified: row.try_get("", "gmt_modified")?,
+    })
 }

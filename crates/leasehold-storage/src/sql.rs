@@ -698,7 +698,10 @@ impl Sql {
         )
     }
 
-    /// MySQL: the live-by-status rows of `holder` among the items `chunk` (one namespace).
+    /// MySQL: the live-by-status rows of `holder` named by the items `chunk` (one namespace),
+    /// with their `version` (the caller keeps those whose version is the item's token): the
+    /// names alone select the rows, so the server looks each name up once (a `(lease_name,
+    /// version)` row-constructor list beside it cost MariaDB ~70 % more per chunk of 5,000).
     /// `lock`: `FOR UPDATE SKIP LOCKED` (the rows this transaction may change); without it a
     /// consistent read that does not lock (every candidate, locked by someone else or not).
     pub(crate) fn mysql_candidates(
@@ -708,17 +711,24 @@ impl Sql {
         chunk: &[usize],
         lock: bool,
     ) -> Statement {
+        let ns = chunk
+            .first()
+            .map_or("", |&i| items[i].key.namespace.as_str());
+        let mut values: Vec<Value> = vec![ns.into(), holder.as_str().into()];
+        values.extend(
+            chunk
+                .iter()
+                .map(|&i| Value::from(items[i].key.name.as_str())),
+        );
         self.statement(
             &format!(
-                "SELECT id, lease_name, lease_end_time, gmt_modified FROM {} \
-                 WHERE namespace = ? AND holder = ? AND status = 1 AND lease_name IN ({}) \
-                 AND (lease_name, version) IN ({}){}",
+                "SELECT id, lease_name, version, lease_end_time, gmt_modified FROM {} \
+                 WHERE namespace = ? AND holder = ? AND status = 1 AND lease_name IN ({}){}",
                 self.table,
                 placeholders(chunk.len()),
-                pairs(chunk.len()),
                 if lock { " FOR UPDATE SKIP LOCKED" } else { "" }
             ),
-            mysql_key_values(holder, items, chunk),
+            values,
         )
     }
 
