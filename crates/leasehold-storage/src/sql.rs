@@ -712,15 +712,6 @@ impl Sql {
         chunk: &[usize],
         lock: bool,
     ) -> Statement {
-        let ns = chunk
-            .first()
-            .map_or("", |&i| items[i].key.namespace.as_str());
-        let mut values: Vec<Value> = vec![ns.into(), holder.as_str().into()];
-        values.extend(
-            chunk
-                .iter()
-                .map(|&i| Value::from(items[i].key.name.as_str())),
-        );
         self.statement(
             &format!(
                 "SELECT id, lease_name, version, lease_end_time, gmt_modified FROM {} \
@@ -729,7 +720,7 @@ impl Sql {
                 placeholders(chunk.len()),
                 if lock { " FOR UPDATE SKIP LOCKED" } else { "" }
             ),
-            values,
+            mysql_name_values(holder, items, chunk),
         )
     }
 
@@ -943,9 +934,8 @@ fn items_json(op: &'static str, items: &[RenewItem]) -> Result<String, StoreErro
     })
 }
 
-/// MySQL: the values naming the items `chunk` of one namespace: namespace, holder, the names,
-/// then (name, token) pairs.
-fn mysql_key_values(holder: &HolderId, items: &[RenewItem], chunk: &[usize]) -> Vec<Value> {
+/// MySQL: the values naming the items `chunk` of one namespace: namespace, holder, the names.
+fn mysql_name_values(holder: &HolderId, items: &[RenewItem], chunk: &[usize]) -> Vec<Value> {
     let ns = chunk
         .first()
         .map_or("", |&i| items[i].key.namespace.as_str());
@@ -955,6 +945,12 @@ fn mysql_key_values(holder: &HolderId, items: &[RenewItem], chunk: &[usize]) -> 
             .iter()
             .map(|&i| Value::from(items[i].key.name.as_str())),
     );
+    values
+}
+
+/// MySQL: [`mysql_name_values`], then (name, token) pairs.
+fn mysql_key_values(holder: &HolderId, items: &[RenewItem], chunk: &[usize]) -> Vec<Value> {
+    let mut values = mysql_name_values(holder, items, chunk);
     for &i in chunk {
         values.push(items[i].key.name.as_str().into());
         values.push(items[i].token.get().into());
