@@ -489,7 +489,7 @@ pub(crate) async fn rows(ctx: &Ctx) -> Vec<Row> {
         )
     });
     let durable_row = durable.map(|(many, one)| {
-        let ceiling = match (&one, &spread_base) {
+        let alone_note = match (&one, &spread_base) {
             (Ok(one), Ok(base)) => {
                 let mut us = micros(&one.pairs);
                 let alone = stats(&mut us).map_or(0.0, |s| s.median);
@@ -516,7 +516,7 @@ pub(crate) async fn rows(ctx: &Ctx) -> Vec<Row> {
             many,
             spread_base.clone(),
             format!(
-                "{spread_note}, the store's grant + release SQL through raw sqlx, one statement and one commit each (the durable floor, no library){ceiling}"
+                "{spread_note}, the store's grant + release SQL through raw sqlx, one statement and one commit each (the durable floor, no library){alone_note}"
             ),
         )
     });
