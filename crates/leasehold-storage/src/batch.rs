@@ -96,8 +96,8 @@ impl SeaOrmStore {
     }
 
     /// One namespace chunk of a MySQL batched renewal, in one transaction: the candidate rows
-    /// locked `FOR UPDATE SKIP LOCKED` (selected by name; those whose version is the item's token
-    /// are the ones to renew), the update of those by id, and a read of them back under the same
+    /// locked `FOR UPDATE SKIP LOCKED` (selected by the row ids earlier renewals found, the rest
+    /// by name, `row_ids.rs`; those whose version is the item's token are the ones to renew), the update of those by id, and a read of them back under the same
     /// locks. A row whose end time or modification time changed is one the update renewed
     /// (nobody else can change a row this transaction holds locked), so no second liveness
     /// judgement is made. Only items whose row could not be locked are read again, by a
@@ -118,21 +118,55 @@ impl SeaOrmStore {
             let c = candidate(row)?;
             Ok(by_name.get(c.name.as_str()).map(|&i| (i, c)))
         };
+        let ns = chunk
+            .first()
+            .map_or("", |&i| items[i].key.namespace.as_str());
+        let known = self.row_ids.lookup(
+            chunk.iter().map(|&i| (i, ns, items[i].key.name.as_str())),
+            term.duration(),
+        );
         let txn =
             crate::seaorm::begin_whole(self.connection(), sea_orm::TransactionOptions::default())
                 .await?;
-        let locked = txn
-            .query_all_raw(self.sql.mysql_candidates(holder, items, chunk, true))
-            .await?;
         // Rows this transaction locked (any tenure of ours), and of them the ones to renew.
-        let mut found: HashSet<usize> = HashSet::with_capacity(locked.len());
+        let mut found: HashSet<usize> = HashSet::with_capacity(chunk.len());
         let mut before: HashMap<i64, (usize, i64, i64)> = HashMap::new();
-        for row in &locked {
-            if let Some((i, c)) = ours(row)? {
-                found.insert(i);
-                if c.version == items[i].token.get() {
-                    before.insert(c.id, (i, c.end, c.modified));
+        let take = |rows: &[QueryResult],
+                    found: &mut HashSet<usize>,
+                    before: &mut HashMap<i64, (usize, i64, i64)>|
+         -> Result<(), DbErr> {
+            for row in rows {
+                if let Some((i, c)) = ours(row)? {
+                    found.insert(i);
+                    if c.version == items[i].token.get() {
+                        before.insert(c.id, (i, c.end, c.modified));
+                    }
                 }
+            }
+            Ok(())
+        };
+        // By the ids renewals found before (cheaper on the server), then the rest by name.
+        let mut ids_found = Vec::new();
+        if !known.is_empty() {
+            let ids: Vec<i64> = known.iter().map(|&(_, id)| id).collect();
+            let rows = txn
+                .query_all_raw(self.sql.mysql_candidates_by_id(holder, ns, &ids))
+                .await?;
+            take(&rows, &mut found, &mut before)?;
+        }
+        let rest: Vec<usize> = chunk
+            .iter()
+            .copied()
+            .filter(|i| !found.contains(i))
+            .collect();
+        if !rest.is_empty() {
+            let rows = txn
+                .query_all_raw(self.sql.mysql_candidates(holder, items, &rest, true))
+                .await?;
+            take(&rows, &mut found, &mut before)?;
+            for row in &rows {
+                let c = candidate(row)?;
+                ids_found.push((c.name, c.id));
             }
         }
         // Items whose row was not locked: gone, another tenure, or locked by another session.
@@ -173,6 +207,8 @@ impl SeaOrmStore {
             }
         }
         txn.commit().await?;
+        self.row_ids
+            .record(ids_found.iter().map(|(name, id)| (ns, name.as_str(), *id)));
         Ok((renewed, skipped))
     }
 

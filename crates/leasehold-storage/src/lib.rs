@@ -60,6 +60,7 @@ mod joint;
 mod memory;
 pub mod observe;
 mod purge;
+mod row_ids;
 mod schema;
 mod seaorm;
 mod sql;

@@ -48,6 +48,8 @@ pub struct SeaOrmStore {
     backend: Backend,
     pub(crate) sql: Sql,
     server_timeout: Option<Duration>,
+    /// MySQL: the ids of the rows it renewed lately (`row_ids.rs`).
+    pub(crate) row_ids: std::sync::Arc<crate::row_ids::RowIds>,
 }
 
 impl SeaOrmStore {
@@ -98,6 +100,7 @@ impl SeaOrmStore {
             table: table.to_owned(),
             backend,
             server_timeout: None,
+            row_ids: std::sync::Arc::default(),
         }
     }
 

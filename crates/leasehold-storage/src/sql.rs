@@ -724,6 +724,29 @@ impl Sql {
         )
     }
 
+    /// MySQL: [`Sql::mysql_candidates`] `FOR UPDATE SKIP LOCKED` by row id (ids a renewal found
+    /// before) instead of by name, with the same namespace, holder and status conditions; the
+    /// caller keeps only rows whose name is an item's.
+    pub(crate) fn mysql_candidates_by_id(
+        &self,
+        holder: &HolderId,
+        namespace: &str,
+        ids: &[i64],
+    ) -> Statement {
+        let mut values: Vec<Value> = vec![namespace.into(), holder.as_str().into()];
+        values.extend(ids.iter().map(|&id| Value::from(id)));
+        self.statement(
+            &format!(
+                "SELECT id, lease_name, version, lease_end_time, gmt_modified FROM {} \
+                 WHERE namespace = ? AND holder = ? AND status = 1 AND id IN ({}) \
+                 FOR UPDATE SKIP LOCKED",
+                self.table,
+                placeholders(ids.len())
+            ),
+            values,
+        )
+    }
+
     /// MySQL: renews the rows `ids` (which this transaction has locked), if still live.
     pub(crate) fn mysql_renew_ids(&self, ids: &[i64], term: Term) -> Statement {
         let now = &self.now;
