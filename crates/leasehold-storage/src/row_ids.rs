@@ -8,11 +8,14 @@
 //! only if its name is the item's, so a stale id (a purged row, a name granted anew under
 //! another id) just sends the item to the read by name, which records the id it finds.
 //!
-//! Bounded: ids live for two generations; a generation ends when it is older than twice the
-//! longest term renewed, so an id not used by any renewal for that long is forgotten (a lease
-//! still held is renewed at least once per term).
+//! Small and bounded: a lease's entry is a 64-bit hash of its namespace and name and the id (a
+//! collision only makes a wrong hint, which the checks above turn away), and ids live for two
+//! generations: a generation ends when it is older than twice the term of the renewal that looks
+//! it up, so an id no renewal used for that long is forgotten (a lease still held is renewed at
+//! least once per term).
 
 use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -24,25 +27,20 @@ use leasehold_core::{Clock, MonotonicClock};
 /// term from turning the cache over on every renewal).
 const MIN_GENERATION: Duration = Duration::from_secs(2);
 
-/// Ids by namespace, then lease name.
-type Ids = HashMap<String, HashMap<String, i64>>;
+/// Ids by the hash of (namespace, name).
+type Ids = HashMap<u64, i64>;
+
+fn key(ns: &str, name: &str) -> u64 {
+    let mut h = DefaultHasher::new();
+    (ns, name).hash(&mut h);
+    h.finish()
+}
 
 #[derive(Debug, Default)]
 struct Generations {
     current: Ids,
     previous: Ids,
     started: Option<Instant>,
-}
-
-fn insert(ids: &mut Ids, ns: &str, name: &str, id: i64) {
-    match ids.get_mut(ns) {
-        Some(names) => {
-            names.insert(name.to_owned(), id);
-        }
-        None => {
-            ids.insert(ns.to_owned(), HashMap::from([(name.to_owned(), id)]));
-        }
-    }
 }
 
 /// Row ids by (namespace, lease name); shared by the clones of a store.
@@ -74,10 +72,11 @@ impl RowIds {
         }
         let mut out = Vec::new();
         for (i, ns, name) in keys {
-            if let Some(&id) = g.current.get(ns).and_then(|names| names.get(name)) {
+            let k = key(ns, name);
+            if let Some(&id) = g.current.get(&k) {
                 out.push((i, id));
-            } else if let Some(id) = g.previous.get_mut(ns).and_then(|names| names.remove(name)) {
-                insert(&mut g.current, ns, name, id);
+            } else if let Some(id) = g.previous.remove(&k) {
+                g.current.insert(k, id);
                 out.push((i, id));
             }
         }
@@ -88,7 +87,7 @@ impl RowIds {
     pub(crate) fn record<'a>(&self, found: impl Iterator<Item = (&'a str, &'a str, i64)>) {
         if let Ok(mut g) = self.inner.lock() {
             for (ns, name, id) in found {
-                insert(&mut g.current, ns, name, id);
+                g.current.insert(key(ns, name), id);
             }
         }
     }
@@ -96,13 +95,9 @@ impl RowIds {
     /// Ids held, for tests.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.inner.lock().map_or(0, |g| {
-            [&g.current, &g.previous]
-                .iter()
-                .flat_map(|ids| ids.values())
-                .map(HashMap::len)
-                .sum()
-        })
+        self.inner
+            .lock()
+            .map_or(0, |g| g.current.len() + g.previous.len())
     }
 }
 
