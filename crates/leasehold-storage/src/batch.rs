@@ -97,11 +97,12 @@ impl SeaOrmStore {
 
     /// One namespace chunk of a MySQL batched renewal, in one transaction: the candidate rows
     /// locked `FOR UPDATE SKIP LOCKED` (selected by the row ids earlier renewals found, the rest
-    /// by name, `row_ids.rs`; those whose version is the item's token are the ones to renew), the update of those by id, and a read of them back under the same
-    /// locks. A row whose end time or modification time changed is one the update renewed
-    /// (nobody else can change a row this transaction holds locked), so no second liveness
-    /// judgement is made. Only items whose row could not be locked are read again, by a
-    /// consistent read that locks nothing: those still ours were locked by another session.
+    /// by name, `row_ids.rs`; those whose version is the item's token are the ones to renew),
+    /// the update of those by id, and a read of them back under the same locks. A row whose
+    /// end time or modification time changed is one the update renewed (nobody else can change
+    /// a row this transaction holds locked), so no second liveness judgement is made. Only
+    /// items whose row could not be locked are read again, by a consistent read that locks
+    /// nothing: those still ours were locked by another session.
     /// Returns the renewed item indices and those of rows another session held locked.
     async fn renew_chunk_mysql(
         &self,
