@@ -63,6 +63,9 @@ fn one(v: f64) -> Option<super::Stats> {
 struct Scale {
     started: Duration,
     all_held: Duration,
+    /// CPU µs per lease from the first start until all were held: the process, the engine
+    /// thread.
+    burst_cpu_us: (f64, f64),
     /// How many were held when the burst's bound passed, if not all.
     held_at_deadline: Option<usize>,
     heap_per_lease: f64,
@@ -103,6 +106,7 @@ async fn hold_at_scale(ctx: &Ctx, n: usize) -> R<Scale> {
     let lost = Arc::new(AtomicU64::new(0));
     super::step(&format!("  scale: starting {n} tasks at once"));
     let start = stopwatch();
+    let burst_cpu0 = cpu_ns();
     let started: Vec<R<()>> = futures::stream::iter(&names)
         .map(|name| {
             let lost = Arc::clone(&lost);
@@ -138,6 +142,12 @@ async fn hold_at_scale(ctx: &Ctx, n: usize) -> R<Scale> {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let all_held = start.elapsed();
+    let burst_cpu1 = cpu_ns();
+    // CPU of the burst per lease started, process and engine thread, in microseconds.
+    let burst_cpu_us = (
+        burst_cpu1.0.saturating_sub(burst_cpu0.0) as f64 / 1e3 / n.max(1) as f64,
+        burst_cpu1.1.saturating_sub(burst_cpu0.1) as f64 / 1e3 / n.max(1) as f64,
+    );
     super::step(&format!(
         "  scale: {} held after {:.2} s; settling",
         held_at_deadline.unwrap_or(n),
@@ -173,6 +183,7 @@ async fn hold_at_scale(ctx: &Ctx, n: usize) -> R<Scale> {
     Ok(Scale {
         started: started_after,
         all_held,
+        burst_cpu_us,
         held_at_deadline,
         heap_per_lease,
         rss_per_lease,
@@ -291,11 +302,13 @@ pub(crate) async fn rows(ctx: &Ctx) -> Vec<Row> {
     match hold_at_scale(ctx, n).await {
         Ok(s) => {
             let note = format!(
-                "{n} leases, term {term:?}, renew every {every:?}; all start calls returned after {:.2} s ({STARTS_IN_FLIGHT} in flight); {} grant calls ({:.0} ms per begin_tenure_many), {} renew_many calls in all",
+                "{n} leases, term {term:?}, renew every {every:?}; all start calls returned after {:.2} s ({STARTS_IN_FLIGHT} in flight); {} grant calls ({:.0} ms per begin_tenure_many), {} renew_many calls in all; CPU until all held {:.1} µs per lease (process), {:.1} µs (engine thread)",
                 s.started.as_secs_f64(),
                 s.grant_calls,
                 s.grant_ms,
-                s.renew_calls
+                s.renew_calls,
+                s.burst_cpu_us.0,
+                s.burst_cpu_us.1
             );
             let note = match s.held_at_deadline {
                 Some(held) => format!("NOT ALL HELD: {held} of {n} after 60 s; {note}"),
