@@ -77,13 +77,22 @@ async fn cut_and_restore(url: &str) {
     }
     assert_eq!(renewed, Some(leasehold_storage::RenewOutcome::Renewed));
 
-    // Delay: slow but correct.
+    // Delay: slow but correct. A pooled connection the blackhole left dead may still be idle in
+    // the pool: it surfaces as one failed, transient statement (the pool's documented
+    // behaviour, which the engine retries), so a failure is allowed per pooled connection.
     proxy.set(Fault::Delay(Duration::from_millis(30)));
+    let mut got = None;
+    for _ in 0..3 {
+        match store.get(&key).await {
+            Ok(r) => {
+                got = Some(r);
+                break;
+            }
+            Err(e) => assert!(e.is_transient(), "get through delay: {e}"),
+        }
+    }
     assert!(
-        store
-            .get(&key)
-            .await
-            .expect("get through delay")
+        got.expect("get through delay answered within one try per pooled connection and one more")
             .is_some_and(|r| r.held && r.token == token)
     );
     proxy.set(Fault::Pass);
