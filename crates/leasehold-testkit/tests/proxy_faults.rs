@@ -18,6 +18,24 @@ fn upstream(url: &str) -> SocketAddr {
     host_port.parse().expect("URL names 127.0.0.1:PORT")
 }
 
+/// The first answer of `call` within `tries`, 100 ms apart; every failure before it must be
+/// transient (a dead pooled connection, a reconnect in progress), never a wrong answer.
+async fn first_answer<T, Fut>(tries: usize, mut call: impl FnMut() -> Fut) -> Option<T>
+where
+    Fut: std::future::Future<Output = Result<T, StoreError>>,
+{
+    for _ in 0..tries {
+        match call().await {
+            Ok(answer) => return Some(answer),
+            Err(e) => {
+                assert!(e.is_transient(), "a failure that is not transient: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+    None
+}
+
 async fn cut_and_restore(url: &str) {
     let up = upstream(url);
     let proxy = FaultProxy::start(up).await.expect("proxy");
@@ -65,32 +83,14 @@ async fn cut_and_restore(url: &str) {
 
     // Back to normal: the pool reconnects by itself and the tenure is still ours.
     proxy.set(Fault::Pass);
-    let mut renewed = None;
-    for _ in 0..20 {
-        match store.renew(&key, &me, token, term).await {
-            Ok(r) => {
-                renewed = Some(r);
-                break;
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-        }
-    }
+    let renewed = first_answer(20, || store.renew(&key, &me, token, term)).await;
     assert_eq!(renewed, Some(leasehold_storage::RenewOutcome::Renewed));
 
     // Delay: slow but correct. A pooled connection the blackhole left dead may still be idle in
     // the pool: it surfaces as one failed, transient statement (the pool's documented
     // behaviour, which the engine retries), so a failure is allowed per pooled connection.
     proxy.set(Fault::Delay(Duration::from_millis(30)));
-    let mut got = None;
-    for _ in 0..3 {
-        match store.get(&key).await {
-            Ok(r) => {
-                got = Some(r);
-                break;
-            }
-            Err(e) => assert!(e.is_transient(), "get through delay: {e}"),
-        }
-    }
+    let got = first_answer(3, || store.get(&key)).await;
     assert!(
         got.expect("get through delay answered within one try per pooled connection and one more")
             .is_some_and(|r| r.held && r.token == token)

@@ -55,6 +55,12 @@ fn cpu_ns() -> (u64, u64) {
     (all, engine)
 }
 
+/// CPU microseconds per item between two [`cpu_ns`] readings: the process, the engine thread.
+fn cpu_us_per(before: (u64, u64), after: (u64, u64), items: u64) -> (f64, f64) {
+    let per = |a: u64, b: u64| b.saturating_sub(a) as f64 / 1e3 / items.max(1) as f64;
+    (per(before.0, after.0), per(before.1, after.1))
+}
+
 fn one(v: f64) -> Option<super::Stats> {
     Some(super::Stats { median: v, p99: v })
 }
@@ -143,11 +149,7 @@ async fn hold_at_scale(ctx: &Ctx, n: usize) -> R<Scale> {
     }
     let all_held = start.elapsed();
     let burst_cpu1 = cpu_ns();
-    // CPU of the burst per lease started, process and engine thread, in microseconds.
-    let burst_cpu_us = (
-        burst_cpu1.0.saturating_sub(burst_cpu0.0) as f64 / 1e3 / n.max(1) as f64,
-        burst_cpu1.1.saturating_sub(burst_cpu0.1) as f64 / 1e3 / n.max(1) as f64,
-    );
+    let burst_cpu_us = cpu_us_per(burst_cpu0, burst_cpu1, n as u64);
     super::step(&format!(
         "  scale: {} held after {:.2} s; settling",
         held_at_deadline.unwrap_or(n),
@@ -168,8 +170,7 @@ async fn hold_at_scale(ctx: &Ctx, n: usize) -> R<Scale> {
     let cpu1 = cpu_ns();
     let observed = observe.elapsed();
     let renewed = counts.renew_many_items() - items0;
-    let per = |a: u64, b: u64| (b.saturating_sub(a)) as f64 / 1e3 / renewed.max(1) as f64;
-    let cpu_us_per_renewal = (per(cpu0.0, cpu1.0), per(cpu0.1, cpu1.1));
+    let cpu_us_per_renewal = cpu_us_per(cpu0, cpu1, renewed);
     let not_held_at_end = names.iter().filter(|n| !service.has_lease(n)).count();
     let lost = lost.load(Ordering::Relaxed) - lost0;
     let (grant_calls, renew_calls) = (
