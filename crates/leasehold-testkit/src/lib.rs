@@ -4,8 +4,13 @@
 //! passes traffic, delays it, drops every connection, or blackholes it (accepts and forwards
 //! nothing, so requests hang until the client's own timeout). Tests use it to cut a holder off
 //! its database mid-renewal or mid-commit.
+//!
+//! [`history`] checks that what concurrent sessions saw of a lease store is linearizable
+//! against the sequential model of the lease table.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+
+pub mod history;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

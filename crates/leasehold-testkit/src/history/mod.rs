@@ -1,0 +1,155 @@
+//! A linearizability checker for histories of lease-store operations.
+//!
+//! Sessions record each operation's invocation and response instants on the monotonic clock
+//! ([`Recorder`]) with its answer; the checker then decides whether some order of the
+//! operations, each placed between its invocation and its response, explains every answer by
+//! the sequential model of the lease table ([`model`]). Keys are independent (a history is
+//! linearizable exactly when each key's sub-history is: P-compositionality), so each key is
+//! searched alone ([`check`]), with the Wing–Gong/Lowe search Knossos and Porcupine use.
+//!
+//! A batch operation (`begin_tenure_many`, `renew_batch`, `release_batch`) is recorded as one
+//! operation per item, each with the batch's window: the store promises each item what its
+//! single statement would answer, not that the batch is one atomic step.
+//!
+//! A failing key's history is shrunk ([`shrink`]) before it is printed: to the shortest prefix
+//! that still fails (operations pending at the cut become unknown outcomes), then without
+//! operations that changed nothing, while it still fails. Neither step can make a linearizable
+//! history fail, so the printed history is a witness of the original's violation.
+
+pub mod check;
+pub mod model;
+mod record;
+pub mod shrink;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+pub use model::{Answer, Call, Row};
+pub use record::Recorder;
+
+/// One operation on one key: what was asked, what was answered, and when.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Op {
+    /// The session that ran it.
+    pub session: usize,
+    /// The store call (for example `begin_tenure_many`), for the printout.
+    pub via: &'static str,
+    /// The key (namespace and name as one string).
+    pub key: String,
+    /// What it asked of the row.
+    pub call: Call,
+    /// What the store answered for the row.
+    pub answer: Answer,
+    /// When it was invoked, since the recorder's origin.
+    pub invoke: Duration,
+    /// When its answer arrived, since the recorder's origin; `None` for an unknown outcome
+    /// (it may take effect at any later time).
+    pub respond: Option<Duration>,
+}
+
+/// The checker's verdict on a history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Some order of the operations explains every answer.
+    Linearizable,
+    /// No order does.
+    Violation,
+    /// The search ran out of its step budget before deciding.
+    Inconclusive,
+}
+
+/// The verdict on a whole history: the first key that is not linearizable, if any.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// Keys checked.
+    pub keys: usize,
+    /// Operations checked (one per key of a batch).
+    pub ops: usize,
+    /// The key that failed, its verdict, and its history shrunk.
+    pub failure: Option<(String, Verdict, Vec<Op>)>,
+}
+
+impl Report {
+    /// Whether every key is linearizable.
+    #[must_use]
+    pub fn is_linearizable(&self) -> bool {
+        self.failure.is_none()
+    }
+}
+
+/// The step budget of one key's search.
+pub const STEPS: u64 = 20_000_000;
+
+/// Checks `ops` key by key; a key that fails is shrunk for at most `shrink_for`.
+#[must_use]
+pub fn check_history(ops: &[Op], shrink_for: Duration) -> Report {
+    let mut by_key: BTreeMap<&str, Vec<Op>> = BTreeMap::new();
+    for op in ops {
+        by_key.entry(op.key.as_str()).or_default().push(op.clone());
+    }
+    let keys = by_key.len();
+    for (key, ops) in by_key {
+        let verdict = check::check_key(&ops, &Row::INITIAL, STEPS);
+        if verdict != Verdict::Linearizable {
+            let shrunk = if verdict == Verdict::Violation {
+                shrink::shrink(ops, shrink_for)
+            } else {
+                ops
+            };
+            return Report {
+                keys,
+                ops: shrunk.len(),
+                failure: Some((key.to_owned(), verdict, shrunk)),
+            };
+        }
+    }
+    Report {
+        keys,
+        ops: ops.len(),
+        failure: None,
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let respond = self
+            .respond
+            .map_or_else(|| "∞".to_owned(), |r| format!("{:.3}", ms(r)));
+        write!(
+            f,
+            "[{:>10.3} .. {:>10}] s{} {} {} -> {} ({})",
+            ms(self.invoke),
+            respond,
+            self.session,
+            self.key,
+            self.call,
+            self.answer,
+            self.via
+        )
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.failure {
+            None => write!(
+                f,
+                "linearizable: {} operations on {} keys",
+                self.ops, self.keys
+            ),
+            Some((key, verdict, ops)) => {
+                writeln!(
+                    f,
+                    "{verdict:?} on key {key}; its history, shrunk to {} operations (ms since the start):",
+                    ops.len()
+                )?;
+                for op in ops {
+                    writeln!(f, "  {op}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
