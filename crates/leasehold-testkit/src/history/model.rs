@@ -267,12 +267,10 @@ pub fn step(row: &Row, call: &Call, answer: &Answer) -> Vec<Row> {
             _ => {}
         },
         Call::Release { holder, token } => match answer {
-            Answer::Released | Answer::Unknown => {
-                if row.held_by(holder, *token).is_some() {
-                    next.push(Row::Free {
-                        token: Tok::Is(*token),
-                    });
-                }
+            Answer::Released | Answer::Unknown if row.held_by(holder, *token).is_some() => {
+                next.push(Row::Free {
+                    token: Tok::Is(*token),
+                });
             }
             Answer::NotHeld if !row.surely_held_by(holder, *token) => next.push(row.clone()),
             _ => {}

@@ -41,11 +41,13 @@ fn prefix(ops: &[Op], cut: Duration) -> Vec<Op> {
 
 /// Whether an operation's answer says it changed nothing.
 fn changed_nothing(op: &Op) -> bool {
-    match (&op.call, &op.answer) {
-        (_, Answer::HeldBy { .. } | Answer::Lost | Answer::NotHeld | Answer::Unchanged) => true,
-        (Call::Fence { .. }, Answer::Fenced(_)) => true,
-        _ => false,
-    }
+    matches!(
+        (&op.call, &op.answer),
+        (
+            _,
+            Answer::HeldBy { .. } | Answer::Lost | Answer::NotHeld | Answer::Unchanged
+        ) | (Call::Fence { .. }, Answer::Fenced(_))
+    )
 }
 
 /// Shrinks `ops` (which fail) for at most `budget`, and sorts them by invocation.

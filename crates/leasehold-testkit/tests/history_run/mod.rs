@@ -1,0 +1,415 @@
+//! The runner of the history check: sessions issuing a seeded random mix of lease-store
+//! operations on a few keys of one database, each recorded with its window and answer.
+//!
+//! Every session has its own store (its own pool of connections). Between operations a session
+//! stalls for a random few milliseconds; fenced transactions stay open for a while (holding the
+//! row locked), and raw transactions insert a held row and sleep before they commit or roll back
+//! (an uncommitted insert the others run into). Holder ids are shared between sessions, as the
+//! connections of one service share theirs. Terms are an hour, so no tenure expires during a run
+//! (the model's choice of database time: see `leasehold_testkit::history::model`).
+
+pub mod defect;
+pub mod raw;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use leasehold_storage::{
+    AcquireOutcome, BatchRenewal, FencingToken, HolderId, LeaseKey, LeaseStore, ReleaseOutcome,
+    RenewItem, RenewOutcome, SeaOrmStore, StoreError, Term,
+};
+use leasehold_testkit::history::{Answer, Call, Op, Recorder};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+/// How long a tenure lasts: far longer than any run.
+pub const TERM: Duration = Duration::from_secs(3_600);
+/// Every store call is abandoned after this (an unknown outcome).
+const CALL_TIMEOUT: Duration = Duration::from_secs(3);
+const HOLDERS: [&str; 2] = ["h0", "h1"];
+
+/// One session: a store of its own, and the SQL store under it for raw statements.
+#[derive(Clone)]
+pub struct Session {
+    /// The store the lease calls go to (possibly a decorator of `sql`).
+    pub store: Arc<dyn LeaseStore>,
+    /// The same database, for fenced and raw transactions.
+    pub sql: SeaOrmStore,
+}
+
+/// What a run does.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Seeds every session's choices.
+    pub seed: u64,
+    /// The namespace of the run's keys (unique per run).
+    pub namespace: String,
+    /// How many keys.
+    pub keys: usize,
+    /// Operations per session at most.
+    pub ops_per_session: usize,
+    /// How long the sessions run at most.
+    pub budget: Duration,
+}
+
+/// The tenures seen so far per key (holder, token), shared by the sessions so they renew,
+/// release and fence tenures that may be live.
+type Seen = Arc<Mutex<HashMap<String, Vec<(String, i64)>>>>;
+
+struct Worker {
+    id: usize,
+    session: Session,
+    rng: StdRng,
+    plan: Plan,
+    keys: Vec<LeaseKey>,
+    seen: Seen,
+    rec: Arc<Recorder>,
+}
+
+/// Runs `sessions` by `plan` and returns what they recorded.
+pub async fn run(plan: &Plan, sessions: Vec<Session>, rec: Arc<Recorder>) -> Vec<Op> {
+    let keys: Vec<LeaseKey> = (0..plan.keys)
+        .map(|i| LeaseKey::parse(&plan.namespace, &format!("k{i}")).expect("key"))
+        .collect();
+    let seen: Seen = Arc::default();
+    let mut tasks = Vec::new();
+    for (id, session) in sessions.into_iter().enumerate() {
+        let mut w = Worker {
+            id,
+            session,
+            rng: StdRng::seed_from_u64(plan.seed.wrapping_mul(1_000_003).wrapping_add(id as u64)),
+            plan: plan.clone(),
+            keys: keys.clone(),
+            seen: seen.clone(),
+            rec: rec.clone(),
+        };
+        tasks.push(tokio::spawn(async move { w.run().await }));
+    }
+    for t in tasks {
+        t.await.expect("a session panicked");
+    }
+    rec.ops()
+}
+
+fn term() -> Term {
+    Term::new("term", TERM).expect("term")
+}
+
+/// A call's answer, or its error or timeout as `None`.
+async fn bounded<T>(f: impl Future<Output = Result<T, StoreError>>) -> Option<T> {
+    match tokio::time::timeout(CALL_TIMEOUT, f).await {
+        Ok(Ok(v)) => Some(v),
+        Ok(Err(_)) | Err(_) => None,
+    }
+}
+
+fn grant_answer(a: AcquireOutcome) -> Answer {
+    match a {
+        AcquireOutcome::Acquired { token, until } => Answer::Acquired {
+            token: token.0,
+            end: until.0,
+        },
+        AcquireOutcome::HeldBy {
+            holder,
+            until,
+            token,
+        } => Answer::HeldBy {
+            holder: holder.as_str().to_owned(),
+            token: token.0,
+            end: until.0,
+        },
+    }
+}
+
+impl Worker {
+    async fn run(&mut self) {
+        let deadline = self.rec.now() + self.plan.budget;
+        for _ in 0..self.plan.ops_per_session {
+            if self.rec.now() >= deadline {
+                break;
+            }
+            let stall = self.rng.random_range(0..8);
+            tokio::time::sleep(Duration::from_millis(stall)).await;
+            match self.rng.random_range(0..100) {
+                0..15 => self.grant().await,
+                15..30 => self.grant_many().await,
+                30..40 => self.renew().await,
+                40..50 => self.renew_batch().await,
+                50..60 => self.release().await,
+                60..70 => self.release_batch().await,
+                70..80 => self.fence().await,
+                80..86 => self.purge().await,
+                _ => self.insert().await,
+            }
+        }
+    }
+
+    fn holder(&mut self) -> String {
+        HOLDERS[self.rng.random_range(0..HOLDERS.len())].to_owned()
+    }
+
+    fn key(&mut self) -> LeaseKey {
+        self.keys[self.rng.random_range(0..self.keys.len())].clone()
+    }
+
+    /// Distinct keys, in random order.
+    fn some_keys(&mut self) -> Vec<LeaseKey> {
+        let mut keys: Vec<LeaseKey> = self
+            .keys
+            .iter()
+            .filter(|_| self.rng.random_bool(0.6))
+            .cloned()
+            .collect();
+        if keys.is_empty() {
+            keys.push(self.key());
+        }
+        for i in (1..keys.len()).rev() {
+            keys.swap(i, self.rng.random_range(0..=i));
+        }
+        keys
+    }
+
+    /// A tenure of `key` that may be live: mostly one seen lately, sometimes a stale or
+    /// made-up token.
+    fn tenure(&mut self, key: &LeaseKey) -> (String, i64) {
+        let seen = self
+            .seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key.name.as_str())
+            .cloned()
+            .unwrap_or_default();
+        if seen.is_empty() || self.rng.random_bool(0.1) {
+            return (self.holder(), self.rng.random_range(1..4));
+        }
+        let back = self.rng.random_range(0..seen.len().min(3));
+        seen[seen.len() - 1 - back].clone()
+    }
+
+    fn saw(&self, key: &str, answer: &Answer) {
+        let tenure = match answer {
+            Answer::HeldBy { holder, token, .. } => (holder.clone(), *token),
+            _ => return,
+        };
+        self.seen_tenure(key, tenure);
+    }
+
+    fn seen_tenure(&self, key: &str, tenure: (String, i64)) {
+        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        let list = seen.entry(key.to_owned()).or_default();
+        if list.last() != Some(&tenure) {
+            list.push(tenure);
+        }
+    }
+
+    fn record(
+        &self,
+        via: &'static str,
+        key: &LeaseKey,
+        call: Call,
+        answer: Answer,
+        w: (Duration, Duration),
+    ) {
+        self.saw(key.name.as_str(), &answer);
+        if let (Call::Grant { holder }, Answer::Acquired { token, .. }) = (&call, &answer) {
+            self.seen_tenure(key.name.as_str(), (holder.clone(), *token));
+        }
+        let respond = (answer != Answer::Unknown).then_some(w.1);
+        self.rec.push(Op {
+            session: self.id,
+            via,
+            key: key.name.as_str().to_owned(),
+            call,
+            answer,
+            invoke: w.0,
+            respond,
+        });
+    }
+
+    async fn grant(&mut self) {
+        let (key, holder) = (self.key(), self.holder());
+        let h = HolderId::new(&holder).expect("holder");
+        let t0 = self.rec.now();
+        let answer = bounded(self.session.store.begin_tenure(&key, &h, term(), None)).await;
+        let t1 = self.rec.now();
+        let answer = answer.map_or(Answer::Unknown, grant_answer);
+        self.record(
+            "begin_tenure",
+            &key,
+            Call::Grant { holder },
+            answer,
+            (t0, t1),
+        );
+    }
+
+    async fn grant_many(&mut self) {
+        let (keys, holder) = (self.some_keys(), self.holder());
+        let h = HolderId::new(&holder).expect("holder");
+        let t0 = self.rec.now();
+        let answers = bounded(
+            self.session
+                .store
+                .begin_tenure_many(&h, &keys, term(), None),
+        )
+        .await;
+        let t1 = self.rec.now();
+        for (i, key) in keys.iter().enumerate() {
+            let answer = match answers.as_ref().and_then(|a| a.get(i)) {
+                Some(Ok(a)) => grant_answer(a.clone()),
+                _ => Answer::Unknown,
+            };
+            let call = Call::Grant {
+                holder: holder.clone(),
+            };
+            self.record("begin_tenure_many", key, call, answer, (t0, t1));
+        }
+    }
+
+    async fn renew(&mut self) {
+        let key = self.key();
+        let (holder, token) = self.tenure(&key);
+        let h = HolderId::new(&holder).expect("holder");
+        let t0 = self.rec.now();
+        let answer = bounded(
+            self.session
+                .store
+                .renew(&key, &h, FencingToken(token), term()),
+        )
+        .await;
+        let t1 = self.rec.now();
+        let answer = match answer {
+            Some(RenewOutcome::Renewed) => Answer::Renewed,
+            Some(RenewOutcome::Lost) => Answer::Lost,
+            None => Answer::Unknown,
+        };
+        self.record(
+            "renew",
+            &key,
+            Call::Renew { holder, token },
+            answer,
+            (t0, t1),
+        );
+    }
+
+    /// The items of a batch of one holder: a tenure (maybe live) of each of some keys.
+    fn items(&mut self) -> (String, Vec<RenewItem>) {
+        let holder = self.holder();
+        let mut items = Vec::new();
+        for key in self.some_keys() {
+            let (h, token) = self.tenure(&key);
+            let token = if h == holder {
+                token
+            } else {
+                self.rng.random_range(1..4)
+            };
+            items.push(RenewItem {
+                key,
+                token: FencingToken(token),
+            });
+        }
+        (holder, items)
+    }
+
+    async fn renew_batch(&mut self) {
+        let (holder, items) = self.items();
+        let h = HolderId::new(&holder).expect("holder");
+        let many = self.rng.random_bool(0.4);
+        let t0 = self.rec.now();
+        let answers: Option<Vec<Answer>> = if many {
+            bounded(self.session.store.renew_many(&h, &items, term()))
+                .await
+                .map(|v| {
+                    v.into_iter()
+                        .map(|r| {
+                            if r {
+                                Answer::Renewed
+                            } else {
+                                Answer::Unchanged
+                            }
+                        })
+                        .collect()
+                })
+        } else {
+            bounded(self.session.store.renew_batch(&h, &items, term()))
+                .await
+                .map(|v| {
+                    v.into_iter()
+                        .map(|r| match r {
+                            BatchRenewal::Renewed => Answer::Renewed,
+                            BatchRenewal::Lost => Answer::Lost,
+                            _ => Answer::Unchanged,
+                        })
+                        .collect()
+                })
+        };
+        let t1 = self.rec.now();
+        let via = if many { "renew_many" } else { "renew_batch" };
+        for (i, it) in items.iter().enumerate() {
+            let answer = answers
+                .as_ref()
+                .and_then(|a| a.get(i).cloned())
+                .unwrap_or(Answer::Unknown);
+            let call = Call::Renew {
+                holder: holder.clone(),
+                token: it.token.0,
+            };
+            self.record(via, &it.key, call, answer, (t0, t1));
+        }
+    }
+
+    async fn release(&mut self) {
+        let key = self.key();
+        let (holder, token) = self.tenure(&key);
+        let h = HolderId::new(&holder).expect("holder");
+        let t0 = self.rec.now();
+        let answer = bounded(self.session.store.release(&key, &h, FencingToken(token))).await;
+        let t1 = self.rec.now();
+        let answer = release_answer(answer);
+        self.record(
+            "release",
+            &key,
+            Call::Release { holder, token },
+            answer,
+            (t0, t1),
+        );
+    }
+
+    async fn release_batch(&mut self) {
+        let (holder, items) = self.items();
+        let h = HolderId::new(&holder).expect("holder");
+        let t0 = self.rec.now();
+        let answers = bounded(self.session.store.release_batch(&h, &items)).await;
+        let t1 = self.rec.now();
+        for (i, it) in items.iter().enumerate() {
+            let answer = match answers.as_ref().and_then(|a| a.get(i)) {
+                Some(Ok(a)) => release_answer(Some(*a)),
+                _ => Answer::Unknown,
+            };
+            let call = Call::Release {
+                holder: holder.clone(),
+                token: it.token.0,
+            };
+            self.record("release_batch", &it.key, call, answer, (t0, t1));
+        }
+    }
+
+    async fn purge(&mut self) {
+        let ns = leasehold_storage::Namespace::new(&self.plan.namespace).expect("namespace");
+        let t0 = self.rec.now();
+        let answer = bounded(self.session.store.purge(Some(&ns), Duration::ZERO)).await;
+        let t1 = self.rec.now();
+        let answer = answer.map_or(Answer::Unknown, |_| Answer::Done);
+        for key in self.keys.clone() {
+            self.record("purge", &key, Call::Purge, answer.clone(), (t0, t1));
+        }
+    }
+}
+
+fn release_answer(a: Option<ReleaseOutcome>) -> Answer {
+    match a {
+        Some(ReleaseOutcome::Released) => Answer::Released,
+        Some(ReleaseOutcome::NotHeld) => Answer::NotHeld,
+        None => Answer::Unknown,
+    }
+}
