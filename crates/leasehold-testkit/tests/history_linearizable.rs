@@ -1,6 +1,7 @@
 //! What concurrent sessions see of a lease store is linearizable.
 //!
-//! Sessions of their own stores (own pools) run a seeded random mix of single and batched
+//! Sessions of their own stores (own pools), one of them in another OS process (the test binary
+//! run again, timed on the same `CLOCK_MONOTONIC` line), run a seeded random mix of single and batched
 //! grants, renewals and releases, fenced writes, purges and raw uncommitted inserts on a few keys
 //! of a real database, with stalls between statements; every operation is recorded with its
 //! window and answer and the history is checked against the sequential model of the lease table
@@ -21,10 +22,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use history_run::defect::BelievesHolderId;
+use history_run::process::ChildSession;
 use history_run::{Plan, Session};
 use leasehold_storage::testing::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 use leasehold_storage::{LeaseStore, SeaOrmStore, StoreBuilder};
-use leasehold_testkit::history::{Recorder, Report, check_history};
+use leasehold_testkit::history::{Recorder, Report, check_history, summary};
 
 const SESSIONS: usize = 4;
 const KEYS: usize = 3;
@@ -53,6 +55,7 @@ async fn one_history(
     seed: u64,
     secs: u64,
     wrap: fn(SeaOrmStore) -> Arc<dyn LeaseStore>,
+    with_child: bool,
 ) -> (Report, u64) {
     let prefix = format!("hist_{tag}_");
     let mut sessions = Vec::new();
@@ -73,14 +76,24 @@ async fn one_history(
         budget: Duration::from_secs(secs),
     };
     let rec = Arc::new(Recorder::new());
-    let ops = history_run::run(&plan, sessions, rec.clone()).await;
+    let child = with_child.then(|| ChildSession::spawn(url, &prefix, &plan, SESSIONS, &rec));
+    let mut ops = history_run::run(&plan, sessions, rec.clone()).await;
+    if let Some(child) = child {
+        let theirs = child.finish(plan.budget).await;
+        assert!(
+            !theirs.is_empty(),
+            "{tag}: the child session recorded nothing"
+        );
+        ops.extend(theirs);
+    }
     let started = rec.now();
     let report = check_history(&ops, Duration::from_secs(20));
     eprintln!(
-        "{tag} seed {seed}: {} operations in {:.1} s, checked in {:.3} s",
+        "{tag} seed {seed}: {} operations in {:.1} s, checked in {:.3} s; {}",
         ops.len(),
         started.as_secs_f64(),
-        (rec.now() - started).as_secs_f64()
+        (rec.now() - started).as_secs_f64(),
+        summary(&ops)
     );
     (report, seed)
 }
@@ -98,7 +111,7 @@ async fn histories_are_linearizable(url: &str, tag: &str) {
     let secs = env_u64("LEASEHOLD_HISTORY_SECS", 3);
     let first = env_u64("LEASEHOLD_HISTORY_SEED", u64::from(std::process::id()));
     for run in 0..runs {
-        let (report, seed) = one_history(url, tag, first + run, secs, plain).await;
+        let (report, seed) = one_history(url, tag, first + run, secs, plain, true).await;
         assert!(
             report.is_linearizable(),
             "{tag}: the history of seed {seed} is not linearizable \
@@ -137,11 +150,79 @@ async fn mysql_histories_are_linearizable() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn batch_grant_believing_the_holder_id_is_caught() {
     let seed = env_u64("LEASEHOLD_HISTORY_SEED", u64::from(std::process::id()));
-    let (report, seed) =
-        one_history(&sqlite_url("defect"), "sqlite_defect", seed, 2, believing).await;
+    let (report, seed) = one_history(
+        &sqlite_url("defect"),
+        "sqlite_defect",
+        seed,
+        2,
+        believing,
+        false,
+    )
+    .await;
     assert!(
         !report.is_linearizable(),
         "seed {seed}: the check missed a batched grant answering its own holder's live row Acquired"
     );
     eprintln!("caught, seed {seed}: {report}");
+}
+
+/// The entry point of a session in another process (`history_run::process`): does nothing
+/// unless the parent set `LEASEHOLD_HISTORY_CHILD`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn child_session_entry_point() {
+    history_run::process::child_main().await;
+}
+
+/// The history the MariaDB run recorded before the group-commit grant was fixed (ends in
+/// database milliseconds): another session's insert of `h1`'s row, uncommitted while a batched
+/// grant of `h1` ran, and the batch answering that row `Acquired` with its token and end.
+#[test]
+fn the_recorded_mariadb_group_commit_history_is_rejected() {
+    use leasehold_testkit::history::{Answer, Call, Op, Verdict};
+    let ms = |us: u64| Duration::from_micros(us);
+    let op = |session, via, invoke, respond, call, answer| Op {
+        session,
+        via,
+        key: "g0k0".into(),
+        call,
+        answer,
+        invoke: ms(invoke),
+        respond: Some(ms(respond)),
+    };
+    let insert = Call::Insert {
+        holder: "h1".into(),
+        token: 79,
+        end: 1_796_307_653_622,
+    };
+    let grant = Call::Grant {
+        holder: "h1".into(),
+    };
+    let mut ops = vec![
+        op(2, "purge", 2_883, 6_273, Call::Purge, Answer::Done),
+        op(1, "raw insert", 4_479, 21_189, insert, Answer::Done),
+        op(
+            3,
+            "begin_tenure_many",
+            4_732,
+            24_217,
+            grant,
+            Answer::Acquired {
+                token: 79,
+                end: 1_796_307_653_622,
+            },
+        ),
+        op(2, "purge", 7_381, 8_230, Call::Purge, Answer::Done),
+    ];
+    let report = check_history(&ops, Duration::from_secs(5));
+    let (_, verdict, _) = report.failure.clone().expect("the history is rejected");
+    assert_eq!(verdict, Verdict::Violation, "{report}");
+
+    // What the single statement answers for the same row: HeldBy, which linearizes.
+    ops[2].answer = Answer::HeldBy {
+        holder: "h1".into(),
+        token: 79,
+        end: 1_796_307_653_622,
+    };
+    let report = check_history(&ops, Duration::from_secs(5));
+    assert!(report.is_linearizable(), "{report}");
 }

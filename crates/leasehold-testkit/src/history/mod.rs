@@ -26,7 +26,7 @@ use std::fmt;
 use std::time::Duration;
 
 pub use model::{Answer, Call, Row};
-pub use record::Recorder;
+pub use record::{Recorder, mono_ns};
 
 /// One operation on one key: what was asked, what was answered, and when.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -78,15 +78,33 @@ impl Report {
     }
 }
 
+/// The key of an operation on every key (a purge of the namespace): the checker adds it to the
+/// history of each key.
+pub const EVERY_KEY: &str = "*";
+
 /// The step budget of one key's search.
 pub const STEPS: u64 = 20_000_000;
 
-/// Checks `ops` key by key; a key that fails is shrunk for at most `shrink_for`.
+/// Checks `ops` key by key (an operation on [`EVERY_KEY`] belongs to each); a key that fails is
+/// shrunk for at most `shrink_for`.
 #[must_use]
 pub fn check_history(ops: &[Op], shrink_for: Duration) -> Report {
     let mut by_key: BTreeMap<&str, Vec<Op>> = BTreeMap::new();
-    for op in ops {
+    for op in ops.iter().filter(|op| op.key != EVERY_KEY) {
         by_key.entry(op.key.as_str()).or_default().push(op.clone());
+    }
+    for op in ops.iter().filter(|op| op.key == EVERY_KEY) {
+        for (key, list) in &mut by_key {
+            // Before the key's first operation its row is absent: an operation that ended
+            // by then changed nothing of it.
+            let first = list.iter().map(|o| o.invoke).min().unwrap_or(Duration::MAX);
+            if op.respond.is_some_and(|r| r < first) {
+                continue;
+            }
+            let mut op = op.clone();
+            op.key = (*key).to_owned();
+            list.push(op);
+        }
     }
     let keys = by_key.len();
     for (key, ops) in by_key {
@@ -152,4 +170,31 @@ impl fmt::Display for Report {
             }
         }
     }
+}
+
+/// Counts of a history's operations by store call and answer, for the record of a run.
+#[must_use]
+pub fn summary(ops: &[Op]) -> String {
+    let mut counts: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+    for op in ops {
+        let answer = match &op.answer {
+            Answer::Acquired { .. } => "Acquired",
+            Answer::HeldBy { .. } => "HeldBy",
+            Answer::Renewed => "Renewed",
+            Answer::Lost => "Lost",
+            Answer::Unchanged => "Unchanged",
+            Answer::Released => "Released",
+            Answer::NotHeld => "NotHeld",
+            Answer::Fenced(true) => "live",
+            Answer::Fenced(false) => "not live",
+            Answer::Done => "Done",
+            Answer::Unknown => "Unknown",
+        };
+        *counts.entry((op.via, answer)).or_default() += 1;
+    }
+    let parts: Vec<String> = counts
+        .into_iter()
+        .map(|((via, answer), n)| format!("{via} {answer} {n}"))
+        .collect();
+    parts.join(", ")
 }

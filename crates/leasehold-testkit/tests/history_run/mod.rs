@@ -5,10 +5,13 @@
 //! stalls for a random few milliseconds; fenced transactions stay open for a while (holding the
 //! row locked), and raw transactions insert a held row and sleep before they commit or roll back
 //! (an uncommitted insert the others run into). Holder ids are shared between sessions, as the
-//! connections of one service share theirs. Terms are an hour, so no tenure expires during a run
+//! connections of one service share theirs. The keys are renamed every [`GENERATION`] (all
+//! sessions rename them together, by the recorder's clock), so that new rows are created under
+//! contention all through a run and not only at its start. Terms are an hour, so no tenure expires during a run
 //! (the model's choice of database time: see `leasehold_testkit::history::model`).
 
 pub mod defect;
+pub mod process;
 pub mod raw;
 
 use std::collections::HashMap;
@@ -28,6 +31,8 @@ pub const TERM: Duration = Duration::from_secs(3_600);
 /// Every store call is abandoned after this (an unknown outcome).
 const CALL_TIMEOUT: Duration = Duration::from_secs(3);
 const HOLDERS: [&str; 2] = ["h0", "h1"];
+/// How long the sessions work on one set of key names.
+pub const GENERATION: Duration = Duration::from_millis(300);
 
 /// One session: a store of its own, and the SQL store under it for raw statements.
 #[derive(Clone)]
@@ -45,7 +50,7 @@ pub struct Plan {
     pub seed: u64,
     /// The namespace of the run's keys (unique per run).
     pub namespace: String,
-    /// How many keys.
+    /// How many keys at a time.
     pub keys: usize,
     /// Operations per session at most.
     pub ops_per_session: usize,
@@ -62,25 +67,31 @@ struct Worker {
     session: Session,
     rng: StdRng,
     plan: Plan,
-    keys: Vec<LeaseKey>,
     seen: Seen,
     rec: Arc<Recorder>,
 }
 
 /// Runs `sessions` by `plan` and returns what they recorded.
 pub async fn run(plan: &Plan, sessions: Vec<Session>, rec: Arc<Recorder>) -> Vec<Op> {
-    let keys: Vec<LeaseKey> = (0..plan.keys)
-        .map(|i| LeaseKey::parse(&plan.namespace, &format!("k{i}")).expect("key"))
-        .collect();
+    run_from(plan, 0, sessions, rec).await
+}
+
+/// [`run`], numbering the sessions from `first`.
+pub async fn run_from(
+    plan: &Plan,
+    first: usize,
+    sessions: Vec<Session>,
+    rec: Arc<Recorder>,
+) -> Vec<Op> {
     let seen: Seen = Arc::default();
     let mut tasks = Vec::new();
-    for (id, session) in sessions.into_iter().enumerate() {
+    for (i, session) in sessions.into_iter().enumerate() {
+        let id = first + i;
         let mut w = Worker {
             id,
             session,
             rng: StdRng::seed_from_u64(plan.seed.wrapping_mul(1_000_003).wrapping_add(id as u64)),
             plan: plan.clone(),
-            keys: keys.clone(),
             seen: seen.clone(),
             rec: rec.clone(),
         };
@@ -149,17 +160,30 @@ impl Worker {
         HOLDERS[self.rng.random_range(0..HOLDERS.len())].to_owned()
     }
 
-    fn key(&mut self) -> LeaseKey {
-        self.keys[self.rng.random_range(0..self.keys.len())].clone()
+    /// The keys of the generation now, or now and then of the one before.
+    fn keys(&mut self) -> Vec<LeaseKey> {
+        let mut generation = self.rec.now().as_millis() / GENERATION.as_millis();
+        if generation > 0 && self.rng.random_bool(0.1) {
+            generation -= 1;
+        }
+        (0..self.plan.keys)
+            .map(|i| {
+                LeaseKey::parse(&self.plan.namespace, &format!("g{generation}k{i}")).expect("key")
+            })
+            .collect()
     }
 
-    /// Distinct keys, in random order.
+    fn key(&mut self) -> LeaseKey {
+        let keys = self.keys();
+        keys[self.rng.random_range(0..keys.len())].clone()
+    }
+
+    /// Distinct keys of one generation, in random order.
     fn some_keys(&mut self) -> Vec<LeaseKey> {
         let mut keys: Vec<LeaseKey> = self
-            .keys
-            .iter()
+            .keys()
+            .into_iter()
             .filter(|_| self.rng.random_bool(0.6))
-            .cloned()
             .collect();
         if keys.is_empty() {
             keys.push(self.key());
@@ -400,9 +424,16 @@ impl Worker {
         let answer = bounded(self.session.store.purge(Some(&ns), Duration::ZERO)).await;
         let t1 = self.rec.now();
         let answer = answer.map_or(Answer::Unknown, |_| Answer::Done);
-        for key in self.keys.clone() {
-            self.record("purge", &key, Call::Purge, answer.clone(), (t0, t1));
-        }
+        let respond = (answer != Answer::Unknown).then_some(t1);
+        self.rec.push(Op {
+            session: self.id,
+            via: "purge",
+            key: leasehold_testkit::history::EVERY_KEY.to_owned(),
+            call: Call::Purge,
+            answer,
+            invoke: t0,
+            respond,
+        });
     }
 }
 
