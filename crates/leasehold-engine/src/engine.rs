@@ -162,6 +162,10 @@ pub struct LeaseEngine {
     batch_grants: bool,
     registry: Arc<Registry>,
     pub(crate) book: HashMap<LeaseKey, Entry>,
+    /// Every namespace a tenure of this engine was started in (tasks, locks, permits, holds):
+    /// what retention purges by default ([`UsedNamespaces`]). Kept for the engine's life:
+    /// applications use few namespaces, and a namespace once used may keep released rows.
+    namespaces: std::collections::BTreeSet<leasehold_core::Namespace>,
     started: u64,
     pub(crate) limit: Duration,
     /// The parent of every tenure's cancellation token.
@@ -221,6 +225,7 @@ impl LeaseEngine {
             batch_grants: true,
             registry,
             book: HashMap::new(),
+            namespaces: std::collections::BTreeSet::new(),
             started: 0,
             limit: DEFAULT_REQUEST_TIMEOUT,
             service: CancellationToken::new(),
@@ -368,6 +373,9 @@ impl LeaseEngine {
         actor.set_alarm_slot(alarms.register(Arc::clone(&kept)));
         let addr = context.run(actor);
         log::debug!("{key}: actor started for {owner}");
+        if !self.namespaces.contains(&key.namespace) {
+            self.namespaces.insert(key.namespace.clone());
+        }
         self.book.insert(
             key,
             Entry {
@@ -784,6 +792,20 @@ impl Handler<PurgeRows> for LeaseEngine {
         Box::pin(detached("purge", msg.limit, async move {
             store.purge(msg.namespace.as_ref(), msg.older_than).await
         }))
+    }
+}
+
+/// Every namespace a tenure of this engine was ever started in (lease tasks, locks, permits,
+/// holds, shard groups), in order.
+#[derive(Debug, Message)]
+#[rtype(result = "Vec<leasehold_core::Namespace>")]
+pub struct UsedNamespaces;
+
+impl Handler<UsedNamespaces> for LeaseEngine {
+    type Result = Vec<leasehold_core::Namespace>;
+
+    fn handle(&mut self, _: UsedNamespaces, _ctx: &mut Context<Self>) -> Self::Result {
+        self.namespaces.iter().cloned().collect()
     }
 }
 

@@ -53,7 +53,8 @@ pub use coalescer::{
 pub use detached::detached;
 pub use engine::{
     DEFAULT_REQUEST_TIMEOUT, EngineError, FindTask, KnownBug, LeaseEngine, ListTasks, Owner,
-    PurgeRows, ReadDbNow, ReadRecord, ShutdownAll, StartTask, StartTasks, StopTask, YieldTask,
+    PurgeRows, ReadDbNow, ReadRecord, ShutdownAll, StartTask, StartTasks, StopTask, UsedNamespaces,
+    YieldTask,
 };
 pub use joint::TakeLocks;
 pub use lock::{

@@ -117,6 +117,24 @@ fn keys_json(keys: &[&LeaseKey]) -> String {
     .unwrap_or_else(|_| "[]".into())
 }
 
+/// The rows a MySQL batch upsert found existing, from its `@leasehold_hit` record
+/// (`id+,` taken over, `id-,` left alone): row id -> whether the statement took it over.
+fn upsert_hits(hits: &str) -> Result<HashMap<i64, bool>, DbErr> {
+    let mut out = HashMap::new();
+    for entry in hits.split(',').filter(|e| !e.is_empty()) {
+        let (id, took) = match entry.split_at(entry.len() - 1) {
+            (id, "+") => (id, true),
+            (id, "-") => (id, false),
+            _ => return Err(DbErr::Custom(format!("{OP}: upsert record {entry:?}"))),
+        };
+        let id = id
+            .parse()
+            .map_err(|_| DbErr::Custom(format!("{OP}: upsert record {entry:?}")))?;
+        out.insert(id, took);
+    }
+    Ok(out)
+}
+
 fn placeholders(n: usize) -> String {
     vec!["?"; n].join(", ")
 }
@@ -429,7 +447,11 @@ impl SeaOrmStore {
     /// locked are taken over by one `UPDATE` by id whose outcome is known without reading
     /// back (token one above the locked row's, end the clock read under the locks plus the
     /// term: never later than the end the database would have computed a moment afterwards);
-    /// the absent ones go through one multi-row upsert and a locking read of those back.
+    /// the absent ones go through one multi-row upsert, which records the id of every row it
+    /// found existing and whether it took it over, and a locking read of those back: an item is
+    /// granted only when the upsert inserted its row or took it over, never because the row
+    /// read back is live and of this holder id (another session may have inserted and committed
+    /// that row while the batch ran: the single grant answers it `HeldBy`).
     async fn grant_mysql(
         &self,
         txn: &DatabaseTransaction,
@@ -542,6 +564,15 @@ impl SeaOrmStore {
         // The first row reads the clock into @leasehold_now for the rows that are inserted;
         // a row taken over reads it again after its lock (`now`). @leasehold_took decides once
         // per row, from the old row, before any assignment changes it.
+        //
+        // Which rows this statement wrote is recorded as it writes them, never inferred from
+        // the row's holder afterwards: a row of this holder id that another session inserted
+        // (uncommitted while the batch's reads ran) and committed is a live row the upsert
+        // must answer HeldBy, as the single grant does. The update part runs once for every
+        // row that already existed and appends `id+` (taken over) or `id-` (left alone) to
+        // @leasehold_hit; an item whose row is absent from it was inserted by this statement.
+        txn.execute_raw(self.statement("SET @leasehold_hit = ''", Vec::new()))
+            .await?;
         let rows: Vec<String> = (0..upsert.len())
             .map(|r| {
                 if r == 0 {
@@ -562,7 +593,8 @@ impl SeaOrmStore {
              holder = IF(@leasehold_took, VALUES(holder), holder), \
              lease_end_time = IF(@leasehold_took, {now} + ?, lease_end_time), \
              status = IF(@leasehold_took, 1, status), \
-             gmt_modified = IF(@leasehold_took, {now}, gmt_modified)",
+             gmt_modified = IF(CHAR_LENGTH(@leasehold_hit := CONCAT(@leasehold_hit, id, IF(@leasehold_took, '+', '-'), ',')) > 0 \
+               AND @leasehold_took, {now}, gmt_modified)",
             rows.join(", ")
         );
         let mut values: Vec<Value> = Vec::with_capacity(upsert.len() * 5 + 1);
@@ -576,34 +608,46 @@ impl SeaOrmStore {
         values.push(term_ms.into());
         txn.execute_raw(self.statement(&grant, values)).await?;
         // Every upserted row is locked by this transaction now: a locking read (the newest
-        // versions, not the snapshot) sees what the upsert did. Ours with the token one above the
-        // row we locked (or a row that did not exist) is our grant.
+        // versions, not the snapshot) sees what the upsert did, and @leasehold_hit says which
+        // rows it found existing.
         let read = format!(
-            "SELECT lease_name, holder, version, lease_end_time, status, {now} AS db_now FROM {t} \
-             WHERE namespace = ? AND lease_name IN ({}) FOR UPDATE",
+            "SELECT id, lease_name, holder, version, lease_end_time, status, {now} AS db_now, \
+             @leasehold_hit AS hit FROM {t} WHERE namespace = ? AND lease_name IN ({}) FOR UPDATE",
             placeholders(upsert.len())
         );
-        let mut after: HashMap<usize, Seen> = HashMap::new();
+        let mut after: HashMap<usize, (i64, Seen)> = HashMap::new();
+        let mut hits = String::new();
         for row in txn
             .query_all_raw(self.statement(&read, named(&upsert)))
             .await?
         {
             let name: String = col(&row, OP, "lease_name")?;
+            hits = col(&row, OP, "hit")?;
             if let Some(&i) = by_name.get(name.as_str()) {
-                after.insert(i, seen(&row)?);
+                after.insert(i, (col(&row, OP, "id")?, seen(&row)?));
             }
         }
+        let hit = upsert_hits(&hits)?;
         for i in upsert {
-            let Some(now_row) = after.remove(&i) else {
+            let Some((id, now_row)) = after.remove(&i) else {
                 decided.push((i, Decided::Alone));
                 continue;
             };
-            let ours = now_row.holder == holder.as_str()
-                && now_row.live
-                && before
-                    .get(&i)
-                    .is_none_or(|b| now_row.version == b.2.version + 1);
-            decided.push(if ours {
+            let wrote = match hit.get(&id) {
+                // Inserted or taken over by this statement, which holds the row locked until
+                // the commit: the row read back is this grant, or the evidence is wrong.
+                None | Some(true) => {
+                    if now_row.holder != holder.as_str() || !now_row.live {
+                        return Err(DbErr::Custom(format!(
+                            "{OP}: row {id} written by the upsert reads back as {} live={}",
+                            now_row.holder, now_row.live
+                        )));
+                    }
+                    true
+                }
+                Some(false) => false,
+            };
+            decided.push(if wrote {
                 (
                     i,
                     Decided::Granted {
@@ -612,6 +656,7 @@ impl SeaOrmStore {
                     },
                 )
             } else if now_row.live {
+                // A live row the statement left alone, this holder's own included.
                 (
                     i,
                     Decided::Held {

@@ -29,7 +29,9 @@ use crate::{LeaseStore, MemoryStore, SeaOrmStore};
 
 mod checks;
 mod counting;
+mod differential;
 mod faults;
+mod sessions;
 
 pub use counting::{Call, CountingStore, Op, StoreCounts};
 
@@ -216,6 +218,7 @@ pub const CHECKS: &[(&str, CheckFn)] = checks![checks:
     value_change_while_held,
     purge_never_resets_token,
     purge_grant_race,
+    batches_answer_as_single_statements,
 ];
 
 /// The checks that need a SQL store ([`Subject::sql`]): faults made on its own database (an
@@ -227,6 +230,7 @@ pub const SQL_CHECKS: &[(&str, CheckFn)] = checks![faults:
     renew_many_next_to_locked_row,
     release_all_purge_next_to_locked_row,
     group_commit_next_to_locked_row,
+    batches_beside_other_sessions,
 ];
 
 /// How many checks [`run`] runs against `subject`.

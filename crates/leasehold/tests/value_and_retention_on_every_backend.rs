@@ -149,9 +149,80 @@ async fn retention_purges_and_tokens_grow(url: &str, backend: &str) {
     svc.shutdown().await.expect("shutdown");
 }
 
+/// Retention covers the namespaces the service took locks in and the ones named, and nothing
+/// else; a lock taken again after its row was purged gets a larger token.
+async fn retention_covers_lock_and_named_namespaces(url: &str, backend: &str) {
+    let ns = unique_namespace(&format!("retention-ns-{backend}"));
+    let (locks, named, other) = (
+        format!("{ns}-locks"),
+        format!("{ns}-named"),
+        format!("{ns}-other"),
+    );
+    let retention = Retention::new(Duration::from_secs(1))
+        .every(Duration::from_secs(1))
+        .namespace(leasehold::Namespace::new(named.clone()).expect("namespace"));
+    let svc = service(url, &ns, "a", Some(retention)).await;
+    let store = StoreBuilder::new(url).connect().await.expect("store");
+    let stranger = leasehold::HolderId::new(format!("{ns}-stranger")).expect("holder");
+    let term = leasehold::Term::new("term", Duration::from_secs(30)).expect("term");
+    let (named_key, other_key) = (
+        LeaseKey::parse(&named, "file-1").expect("key"),
+        LeaseKey::parse(&other, "file-1").expect("key"),
+    );
+    for key in [&named_key, &other_key] {
+        let leasehold::AcquireOutcome::Acquired { token, .. } = store
+            .try_acquire(key, &stranger, term)
+            .await
+            .expect("grant")
+        else {
+            panic!("{key} not granted");
+        };
+        store.release(key, &stranger, token).await.expect("release");
+    }
+    let guard = svc
+        .locks()
+        .acquire(&locks, "file-1", Duration::from_secs(30))
+        .await
+        .expect("lock")
+        .expect("granted");
+    let first = guard.token();
+    guard.unlock().await.expect("unlock");
+    let lock_key = LeaseKey::parse(&locks, "file-1").expect("key");
+    let mut gone = (false, false);
+    for _ in 0..100 {
+        gone = (
+            store.get(&lock_key).await.expect("get").is_none(),
+            store.get(&named_key).await.expect("get").is_none(),
+        );
+        if gone == (true, true) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(gone, (true, true), "(lock row, named row) purged");
+    assert!(
+        store.get(&other_key).await.expect("get").is_some(),
+        "a namespace neither used nor named was purged"
+    );
+    let again = svc
+        .locks()
+        .acquire(&locks, "file-1", Duration::from_secs(30))
+        .await
+        .expect("lock")
+        .expect("granted");
+    assert!(
+        again.token() > first,
+        "{} after purged {first}",
+        again.token()
+    );
+    again.unlock().await.expect("unlock");
+    svc.shutdown().await.expect("shutdown");
+}
+
 async fn both(url: &str, backend: &str) {
     value_on_the_lease(url, backend).await;
     retention_purges_and_tokens_grow(url, backend).await;
+    retention_covers_lock_and_named_namespaces(url, backend).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

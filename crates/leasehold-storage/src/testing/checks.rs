@@ -13,6 +13,8 @@ use tokio::sync::Barrier;
 use super::{Ctx, acquired, ensure, holder, term};
 use crate::RenewItem;
 
+pub(super) use super::differential::batches_answer_as_single_statements;
+
 /// A term that outlives any check.
 const LONG: u64 = 60_000;
 /// A term that lapses during a check, and the sleep that outlasts it (database time).

@@ -17,6 +17,8 @@ use sea_orm::{
 use super::{Ctx, acquired, ensure, holder, term};
 use crate::{Backend, BatchRenewal, RenewItem, SeaOrmStore, StoreError};
 
+pub(super) use super::sessions::batches_beside_other_sessions;
+
 const LONG: u64 = 60_000;
 /// The longest server-side bound the lock checks wait for.
 const MAX_BOUND: Duration = Duration::from_secs(5);
@@ -25,7 +27,7 @@ fn e(err: impl std::fmt::Display) -> String {
     err.to_string()
 }
 
-fn sql_store(ctx: &Ctx) -> Result<&SeaOrmStore, String> {
+pub(super) fn sql_store(ctx: &Ctx) -> Result<&SeaOrmStore, String> {
     ctx.sql.as_ref().ok_or_else(|| "not a SQL store".to_owned())
 }
 
@@ -52,7 +54,10 @@ fn sqlite_single_connection(store: &SeaOrmStore) -> bool {
 
 /// A second connection's transaction holding `key`'s row locked (SQLite: the database's write
 /// lock, `BEGIN IMMEDIATE`).
-async fn lock_row(store: &SeaOrmStore, key: &LeaseKey) -> Result<DatabaseTransaction, String> {
+pub(super) async fn lock_row(
+    store: &SeaOrmStore,
+    key: &LeaseKey,
+) -> Result<DatabaseTransaction, String> {
     if store.backend() == Backend::Sqlite {
         let options = TransactionOptions {
             sqlite_transaction_mode: Some(SqliteTransactionMode::Immediate),
@@ -82,7 +87,7 @@ async fn lock_row(store: &SeaOrmStore, key: &LeaseKey) -> Result<DatabaseTransac
     Ok(txn)
 }
 
-fn bound(ctx: &Ctx, check: &str) -> Result<Option<Duration>, String> {
+pub(super) fn bound(ctx: &Ctx, check: &str) -> Result<Option<Duration>, String> {
     let store = sql_store(ctx)?;
     if sqlite_single_connection(store) {
         skip(check, "one connection: nothing can hold a lock beside it")?;
