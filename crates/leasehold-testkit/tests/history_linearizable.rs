@@ -26,7 +26,7 @@ use history_run::process::ChildSession;
 use history_run::{Plan, Session};
 use leasehold_storage::testing::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 use leasehold_storage::{LeaseStore, SeaOrmStore, StoreBuilder};
-use leasehold_testkit::history::{Recorder, Report, check_history, summary};
+use leasehold_testkit::history::{Answer, Op, Recorder, Report, check_history, summary};
 
 const SESSIONS: usize = 4;
 const KEYS: usize = 3;
@@ -56,7 +56,7 @@ async fn one_history(
     secs: u64,
     wrap: fn(SeaOrmStore) -> Arc<dyn LeaseStore>,
     with_child: bool,
-) -> (Report, u64) {
+) -> (Report, Vec<Op>) {
     let prefix = format!("hist_{tag}_");
     let mut sessions = Vec::new();
     for _ in 0..SESSIONS {
@@ -95,7 +95,7 @@ async fn one_history(
         (rec.now() - started).as_secs_f64(),
         summary(&ops)
     );
-    (report, seed)
+    (report, ops)
 }
 
 fn plain(sql: SeaOrmStore) -> Arc<dyn LeaseStore> {
@@ -106,12 +106,51 @@ fn believing(sql: SeaOrmStore) -> Arc<dyn LeaseStore> {
     Arc::new(BelievesHolderId(sql))
 }
 
+/// The history exercised what the check is for: new tenures from single and batched grants
+/// and from another session's insert, answers naming a live row, renewals, releases and fences
+/// that took effect, from every session.
+fn covered(tag: &str, seed: u64, ops: &[Op]) {
+    let has = |via: &str, pred: fn(&Answer) -> bool| {
+        ops.iter().any(|op| op.via == via && pred(&op.answer))
+    };
+    let acquired = |a: &Answer| matches!(a, Answer::Acquired { .. });
+    let held = |a: &Answer| matches!(a, Answer::HeldBy { .. });
+    for (what, ok) in [
+        ("a single grant", has("begin_tenure", acquired)),
+        ("a batched grant", has("begin_tenure_many", acquired)),
+        (
+            "a batched grant of a live row",
+            has("begin_tenure_many", held),
+        ),
+        ("a raw insert", has("raw insert", |a| *a == Answer::Done)),
+        ("a renewal", has("renew", |a| *a == Answer::Renewed)),
+        (
+            "a release",
+            has("release_batch", |a| *a == Answer::Released),
+        ),
+        (
+            "a fenced commit",
+            has("fenced commit", |a| *a == Answer::Fenced(true)),
+        ),
+    ] {
+        assert!(ok, "{tag} seed {seed}: the history has no {what}");
+    }
+    for session in 0..=SESSIONS {
+        assert!(
+            ops.iter().any(|op| op.session == session),
+            "{tag} seed {seed}: session {session} recorded nothing"
+        );
+    }
+}
+
 async fn histories_are_linearizable(url: &str, tag: &str) {
     let runs = env_u64("LEASEHOLD_HISTORY_RUNS", 1);
     let secs = env_u64("LEASEHOLD_HISTORY_SECS", 3);
     let first = env_u64("LEASEHOLD_HISTORY_SEED", u64::from(std::process::id()));
     for run in 0..runs {
-        let (report, seed) = one_history(url, tag, first + run, secs, plain, true).await;
+        let (report, ops) = one_history(url, tag, first + run, secs, plain, true).await;
+        let seed = first + run;
+        covered(tag, seed, &ops);
         assert!(
             report.is_linearizable(),
             "{tag}: the history of seed {seed} is not linearizable \
@@ -150,7 +189,7 @@ async fn mysql_histories_are_linearizable() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn batch_grant_believing_the_holder_id_is_caught() {
     let seed = env_u64("LEASEHOLD_HISTORY_SEED", u64::from(std::process::id()));
-    let (report, seed) = one_history(
+    let (report, _) = one_history(
         &sqlite_url("defect"),
         "sqlite_defect",
         seed,
@@ -178,7 +217,7 @@ async fn child_session_entry_point() {
 /// grant of `h1` ran, and the batch answering that row `Acquired` with its token and end.
 #[test]
 fn the_recorded_mariadb_group_commit_history_is_rejected() {
-    use leasehold_testkit::history::{Answer, Call, Op, Verdict};
+    use leasehold_testkit::history::{Call, Verdict};
     let ms = |us: u64| Duration::from_micros(us);
     let op = |session, via, invoke, respond, call, answer| Op {
         session,
