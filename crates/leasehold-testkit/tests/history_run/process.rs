@@ -15,8 +15,11 @@ use super::{Plan, Session};
 
 /// The environment variable that makes the test binary a child session.
 const CHILD_ENV: &str = "LEASEHOLD_HISTORY_CHILD";
-/// The start of every line that carries an operation (the test harness prints its own lines).
+/// The start of every line that carries an operation (the test harness prints its own text,
+/// which may begin the first line).
 const LINE: &str = "HISTORY-OP\t";
+/// The line after the last operation, with their number.
+const END: &str = "HISTORY-END\t";
 /// The name of the test that is the child's entry point.
 pub const ENTRY: &str = "child_session_entry_point";
 
@@ -82,10 +85,22 @@ impl ChildSession {
             .expect("wait for the child session");
         assert!(status.success(), "the child session failed: {status}");
         let out = self.out.await.expect("read the child's output");
-        out.lines()
-            .filter_map(|l| l.strip_prefix(LINE))
-            .map(|l| decode(l).unwrap_or_else(|| panic!("a bad line from the child: {l}")))
-            .collect()
+        let after = |l: &str, tag: &str| l.find(tag).map(|i| l[i + tag.len()..].to_owned());
+        let ops: Vec<Op> = out
+            .lines()
+            .filter_map(|l| after(l, LINE))
+            .map(|l| decode(&l).unwrap_or_else(|| panic!("a bad line from the child: {l}")))
+            .collect();
+        let sent: Option<usize> = out
+            .lines()
+            .find_map(|l| after(l, END))
+            .and_then(|n| n.trim().parse().ok());
+        assert_eq!(
+            sent,
+            Some(ops.len()),
+            "the child's operations did not all arrive"
+        );
+        ops
     }
 }
 
@@ -117,12 +132,13 @@ pub async fn child_main() {
     let rec = Arc::new(Recorder::with_origin(num(6)));
     let first = usize::try_from(num(5)).expect("session id");
     let ops = super::run_from(&plan, first, vec![session], rec).await;
-    let mut out = String::new();
+    let mut out = String::from("\n");
     for op in &ops {
         out.push_str(LINE);
         out.push_str(&encode(op));
         out.push('\n');
     }
+    out.push_str(&format!("{END}{}\n", ops.len()));
     print!("{out}");
 }
 
