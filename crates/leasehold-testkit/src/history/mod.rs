@@ -87,6 +87,35 @@ pub const STEPS: u64 = 20_000_000;
 
 /// Checks `ops` key by key (an operation on [`EVERY_KEY`] belongs to each); a key that fails is
 /// shrunk for at most `shrink_for`.
+///
+/// # Examples
+/// Two grants of one key to one holder, the second invoked after the first answered, both
+/// answered `Acquired` with the same token: the second should have found the row live.
+/// ```
+/// use std::time::Duration;
+/// use leasehold_testkit::history::{Answer, Call, Op, Verdict, check_history};
+///
+/// let grant = |invoke: u64, answer: Answer| Op {
+///     session: 0,
+///     via: "begin_tenure",
+///     key: "k".into(),
+///     call: Call::Grant { holder: "a".into() },
+///     answer,
+///     invoke: Duration::from_millis(invoke),
+///     respond: Some(Duration::from_millis(invoke + 5)),
+/// };
+/// let acquired = Answer::Acquired { token: 7, end: 60_000 };
+/// let report = check_history(
+///     &[grant(0, acquired.clone()), grant(10, acquired)],
+///     Duration::from_secs(1),
+/// );
+/// let (key, verdict, _) = report.failure.expect("not linearizable");
+/// assert_eq!((key.as_str(), verdict), ("k", Verdict::Violation));
+///
+/// let held = Answer::HeldBy { holder: "a".into(), token: 7, end: 60_000 };
+/// let ok = [grant(0, Answer::Acquired { token: 7, end: 60_000 }), grant(10, held)];
+/// assert!(check_history(&ok, Duration::from_secs(1)).is_linearizable());
+/// ```
 #[must_use]
 pub fn check_history(ops: &[Op], shrink_for: Duration) -> Report {
     let mut by_key: BTreeMap<&str, Vec<Op>> = BTreeMap::new();
@@ -197,4 +226,47 @@ pub fn summary(ops: &[Op]) -> String {
         .map(|((via, answer), n)| format!("{via} {answer} {n}"))
         .collect();
     parts.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op(key: &str, invoke: u64, call: Call, answer: Answer) -> Op {
+        Op {
+            session: 0,
+            via: "test",
+            key: key.into(),
+            call,
+            answer,
+            invoke: Duration::from_millis(invoke),
+            respond: Some(Duration::from_millis(invoke + 1)),
+        }
+    }
+
+    #[test]
+    fn a_purge_of_every_key_counts_on_each() {
+        let grant = || Call::Grant { holder: "a".into() };
+        let release = |token| Call::Release {
+            holder: "a".into(),
+            token,
+        };
+        let acquired = |token| Answer::Acquired { token, end: 100 };
+        // Each key released, then purged: a new row may start anywhere above the floor.
+        let mut ops = Vec::new();
+        for key in ["x", "y"] {
+            ops.push(op(key, 0, grant(), acquired(1)));
+            ops.push(op(key, 2, release(1), Answer::Released));
+            ops.push(op(key, 10, grant(), acquired(5)));
+        }
+        ops.push(op(EVERY_KEY, 5, Call::Purge, Answer::Done));
+        assert!(check_history(&ops, Duration::from_secs(1)).is_linearizable());
+        // Without the purge, token 5 after a release of token 1 is a violation.
+        ops.pop();
+        let report = check_history(&ops, Duration::from_secs(1));
+        assert_eq!(
+            report.failure.map(|(key, verdict, _)| (key, verdict)),
+            Some(("x".to_owned(), Verdict::Violation))
+        );
+    }
 }
