@@ -79,12 +79,7 @@ async fn one_history(
     let child = with_child.then(|| ChildSession::spawn(url, &prefix, &plan, SESSIONS, &rec));
     let mut ops = history_run::run(&plan, sessions, rec.clone()).await;
     if let Some(child) = child {
-        let theirs = child.finish(plan.budget).await;
-        assert!(
-            !theirs.is_empty(),
-            "{tag}: the child session recorded nothing"
-        );
-        ops.extend(theirs);
+        ops.extend(child.finish(plan.budget).await);
     }
     let started = rec.now();
     let report = check_history(&ops, Duration::from_secs(20));
@@ -106,16 +101,16 @@ fn believing(sql: SeaOrmStore) -> Arc<dyn LeaseStore> {
     Arc::new(BelievesHolderId(sql))
 }
 
-/// The history exercised what the check is for: new tenures from single and batched grants
-/// and from another session's insert, answers naming a live row, renewals, releases and fences
-/// that took effect, from every session.
-fn covered(tag: &str, seed: u64, ops: &[Op]) {
+/// What the history failed to exercise of what the check is for: new tenures from single and
+/// batched grants and from another session's insert, answers naming a live row, renewals,
+/// releases and fences that took effect, from every session (`None`: all of it).
+fn missing(ops: &[Op]) -> Option<String> {
     let has = |via: &str, pred: fn(&Answer) -> bool| {
         ops.iter().any(|op| op.via == via && pred(&op.answer))
     };
     let acquired = |a: &Answer| matches!(a, Answer::Acquired { .. });
     let held = |a: &Answer| matches!(a, Answer::HeldBy { .. });
-    for (what, ok) in [
+    let wanted = [
         ("a single grant", has("begin_tenure", acquired)),
         ("a batched grant", has("begin_tenure_many", acquired)),
         (
@@ -132,31 +127,46 @@ fn covered(tag: &str, seed: u64, ops: &[Op]) {
             "a fenced commit",
             has("fenced commit", |a| *a == Answer::Fenced(true)),
         ),
-    ] {
-        assert!(ok, "{tag} seed {seed}: the history has no {what}");
-    }
+    ];
+    let mut gaps: Vec<String> = wanted
+        .into_iter()
+        .filter(|(_, ok)| !ok)
+        .map(|(what, _)| what.to_owned())
+        .collect();
     for session in 0..=SESSIONS {
-        assert!(
-            ops.iter().any(|op| op.session == session),
-            "{tag} seed {seed}: session {session} recorded nothing"
-        );
+        if !ops.iter().any(|op| op.session == session) {
+            gaps.push(format!("an operation of session {session}"));
+        }
     }
+    (!gaps.is_empty()).then(|| gaps.join(", "))
 }
+
+/// Histories that miss part of the workload (a slow machine) are checked and run again with
+/// another seed, at most this many times in all.
+const ATTEMPTS: u64 = 3;
 
 async fn histories_are_linearizable(url: &str, tag: &str) {
     let runs = env_u64("LEASEHOLD_HISTORY_RUNS", 1);
     let secs = env_u64("LEASEHOLD_HISTORY_SECS", 3);
     let first = env_u64("LEASEHOLD_HISTORY_SEED", u64::from(std::process::id()));
     for run in 0..runs {
-        let (report, ops) = one_history(url, tag, first + run, secs, plain, true).await;
-        let seed = first + run;
-        covered(tag, seed, &ops);
-        assert!(
-            report.is_linearizable(),
-            "{tag}: the history of seed {seed} is not linearizable \
-             (rerun with LEASEHOLD_HISTORY_SEED={seed}):\n{report}"
-        );
-        eprintln!("{tag} seed {seed}: {report}");
+        for attempt in 0..ATTEMPTS {
+            let seed = first + run + attempt * 1_000_000;
+            let (report, ops) = one_history(url, tag, seed, secs, plain, true).await;
+            assert!(
+                report.is_linearizable(),
+                "{tag}: the history of seed {seed} is not linearizable \
+                 (rerun with LEASEHOLD_HISTORY_SEED={seed}):\n{report}"
+            );
+            eprintln!("{tag} seed {seed}: {report}");
+            match missing(&ops) {
+                None => break,
+                Some(gaps) if attempt + 1 == ATTEMPTS => {
+                    panic!("{tag} seed {seed}: {ATTEMPTS} histories in a row had no {gaps}")
+                }
+                Some(gaps) => eprintln!("{tag} seed {seed}: no {gaps}; one more history"),
+            }
+        }
     }
 }
 
