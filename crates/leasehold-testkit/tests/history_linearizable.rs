@@ -9,8 +9,9 @@
 //! `LEASEHOLD_TEST_POSTGRES` / `LEASEHOLD_TEST_MYSQL` name them (with `CI` set a missing one
 //! fails). A few seconds per backend by default; `LEASEHOLD_HISTORY_SECS` (seconds per history),
 //! `LEASEHOLD_HISTORY_RUNS` (histories per backend), `LEASEHOLD_HISTORY_OPS` (operations per
-//! session at most) and `LEASEHOLD_HISTORY_SEED` make longer or repeated runs. A failing history
-//! is printed shrunk, with its seed.
+//! session at most) and `LEASEHOLD_HISTORY_SEED` make longer or repeated runs;
+//! `LEASEHOLD_HISTORY_REPEATS` lets a batch name a key twice (see docs/semantics.md). A failing
+//! history is printed shrunk, with its seed.
 //!
 //! `batch_grant_believing_the_holder_id_is_caught` puts the defect of the MySQL group-commit
 //! grant back (a batched grant answering a live row of its own holder id `Acquired`) and shows

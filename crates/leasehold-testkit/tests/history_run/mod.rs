@@ -56,6 +56,12 @@ pub struct Plan {
     pub budget: Duration,
 }
 
+/// Whether batches may name a key twice (`LEASEHOLD_HISTORY_REPEATS` set): a batched grant the
+/// same key twice, a batched renewal or release the same key with two tokens.
+pub fn repeats() -> bool {
+    std::env::var_os("LEASEHOLD_HISTORY_REPEATS").is_some()
+}
+
 /// The tenures seen so far per key (holder, token), shared by the sessions so they renew,
 /// release and fence tenures that may be live.
 type Seen = Arc<Mutex<HashMap<String, Vec<(String, i64)>>>>;
@@ -158,7 +164,7 @@ impl Worker {
         keys[self.rng.random_range(0..keys.len())].clone()
     }
 
-    /// Distinct keys of one generation, in random order.
+    /// Keys of one generation, in random order, distinct unless [`repeats`].
     fn some_keys(&mut self) -> Vec<LeaseKey> {
         let mut keys: Vec<LeaseKey> = self
             .keys()
@@ -167,6 +173,10 @@ impl Worker {
             .collect();
         if keys.is_empty() {
             keys.push(self.key());
+        }
+        if repeats() && self.rng.random_bool(0.2) {
+            let again = keys[self.rng.random_range(0..keys.len())].clone();
+            keys.push(again);
         }
         for i in (1..keys.len()).rev() {
             keys.swap(i, self.rng.random_range(0..=i));

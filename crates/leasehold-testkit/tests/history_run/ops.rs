@@ -119,6 +119,13 @@ impl Worker {
                 token: FencingToken(token),
             });
         }
+        if super::repeats() && self.rng.random_bool(0.3) {
+            // The same key again, with an older tenure's token.
+            let i = self.rng.random_range(0..items.len());
+            let mut again = items[i].clone();
+            again.token = FencingToken(again.token.0 - 1);
+            items.insert(self.rng.random_range(0..=items.len()), again);
+        }
         (holder, items)
     }
 
