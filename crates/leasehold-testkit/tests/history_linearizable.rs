@@ -102,8 +102,8 @@ fn believing(sql: SeaOrmStore) -> Arc<dyn LeaseStore> {
     Arc::new(BelievesHolderId(sql))
 }
 
-/// What the history failed to exercise of what the check is for: new tenures from single and
-/// batched grants and from another session's insert, answers naming a live row, renewals,
+/// What the history failed to exercise of what the check is for: new tenures from single,
+/// batched and all-or-nothing grants and from another session's insert, answers naming a live row, renewals,
 /// releases and fences that took effect, from every session (`None`: all of it).
 fn missing(ops: &[Op]) -> Option<String> {
     let has = |via: &str, pred: fn(&Answer) -> bool| {

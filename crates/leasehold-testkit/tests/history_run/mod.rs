@@ -130,7 +130,8 @@ impl Worker {
             tokio::time::sleep(Duration::from_millis(stall)).await;
             match self.rng.random_range(0..100) {
                 0..15 => self.grant().await,
-                15..30 => self.grant_many().await,
+                15..26 => self.grant_many().await,
+                26..30 => self.grant_all().await,
                 30..40 => self.renew().await,
                 40..50 => self.renew_batch().await,
                 50..60 => self.release().await,

@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use leasehold_storage::{
-    AcquireOutcome, BatchRenewal, FencingToken, HolderId, ReleaseOutcome, RenewItem, RenewOutcome,
+    AcquireOutcome, AllOutcome, BatchRenewal, FencingToken, HolderId, ReleaseOutcome, RenewItem,
+    RenewOutcome,
 };
 use leasehold_testkit::history::{Answer, Call, EVERY_KEY, Op};
 use rand::Rng;
@@ -74,6 +75,52 @@ impl Worker {
                 holder: holder.clone(),
             };
             self.record("begin_tenure_many", key, call, answer, (t0, t1));
+        }
+    }
+
+    /// `begin_tenure_all` on distinct keys (a key named twice refuses the whole request with
+    /// a tenure it rolled back). Each key of a grant is one operation; of a refusal, only the key
+    /// named (the others are unchanged, which constrains nothing).
+    pub(super) async fn grant_all(&mut self) {
+        let holder = self.holder();
+        let mut keys = self.some_keys();
+        keys.sort();
+        keys.dedup();
+        let h = HolderId::new(&holder).expect("holder");
+        let t0 = self.rec.now();
+        let answer = bounded(self.session.store.begin_tenure_all(&h, &keys, term())).await;
+        let t1 = self.rec.now();
+        let call = Call::Grant { holder };
+        let via = "begin_tenure_all";
+        match answer {
+            Some(AllOutcome::Acquired { tenures }) => {
+                assert_eq!(tenures.len(), keys.len(), "one tenure per key");
+                for (key, (token, until)) in keys.iter().zip(tenures) {
+                    let answer = Answer::Acquired {
+                        token: token.0,
+                        end: until.0,
+                    };
+                    self.record(via, key, call.clone(), answer, (t0, t1));
+                }
+            }
+            Some(AllOutcome::HeldBy {
+                key,
+                holder,
+                token,
+                until,
+            }) => {
+                let answer = Answer::HeldBy {
+                    holder: holder.as_str().to_owned(),
+                    token: token.0,
+                    end: until.0,
+                };
+                self.record(via, &key, call, answer, (t0, t1));
+            }
+            _ => {
+                for key in &keys {
+                    self.record(via, key, call.clone(), Answer::Unknown, (t0, t1));
+                }
+            }
         }
     }
 

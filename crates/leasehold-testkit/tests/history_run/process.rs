@@ -24,9 +24,10 @@ const END: &str = "HISTORY-END\t";
 pub const ENTRY: &str = "child_session_entry_point";
 
 /// The store calls a line may name (an operation's `via` is a `&'static str`).
-const VIAS: [&str; 12] = [
+const VIAS: [&str; 13] = [
     "begin_tenure",
     "begin_tenure_many",
+    "begin_tenure_all",
     "renew",
     "renew_many",
     "renew_batch",
