@@ -1,15 +1,17 @@
 //! The sequential model of one lease row, and the operations a history records on it.
 //!
 //! A row is absent (with a lower bound on the token a new row may start at: the token floor
-//! after a purge), held by a tenure, or free (released). The model follows
-//! [`LeaseStore`](https://docs.rs/leasehold-storage)'s documented rules: a grant begins a new
+//! after a purge), held by a tenure, or free (released). The model follows the rules
+//! `leasehold_storage::LeaseStore` documents: a grant (`begin_tenure`) begins a new
 //! tenure only on a free or absent row (the token goes up by exactly one on a free row, and starts
 //! above the floor on an absent one), a live row (the same holder's included) is answered with its
 //! holder, token and end and left alone; a renewal or release acts only on the live tenure it
 //! names; a purge may delete a free row (raising the floor to its token) and never a held one.
 //!
 //! # Database time
-//! Terms are much longer than a run, so no tenure expires while it is checked: "live" is "held".
+//! The histories checked have terms much longer than a run (an hour), so no tenure expires while
+//! it is checked and the model has no expiry: "live" is "held". A workload with short terms
+//! would need expiry at an unknown instant, which this model does not have.
 //! The ends the answers carry are checked as far as they are known: a grant's answer fixes the
 //! tenure's end, a renewal only moves it later, and a later `HeldBy` must report the end the
 //! model knows (or one at least as late, after a renewal).
