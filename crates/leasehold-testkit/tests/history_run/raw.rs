@@ -15,16 +15,26 @@ pub fn side_table(store: &SeaOrmStore) -> String {
     format!("{}_hist_log", store.table())
 }
 
-/// Creates the side table if it is missing.
+/// Creates the side table if it is missing. Two runs creating it at once can make one
+/// `CREATE TABLE IF NOT EXISTS` fail on PostgreSQL; the second attempt then finds it.
 pub async fn prepare(store: &SeaOrmStore) {
-    store
+    let create = format!(
+        "CREATE TABLE IF NOT EXISTS {} (lease_name VARCHAR(255) NOT NULL, token BIGINT NOT NULL)",
+        side_table(store)
+    );
+    if store
         .connection()
-        .execute_unprepared(&format!(
-            "CREATE TABLE IF NOT EXISTS {} (lease_name VARCHAR(255) NOT NULL, token BIGINT NOT NULL)",
-            side_table(store)
-        ))
+        .execute_unprepared(&create)
         .await
-        .expect("create the side table");
+        .is_err()
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        store
+            .connection()
+            .execute_unprepared(&create)
+            .await
+            .expect("create the side table");
+    }
 }
 
 async fn end(txn: DatabaseTransaction, commit: bool) -> bool {
