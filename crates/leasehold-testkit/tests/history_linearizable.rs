@@ -171,16 +171,39 @@ async fn histories_are_linearizable(url: &str, tag: &str) {
     }
 }
 
-fn sqlite_url(tag: &str) -> String {
-    let path =
-        std::env::temp_dir().join(format!("leasehold-history-{tag}-{}.db", std::process::id()));
-    let _ = std::fs::remove_file(&path);
-    format!("sqlite://{}?mode=rwc", path.display())
+/// A SQLite database file in the temporary directory, removed with its WAL files when dropped.
+struct SqliteFile(String);
+
+impl SqliteFile {
+    fn new(tag: &str) -> Self {
+        let path =
+            std::env::temp_dir().join(format!("leasehold-history-{tag}-{}.db", std::process::id()));
+        let file = Self(path.display().to_string());
+        file.remove();
+        file
+    }
+
+    fn url(&self) -> String {
+        format!("sqlite://{}?mode=rwc", self.0)
+    }
+
+    fn remove(&self) {
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", self.0));
+        }
+    }
+}
+
+impl Drop for SqliteFile {
+    fn drop(&mut self) {
+        self.remove();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sqlite_histories_are_linearizable() {
-    histories_are_linearizable(&sqlite_url("plain"), "sqlite").await;
+    let file = SqliteFile::new("plain");
+    histories_are_linearizable(&file.url(), "sqlite").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -200,15 +223,8 @@ async fn mysql_histories_are_linearizable() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn batch_grant_believing_the_holder_id_is_caught() {
     let seed = env_u64("LEASEHOLD_HISTORY_SEED", u64::from(std::process::id()));
-    let (report, _) = one_history(
-        &sqlite_url("defect"),
-        "sqlite_defect",
-        seed,
-        2,
-        believing,
-        false,
-    )
-    .await;
+    let file = SqliteFile::new("defect");
+    let (report, _) = one_history(&file.url(), "sqlite_defect", seed, 2, believing, false).await;
     assert!(
         !report.is_linearizable(),
         "seed {seed}: the check missed a batched grant answering its own holder's live row Acquired"
