@@ -25,20 +25,7 @@
 //! never hears of a change the database did not keep.
 
 use sea_orm_migration::prelude::*;
-use sea_orm_migration::sea_orm::{ConnectionTrait, DbBackend, Statement};
-
-/// The channel the trigger notifies on.
-pub const CHANGES_CHANNEL: &str = "leasehold_lease_changed";
-
-/// Columns that change without changing who holds what (renewals move the end).
-const NOT_COMPARED: [&str; 6] = [
-    "id",
-    "namespace",
-    "lease_name",
-    "lease_end_time",
-    "gmt_create",
-    "gmt_modified",
-];
+use sea_orm_migration::sea_orm::ConnectionTrait;
 
 /// Creates (and on `down` drops) the change trigger of the lease table under a given name.
 pub struct NotifyLeaseChanges {
@@ -54,36 +41,12 @@ impl NotifyLeaseChanges {
         }
     }
 
-    fn function(&self) -> String {
-        format!("{}_lh_notify", self.table)
-    }
-
-    fn trigger(&self, what: &str) -> String {
-        format!("{}_lh_{what}", self.table)
-    }
-
     /// Whether the trigger is there (PostgreSQL; `true` elsewhere, where there is none to make).
     ///
     /// # Errors
     /// The database's error.
     pub async fn is_installed<C: ConnectionTrait>(&self, conn: &C) -> Result<bool, DbErr> {
-        if conn.get_database_backend() != DbBackend::Postgres {
-            return Ok(true);
-        }
-        let row = conn
-            .query_one_raw(Statement::from_sql_and_values(
-                DbBackend::Postgres,
-                "SELECT count(*)::bigint AS n FROM pg_trigger \
-                 WHERE tgrelid = to_regclass($1) AND tgname IN ($2, $3)",
-                [
-                    format!("\"{}\"", self.table).into(),
-                    self.trigger("inserted").into(),
-                    self.trigger("changed").into(),
-                ],
-            ))
-            .await?;
-        let n: i64 = row.map(|r| r.try_get("", "n")).transpose()?.unwrap_or(0);
-        Ok(n == 2)
+        leasehold_storage::ddl::change_notify_installed(conn, &self.table).await
     }
 }
 
@@ -98,70 +61,11 @@ impl MigrationName for NotifyLeaseChanges {
 #[async_trait::async_trait]
 impl MigrationTrait for NotifyLeaseChanges {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        if manager.get_database_backend() != DbBackend::Postgres {
-            return Ok(());
-        }
-        let conn = manager.get_connection();
-        let rows = conn
-            .query_all_raw(Statement::from_sql_and_values(
-                DbBackend::Postgres,
-                "SELECT column_name::text AS c FROM information_schema.columns \
-                 WHERE table_schema = current_schema() AND table_name = $1 ORDER BY ordinal_position",
-                [self.table.clone().into()],
-            ))
-            .await?;
-        let mut compared = Vec::new();
-        for r in rows {
-            let c: String = r.try_get("", "c")?;
-            if !NOT_COMPARED.contains(&c.as_str()) {
-                compared.push(format!("OLD.\"{c}\" IS DISTINCT FROM NEW.\"{c}\""));
-            }
-        }
-        if compared.is_empty() {
-            return Err(DbErr::Custom(format!(
-                "{}: no columns to watch (is the table there?)",
-                self.table
-            )));
-        }
-        let (t, f) = (&self.table, self.function());
-        let (ins, chg) = (self.trigger("inserted"), self.trigger("changed"));
-        // One simple query is one transaction; the advisory lock serialises concurrent first
-        // connections (two `CREATE OR REPLACE FUNCTION` at once fail with "tuple concurrently
-        // updated").
-        let sql = format!(
-            "SELECT pg_advisory_xact_lock(hashtext('leasehold_migrate:{t}'));
-             CREATE OR REPLACE FUNCTION \"{f}\"() RETURNS trigger LANGUAGE plpgsql AS $lh$
-             BEGIN
-               PERFORM pg_notify('{CHANGES_CHANNEL}',
-                 '{tlen}:' || octet_length(NEW.namespace) || ':{t}' || NEW.namespace || NEW.lease_name);
-               RETURN NULL;
-             END $lh$;
-             DROP TRIGGER IF EXISTS \"{ins}\" ON \"{t}\";
-             DROP TRIGGER IF EXISTS \"{chg}\" ON \"{t}\";
-             CREATE TRIGGER \"{ins}\" AFTER INSERT ON \"{t}\" FOR EACH ROW EXECUTE FUNCTION \"{f}\"();
-             CREATE TRIGGER \"{chg}\" AFTER UPDATE ON \"{t}\" FOR EACH ROW WHEN ({when})
-               EXECUTE FUNCTION \"{f}\"();",
-            tlen = t.len(),
-            when = compared.join(" OR "),
-        );
-        conn.execute_unprepared(&sql).await.map(|_| ())
+        // The same SQL the store applies itself (one schema, however it is applied).
+        leasehold_storage::ddl::install_change_notify(manager.get_connection(), &self.table).await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        if manager.get_database_backend() != DbBackend::Postgres {
-            return Ok(());
-        }
-        let (t, f) = (&self.table, self.function());
-        // CASCADE drops the two triggers with their function (and works when the table has
-        // gone already: its triggers went with it).
-        let sql = format!(
-            "SELECT pg_advisory_xact_lock(hashtext('leasehold_migrate:{t}'));
-             DROP FUNCTION IF EXISTS \"{f}\"() CASCADE;"
-        );
-        manager
-            .get_connection()
-            .execute_unprepared(&sql)
-            .await
-            .map(|_| ())
+        leasehold_storage::ddl::drop_change_notify(manager.get_connection(), &self.table).await
     }
 }

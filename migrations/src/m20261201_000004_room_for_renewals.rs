@@ -20,9 +20,6 @@
 use sea_orm_migration::prelude::*;
 use sea_orm_migration::sea_orm::{ConnectionTrait, DbBackend, Statement};
 
-/// The fillfactor this step sets on PostgreSQL.
-pub const FILLFACTOR: u8 = 50;
-
 /// Sets (and on `down` resets) the lease table's fillfactor on PostgreSQL.
 pub struct RoomForRenewals {
     table: String,
@@ -43,37 +40,7 @@ impl RoomForRenewals {
     /// # Errors
     /// The database's error if the catalog read fails.
     pub async fn fillfactor<C: ConnectionTrait>(&self, conn: &C) -> Result<Option<u8>, DbErr> {
-        Ok(self.catalog(conn).await?.and_then(|(ff, _)| ff))
-    }
-
-    /// The table's fillfactor and whether this session may change it (owns the table), if the
-    /// table exists on PostgreSQL.
-    async fn catalog<C: ConnectionTrait>(
-        &self,
-        conn: &C,
-    ) -> Result<Option<(Option<u8>, bool)>, DbErr> {
-        if conn.get_database_backend() != DbBackend::Postgres {
-            return Ok(None);
-        }
-        let row = conn
-            .query_one_raw(Statement::from_sql_and_values(
-                DbBackend::Postgres,
-                "SELECT COALESCE(array_to_string(c.reloptions, ','), '') AS options, \
-                 pg_has_role(c.relowner, 'USAGE') AS owner \
-                 FROM pg_class c WHERE c.oid = to_regclass($1)",
-                [self.table.clone().into()],
-            ))
-            .await?;
-        let Some(row) = row else {
-            return Ok(None);
-        };
-        let options: String = row.try_get("", "options")?;
-        let owner: bool = row.try_get("", "owner")?;
-        let fillfactor = options
-            .split(',')
-            .find_map(|o| o.strip_prefix("fillfactor="))
-            .and_then(|v| v.parse().ok());
-        Ok(Some((fillfactor, owner)))
+        leasehold_storage::ddl::fillfactor(conn, &self.table).await
     }
 }
 
@@ -88,18 +55,8 @@ impl MigrationName for RoomForRenewals {
 #[async_trait::async_trait]
 impl MigrationTrait for RoomForRenewals {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        let conn = manager.get_connection();
-        // Not PostgreSQL, no table, a fillfactor already set, or a role that may use the table
-        // but not alter it (an application role beside the owner's migrations): nothing to do.
-        // The step is about speed, not shape, so a role that cannot apply it still connects.
-        let Some((None, true)) = self.catalog(conn).await? else {
-            return Ok(());
-        };
-        // SHARE UPDATE EXCLUSIVE: grants and renewals go on meanwhile.
-        let sql = format!("ALTER TABLE {} SET (fillfactor = {FILLFACTOR})", self.table);
-        conn.execute_raw(Statement::from_string(DbBackend::Postgres, sql))
-            .await?;
-        Ok(())
+        // The same SQL the store applies itself (one schema, however it is applied).
+        leasehold_storage::ddl::room_for_renewals(manager.get_connection(), &self.table).await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {

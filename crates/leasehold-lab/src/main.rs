@@ -13,6 +13,7 @@ mod bench;
 mod capacity;
 mod child;
 mod demo;
+mod report;
 mod torture;
 
 use std::process::ExitCode;
@@ -109,6 +110,12 @@ enum LabCommand {
         after_help = "Example:\n  leasehold-lab --db postgres://postgres@127.0.0.1/test capacity --processes 10 --leases 100000 --term 30s --hold 5m"
     )]
     Capacity(capacity::CapacityArgs),
+    /// The figures of docs/benchmarks.md: run `bench` (and `bench --scale`) on each database
+    /// given, then write one table per backend, the goals' verdicts and the charts.
+    #[command(
+        after_help = "Example:\n  leasehold-lab report --run \"sqlite:///tmp/r/l.db?mode=rwc\" --run postgres://postgres@127.0.0.1/test --run mysql://root@127.0.0.1/test"
+    )]
+    Report(report::ReportArgs),
     /// One holder process of `capacity`.
     #[command(
         hide = true,
@@ -130,6 +137,7 @@ fn main() -> ExitCode {
     } = lab;
     match command {
         LabCommand::Demo => run_on_runtime(run_demo(db)),
+        LabCommand::Report(args) => ExitCode::from(report::run(&args)),
         LabCommand::Bench(args) => {
             run_on_runtime(async move { bench::run(&db, &table_prefix, &args).await })
         }

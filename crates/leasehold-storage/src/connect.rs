@@ -154,7 +154,7 @@ impl StoreBuilder {
                 value: p.clone(),
             });
         }
-        Ok(leasehold_migration::table_name(p))
+        Ok(crate::ddl::table_name(p))
     }
 
     /// Connects, creates the table if asked to, and checks its columns.
@@ -262,7 +262,7 @@ impl StoreBuilder {
         match store.verify_schema().await {
             Ok(()) => {}
             Err(StoreError::Schema { .. }) if self.migrate => {
-                leasehold_migration::create_lease_table(store.connection(), &table)
+                crate::ddl::create_lease_table(store.connection(), &table)
                     .await
                     .map_err(|e| StoreError::db("migrate", &table, e))?;
                 store.verify_schema().await?;

@@ -51,6 +51,7 @@
 mod batch;
 mod clock_rate;
 mod connect;
+pub mod ddl;
 pub mod doorbell;
 pub mod entity;
 mod error;

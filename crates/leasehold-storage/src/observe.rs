@@ -9,7 +9,7 @@
 //!
 //! - a ring of the service's [`Doorbell`] for the key ([`Doorbell::watch_changes`]): on
 //!   PostgreSQL grants and releases by a holder with a doorbell (a `LeaseService`), and with
-//!   the optional change trigger (`leasehold_migration::ensure_change_notify`) every writer's;
+//!   the optional change trigger (`crate::ddl::ensure_change_notify`) every writer's;
 //!   on SQLite files the same holders' grants and releases; on MySQL/MariaDB their releases;
 //! - the end of the grant it last read (so a lapse without release is seen when it happens);
 //! - the poll interval ([`ObserveOptions::poll`], default [`DEFAULT_POLL`]): every other

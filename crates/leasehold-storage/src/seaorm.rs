@@ -54,7 +54,7 @@ pub struct SeaOrmStore {
 
 impl SeaOrmStore {
     /// Wraps an existing connection whose lease table is `table` (created beforehand, for
-    /// example with [`leasehold_migration::create_lease_table`]).
+    /// example with [`crate::ddl::create_lease_table`]).
     ///
     /// # Errors
     /// [`StoreError::Database`] if the MySQL server version cannot be read.
@@ -203,13 +203,13 @@ impl SeaOrmStore {
     /// `leasehold migrate` does. Unlike [`StoreBuilder::migrate`](crate::StoreBuilder::migrate),
     /// which migrates only a table that fails the schema check, this also applies the steps that
     /// change settings rather than shape to a table that already passes it (step 4 on
-    /// PostgreSQL: room on each page for renewals, `leasehold_migration::RoomForRenewals`).
+    /// PostgreSQL: room on each page for renewals, [`crate::ddl::room_for_renewals`]).
     ///
     /// # Errors
     /// [`StoreError::Database`] if a step fails (a read-only database, a role that may not
     /// create tables), [`StoreError::Schema`] if the table is still not usable afterwards.
     pub async fn migrate_all(&self) -> Result<(), StoreError> {
-        leasehold_migration::create_lease_table(&self.db, &self.table)
+        crate::ddl::create_lease_table(&self.db, &self.table)
             .await
             .map_err(|e| StoreError::db("migrate", &self.table, e))?;
         self.verify_schema().await

@@ -109,12 +109,7 @@ impl Sql {
     /// `doorbell::postgres::CHANGES`), its columns qualified by `alias` (`"l."` or `""`);
     /// otherwise nothing.
     pub(crate) fn announce_item(&self, alias: &str) -> String {
-        notify_item(
-            self.notify,
-            &self.table,
-            leasehold_migration::CHANGES_CHANNEL,
-            alias,
-        )
+        notify_item(self.notify, &self.table, crate::ddl::CHANGES_CHANNEL, alias)
     }
 
     /// With [`Sql::notifies`], a `RETURNING` item ringing for each row a release ended (on
@@ -156,7 +151,7 @@ impl Sql {
         }
         .to_owned();
         let t = table;
-        let floor = leasehold_migration::floor_table(table);
+        let floor = crate::ddl::floor_table(table);
         let fresh = fresh_version(dialect, &floor);
         // Parameters of every grant: namespace, name, holder, term (ms), then `keep` (1:
         // try_acquire keeps the token of a live grant of ours and may extend it; 0: a new
@@ -165,7 +160,7 @@ impl Sql {
         // `Sql::acquire`. A row inserted starts one above the token floor (`fresh`); a new
         // tenure writes its value, a kept grant keeps the value it has.
         // PostgreSQL with `notify`: each row granted announces itself, each row released rings.
-        let announce = notify_item(notify, table, leasehold_migration::CHANGES_CHANNEL, "");
+        let announce = notify_item(notify, table, crate::ddl::CHANGES_CHANNEL, "");
         let ring = match notify_item(notify, table, RELEASED_CHANNEL, "") {
             item if item.is_empty() => item,
             item => format!(" RETURNING {}", item.trim_start_matches(", ")),

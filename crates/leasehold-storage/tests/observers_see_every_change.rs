@@ -363,10 +363,10 @@ async fn postgres_change_trigger_pushes_writers_without_a_doorbell() {
     };
     let holders = connect().await.expect("connect");
     let installed =
-        leasehold_migration::ensure_change_notify(holders.connection(), holders.table())
+        leasehold_storage::ddl::ensure_change_notify(holders.connection(), holders.table())
             .await
             .expect("trigger");
-    let again = leasehold_migration::ensure_change_notify(holders.connection(), holders.table())
+    let again = leasehold_storage::ddl::ensure_change_notify(holders.connection(), holders.table())
         .await
         .expect("trigger");
     assert!(!again, "installed once (first call made it: {installed})");

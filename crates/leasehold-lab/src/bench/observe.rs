@@ -160,7 +160,7 @@ async fn trigger_rows(ctx: &Ctx, term: Term) -> Vec<Row> {
         Err(e) => return skipped(e.to_string()),
     };
     let table = trig.table().to_owned();
-    if let Err(e) = leasehold_migration::ensure_change_notify(trig.connection(), &table).await {
+    if let Err(e) = leasehold_storage::ddl::ensure_change_notify(trig.connection(), &table).await {
         return skipped(e.to_string());
     }
     let Ok(holder) = HolderId::new("bench-trigger") else {
@@ -187,7 +187,7 @@ async fn trigger_rows(ctx: &Ctx, term: Term) -> Vec<Row> {
             .await;
         }
     }
-    let _ = leasehold_migration::drop_lease_table(trig.connection(), &table).await;
+    let _ = leasehold_storage::ddl::drop_lease_table(trig.connection(), &table).await;
     trig.connection().clone().close().await.ok();
     let (mut a, mut b) = (micros(&with), micros(&without));
     let (mut c, mut d) = (micros(&renew_with), micros(&renew_without));

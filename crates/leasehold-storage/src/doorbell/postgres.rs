@@ -36,10 +36,10 @@ use crate::SeaOrmStore;
 pub const CHANNEL: &str = crate::sql::RELEASED_CHANNEL;
 /// The channel of grants, for observers: the holder's doorbell announces each grant on it once
 /// the grant has committed ([`Doorbell::held`]), and so does the optional change trigger
-/// (`leasehold_migration::NotifyLeaseChanges`) for every writer, with the row's key as
+/// ([`crate::ddl::ensure_change_notify`]) for every writer, with the row's key as
 /// [`payload`]. Only observers listen to it (a lock waiter woken by a grant would only be
 /// refused).
-pub const CHANGES: &str = leasehold_migration::CHANGES_CHANNEL;
+pub const CHANGES: &str = crate::ddl::CHANGES_CHANNEL;
 
 /// See the module docs.
 pub struct PgDoorbell {
