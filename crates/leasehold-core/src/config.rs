@@ -50,6 +50,7 @@ pub struct LeaseConfig {
     retry_interval: Option<Duration>,
     safety_margin: Option<Duration>,
     request_timeout: Option<Duration>,
+    renewed_on_request: bool,
 }
 
 impl Default for LeaseConfig {
@@ -60,6 +61,7 @@ impl Default for LeaseConfig {
             retry_interval: None,
             safety_margin: None,
             request_timeout: None,
+            renewed_on_request: false,
         }
     }
 }
@@ -124,6 +126,39 @@ impl LeaseConfig {
         self
     }
 
+    /// Declares a lease that is never renewed by itself, only on request (a plain lock):
+    /// [`LeaseConfig::validate`] then leaves out the checks that only matter to automatic
+    /// renewals (the renew and retry intervals against the term and each other, and their
+    /// 1 ms minimum), so a term as short as 1 ms is accepted. What still matters is checked:
+    /// the term itself, a request timeout of at least 1 ms, and a safety margin shorter than the
+    /// term (or the lease would never be believed held).
+    ///
+    /// Default: `false` (renewed by itself every renew interval).
+    ///
+    /// # Examples
+    /// ```
+    /// use std::time::Duration;
+    /// use leasehold_core::LeaseConfig;
+    ///
+    /// let tiny = LeaseConfig::default()
+    ///     .with_term(Duration::from_millis(1))
+    ///     .with_safety_margin(Duration::from_micros(100))
+    ///     .with_request_timeout(Duration::from_millis(1));
+    /// assert!(tiny.validate().is_err());
+    /// assert!(tiny.with_renewed_on_request(true).validate().is_ok());
+    /// ```
+    #[must_use]
+    pub fn with_renewed_on_request(mut self, on: bool) -> Self {
+        self.renewed_on_request = on;
+        self
+    }
+
+    /// Whether the lease is renewed only on request ([`LeaseConfig::with_renewed_on_request`]).
+    #[must_use]
+    pub fn renewed_on_request(&self) -> bool {
+        self.renewed_on_request
+    }
+
     /// How long one grant or renewal lasts.
     #[must_use]
     pub fn term(&self) -> Duration {
@@ -178,6 +213,33 @@ impl LeaseConfig {
         let retry = self.retry_interval();
         let margin = self.safety_margin();
         let timeout = self.request_timeout();
+        if timeout > Term::MAX {
+            return Err(ValidationError::TooLarge {
+                field: "request_timeout",
+                value: timeout,
+                max: Term::MAX,
+            });
+        }
+        if self.renewed_on_request {
+            // Nothing is scheduled at the renew or retry interval: only a grant's life matters.
+            if timeout < MIN_INTERVAL {
+                return Err(ValidationError::TooShort {
+                    field: "request_timeout",
+                    value: timeout,
+                    min: MIN_INTERVAL,
+                });
+            }
+            if margin.is_zero() || margin >= term_d {
+                return Err(relation(
+                    "safety_margin",
+                    format!(
+                        "{margin:?} must be above zero and shorter than the term ({term_d:?}), \
+                         or the lease is never believed held"
+                    ),
+                ));
+            }
+            return Ok(term);
+        }
         for (field, value) in [
             ("renew_interval", renew),
             ("retry_interval", retry),
@@ -213,13 +275,6 @@ impl LeaseConfig {
                      or a renewal has no time to succeed before the local deadline"
                 ),
             ));
-        }
-        if timeout > Term::MAX {
-            return Err(ValidationError::TooLarge {
-                field: "request_timeout",
-                value: timeout,
-                max: Term::MAX,
-            });
         }
         Ok(term)
     }
@@ -298,6 +353,38 @@ mod tests {
             (ms(400), ms(50), ms(100), ms(300))
         );
         assert_eq!(c.validate(), Ok(()));
+    }
+
+    #[test]
+    fn renewed_on_request_checks_only_what_a_grant_needs() {
+        let tiny = LeaseConfig::default()
+            .with_term(ms(1))
+            .with_safety_margin(Duration::from_micros(100))
+            .with_request_timeout(ms(1))
+            .with_renewed_on_request(true);
+        assert_eq!(tiny.validate(), Ok(()));
+        assert_eq!(
+            field_of(&tiny.clone().with_safety_margin(ms(1))),
+            "safety_margin"
+        );
+        assert_eq!(
+            field_of(&tiny.clone().with_safety_margin(Duration::ZERO)),
+            "safety_margin"
+        );
+        assert_eq!(
+            field_of(
+                &tiny
+                    .clone()
+                    .with_request_timeout(Duration::from_micros(500))
+            ),
+            "request_timeout"
+        );
+        assert_eq!(field_of(&tiny.clone().with_term(Duration::ZERO)), "term");
+        // Renewed by itself, the same term is refused: its renewals could not be scheduled.
+        assert_eq!(
+            field_of(&tiny.with_renewed_on_request(false)),
+            "renew_interval"
+        );
     }
 
     #[test]

@@ -14,7 +14,7 @@ mod common;
 use std::time::Duration;
 
 use leasehold::{LeaseConfig, LeaseService, LeaseTask, LeaseTaskOptions};
-use tokio::time::Instant;
+use leasehold_core::{Clock, MonotonicClock};
 
 const TERM: Duration = Duration::from_secs(4);
 const SAMPLE: Duration = Duration::from_millis(20);
@@ -54,14 +54,15 @@ async fn hold_three_and_fence_one(tag: &str, url: &str, open: Duration) -> Seen 
         .await
         .expect("begin fenced")
         .expect("f's tenure is live");
-    let start = Instant::now();
+    let clock = MonotonicClock;
+    let start = clock.now();
     let mut seen = Seen {
         others_lost: Vec::new(),
         f_ended: None,
         f_revived: false,
     };
-    while start.elapsed() < open {
-        let at = start.elapsed();
+    while clock.now() - start < open {
+        let at = clock.now() - start;
         for (i, name) in ["g", "h"].into_iter().enumerate() {
             let task = &tasks[i + 1];
             if !task.has_lease() || task.token() != tokens[i + 1] {

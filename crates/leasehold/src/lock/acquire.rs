@@ -50,10 +50,12 @@ impl Locks<'_> {
     /// ```
     ///
     /// # Errors
-    /// [`Error::Invalid`] for a bad namespace, name or ttl (one too short for a lock: under
-    /// 6 ms); [`Error::KeyInUse`] when a lease task, a hold or sharded names of this service use
-    /// the key; [`Error::Store`] when the attempt failed or got no answer within the request
-    /// timeout (a grant it may have made is released); [`Error::ShutDown`].
+    /// [`Error::Invalid`] for a bad namespace, name or ttl (zero, or over [`leasehold_core::Term::MAX`]:
+    /// a plain lock is never renewed by itself, so any ttl from 1 ms is accepted);
+    /// [`Error::KeyInUse`] when a lease task, a hold or sharded names of this service use the
+    /// key; [`Error::Store`] when the attempt failed or got no answer within the request
+    /// timeout, or was granted only after its own local deadline (a ttl shorter than the round
+    /// trip): a grant it may have made is released; [`Error::ShutDown`].
     ///
     /// # Cancel safety
     /// Cancel safe: the attempt runs on the engine thread; if the future is dropped, a grant
