@@ -46,22 +46,32 @@ pub const MAX_DEFAULT_SAFETY_MARGIN: Duration = Duration::from_secs(2);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseConfig {
     term: Duration,
-    renew_interval: Option<Duration>,
+    renew: Renewal,
     retry_interval: Option<Duration>,
     safety_margin: Option<Duration>,
     request_timeout: Option<Duration>,
-    renewed_on_request: bool,
+}
+
+/// How a lease is renewed: one field, so that the configuration (inside every lease actor) is
+/// no larger for the choice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Renewal {
+    /// By itself, every term / 3.
+    Default,
+    /// By itself, at this interval.
+    Every(Duration),
+    /// Only on request.
+    OnRequest,
 }
 
 impl Default for LeaseConfig {
     fn default() -> Self {
         Self {
             term: DEFAULT_TERM,
-            renew_interval: None,
+            renew: Renewal::Default,
             retry_interval: None,
             safety_margin: None,
             request_timeout: None,
-            renewed_on_request: false,
         }
     }
 }
@@ -88,7 +98,7 @@ impl LeaseConfig {
     /// Default: term / 3.
     #[must_use]
     pub fn with_renew_interval(mut self, interval: Duration) -> Self {
-        self.renew_interval = Some(interval);
+        self.renew = Renewal::Every(interval);
         self
     }
 
@@ -133,6 +143,10 @@ impl LeaseConfig {
     /// the term itself, a request timeout of at least 1 ms, and a safety margin shorter than the
     /// term (or the lease would never be believed held).
     ///
+    /// A lease renewed on request has no renew interval of its own: `true` forgets one set by
+    /// [`LeaseConfig::with_renew_interval`] (and setting one afterwards declares automatic
+    /// renewal again); `false` renews every term / 3 unless an interval is set after it.
+    ///
     /// Default: `false` (renewed by itself every renew interval).
     ///
     /// # Examples
@@ -149,14 +163,18 @@ impl LeaseConfig {
     /// ```
     #[must_use]
     pub fn with_renewed_on_request(mut self, on: bool) -> Self {
-        self.renewed_on_request = on;
+        self.renew = match (on, self.renew) {
+            (true, _) => Renewal::OnRequest,
+            (false, Renewal::OnRequest) => Renewal::Default,
+            (false, other) => other,
+        };
         self
     }
 
     /// Whether the lease is renewed only on request ([`LeaseConfig::with_renewed_on_request`]).
     #[must_use]
     pub fn renewed_on_request(&self) -> bool {
-        self.renewed_on_request
+        self.renew == Renewal::OnRequest
     }
 
     /// How long one grant or renewal lasts.
@@ -168,7 +186,10 @@ impl LeaseConfig {
     /// How long after the last successful renewal was sent the next one is sent.
     #[must_use]
     pub fn renew_interval(&self) -> Duration {
-        self.renew_interval.unwrap_or(self.term / 3)
+        match self.renew {
+            Renewal::Every(interval) => interval,
+            Renewal::Default | Renewal::OnRequest => self.term / 3,
+        }
     }
 
     /// The wait after contention or loss, and the longest backoff after a store error.
@@ -220,7 +241,7 @@ impl LeaseConfig {
                 max: Term::MAX,
             });
         }
-        if self.renewed_on_request {
+        if self.renewed_on_request() {
             // Nothing is scheduled at the renew or retry interval: only a grant's life matters.
             if timeout < MIN_INTERVAL {
                 return Err(ValidationError::TooShort {
