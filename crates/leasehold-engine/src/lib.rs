@@ -58,7 +58,7 @@ pub use engine::{
 pub use joint::TakeLocks;
 pub use lock::{
     Attempt, BeginFenced, FindLock, HoldLock, KeepUntilStopped, ListLocks, MakeHold, RenewAnswer,
-    RenewLockNow, TakeLock, TakenLock, UnlockLock, WatchReleases,
+    RenewLockNow, SettleLock, TakeLock, TakenLock, UnlockLock, WatchReleases,
 };
 pub use observe::ObserveLease;
 pub use registry::{NamespaceDeadlines, Registry};
