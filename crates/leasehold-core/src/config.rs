@@ -46,17 +46,29 @@ pub const MAX_DEFAULT_SAFETY_MARGIN: Duration = Duration::from_secs(2);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseConfig {
     term: Duration,
-    renew_interval: Option<Duration>,
+    renew: Renewal,
     retry_interval: Option<Duration>,
     safety_margin: Option<Duration>,
     request_timeout: Option<Duration>,
+}
+
+/// How a lease is renewed: one field, so that the configuration (inside every lease actor) is
+/// no larger for the choice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Renewal {
+    /// By itself, every term / 3.
+    Default,
+    /// By itself, at this interval.
+    Every(Duration),
+    /// Only on request.
+    OnRequest,
 }
 
 impl Default for LeaseConfig {
     fn default() -> Self {
         Self {
             term: DEFAULT_TERM,
-            renew_interval: None,
+            renew: Renewal::Default,
             retry_interval: None,
             safety_margin: None,
             request_timeout: None,
@@ -86,7 +98,7 @@ impl LeaseConfig {
     /// Default: term / 3.
     #[must_use]
     pub fn with_renew_interval(mut self, interval: Duration) -> Self {
-        self.renew_interval = Some(interval);
+        self.renew = Renewal::Every(interval);
         self
     }
 
@@ -124,6 +136,47 @@ impl LeaseConfig {
         self
     }
 
+    /// Declares a lease that is never renewed by itself, only on request (a plain lock):
+    /// [`LeaseConfig::validate`] then leaves out the checks that only matter to automatic
+    /// renewals (the renew and retry intervals against the term and each other, and their
+    /// 1 ms minimum), so a term as short as 1 ms is accepted. What still matters is checked:
+    /// the term itself, a request timeout of at least 1 ms, and a safety margin shorter than the
+    /// term (or the lease would never be believed held).
+    ///
+    /// A lease renewed on request has no renew interval of its own: `true` forgets one set by
+    /// [`LeaseConfig::with_renew_interval`] (and setting one afterwards declares automatic
+    /// renewal again); `false` renews every term / 3 unless an interval is set after it.
+    ///
+    /// Default: `false` (renewed by itself every renew interval).
+    ///
+    /// # Examples
+    /// ```
+    /// use std::time::Duration;
+    /// use leasehold_core::LeaseConfig;
+    ///
+    /// let tiny = LeaseConfig::default()
+    ///     .with_term(Duration::from_millis(1))
+    ///     .with_safety_margin(Duration::from_micros(100))
+    ///     .with_request_timeout(Duration::from_millis(1));
+    /// assert!(tiny.validate().is_err());
+    /// assert!(tiny.with_renewed_on_request(true).validate().is_ok());
+    /// ```
+    #[must_use]
+    pub fn with_renewed_on_request(mut self, on: bool) -> Self {
+        self.renew = match (on, self.renew) {
+            (true, _) => Renewal::OnRequest,
+            (false, Renewal::OnRequest) => Renewal::Default,
+            (false, other) => other,
+        };
+        self
+    }
+
+    /// Whether the lease is renewed only on request ([`LeaseConfig::with_renewed_on_request`]).
+    #[must_use]
+    pub fn renewed_on_request(&self) -> bool {
+        self.renew == Renewal::OnRequest
+    }
+
     /// How long one grant or renewal lasts.
     #[must_use]
     pub fn term(&self) -> Duration {
@@ -133,7 +186,10 @@ impl LeaseConfig {
     /// How long after the last successful renewal was sent the next one is sent.
     #[must_use]
     pub fn renew_interval(&self) -> Duration {
-        self.renew_interval.unwrap_or(self.term / 3)
+        match self.renew {
+            Renewal::Every(interval) => interval,
+            Renewal::Default | Renewal::OnRequest => self.term / 3,
+        }
     }
 
     /// The wait after contention or loss, and the longest backoff after a store error.
@@ -178,6 +234,33 @@ impl LeaseConfig {
         let retry = self.retry_interval();
         let margin = self.safety_margin();
         let timeout = self.request_timeout();
+        if timeout > Term::MAX {
+            return Err(ValidationError::TooLarge {
+                field: "request_timeout",
+                value: timeout,
+                max: Term::MAX,
+            });
+        }
+        if self.renewed_on_request() {
+            // Nothing is scheduled at the renew or retry interval: only a grant's life matters.
+            if timeout < MIN_INTERVAL {
+                return Err(ValidationError::TooShort {
+                    field: "request_timeout",
+                    value: timeout,
+                    min: MIN_INTERVAL,
+                });
+            }
+            if margin.is_zero() || margin >= term_d {
+                return Err(relation(
+                    "safety_margin",
+                    format!(
+                        "{margin:?} must be above zero and shorter than the term ({term_d:?}), \
+                         or the lease is never believed held"
+                    ),
+                ));
+            }
+            return Ok(term);
+        }
         for (field, value) in [
             ("renew_interval", renew),
             ("retry_interval", retry),
@@ -213,13 +296,6 @@ impl LeaseConfig {
                      or a renewal has no time to succeed before the local deadline"
                 ),
             ));
-        }
-        if timeout > Term::MAX {
-            return Err(ValidationError::TooLarge {
-                field: "request_timeout",
-                value: timeout,
-                max: Term::MAX,
-            });
         }
         Ok(term)
     }
@@ -298,6 +374,38 @@ mod tests {
             (ms(400), ms(50), ms(100), ms(300))
         );
         assert_eq!(c.validate(), Ok(()));
+    }
+
+    #[test]
+    fn renewed_on_request_checks_only_what_a_grant_needs() {
+        let tiny = LeaseConfig::default()
+            .with_term(ms(1))
+            .with_safety_margin(Duration::from_micros(100))
+            .with_request_timeout(ms(1))
+            .with_renewed_on_request(true);
+        assert_eq!(tiny.validate(), Ok(()));
+        assert_eq!(
+            field_of(&tiny.clone().with_safety_margin(ms(1))),
+            "safety_margin"
+        );
+        assert_eq!(
+            field_of(&tiny.clone().with_safety_margin(Duration::ZERO)),
+            "safety_margin"
+        );
+        assert_eq!(
+            field_of(
+                &tiny
+                    .clone()
+                    .with_request_timeout(Duration::from_micros(500))
+            ),
+            "request_timeout"
+        );
+        assert_eq!(field_of(&tiny.clone().with_term(Duration::ZERO)), "term");
+        // Renewed by itself, the same term is refused: its renewals could not be scheduled.
+        assert_eq!(
+            field_of(&tiny.with_renewed_on_request(false)),
+            "renew_interval"
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use leasehold_core::{HolderId, RenewOutcome, StoreFailure, Term};
 use leasehold_storage::{BatchRenewal, LeaseStore, RenewItem};
-use tokio::sync::oneshot;
+use tokio::sync::{Semaphore, oneshot};
 use tokio::time::Instant;
 
 /// The default minimum coalescing window of [`RenewBatcher`]: 10 ms.
@@ -114,6 +114,12 @@ impl RenewPressure {
 /// The most renewals in one statement (more go out as further statements at once).
 pub const RENEW_CHUNK: usize = 5_000;
 
+/// How many renewals of rows another session held locked may be out alone at once. Such a
+/// renewal may wait for the row lock up to its bound, on a connection of the renewal pool; one
+/// at a time leaves the rest of that pool (two connections for a service built from a URL) to
+/// the batches, so however many rows are locked, the other leases keep renewing.
+pub const ALONE_AT_ONCE: usize = 1;
+
 /// The answer to one [`QueueRenew`].
 pub type RenewReply = Result<RenewOutcome, StoreFailure>;
 
@@ -144,6 +150,12 @@ type Waiting = Vec<(RenewItem, oneshot::Sender<RenewReply>)>;
 /// A renewal waits at most one window before it is sent; the lease machine counts the term from
 /// the instant it asked, so waiting never lengthens a local deadline.
 ///
+/// An item whose row another session held locked (an open fenced transaction on that lease, a
+/// rival's grant) is answered [`BatchRenewal::Unknown`] by the batch, which never waits for it:
+/// the other items are answered at once, and that item is renewed alone, within what is left of
+/// the batch's bound and at most [`ALONE_AT_ONCE`] at a time. So one locked row costs only its
+/// own lease, and only if it stays locked up to that lease's local deadline.
+///
 /// # Lifecycle
 /// ## Started
 /// Waits for renewals. Lives as long as its address is held.
@@ -155,6 +167,8 @@ pub struct RenewBatcher {
     queued: HashMap<(HolderId, Term), Waiting>,
     flush_scheduled: bool,
     pressure: Arc<RenewPressure>,
+    /// Permits for renewals asked alone ([`ALONE_AT_ONCE`]).
+    alone: Arc<Semaphore>,
 }
 
 impl std::fmt::Debug for RenewBatcher {
@@ -176,6 +190,7 @@ impl RenewBatcher {
             queued: HashMap::new(),
             flush_scheduled: false,
             pressure: Arc::default(),
+            alone: Arc::new(Semaphore::new(ALONE_AT_ONCE)),
         }
     }
 
@@ -218,11 +233,13 @@ impl RenewBatcher {
         let late_after = term.duration() / LATE_DIVISOR;
         let pressure = Arc::clone(&self.pressure);
         let id = pressure.sent(started, late_after, term.duration());
+        let alone = Arc::clone(&self.alone);
         tokio::spawn(async move {
             log::trace!("renew_batch: {count} leases of {holder}");
-            let h = holder.clone();
+            let (h, batch_store) = (holder.clone(), Arc::clone(&store));
             let answer = crate::detached::detached("renew_many", limit, async move {
-                store.renew_batch(&h, &items, term).await
+                let outcomes = batch_store.renew_batch(&h, &items, term).await?;
+                Ok((outcomes, items))
             })
             .await;
             let answered = leasehold_core::Clock::now(&clock);
@@ -237,14 +254,31 @@ impl RenewBatcher {
                 );
             }
             match answer {
-                Ok(outcomes) => {
-                    for (i, reply) in replies.into_iter().enumerate() {
-                        let outcome = match outcomes.get(i).copied() {
+                Ok((outcomes, items)) => {
+                    let left = limit.saturating_sub(answered - started);
+                    for ((item, reply), outcome) in items.into_iter().zip(replies).zip(
+                        outcomes
+                            .into_iter()
+                            .map(Some)
+                            .chain(std::iter::repeat(None)),
+                    ) {
+                        let outcome = match outcome {
                             Some(BatchRenewal::Renewed) => Ok(RenewOutcome::Renewed),
                             Some(BatchRenewal::Lost) => Ok(RenewOutcome::Lost),
-                            // Locked by another session: unknown, not lost.
+                            // Locked by another session: the batch did not touch it.
+                            Some(BatchRenewal::Unknown) => {
+                                let alone = Arc::clone(&alone);
+                                let ask = AskAlone {
+                                    store: Arc::clone(&store),
+                                    holder: holder.clone(),
+                                    item,
+                                    term,
+                                };
+                                tokio::spawn(ask.send(alone, left, reply));
+                                continue;
+                            }
                             _ => Err(StoreFailure::new(
-                                "the lease row was locked by another session; renewal outcome unknown",
+                                "the batched renewal gave no answer for this lease",
                             )),
                         };
                         let _ = reply.send(outcome);
@@ -259,6 +293,41 @@ impl RenewBatcher {
                 }
             }
         });
+    }
+}
+
+/// One renewal the batch left to be asked alone: its row was locked by another session.
+struct AskAlone {
+    store: Arc<dyn LeaseStore>,
+    holder: HolderId,
+    item: RenewItem,
+    term: Term,
+}
+
+impl AskAlone {
+    /// Renews the item alone, bounded by `left` (what remains of its batch's bound), waiting
+    /// for one of the `alone` permits within that bound, and answers `reply`. A row still
+    /// locked at the bound is a renewal with no answer, never a lost one.
+    async fn send(self, alone: Arc<Semaphore>, left: Duration, reply: oneshot::Sender<RenewReply>) {
+        let Self {
+            store,
+            holder,
+            item,
+            term,
+        } = self;
+        let key = item.key.clone();
+        let answer = crate::detached::detached("renew", left, async move {
+            // The semaphore is never closed; the permit is held while the statement runs.
+            let _permit = alone.acquire_owned().await.ok();
+            store.renew(&item.key, &holder, item.token, term).await
+        })
+        .await;
+        let _ = reply.send(answer.map_err(|e| {
+            log::debug!("{key}: renewal alone of a row locked by another session: {e}");
+            StoreFailure::new(format!(
+                "the lease row was locked by another session; renewal outcome unknown ({e})"
+            ))
+        }));
     }
 }
 

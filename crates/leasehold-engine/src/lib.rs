@@ -42,8 +42,8 @@ pub use actor::{
     ReleaseLease, StandByLease, StartLease, StopLease, WakeLease, YieldLease,
 };
 pub use batcher::{
-    DEFAULT_BATCH_WINDOW, LATE_DIVISOR, QueueRenew, RENEW_CHUNK, RenewBatcher, RenewPressure,
-    RenewReply, TERM_WINDOW_DIVISOR,
+    ALONE_AT_ONCE, DEFAULT_BATCH_WINDOW, LATE_DIVISOR, QueueRenew, RENEW_CHUNK, RenewBatcher,
+    RenewPressure, RenewReply, TERM_WINDOW_DIVISOR,
 };
 pub use belief::{Belief, WorkGuard, cancelled};
 pub use coalescer::{
@@ -59,7 +59,7 @@ pub use engine::{
 pub use joint::TakeLocks;
 pub use lock::{
     Attempt, BeginFenced, FindLock, HoldLock, KeepUntilStopped, ListLocks, MakeHold, RenewAnswer,
-    RenewLockNow, TakeLock, TakenLock, UnlockLock, WatchReleases,
+    RenewLockNow, SettleLock, TakeLock, TakenLock, UnlockLock, WatchReleases,
 };
 pub use observe::ObserveLease;
 pub use registry::{NamespaceDeadlines, Registry};

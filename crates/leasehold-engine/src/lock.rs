@@ -233,6 +233,42 @@ impl Handler<UnlockLock> for LeaseActor {
     }
 }
 
+/// Someone of this service waits for the lock `key` (a new attempt or wait found it busy
+/// locally): if the lock's actor holds no tenure and the release of its last one failed and
+/// waits for its backoff, that release is sent again now, so a lock released while the database
+/// was unreachable is free as soon as the database answers again, not a retry interval later.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct SettleLock {
+    /// The lock.
+    pub key: LeaseKey,
+}
+
+impl Handler<SettleLock> for LeaseEngine {
+    type Result = ();
+    fn handle(&mut self, msg: SettleLock, _ctx: &mut Context<Self>) {
+        if let Some(entry) = self
+            .book
+            .get(&msg.key)
+            .filter(|e| matches!(e.owner, Owner::Lock | Owner::Hold) && !e.belief.holds())
+        {
+            entry.addr.do_send(SettleNow);
+        }
+    }
+}
+
+/// Feeds [`leasehold_core::Event::SettleNow`] to a lock's actor (sent by [`SettleLock`]).
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub(crate) struct SettleNow;
+
+impl Handler<SettleNow> for LeaseActor {
+    type Result = ();
+    fn handle(&mut self, _: SettleNow, ctx: &mut Context<Self>) {
+        self.feed(Event::SettleNow, ctx);
+    }
+}
+
 /// Turn a lock into a hold: renewed by itself (every ttl/3), competing again after a loss.
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "()")]

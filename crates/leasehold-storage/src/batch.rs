@@ -2,9 +2,13 @@
 //! MySQL form of `release_all` (`purge` is in `purge.rs`).
 //!
 //! One locked row never holds a batch hostage: PostgreSQL and MySQL lock the batch's rows with
-//! `FOR UPDATE SKIP LOCKED`, renew those, and try each skipped row alone, bounded by the server's
-//! lock timeout (an item whose row stays locked is [`BatchRenewal::Unknown`]). SQLite has no row
-//! locks: a batch waits for the database's write lock, bounded by the busy timeout.
+//! `FOR UPDATE SKIP LOCKED` and renew those; an item whose row another session holds locked (an
+//! open fenced transaction, a rival's grant) is left untouched and answered
+//! [`BatchRenewal::Unknown`] at once, for the caller to ask alone. `renew_batch` never waits for
+//! such a row, so the other items' answers never wait for it either (the engine's batcher asks
+//! those items alone, each bounded, beside the batch); `renew_many`, which has no answer for
+//! "ask alone", tries each such row alone itself, bounded by the server's lock timeout. SQLite has
+//! no row locks: a batch waits for the database's write lock, bounded by the busy timeout.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -82,17 +86,36 @@ impl SeaOrmStore {
                 }
             }
         }
-        // Rows another session held locked: each alone, bounded by the server's lock timeout.
+        // Rows another session held locked: this statement did not touch them, so it knows
+        // nothing of their tenures. Waiting here for each would hold every other answer.
         for i in skipped {
-            let it = &items[i];
-            answers[i] = match self.renew(&it.key, holder, it.token, term).await {
-                Ok(RenewOutcome::Renewed) => BatchRenewal::Renewed,
-                Ok(_) => BatchRenewal::Lost,
-                Err(StoreError::ServerTimeout { .. }) => BatchRenewal::Unknown,
-                Err(e) => return Err(e),
-            };
+            answers[i] = BatchRenewal::Unknown;
         }
         Ok(answers)
+    }
+
+    /// `renew_many`: [`SeaOrmStore::renew_items`], then each item whose row another session
+    /// held locked renewed alone, bounded by the server's lock timeout (still locked then:
+    /// not renewed).
+    pub(crate) async fn renew_items_waiting(
+        &self,
+        holder: &HolderId,
+        items: &[RenewItem],
+        term: Term,
+    ) -> Result<Vec<bool>, StoreError> {
+        let answers = self.renew_items(holder, items, term).await?;
+        let mut renewed = Vec::with_capacity(answers.len());
+        for (it, answer) in items.iter().zip(answers) {
+            renewed.push(match answer {
+                BatchRenewal::Unknown => match self.renew(&it.key, holder, it.token, term).await {
+                    Ok(outcome) => outcome == RenewOutcome::Renewed,
+                    Err(StoreError::ServerTimeout { .. }) => false,
+                    Err(e) => return Err(e),
+                },
+                other => other == BatchRenewal::Renewed,
+            });
+        }
+        Ok(renewed)
     }
 
     /// One namespace chunk of a MySQL batched renewal, in one transaction: the candidate rows

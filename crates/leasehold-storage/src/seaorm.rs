@@ -609,12 +609,7 @@ impl LeaseStore for SeaOrmStore {
         items: &[RenewItem],
         term: Term,
     ) -> Result<Vec<bool>, StoreError> {
-        Ok(self
-            .renew_batch(holder, items, term)
-            .await?
-            .into_iter()
-            .map(|a| a == BatchRenewal::Renewed)
-            .collect())
+        self.renew_items_waiting(holder, items, term).await
     }
 
     async fn renew_batch(

@@ -51,8 +51,9 @@ pub enum BatchRenewal {
     Renewed,
     /// Not renewed: the tenure had ended (lapsed, released, taken over) or was never ours.
     Lost,
-    /// Not known: another session held the row locked past the server-side bound, so nothing
-    /// was changed and the tenure may still be live. Treat as a renewal that got no answer.
+    /// Not known: another session held the row locked (an open fenced transaction, a rival's
+    /// grant), so the batch left it untouched and the tenure may still be live. Ask it alone
+    /// ([`LeaseStore::renew`]); until then treat it as a renewal that got no answer.
     Unknown,
 }
 
@@ -228,9 +229,9 @@ pub trait LeaseStore: Send + Sync + 'static {
 
     /// Renews many tenures of one holder in as few statements as the backend allows (one per
     /// few thousand items). The answer is aligned with `items`: `true` where renewed, `false`
-    /// where not renewed (lost, or, on a SQL store, left alone because another session held the
-    /// row locked past the server-side bound: see [`LeaseStore::renew_batch`], which tells those
-    /// apart).
+    /// where not renewed (lost, or, on a SQL store, a row another session held locked past the
+    /// server-side bound: the SQL store tries such rows alone after the batch, so this call
+    /// waits for them; [`LeaseStore::renew_batch`] answers them at once instead).
     async fn renew_many(
         &self,
         holder: &HolderId,
@@ -240,8 +241,8 @@ pub trait LeaseStore: Send + Sync + 'static {
 
     /// Like [`LeaseStore::renew_many`], with a third answer: [`BatchRenewal::Unknown`] for an
     /// item whose row another session held locked (for example an open fenced transaction), so
-    /// it was skipped by the batch and its renewal alone gave up at the server-side bound. One
-    /// locked row never holds the other items hostage.
+    /// the batch skipped it without waiting: ask each such item alone. One locked row never
+    /// holds the other items' answers.
     ///
     /// The default calls `renew_many` (which never answers `Unknown`).
     async fn renew_batch(

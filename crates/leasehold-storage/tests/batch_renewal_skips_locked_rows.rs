@@ -1,9 +1,9 @@
 //! A batched renewal (`renew_batch`) on a row another session holds locked: the rest of the
-//! batch is renewed at once, the locked item is answered `Unknown` (nothing changed, bounded by
-//! the server-side timeout), a stale token and a key never held are `Lost`, and once the other
-//! session lets go the same item renews. PostgreSQL and MySQL/MariaDB lock a batch's rows
-//! `FOR UPDATE SKIP LOCKED` and try each skipped row alone; MySQL selects the rows by name and
-//! reads again only the items whose row it could not lock, which this test pins down.
+//! batch is renewed at once, the locked item is answered `Unknown` (nothing changed, not waited
+//! for: the caller asks it alone), a stale token and a key never held are `Lost`, and once the
+//! other session lets go the same item renews. PostgreSQL and MySQL/MariaDB lock a batch's rows
+//! `FOR UPDATE SKIP LOCKED`; MySQL selects the rows by name and reads again only the items whose
+//! row it could not lock, which this test pins down.
 
 use std::time::Duration;
 

@@ -182,19 +182,40 @@ impl LockOutcome {
 }
 
 /// The configuration of a lock of `ttl`: its term is the ttl, its requests are bounded by the
-/// service's request timeout (at most a third of the ttl).
+/// service's request timeout (at most a third of the ttl). A plain lock is renewed only on
+/// request, so any ttl of at least 1 ms is accepted (see
+/// [`LeaseConfig::with_renewed_on_request`]); its safety margin is a tenth of the ttl, as for
+/// leases, but below 1 ms for a ttl under 10 ms (the margin covers the clocks' rates over one
+/// ttl, which for such a ttl is far below a millisecond). A hold ([`hold_config`]) is renewed by
+/// itself and keeps every check.
 pub(crate) fn lock_config(ttl: Duration, request_timeout: Duration) -> Result<LeaseConfig> {
     let ttl_term = Term::new("ttl", ttl)?;
+    let ttl = ttl_term.duration();
     let min = leasehold_core::config::MIN_INTERVAL;
-    let renew = (ttl_term.duration() / 3).max(min);
-    let config = LeaseConfig::default()
-        .with_term(ttl_term.duration())
+    let renew = (ttl / 3).max(min);
+    let mut config = LeaseConfig::default()
+        .with_term(ttl)
         .with_retry_interval((renew / 2).max(min))
-        .with_request_timeout(request_timeout.min(renew));
+        .with_request_timeout(request_timeout.min(renew))
+        .with_renewed_on_request(true);
+    if config.safety_margin() >= ttl {
+        config = config.with_safety_margin(ttl / 10);
+    }
+    checked(config, ttl, "a lock")
+}
+
+/// The configuration of a hold of `ttl`: [`lock_config`], renewed by itself every ttl/3, so the
+/// renewals' checks apply too.
+pub(crate) fn hold_config(ttl: Duration, request_timeout: Duration) -> Result<LeaseConfig> {
+    let config = lock_config(ttl, request_timeout)?.with_renewed_on_request(false);
+    checked(config, ttl, "a hold (renewed every ttl/3)")
+}
+
+fn checked(config: LeaseConfig, ttl: Duration, what: &str) -> Result<LeaseConfig> {
     config.validate().map_err(|e| {
         Error::Invalid(ValidationError::Relation {
             field: "ttl",
-            reason: format!("{ttl:?} is too short for a lock: {e}"),
+            reason: format!("{ttl:?} is too short for {what}: {e}"),
         })
     })?;
     Ok(config)

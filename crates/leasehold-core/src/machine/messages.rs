@@ -131,6 +131,10 @@ pub enum Event {
     /// is cleared, [`Notification::Lost`] emitted, the grant released, and the machine competes
     /// again if it competes at all. Ignored when no tenure is live.
     EndTenure(LossReason),
+    /// Someone is waiting for this key (a new lock of it): a release that failed and waits for
+    /// its backoff is sent again now instead (the database may be back). Ignored unless such a
+    /// retry is pending; a release in flight answers for itself.
+    SettleNow,
 }
 
 /// Something the actor must do, in the order given. The machine never waits on a command: the

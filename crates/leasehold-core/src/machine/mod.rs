@@ -646,6 +646,17 @@ impl LeaseMachine {
 
             // Everything else changes nothing: stale or unexpected answers, early timers, repeated
             // requests (Start while competing, Compete while not in Standby, ...).
+            (
+                Phase::Resting {
+                    rest,
+                    cleanup: Cleanup::Release(r),
+                    resume,
+                },
+                Event::SettleNow,
+            ) if r.attempt > 0 && matches!(r.next, Try::At(_)) && now < r.give_up_at => {
+                let cleanup = Cleanup::Release(self.send_release(now, r, out));
+                self.rest(now, rest, cleanup, resume, out)
+            }
             (phase, _) => phase,
         };
     }

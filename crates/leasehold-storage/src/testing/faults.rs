@@ -333,7 +333,9 @@ pub(super) async fn blocked_statement_gives_up(ctx: Ctx) -> Result<(), String> {
 }
 
 /// A batch renewal next to a row another session holds locked renews the others, and answers
-/// `Unknown` for the locked one (PostgreSQL, MySQL; SQLite locks the whole database).
+/// `Unknown` for the locked one, to be asked alone; `renew_many` asks it alone itself and, the
+/// row still locked past the server's bound, answers it not renewed (PostgreSQL, MySQL; SQLite
+/// locks the whole database).
 pub(super) async fn renew_many_next_to_locked_row(ctx: Ctx) -> Result<(), String> {
     let store = sql_store(&ctx)?;
     if store.backend() == Backend::Sqlite {
@@ -368,7 +370,12 @@ pub(super) async fn renew_many_next_to_locked_row(ctx: Ctx) -> Result<(), String
         .store
         .renew_batch(&a, &items[5..], term(LONG * 2)?)
         .await;
+    let waited = ctx.store.renew_many(&a, &items[..5], term(LONG * 2)?).await;
     txn.rollback().await.map_err(e)?;
+    ensure(
+        waited.as_deref().map_err(e)? == [true, true, false, true, true],
+        || format!("renew_many next to a locked row answered {waited:?}"),
+    )?;
     let got = got.map_err(e)?;
     use BatchRenewal::{Lost, Renewed, Unknown};
     ensure(got == [Renewed, Renewed, Unknown, Renewed, Renewed], || {

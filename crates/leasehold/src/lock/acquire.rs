@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leasehold_core::{HolderId, LeaseConfig, LeaseKey};
-use leasehold_engine::{Attempt, EngineError, KeepUntilStopped, Owner, TakeLock, WatchReleases};
+use leasehold_engine::{
+    Attempt, EngineError, KeepUntilStopped, Owner, SettleLock, TakeLock, WatchReleases,
+};
 use rand::Rng;
 use tokio::sync::{OwnedMutexGuard, mpsc, oneshot};
 
@@ -50,10 +52,12 @@ impl Locks<'_> {
     /// ```
     ///
     /// # Errors
-    /// [`Error::Invalid`] for a bad namespace, name or ttl (one too short for a lock: under
-    /// 6 ms); [`Error::KeyInUse`] when a lease task, a hold or sharded names of this service use
-    /// the key; [`Error::Store`] when the attempt failed or got no answer within the request
-    /// timeout (a grant it may have made is released); [`Error::ShutDown`].
+    /// [`Error::Invalid`] for a bad namespace, name or ttl (zero, or over [`leasehold_core::Term::MAX`]:
+    /// a plain lock is never renewed by itself, so any ttl from 1 ms is accepted);
+    /// [`Error::KeyInUse`] when a lease task, a hold or sharded names of this service use the
+    /// key; [`Error::Store`] when the attempt failed or got no answer within the request
+    /// timeout, or was granted only after its own local deadline (a ttl shorter than the round
+    /// trip): a grant it may have made is released; [`Error::ShutDown`].
     ///
     /// # Cancel safety
     /// Cancel safe: the attempt runs on the engine thread; if the future is dropped, a grant
@@ -63,6 +67,7 @@ impl Locks<'_> {
         let key = LeaseKey::parse(namespace, name)?;
         let config = lock_config(ttl, self.service.request_timeout())?;
         let Ok(permit) = self.service.lock_queues().queue(&key).try_lock_owned() else {
+            self.service.settle_lock(&key);
             return Ok(LockOutcome::HeldLocally);
         };
         Ok(self.service.attempt(&key, config, permit).await?.0)
@@ -140,6 +145,11 @@ impl Locks<'_> {
         let clock = Arc::clone(service.registry().clock());
         let give_up = wait.map(|w| clock.now() + w);
         let queue = service.lock_queues().queue(&key);
+        if let Ok(free) = Arc::clone(&queue).try_lock_owned() {
+            drop(free);
+        } else {
+            service.settle_lock(&key);
+        }
         let mut permit = match give_up {
             Some(at) => match tokio::time::timeout_at(at, queue.lock_owned()).await {
                 Ok(p) => p,
@@ -223,6 +233,12 @@ impl LeaseService {
             return Err(Error::ShutDown);
         }
         rx.await.map_err(|_| Error::ShutDown)?
+    }
+
+    /// Someone waits for `key`, found busy locally: a failed release of its last tenure is
+    /// sent again now rather than at its backoff ([`SettleLock`]).
+    pub(crate) fn settle_lock(&self, key: &LeaseKey) {
+        self.engine().do_send(SettleLock { key: key.clone() });
     }
 
     /// Wake-ups when any process releases `key`, from the service's doorbell

@@ -6,7 +6,7 @@ use std::time::Duration;
 use leasehold_core::{FencingToken, LeaseKey};
 use leasehold_engine::{FindLock, MakeHold, Owner};
 
-use super::{LockOutcome, Locks, lock_config};
+use super::{LockOutcome, Locks, hold_config};
 use crate::{Error, Result};
 
 impl Locks<'_> {
@@ -52,7 +52,7 @@ impl Locks<'_> {
             Some((_, _, owner)) => return Err(Error::KeyInUse { key, owner }),
             None => {}
         }
-        let config = lock_config(ttl, service.request_timeout())?;
+        let config = hold_config(ttl, service.request_timeout())?;
         let Ok(permit) = service.lock_queues().queue(&key).try_lock_owned() else {
             return Err(Error::KeyInUse {
                 key,

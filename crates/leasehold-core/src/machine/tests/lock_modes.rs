@@ -376,3 +376,45 @@ fn an_announcement_during_an_attempt_retries_its_refusal_at_once() {
     );
     assert_eq!(m.state(), State::Applying);
 }
+
+#[test]
+fn settle_now_sends_a_failed_release_again_at_once() {
+    let (mut m, t0) = machine();
+    lock(&mut m, t0);
+    let cmds = m.handle(t0 + secs(1), Event::Release);
+    assert!(
+        cmds.contains(&Command::Release {
+            req: RequestId(2),
+            token: FencingToken(7)
+        }),
+        "{cmds:?}"
+    );
+    // Nothing failed yet: a release in flight answers for itself.
+    assert_eq!(m.handle(t0 + secs(1), Event::SettleNow), []);
+    let cmds = m.handle(t0 + secs(1), released(2, Err(failure())));
+    assert!(
+        matches!(cmds.as_slice(), [Command::WakeAt(at)] if *at > t0 + secs(1)),
+        "a failed release waits for its backoff: {cmds:?}"
+    );
+    let cmds = m.handle(t0 + secs(1) + ms(1), Event::SettleNow);
+    assert_eq!(
+        cmds[0],
+        Command::Release {
+            req: RequestId(3),
+            token: FencingToken(7)
+        },
+        "sent again at once"
+    );
+    assert_eq!(
+        m.handle(t0 + secs(1) + ms(2), Event::SettleNow),
+        [],
+        "not twice while it is in flight"
+    );
+    let cmds = m.handle(t0 + secs(2), released(3, Ok(ReleaseOutcome::Released)));
+    assert!(
+        cmds.contains(&Command::Notify(Notification::Released {
+            token: FencingToken(7)
+        })),
+        "{cmds:?}"
+    );
+}
