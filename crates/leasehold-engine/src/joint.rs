@@ -306,6 +306,25 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_part_that_stopped_waiting_has_its_tenure_released() {
+        let store: Arc<dyn LeaseStore> = Arc::new(MemoryStore::new());
+        let j = joint(Arc::clone(&store), &["a", "b"]);
+        let first = tokio::spawn(j.ask(key("a"), term()));
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        assert!(
+            first.await.expect("task").is_err(),
+            "a waited past its patience"
+        );
+        // b asks late: the grant is made for both, and a's part, unclaimed, is released.
+        let b = j.ask(key("b"), term()).await;
+        assert!(matches!(b, Ok(AcquireOutcome::Acquired { .. })), "{b:?}");
+        let a = store.get(&key("a")).await.expect("get").expect("row");
+        assert!(!a.held, "a's unclaimed tenure is still held: {a:?}");
+        let b = store.get(&key("b")).await.expect("get").expect("row");
+        assert!(b.held);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_part_whose_partner_never_asks_fails_at_the_bound() {
         let store: Arc<dyn LeaseStore> = Arc::new(MemoryStore::new());
         let j = joint(Arc::clone(&store), &["a", "b"]);
