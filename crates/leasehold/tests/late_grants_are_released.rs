@@ -15,9 +15,9 @@ use leasehold_storage::testing::{CountingStore, Op, StoreCounts};
 
 use common::{backends, unique_namespace};
 
-const TIMEOUT: Duration = Duration::from_millis(300);
+const TIMEOUT: Duration = Duration::from_millis(500);
 /// Longer than the caller waits, shorter than the statement's bound (one more request timeout).
-const LATE: Duration = Duration::from_millis(450);
+const LATE: Duration = Duration::from_millis(700);
 /// Long enough that a grant left to lapse is still held when the test looks.
 const TERM: Duration = Duration::from_secs(60);
 
