@@ -57,6 +57,31 @@ async fn release_after_the_guard_was_dropped_is_not_held() {
     }
 }
 
+/// Released by name at once after the drop, ten times: never `LockLost`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_racing_the_guard_s_drop_is_not_held() {
+    for (backend, url) in backends("release-racing") {
+        let ns = unique_namespace("release-racing");
+        let service = slow_releases(&url, &ns).await;
+        for round in 0..10 {
+            let name = format!("x{round}");
+            let guard = service
+                .locks()
+                .acquire(&ns, &name, Duration::from_secs(30))
+                .await
+                .expect("lock")
+                .expect("free");
+            drop(guard);
+            let answer = service.locks().release(&ns, &name).await;
+            assert!(
+                matches!(answer, Err(LockError::NotHeld { .. })),
+                "{backend}, round {round}: {answer:?}"
+            );
+        }
+        service.shutdown().await.expect("shutdown");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn release_after_the_local_deadline_is_lost_with_the_granted_token() {
     for (backend, url) in backends("release-lapsed") {
