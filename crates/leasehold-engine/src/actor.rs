@@ -422,6 +422,8 @@ impl LeaseActor {
                     ));
                     return;
                 }
+                let (late_store, late_key, late_holder) =
+                    (Arc::clone(&store), key.clone(), holder.clone());
                 let fut = async move {
                     let outcome = store
                         .begin_tenure(&key, &holder, term, value.as_ref())
@@ -442,10 +444,22 @@ impl LeaseActor {
                         other => Ok(other),
                     }
                 };
-                self.call(ctx, "acquire", fut, move |result| Event::AcquireResult {
-                    req,
-                    result,
-                });
+                // A grant that answers after this attempt was given up is released at once, in
+                // task mode as in lock mode: the machine forgets an attempt it gave up on.
+                let fut = crate::late::grant_or_release(
+                    late_store,
+                    late_key,
+                    late_holder,
+                    fut,
+                    now,
+                    self.limit(),
+                );
+                ctx.spawn(
+                    actix::fut::wrap_future(fut).map(move |result, act: &mut Self, ctx| {
+                        let result = act.failure("acquire", result);
+                        act.feed(Event::AcquireResult { req, result }, ctx);
+                    }),
+                );
             }
             Command::Renew { req, token, term } => {
                 log::trace!("{key}: renew {req} of token {token}");

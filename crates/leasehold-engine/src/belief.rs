@@ -21,8 +21,8 @@ use tokio_util::sync::CancellationToken;
 /// Where a tenure stands.
 #[derive(Debug)]
 enum State {
-    /// No tenure is live; one may begin.
-    Waiting,
+    /// No tenure is live; one may begin. `last`: the token of the tenure that ended last.
+    Waiting { last: Option<FencingToken> },
     /// A live tenure, until `deadline` on the monotonic clock. Its cancellation token is made
     /// when first asked for (most tenures of a large sharded set are never asked).
     Held {
@@ -30,8 +30,8 @@ enum State {
         deadline: Instant,
         cancel: Option<CancellationToken>,
     },
-    /// The actor has stopped: no tenure will begin again.
-    Finished,
+    /// The actor has stopped: no tenure will begin again. `last` as in `Waiting`.
+    Finished { last: Option<FencingToken> },
 }
 
 /// The tenure of one lease actor, as its handles see it.
@@ -66,7 +66,7 @@ impl Belief {
     #[must_use]
     pub fn new(service: CancellationToken, clock: Arc<dyn Clock>) -> Arc<Self> {
         Arc::new(Self {
-            state: Mutex::new(State::Waiting),
+            state: Mutex::new(State::Waiting { last: None }),
             given_up: Mutex::new(None),
             changed: Notify::new(),
             service,
@@ -121,8 +121,8 @@ impl Belief {
     /// The live tenure (if any) ended: its token is cancelled now.
     pub(crate) fn end(&self) {
         let mut state = self.lock();
-        if matches!(*state, State::Held { .. }) {
-            let previous = std::mem::replace(&mut *state, State::Waiting);
+        if let State::Held { token, .. } = *state {
+            let previous = std::mem::replace(&mut *state, State::Waiting { last: Some(token) });
             drop(state);
             cancel(previous);
             self.changed.notify_waiters();
@@ -131,7 +131,10 @@ impl Belief {
 
     /// The actor stopped: the live tenure (if any) ended, and none will begin again.
     pub(crate) fn finish(&self) {
-        let previous = std::mem::replace(&mut *self.lock(), State::Finished);
+        let mut state = self.lock();
+        let last = last_token(&state);
+        let previous = std::mem::replace(&mut *state, State::Finished { last });
+        drop(state);
         cancel(previous);
         self.changed.notify_waiters();
     }
@@ -227,10 +230,17 @@ impl Belief {
         *self.given_up.lock().unwrap_or_else(PoisonError::into_inner) == Some(token)
     }
 
+    /// The token of the tenure believed now or, when none is, of the one that ended last (its
+    /// local deadline passed, lost, given up); `None` if no tenure ever began here.
+    #[must_use]
+    pub fn last_token(&self) -> Option<FencingToken> {
+        last_token(&self.lock())
+    }
+
     /// Whether the actor has stopped for good.
     #[must_use]
     pub fn is_finished(&self) -> bool {
-        matches!(*self.lock(), State::Finished)
+        matches!(*self.lock(), State::Finished { .. })
     }
 
     /// Waits until a tenure is live (`Some`) or the actor stopped (`None`).
@@ -355,6 +365,14 @@ pub fn cancelled() -> CancellationToken {
     let c = CancellationToken::new();
     c.cancel();
     c
+}
+
+/// The token of the tenure `state` believes in or believed in last, if any.
+fn last_token(state: &State) -> Option<FencingToken> {
+    match *state {
+        State::Held { token, .. } => Some(token),
+        State::Waiting { last } | State::Finished { last } => last,
+    }
 }
 
 fn cancel(state: State) {

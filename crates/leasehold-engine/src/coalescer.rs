@@ -31,7 +31,9 @@
 //!   would otherwise send mostly grants whose callers stop waiting before the commit.
 //! - *A grant nobody takes is released.* A grant whose caller stopped waiting before the answer
 //!   came is released by its token at once; left alone it would keep the row for a whole term,
-//!   and its own task, asking again, would be refused by its own tenure all that time.
+//!   and its own task, asking again, would be refused by its own tenure all that time. A grant
+//!   statement is therefore not abandoned when its callers give up but one request timeout
+//!   later (see [`crate::late`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
@@ -429,7 +431,14 @@ impl<K: Kind> Coalescer<K> {
             self.in_flight += 1;
             self.lone_since = (self.in_flight == 1).then(|| MonotonicClock.now());
             let limit = self.limit;
-            let fut = crate::detached::detached(K::OP, limit, call);
+            // With admission control the statement runs on after its callers gave up (one
+            // more request timeout), so that a grant committed late is seen and released.
+            let bound = if K::ADMISSION {
+                crate::late::statement_bound(limit)
+            } else {
+                limit
+            };
+            let fut = crate::detached::detached(K::OP, bound, call);
             ctx.spawn(
                 actix::fut::wrap_future(fut).map(move |result, act: &mut Self, ctx| {
                     act.in_flight -= 1;
@@ -549,7 +558,7 @@ pub(crate) async fn ask<K: Kind>(
     asked: Instant,
     limit: Duration,
 ) -> Reply<K> {
-    let patience = limit - limit / 20;
+    let patience = crate::late::patience(limit);
     let (reply, answer) = oneshot::channel();
     coalescer.do_send(Queue {
         group,

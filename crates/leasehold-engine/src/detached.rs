@@ -11,7 +11,9 @@
 //! queue, or a burst larger than the pool can serve within the timeout collapses (given-up calls
 //! run late and every retry queues behind them). Dropped, a call still waiting for a connection
 //! leaves the queue, and the pool only serves fresh requests. The burst is the bench's
-//! `burst_all_held` row (`leasehold-lab bench --scale`).
+//! `burst_all_held` row (`leasehold-lab bench --scale`). Grant statements are the exception:
+//! their callers stop waiting first, and the statement runs on for one more request timeout so
+//! that a grant it commits late is seen and released (`late.rs`).
 
 use std::future::Future;
 use std::time::Duration;

@@ -8,6 +8,9 @@
 //! the request timeout, and answers each machine with its key's part of the one outcome: every
 //! key acquired, or every key refused (with the holder of the key that stopped it). A machine
 //! whose partner never asks gets a failure at the bound; nothing is answered before the commit.
+//! Each part waits for the grant as any grant's caller does ([`crate::late::patience`]); the
+//! statement runs on, and the tenures of parts that had stopped waiting when it answered are
+//! released at once by their tokens, never left held for a term.
 //!
 //! [`LeaseMachine`]: leasehold_core::LeaseMachine
 
@@ -17,7 +20,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use futures::future::BoxFuture;
 use leasehold_core::{AcquireOutcome, HolderId, LeaseConfig, LeaseKey, StoreFailure, Term};
-use leasehold_storage::{AllOutcome, LeaseStore};
+use leasehold_storage::{AllOutcome, LeaseStore, RenewItem};
 use tokio::sync::oneshot;
 
 use crate::Belief;
@@ -48,7 +51,7 @@ impl std::fmt::Debug for JointGrant {
 
 impl JointGrant {
     /// One actor's `TryAcquire` of `key`: answered once every key has asked (then one store
-    /// call decides them all), or a failure at twice the request timeout.
+    /// call decides them all), or a failure once the grant's patience from now has passed.
     pub(crate) fn ask(self: &Arc<Self>, key: LeaseKey, term: Term) -> BoxFuture<'static, Answer> {
         let (tx, rx) = oneshot::channel();
         let ready = {
@@ -60,14 +63,14 @@ impl JointGrant {
             let me = Arc::clone(self);
             tokio::spawn(async move { me.decide(all).await });
         }
-        let bound = self.limit * 2;
+        let bound = crate::late::patience(self.limit);
         Box::pin(async move {
             match tokio::time::timeout(bound, rx).await {
                 Ok(Ok(answer)) => answer,
                 Ok(Err(_)) => Err(StoreFailure::new("the multi-lock's grant was dropped")),
-                Err(_) => Err(StoreFailure::new(
-                    "the multi-lock's other keys did not ask in time",
-                )),
+                Err(_) => Err(StoreFailure::new(format!(
+                    "the multi-lock's grant did not answer within {bound:?}"
+                ))),
             }
         })
     }
@@ -80,10 +83,12 @@ impl JointGrant {
             self.holder.clone(),
             self.keys.clone(),
         );
-        let outcome = detached("begin_tenure_all", self.limit, async move {
+        let bound = crate::late::statement_bound(self.limit);
+        let outcome = detached("begin_tenure_all", bound, async move {
             store.begin_tenure_all(&holder, &keys, term).await
         })
         .await;
+        let mut unclaimed = Vec::new();
         for (key, _, reply) in all {
             let answer = match &outcome {
                 Ok(AllOutcome::Acquired { tenures }) => {
@@ -108,7 +113,33 @@ impl JointGrant {
                 Ok(_) => Err(StoreFailure::new("an outcome this engine does not know")),
                 Err(e) => Err(StoreFailure::new(e.to_string())),
             };
-            let _ = reply.send(answer);
+            if let Err(Ok(AcquireOutcome::Acquired { token, .. })) = reply.send(answer) {
+                unclaimed.push(RenewItem { key, token });
+            }
+        }
+        self.release_unclaimed(unclaimed).await;
+    }
+
+    /// Releases the tenures of parts that had stopped waiting when the grant answered.
+    async fn release_unclaimed(&self, items: Vec<RenewItem>) {
+        if items.is_empty() {
+            return;
+        }
+        let (store, holder, n) = (Arc::clone(&self.store), self.holder.clone(), items.len());
+        let released = detached("release_batch", self.limit, async move {
+            store.release_batch(&holder, &items).await
+        })
+        .await;
+        match released {
+            Ok(_) => log::info!(
+                "released {n} tenures of a multi-lock of {} that answered after its parts \
+                 stopped waiting",
+                self.holder
+            ),
+            Err(e) => log::warn!(
+                "releasing {n} tenures of a multi-lock nobody waited for failed (they lapse at \
+                 their term): {e}"
+            ),
         }
     }
 }
@@ -272,6 +303,25 @@ mod tests {
                 .expect("get")
                 .is_none_or(|r| !r.held)
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_part_that_stopped_waiting_has_its_tenure_released() {
+        let store: Arc<dyn LeaseStore> = Arc::new(MemoryStore::new());
+        let j = joint(Arc::clone(&store), &["a", "b"]);
+        let first = tokio::spawn(j.ask(key("a"), term()));
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        assert!(
+            first.await.expect("task").is_err(),
+            "a waited past its patience"
+        );
+        // b asks late: the grant is made for both, and a's part, unclaimed, is released.
+        let b = j.ask(key("b"), term()).await;
+        assert!(matches!(b, Ok(AcquireOutcome::Acquired { .. })), "{b:?}");
+        let a = store.get(&key("a")).await.expect("get").expect("row");
+        assert!(!a.held, "a's unclaimed tenure is still held: {a:?}");
+        let b = store.get(&key("b")).await.expect("get").expect("row");
+        assert!(b.held);
     }
 
     #[tokio::test(start_paused = true)]

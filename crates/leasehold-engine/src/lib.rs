@@ -30,6 +30,7 @@ mod coalescer;
 mod detached;
 mod engine;
 mod joint;
+mod late;
 mod lock;
 pub mod metrics;
 mod observe;

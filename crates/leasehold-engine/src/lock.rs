@@ -217,7 +217,11 @@ impl Handler<UnlockLock> for LeaseActor {
     type Result = ();
     fn handle(&mut self, msg: UnlockLock, ctx: &mut Context<Self>) {
         if !self.belief().holds_token(msg.token) {
-            if let Some(reply) = msg.reply {
+            // A tenure given up before this request (its guard dropped, unlocked) was not lost:
+            // the reply is dropped unanswered, and the caller, finding it given up, says so.
+            if let Some(reply) = msg.reply
+                && !self.belief().was_given_up(msg.token)
+            {
                 let _ = reply.send(Ok(ReleaseOutcome::NotHeld));
             }
             // Whatever is left (a tenure past its deadline) is ended and settled.

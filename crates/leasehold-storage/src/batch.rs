@@ -123,7 +123,8 @@ impl SeaOrmStore {
     /// by name, `row_ids.rs`; those whose version is the item's token are the ones to renew),
     /// the update of those by id, and a read of them back under the same locks. A row whose
     /// end time or modification time changed is one the update renewed (nobody else can change
-    /// a row this transaction holds locked), so no second liveness judgement is made. Only
+    /// a row this transaction holds locked), so no second liveness judgement is made; rows left
+    /// as they were are decided by the update's count of matched rows. Only
     /// items whose row could not be locked are read again, by a consistent read that locks
     /// nothing: those still ours were locked by another session.
     /// Returns the renewed item indices and those of rows another session held locked.
@@ -216,18 +217,38 @@ impl SeaOrmStore {
         let mut renewed = Vec::new();
         if !before.is_empty() {
             let ids: Vec<i64> = before.keys().copied().collect();
-            txn.execute_raw(self.sql.mysql_renew_ids(&ids, term))
-                .await?;
+            // The rows the update matched, changed or not: the connection asks for found rows
+            // (sqlx sets `CLIENT_FOUND_ROWS`), not for changed ones.
+            let matched = txn
+                .execute_raw(self.sql.mysql_renew_ids(&ids, term))
+                .await?
+                .rows_affected();
             let after = txn.query_all_raw(self.sql.mysql_read_ids(&ids)).await?;
+            let mut unchanged = Vec::new();
             for row in &after {
                 let id: i64 = row.try_get("", "id")?;
                 let end: i64 = row.try_get("", "lease_end_time")?;
                 let modified: i64 = row.try_get("", "gmt_modified")?;
-                if let Some(&(i, end0, modified0)) = before.get(&id)
-                    && (end, modified) != (end0, modified0)
-                {
-                    renewed.push(i);
+                if let Some(&(i, end0, modified0)) = before.get(&id) {
+                    if (end, modified) == (end0, modified0) {
+                        unchanged.push(i);
+                    } else {
+                        renewed.push(i);
+                    }
                 }
+            }
+            // A row left as it was is one the update did not match (its tenure had lapsed), or
+            // one it matched and wrote the values it already had (renewed in the millisecond of
+            // its last write). The matched count beyond the changed rows tells how many of the
+            // unchanged ones were renewed: all of them, none, or some the values cannot name,
+            // each asked alone after the commit.
+            let matched_unchanged = usize::try_from(matched)
+                .unwrap_or(usize::MAX)
+                .saturating_sub(renewed.len());
+            if matched_unchanged == unchanged.len() {
+                renewed.append(&mut unchanged);
+            } else if matched_unchanged > 0 {
+                skipped.append(&mut unchanged);
             }
         }
         txn.commit().await?;

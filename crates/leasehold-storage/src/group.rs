@@ -737,11 +737,18 @@ impl SeaOrmStore {
     ) -> Result<Vec<usize>, DbErr> {
         let (t, now) = (self.table(), self.sql.now());
         let set = format!("SET status = 0, lease_end_time = {now}, gmt_modified = {now}");
-        let index: HashMap<(&str, &str), usize> = chunk
+        // Rows are matched with items by (namespace, name, token): two tenures of one key in one
+        // batch are two items, and only the one whose token the row carries was released.
+        let index: HashMap<(&str, &str, i64), usize> = chunk
             .iter()
             .map(|&i| {
+                let it = &items[i];
                 (
-                    (items[i].key.namespace.as_str(), items[i].key.name.as_str()),
+                    (
+                        it.key.namespace.as_str(),
+                        it.key.name.as_str(),
+                        it.token.get(),
+                    ),
                     i,
                 )
             })
@@ -756,14 +763,14 @@ impl SeaOrmStore {
                    AND lease_name = w.name AND version = w.v AND holder = ? AND status = 1 \
                    FOR UPDATE SKIP LOCKED) x) \
                  UPDATE {t} AS l {set} WHERE l.id = ANY(ARRAY(SELECT id FROM c)) AND l.lease_end_time > {now} \
-                 RETURNING l.namespace, l.lease_name{ring}",
+                 RETURNING l.namespace, l.lease_name, l.version{ring}",
                 ring = self.sql.ring_item("l.")
             )),
             Dialect::Sqlite => format!(
                 "UPDATE {t} {set} WHERE (namespace, lease_name, version) IN \
                  (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]') \
                  FROM json_each(?)) AND holder = ? AND status = 1 AND lease_end_time > {now} \
-                 RETURNING namespace, lease_name"
+                 RETURNING namespace, lease_name, version"
             ),
             Dialect::MySql { .. } => return self.release_chunk_mysql(holder, items, chunk).await,
         };
@@ -775,7 +782,8 @@ impl SeaOrmStore {
         let mut out = Vec::with_capacity(rows.len());
         for row in &rows {
             let (ns, name) = names_of(row)?;
-            if let Some(&i) = index.get(&(ns.as_str(), name.as_str())) {
+            let version: i64 = col(row, RELEASE_OP, "version")?;
+            if let Some(&i) = index.get(&(ns.as_str(), name.as_str(), version)) {
                 out.push(i);
             }
         }
@@ -802,13 +810,14 @@ impl SeaOrmStore {
             crate::seaorm::begin_whole(self.connection(), TransactionOptions::default()).await?;
         let mut out = Vec::new();
         for (ns, group) in by_ns {
-            let by_name: HashMap<&str, usize> = group
+            // By (name, token), as in `release_chunk`.
+            let by_tenure: HashMap<(&str, i64), usize> = group
                 .iter()
-                .map(|&i| (items[i].key.name.as_str(), i))
+                .map(|&i| ((items[i].key.name.as_str(), items[i].token.get()), i))
                 .collect();
             let pairs = vec!["(?, ?)"; group.len()].join(", ");
             let lock = format!(
-                "SELECT id, lease_name FROM {t} WHERE namespace = ? AND holder = ? AND status = 1 \
+                "SELECT id, lease_name, version FROM {t} WHERE namespace = ? AND holder = ? AND status = 1 \
                  AND lease_end_time > {now} AND lease_name IN ({}) AND (lease_name, version) IN ({pairs}) \
                  FOR UPDATE SKIP LOCKED",
                 placeholders(group.len())
@@ -827,7 +836,8 @@ impl SeaOrmStore {
             for row in txn.query_all_raw(self.statement(&lock, values)).await? {
                 let id: i64 = col(&row, RELEASE_OP, "id")?;
                 let name: String = col(&row, RELEASE_OP, "lease_name")?;
-                if let Some(&i) = by_name.get(name.as_str()) {
+                let version: i64 = col(&row, RELEASE_OP, "version")?;
+                if let Some(&i) = by_tenure.get(&(name.as_str(), version)) {
                     ids.push(id.into());
                     out.push(i);
                 }

@@ -27,6 +27,7 @@ use leasehold_core::{
 
 use crate::{LeaseStore, MemoryStore, SeaOrmStore};
 
+mod batch_items;
 mod checks;
 mod counting;
 mod differential;
@@ -233,10 +234,16 @@ pub const SQL_CHECKS: &[(&str, CheckFn)] = checks![faults:
     batches_beside_other_sessions,
 ];
 
+/// The checks that every item of a batch is answered from what the statement did to its own
+/// tenure (run on every store, after [`CHECKS`]).
+pub const BATCH_ITEM_CHECKS: &[(&str, CheckFn)] = checks![batch_items:
+    release_batch_two_tenures_of_one_key,
+];
+
 /// How many checks [`run`] runs against `subject`.
 #[must_use]
 pub fn check_count(subject: &Subject) -> usize {
-    CHECKS.len() + subject.sql.as_ref().map_or(0, |_| SQL_CHECKS.len())
+    CHECKS.len() + BATCH_ITEM_CHECKS.len() + subject.sql.as_ref().map_or(0, |_| SQL_CHECKS.len())
 }
 
 /// Runs every check against `subject`, each in namespace `{base}.{check}` (`base` is made unique
@@ -266,7 +273,8 @@ pub async fn run_matching(
     };
     let mut report = Report::default();
     let sql_checks: &[(&str, CheckFn)] = if sql.is_some() { SQL_CHECKS } else { &[] };
-    for (name, check) in CHECKS.iter().chain(sql_checks).filter(|(n, _)| filter(n)) {
+    let all = CHECKS.iter().chain(BATCH_ITEM_CHECKS).chain(sql_checks);
+    for (name, check) in all.filter(|(n, _)| filter(n)) {
         let ns = format!("{base}.{}.{stamp}.{name}", std::process::id());
         let start = MonotonicClock.now();
         let outcome = match Namespace::new(ns) {

@@ -203,6 +203,7 @@ pub struct Call {
 
 type BeforeCall = Arc<dyn Fn(Op) -> BoxFuture<'static, Result<(), StoreError>> + Send + Sync>;
 type AfterCall = Arc<dyn Fn(&Call) + Send + Sync>;
+type AnswerDelay = Arc<dyn Fn(Op) -> Duration + Send + Sync>;
 
 /// A [`LeaseStore`] that passes every call to an inner store and counts it in [`StoreCounts`].
 ///
@@ -256,6 +257,7 @@ pub struct CountingStore {
     counts: Arc<StoreCounts>,
     before: Option<BeforeCall>,
     after: Option<AfterCall>,
+    answer_delay: Option<AnswerDelay>,
 }
 
 impl fmt::Debug for CountingStore {
@@ -277,6 +279,7 @@ impl CountingStore {
             counts,
             before: None,
             after: None,
+            answer_delay: None,
         }
     }
 
@@ -338,6 +341,30 @@ impl CountingStore {
         self
     }
 
+    /// Holds every answer of the inner store back for what `delay` says for its method (zero:
+    /// none) before returning it, as a slow network on the way back would: the call has done
+    /// its work (committed) and its caller hears of it late. Replaces any earlier delay.
+    ///
+    /// # Examples
+    /// Every multi-lock grant answers 400 ms after it committed:
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use leasehold_storage::MemoryStore;
+    /// use leasehold_storage::testing::{CountingStore, Op};
+    ///
+    /// let late = CountingStore::new(Arc::new(MemoryStore::new()), Arc::default())
+    ///     .delay_answers(|op| match op {
+    ///         Op::BeginTenureAll => Duration::from_millis(400),
+    ///         _ => Duration::ZERO,
+    ///     });
+    /// ```
+    #[must_use]
+    pub fn delay_answers(mut self, delay: impl Fn(Op) -> Duration + Send + Sync + 'static) -> Self {
+        self.answer_delay = Some(Arc::new(delay));
+        self
+    }
+
     /// Runs the before hook, then `call` on the inner store, timing and counting it.
     async fn pass<T>(
         &self,
@@ -360,6 +387,12 @@ impl CountingStore {
                 elapsed,
                 ok: answer.is_ok(),
             });
+        }
+        if let Some(delay) = &self.answer_delay {
+            let delay = delay(op);
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
         }
         answer
     }

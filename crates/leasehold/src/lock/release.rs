@@ -30,8 +30,10 @@ impl Locks<'_> {
     /// ```
     ///
     /// # Errors
-    /// [`LockError::NotHeld`] when this service does not hold it (nothing is changed);
-    /// [`LockError::LockLost`] when the tenure had already ended (expired or taken over);
+    /// [`LockError::NotHeld`] when this service does not hold it (nothing is changed), its
+    /// last tenure given up (unlocked, its guard dropped) included while that release settles;
+    /// [`LockError::LockLost`] with the lost tenure's token when it had already ended (its local
+    /// deadline passed, or taken over);
     /// [`LockError::Service`] for a bad name or a database failure.
     ///
     /// # Cancel safety
@@ -49,16 +51,21 @@ impl Locks<'_> {
             return Err(LockError::NotHeld { key });
         };
         let Some(token) = belief.token() else {
-            // Its tenure already ended: say so, and let the actor settle what is left.
-            let token = belief
-                .tenure()
-                .map_or(leasehold_core::FencingToken(0), |(t, _)| t);
-            actor.do_send(UnlockLock {
-                token,
-                not_before: None,
-                reply: None,
-            });
-            return Err(LockError::LockLost { key, token });
+            return match belief.last_token() {
+                // Its tenure was lost (its local deadline passed, taken over): say so, with the
+                // token the database granted it, and let the actor settle what is left.
+                Some(token) if !belief.was_given_up(token) => {
+                    actor.do_send(UnlockLock {
+                        token,
+                        not_before: None,
+                        reply: None,
+                    });
+                    Err(LockError::LockLost { key, token })
+                }
+                // Given up (unlocked, its guard dropped) and still settling, or no tenure has
+                // begun yet: this service does not hold it, and nothing is changed.
+                _ => Err(LockError::NotHeld { key }),
+            };
         };
         release(
             self.service.request_timeout(),
