@@ -41,6 +41,7 @@ mod program;
 mod report;
 mod run;
 mod seeds;
+mod session;
 mod spec;
 mod stall;
 mod store;

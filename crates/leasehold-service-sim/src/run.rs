@@ -73,7 +73,13 @@ async fn run_local(spec: SimSpec) -> Result<SimReport, SimError> {
     let plan = spec
         .faults
         .clone()
-        .unwrap_or_else(|| FaultPlan::standard(spec.request_timeout));
+        .unwrap_or_else(|| {
+            if spec.backend.is_sql() {
+                FaultPlan::standard_sql(spec.request_timeout)
+            } else {
+                FaultPlan::standard(spec.request_timeout)
+            }
+        });
     let ctx = Arc::new(Ctx {
         world,
         beliefs,

@@ -14,7 +14,10 @@ use leasehold::{
 };
 
 use crate::fault::{Fault, FaultDice, HANG_CAP};
+use crate::session::{OTHER_HOLDER, Other, Sessions};
 use crate::{GrantLog, SimClock, StoreBug};
+
+mod batch;
 
 /// Logs what the inner store confirmed, in the store's clock.
 #[derive(Debug, Clone)]
@@ -58,6 +61,7 @@ pub struct FaultStore {
     rec: Recorder,
     bug: Option<StoreBug>,
     late: Option<tokio::runtime::Handle>,
+    sessions: Option<Sessions>,
 }
 
 impl std::fmt::Debug for FaultStore {
@@ -93,6 +97,32 @@ impl FaultStore {
             rec: Recorder { log, clock },
             bug: None,
             late,
+            sessions: None,
+        }
+    }
+
+    /// Lets the SQL-level faults ([`Fault::RowLocked`], [`Fault::Uncommitted`]) open other
+    /// sessions on `sessions`; without it they pass the call through untouched.
+    #[must_use]
+    pub(crate) fn with_sessions(mut self, sessions: Option<Sessions>) -> Self {
+        self.sessions = sessions;
+        self
+    }
+
+    /// Opens another session doing `other` on `key` for `hold` and counts it (or its failure).
+    async fn beside(&self, key: &LeaseKey, other: Other, hold: Duration) {
+        let Some(sessions) = &self.sessions else {
+            return;
+        };
+        let counts = &self.dice.counts;
+        let count = match other {
+            Other::Lock => &counts.row_locks,
+            Other::Grant { .. } => &counts.uncommitted,
+        };
+        if sessions.stall(key, other, hold).await {
+            count.fetch_add(1, Ordering::Relaxed);
+        } else {
+            counts.sessions_failed.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -103,13 +133,36 @@ impl FaultStore {
         self
     }
 
-    async fn faulty<T, F>(&self, op: &'static str, call: F) -> Result<T, StoreError>
+    /// Runs `call` under the next drawn fault; `touch` is the key the call touches (the first
+    /// one of a batch) and the calling holder, for the SQL-level faults.
+    async fn faulty<T, F>(
+        &self,
+        op: &'static str,
+        touch: Option<(&LeaseKey, &HolderId)>,
+        call: F,
+    ) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: Future<Output = Result<T, StoreError>> + Send + 'static,
     {
         match self.dice.draw() {
             Fault::None => call.await,
+            Fault::RowLocked(hold) => {
+                if let Some((key, _)) = touch {
+                    self.beside(key, Other::Lock, hold).await;
+                }
+                call.await
+            }
+            Fault::Uncommitted { hold, own, commit } => {
+                let other = HolderId::new(OTHER_HOLDER).ok();
+                if let Some((key, holder)) = touch
+                    && let Some(holder) = if own { Some(holder.clone()) } else { other }
+                {
+                    self.beside(key, Other::Grant { holder, commit }, hold)
+                        .await;
+                }
+                call.await
+            }
             Fault::Delay(d) => {
                 tokio::time::sleep(d).await;
                 call.await
@@ -190,7 +243,7 @@ impl FaultStore {
             rec.acquired(&k, &h, &out);
             out
         };
-        let out = self.faulty("acquire", call).await;
+        let out = self.faulty("acquire", Some((key, holder)), call).await;
         if let Ok(AcquireOutcome::HeldBy { token, .. }) = &out {
             let fake = Ok(AcquireOutcome::Acquired {
                 token: FencingToken(token.get() + 1),
@@ -243,6 +296,16 @@ impl LeaseStore for FaultStore {
             .await
     }
 
+    async fn begin_tenure_many(
+        &self,
+        holder: &HolderId,
+        keys: &[LeaseKey],
+        term: Term,
+        value: Option<&LeaseValue>,
+    ) -> Result<Vec<Result<AcquireOutcome, StoreError>>, StoreError> {
+        self.grant_many(holder, keys, term, value).await
+    }
+
     async fn begin_tenure_all(
         &self,
         holder: &HolderId,
@@ -266,7 +329,7 @@ impl LeaseStore for FaultStore {
             }
             out
         };
-        self.faulty("begin_tenure_all", call).await
+        self.faulty("begin_tenure_all", keys.first().map(|k| (k, holder)), call).await
     }
 
     async fn set_value(
@@ -279,7 +342,7 @@ impl LeaseStore for FaultStore {
         let inner = Arc::clone(&self.inner);
         let (k, h, v) = (key.clone(), holder.clone(), value.cloned());
         let call = async move { inner.set_value(&k, &h, token, v.as_ref()).await };
-        self.faulty("set_value", call).await
+        self.faulty("set_value", Some((key, holder)), call).await
     }
 
     async fn release_many(
@@ -301,7 +364,7 @@ impl LeaseStore for FaultStore {
             }
             Ok(released)
         };
-        self.faulty("release_many", call).await
+        self.faulty("release_many", items.first().map(|i| (&i.key, holder)), call).await
     }
 
     async fn renew(
@@ -320,7 +383,7 @@ impl LeaseStore for FaultStore {
             }
             out
         };
-        let out = self.faulty("renew", call).await;
+        let out = self.faulty("renew", Some((key, holder)), call).await;
         if matches!(out, Ok(RenewOutcome::Lost)) {
             return self.lie(out, Ok(RenewOutcome::Renewed));
         }
@@ -344,7 +407,7 @@ impl LeaseStore for FaultStore {
             }
             out
         };
-        let out = self.faulty("renew_many", call).await;
+        let out = self.faulty("renew_many", items.first().map(|i| (&i.key, holder)), call).await;
         match out {
             Ok(renewed) if renewed.iter().any(|r| !r) => {
                 let all = vec![true; renewed.len()];
@@ -369,7 +432,7 @@ impl LeaseStore for FaultStore {
             }
             out
         };
-        self.faulty("release", call).await
+        self.faulty("release", Some((key, holder)), call).await
     }
 
     async fn release_all(&self, holder: &HolderId) -> Result<u64, StoreError> {
@@ -381,7 +444,7 @@ impl LeaseStore for FaultStore {
             }
             out
         };
-        self.faulty("release_all", call).await
+        self.faulty("release_all", None, call).await
     }
 
     async fn force_release(&self, key: &LeaseKey) -> Result<bool, StoreError> {
@@ -393,12 +456,12 @@ impl LeaseStore for FaultStore {
             }
             out
         };
-        self.faulty("force_release", call).await
+        self.faulty("force_release", None, call).await
     }
 
     async fn get(&self, key: &LeaseKey) -> Result<Option<LeaseRecord>, StoreError> {
         let (inner, k) = (Arc::clone(&self.inner), key.clone());
-        self.faulty("get", async move { inner.get(&k).await }).await
+        self.faulty("get", None, async move { inner.get(&k).await }).await
     }
 
     async fn list_valid(
@@ -409,7 +472,7 @@ impl LeaseStore for FaultStore {
         let inner = Arc::clone(&self.inner);
         let (ns, prefix) = (namespace.cloned(), prefix.to_owned());
         let call = async move { inner.list_valid(ns.as_ref(), &prefix).await };
-        self.faulty("list_valid", call).await
+        self.faulty("list_valid", None, call).await
     }
 
     async fn purge(
@@ -419,12 +482,12 @@ impl LeaseStore for FaultStore {
     ) -> Result<u64, StoreError> {
         let (inner, ns) = (Arc::clone(&self.inner), namespace.cloned());
         let call = async move { inner.purge(ns.as_ref(), older_than).await };
-        self.faulty("purge", call).await
+        self.faulty("purge", None, call).await
     }
 
     async fn db_now(&self) -> Result<DbInstant, StoreError> {
         let inner = Arc::clone(&self.inner);
-        self.faulty("db_now", async move { inner.db_now().await })
+        self.faulty("db_now", None, async move { inner.db_now().await })
             .await
     }
 }
