@@ -71,9 +71,8 @@ impl SimReport {
             .map(|d| d.counts.applied_late.load(Ordering::Relaxed))
             .sum();
         let sum = |f: fn(&crate::FaultCounts) -> u64| faults.iter().map(|d| f(&d.counts)).sum();
-        let sql_sessions = sum(|c| {
-            c.row_locks.load(Ordering::Relaxed) + c.uncommitted.load(Ordering::Relaxed)
-        });
+        let sql_sessions =
+            sum(|c| c.row_locks.load(Ordering::Relaxed) + c.uncommitted.load(Ordering::Relaxed));
         let lies = sum(|c| c.lies.load(Ordering::Relaxed));
         let faults = faults.iter().map(|d| d.counts.summary()).collect();
         Self {

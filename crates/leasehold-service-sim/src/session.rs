@@ -74,15 +74,14 @@ impl Sessions {
         let (store, key, term_ms) = (self.store.clone(), key.clone(), self.term_ms);
         self.handle.spawn(async move {
             let commit = matches!(other, Other::Grant { commit: true, .. });
-            let txn = match tokio::time::timeout(OPEN_CAP, begin(&store, &key, &other, term_ms))
-                .await
-            {
-                Ok(Ok(txn)) => txn,
-                _ => {
-                    let _ = opened.send(false);
-                    return;
-                }
-            };
+            let txn =
+                match tokio::time::timeout(OPEN_CAP, begin(&store, &key, &other, term_ms)).await {
+                    Ok(Ok(txn)) => txn,
+                    _ => {
+                        let _ = opened.send(false);
+                        return;
+                    }
+                };
             let _ = opened.send(true);
             tokio::time::sleep(hold).await;
             let _ = if commit {
@@ -139,12 +138,8 @@ async fn begin(
     .map_err(e)?;
     let (t, now) = (store.table(), store.now_sql());
     let lock = if sqlite { "" } else { " FOR UPDATE" };
-    let key_values = || -> Vec<Value> {
-        vec![
-            key.namespace.as_str().into(),
-            key.name.as_str().into(),
-        ]
-    };
+    let key_values =
+        || -> Vec<Value> { vec![key.namespace.as_str().into(), key.name.as_str().into()] };
     let read = format!(
         "SELECT id, CASE WHEN status = 1 AND lease_end_time > {now} THEN 'y' ELSE 'n' END AS live \
          FROM {t} WHERE namespace = ? AND lease_name = ?{lock}"

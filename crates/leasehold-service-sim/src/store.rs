@@ -1,7 +1,6 @@
 //! [`FaultStore`]: a `LeaseStore` around a real one that injects the drawn faults, logs every
 //! grant the inner store confirmed, and can put back one known storage bug.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -13,11 +12,12 @@ use leasehold::{
     StoreError, Term,
 };
 
-use crate::fault::{Fault, FaultDice, HANG_CAP};
-use crate::session::{OTHER_HOLDER, Other, Sessions};
+use crate::fault::FaultDice;
+use crate::session::Sessions;
 use crate::{GrantLog, SimClock, StoreBug};
 
 mod batch;
+mod inject;
 
 /// Logs what the inner store confirmed, in the store's clock.
 #[derive(Debug, Clone)]
@@ -52,7 +52,10 @@ impl Recorder {
 /// Every call draws one [`Fault`]: passed through, delayed, hung (until the caller drops it, at
 /// most [`HANG_CAP`]), failed, applied with the answer lost, applied and answered late, or
 /// answered `TimedOut` at once and **applied later** (on `late`, or the caller's runtime),
-/// after the engine abandoned it. Fenced transactions and PostgreSQL notifications do not go
+/// after the engine abandoned it. On the SQL stores a call can also be passed through beside
+/// another session that holds the row of a key it touches locked, or has granted that key and
+/// not yet committed (see [`Fault::RowLocked`](crate::Fault::RowLocked) and
+/// [`Fault::Uncommitted`](crate::Fault::Uncommitted)). Fenced transactions and PostgreSQL notifications do not go
 /// through it: the engine sends them to its SQL store directly (without faults).
 #[derive(Clone)]
 pub struct FaultStore {
@@ -109,93 +112,11 @@ impl FaultStore {
         self
     }
 
-    /// Opens another session doing `other` on `key` for `hold` and counts it (or its failure).
-    async fn beside(&self, key: &LeaseKey, other: Other, hold: Duration) {
-        let Some(sessions) = &self.sessions else {
-            return;
-        };
-        let counts = &self.dice.counts;
-        let count = match other {
-            Other::Lock => &counts.row_locks,
-            Other::Grant { .. } => &counts.uncommitted,
-        };
-        if sessions.stall(key, other, hold).await {
-            count.fetch_add(1, Ordering::Relaxed);
-        } else {
-            counts.sessions_failed.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
     /// Puts back `bug` (see [`StoreBug`]).
     #[must_use]
     pub fn with_bug(mut self, bug: Option<StoreBug>) -> Self {
         self.bug = bug;
         self
-    }
-
-    /// Runs `call` under the next drawn fault; `touch` is the key the call touches (the first
-    /// one of a batch) and the calling holder, for the SQL-level faults.
-    async fn faulty<T, F>(
-        &self,
-        op: &'static str,
-        touch: Option<(&LeaseKey, &HolderId)>,
-        call: F,
-    ) -> Result<T, StoreError>
-    where
-        T: Send + 'static,
-        F: Future<Output = Result<T, StoreError>> + Send + 'static,
-    {
-        match self.dice.draw() {
-            Fault::None => call.await,
-            Fault::RowLocked(hold) => {
-                if let Some((key, _)) = touch {
-                    self.beside(key, Other::Lock, hold).await;
-                }
-                call.await
-            }
-            Fault::Uncommitted { hold, own, commit } => {
-                let other = HolderId::new(OTHER_HOLDER).ok();
-                if let Some((key, holder)) = touch
-                    && let Some(holder) = if own { Some(holder.clone()) } else { other }
-                {
-                    self.beside(key, Other::Grant { holder, commit }, hold)
-                        .await;
-                }
-                call.await
-            }
-            Fault::Delay(d) => {
-                tokio::time::sleep(d).await;
-                call.await
-            }
-            Fault::Hang => {
-                tokio::time::sleep(HANG_CAP).await;
-                Err(injected(op, "hung until the cap"))
-            }
-            Fault::Fail => Err(injected(op, "failed before applying")),
-            Fault::LoseAnswer => {
-                let _ = call.await;
-                Err(injected(op, "answer lost after applying"))
-            }
-            Fault::SlowAnswer(d) => {
-                let out = call.await;
-                tokio::time::sleep(d).await;
-                out
-            }
-            Fault::ApplyLate(d) => {
-                let late = async move {
-                    tokio::time::sleep(d).await;
-                    let _ = call.await;
-                };
-                match &self.late {
-                    Some(h) => drop(h.spawn(late)),
-                    None => drop(tokio::spawn(late)),
-                }
-                Err(StoreError::TimedOut {
-                    op,
-                    after: Duration::ZERO,
-                })
-            }
-        }
     }
 
     /// The put-back "failed commit reported as success": a refusal answered as a grant (or a
@@ -329,7 +250,8 @@ impl LeaseStore for FaultStore {
             }
             out
         };
-        self.faulty("begin_tenure_all", keys.first().map(|k| (k, holder)), call).await
+        self.faulty("begin_tenure_all", keys.first().map(|k| (k, holder)), call)
+            .await
     }
 
     async fn set_value(
@@ -364,7 +286,12 @@ impl LeaseStore for FaultStore {
             }
             Ok(released)
         };
-        self.faulty("release_many", items.first().map(|i| (&i.key, holder)), call).await
+        self.faulty(
+            "release_many",
+            items.first().map(|i| (&i.key, holder)),
+            call,
+        )
+        .await
     }
 
     async fn renew(
@@ -407,7 +334,9 @@ impl LeaseStore for FaultStore {
             }
             out
         };
-        let out = self.faulty("renew_many", items.first().map(|i| (&i.key, holder)), call).await;
+        let out = self
+            .faulty("renew_many", items.first().map(|i| (&i.key, holder)), call)
+            .await;
         match out {
             Ok(renewed) if renewed.iter().any(|r| !r) => {
                 let all = vec![true; renewed.len()];
@@ -461,7 +390,8 @@ impl LeaseStore for FaultStore {
 
     async fn get(&self, key: &LeaseKey) -> Result<Option<LeaseRecord>, StoreError> {
         let (inner, k) = (Arc::clone(&self.inner), key.clone());
-        self.faulty("get", None, async move { inner.get(&k).await }).await
+        self.faulty("get", None, async move { inner.get(&k).await })
+            .await
     }
 
     async fn list_valid(

@@ -30,10 +30,7 @@ impl FaultStore {
             // Those bugs are put back on the single grant: a batch goes through it key by key.
             let mut out = Vec::with_capacity(keys.len());
             for key in keys {
-                out.push(
-                    self.grant(key, holder, term, Grant::NewTenure, value)
-                        .await,
-                );
+                out.push(self.grant(key, holder, term, Grant::NewTenure, value).await);
             }
             return Ok(out);
         }
@@ -57,9 +54,7 @@ impl FaultStore {
                     seen.push(inner.get(key).await.ok().flatten());
                 }
             }
-            let mut out = inner
-                .begin_tenure_many(&h, &list, term, v.as_ref())
-                .await?;
+            let mut out = inner.begin_tenure_many(&h, &list, term, v.as_ref()).await?;
             for (key, item) in list.iter().zip(&out) {
                 rec.acquired(key, &h, item);
             }
