@@ -32,7 +32,9 @@ pub struct FaultPlan {
     /// SQL stores: passed through while another session has granted a key the call touches
     /// (inserted its row, or taken over a row that is not live) and not yet committed; it
     /// commits or rolls back after a drawn time. The row's holder is the calling service's own
-    /// holder id or another one.
+    /// holder id (then the session is that service's own abandoned grant: once committed, it
+    /// releases the tenure it wrote, as the engine releases a grant nobody waited for) or
+    /// another one.
     pub uncommitted: f64,
     /// How long another session's transaction stays open once the call is sent (drawn
     /// uniformly): shorter than the engine's patience, the call's answer is awaited; longer,

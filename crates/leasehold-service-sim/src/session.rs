@@ -38,6 +38,10 @@ pub(crate) enum Other {
         holder: HolderId,
         /// Commits (else rolls back).
         commit: bool,
+        /// Once committed, releases the tenure it wrote (and only that one), as the engine
+        /// releases a grant that answered after its caller stopped waiting: with the caller's
+        /// own holder id, this session is that caller's own abandoned grant.
+        release: bool,
     },
 }
 
@@ -74,9 +78,10 @@ impl Sessions {
         let (store, key, term_ms) = (self.store.clone(), key.clone(), self.term_ms);
         self.handle.spawn(async move {
             let commit = matches!(other, Other::Grant { commit: true, .. });
-            let txn =
+            let release = matches!(other, Other::Grant { release: true, .. });
+            let (txn, wrote) =
                 match tokio::time::timeout(OPEN_CAP, begin(&store, &key, &other, term_ms)).await {
-                    Ok(Ok(txn)) => txn,
+                    Ok(Ok(open)) => open,
                     _ => {
                         let _ = opened.send(false);
                         return;
@@ -84,11 +89,26 @@ impl Sessions {
                 };
             let _ = opened.send(true);
             tokio::time::sleep(hold).await;
-            let _ = if commit {
-                txn.commit().await
-            } else {
-                txn.rollback().await
-            };
+            if !commit {
+                let _ = txn.rollback().await;
+                return;
+            }
+            if txn.commit().await.is_ok()
+                && release
+                && let (Some((id, token)), Other::Grant { holder, .. }) = (wrote, &other)
+            {
+                let now = store.now_sql();
+                let sql = format!(
+                    "UPDATE {} SET status = 0, lease_end_time = {now}, gmt_modified = {now} \
+                     WHERE id = ? AND version = ? AND holder = ? AND status = 1",
+                    store.table()
+                );
+                let values = vec![id.into(), token.into(), holder.as_str().into()];
+                let _ = store
+                    .connection()
+                    .execute_raw(statement(&store, &sql, values))
+                    .await;
+            }
         });
         matches!(tokio::time::timeout(OPEN_WITHIN, open).await, Ok(Ok(true)))
     }
@@ -116,13 +136,16 @@ fn statement(store: &SeaOrmStore, sql: &str, values: Vec<Value>) -> Statement {
     Statement::from_sql_and_values(backend, sql, values)
 }
 
+/// The open transaction, and the row id and token of the tenure it wrote, if it wrote one.
+type Opened = (DatabaseTransaction, Option<(i64, i64)>);
+
 /// Opens the transaction and does `other` in it, leaving it open.
 async fn begin(
     store: &SeaOrmStore,
     key: &LeaseKey,
     other: &Other,
     term_ms: i64,
-) -> Result<DatabaseTransaction, String> {
+) -> Result<Opened, String> {
     let e = |err: leasehold::sea_orm::DbErr| err.to_string();
     let sqlite = store.backend() == Backend::Sqlite;
     let txn = if sqlite {
@@ -151,7 +174,7 @@ async fn begin(
         .into_iter()
         .next();
     let Other::Grant { holder, .. } = other else {
-        return Ok(txn);
+        return Ok((txn, None));
     };
     let write = match row {
         Some(row) => {
@@ -159,7 +182,7 @@ async fn begin(
             let live: String = row.try_get("", "live").map_err(e)?;
             if live == "y" {
                 // A live row is not granted again: the session only holds it.
-                return Ok(txn);
+                return Ok((txn, None));
             }
             statement(
                 store,
@@ -194,5 +217,19 @@ async fn begin(
         }
     };
     txn.execute_raw(write).await.map_err(e)?;
-    Ok(txn)
+    let read = format!("SELECT id, version FROM {t} WHERE namespace = ? AND lease_name = ?");
+    let wrote = txn
+        .query_all_raw(statement(store, &read, key_values()))
+        .await
+        .map_err(e)?
+        .into_iter()
+        .next()
+        .map(|row| -> Result<(i64, i64), String> {
+            Ok((
+                row.try_get("", "id").map_err(e)?,
+                row.try_get("", "version").map_err(e)?,
+            ))
+        })
+        .transpose()?;
+    Ok((txn, wrote))
 }

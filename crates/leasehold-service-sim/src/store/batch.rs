@@ -47,7 +47,7 @@ impl FaultStore {
         let blind = self.bug == Some(StoreBug::BatchGrantAnswersOwnRow);
         let call = async move {
             // The put-back bug's reads before the statement, which (like the batch's skip-locked
-            // and existence reads) do not see another session's uncommitted row.
+            // and existence reads) do not see another session's uncommitted grant.
             let mut seen: Vec<Option<LeaseRecord>> = Vec::new();
             if blind {
                 for key in &list {
@@ -73,9 +73,12 @@ impl FaultStore {
     }
 }
 
-/// The put-back defect: an item answered `HeldBy` this holder id, for a row the reads before
-/// the statement did not see live with that token, is answered `Acquired` with the row's token
-/// and end (the statement never wrote it; another session did).
+/// The put-back defect's effect: an item answered `HeldBy` this holder id, for a row the reads
+/// before the statement did not see live with that token (another session's uncommitted grant,
+/// committed while the batch waited), is answered `Acquired` with the row's token and end: the
+/// statement never wrote it. (The MySQL code had it only for rows absent from its reads, its
+/// upsert path; the effect is put back wherever the batch did not see the row, which the
+/// simulation reaches far more often.)
 fn own_row_as_granted(
     item: &Result<AcquireOutcome, StoreError>,
     before: Option<&LeaseRecord>,

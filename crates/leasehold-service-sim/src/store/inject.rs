@@ -36,8 +36,15 @@ impl FaultStore {
                 if let Some((key, holder)) = touch
                     && let Some(holder) = if own { Some(holder.clone()) } else { other }
                 {
-                    self.beside(key, Other::Grant { holder, commit }, hold)
-                        .await;
+                    // The caller's own holder id: its own abandoned grant, which the engine
+                    // releases once it answers; another's: that holder's grant.
+                    let release = own;
+                    let other = Other::Grant {
+                        holder,
+                        commit,
+                        release,
+                    };
+                    self.beside(key, other, hold).await;
                 }
                 call.await
             }
