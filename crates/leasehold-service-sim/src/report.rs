@@ -40,6 +40,8 @@ pub struct SimReport {
     pub sql_sessions: u64,
     /// Answers a put-back store bug falsified.
     pub lies: u64,
+    /// Batched grants (`begin_tenure_many`) passed to the store.
+    pub batched_grants: u64,
     /// Tenures the stores confirmed.
     pub grants: usize,
     /// Belief sweeps of the oracle.
@@ -74,6 +76,7 @@ impl SimReport {
         let sql_sessions =
             sum(|c| c.row_locks.load(Ordering::Relaxed) + c.uncommitted.load(Ordering::Relaxed));
         let lies = sum(|c| c.lies.load(Ordering::Relaxed));
+        let batched_grants = sum(|c| c.batched_grants.load(Ordering::Relaxed));
         let faults = faults.iter().map(|d| d.counts.summary()).collect();
         Self {
             seed: spec.seed,
@@ -86,6 +89,7 @@ impl SimReport {
             stalls,
             sql_sessions,
             lies,
+            batched_grants,
             grants: log.count(),
             sweeps: s.sweeps.load(Ordering::Relaxed),
             sightings: s.sightings.load(Ordering::Relaxed),
@@ -122,7 +126,7 @@ impl SimReport {
     #[must_use]
     pub fn summary(&self) -> String {
         format!(
-            "seed {} on {}: term {:?}, {:.1?}, {} grants, {} faults ({} applied late), {} calls, {} sweeps ({} sightings), {} row checks, {} stalls, {} calls beside other sessions, {} lies; violations {:?}",
+            "seed {} on {}: term {:?}, {:.1?}, {} grants, {} faults ({} applied late), {} calls, {} sweeps ({} sightings), {} row checks, {} stalls, {} calls beside other sessions, {} batched grants, {} lies; violations {:?}",
             self.seed,
             self.backend,
             self.term,
@@ -136,6 +140,7 @@ impl SimReport {
             self.row_checks,
             self.stalls.stalls,
             self.sql_sessions,
+            self.batched_grants,
             self.lies,
             self.counts()
         )
