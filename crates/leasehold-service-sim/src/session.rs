@@ -19,8 +19,12 @@ use tokio::sync::oneshot;
 /// The longest a call waits for another session's transaction to open; past it the call goes
 /// through without waiting longer (the session, if it opens later, still stalls others).
 const OPEN_WITHIN: Duration = Duration::from_secs(1);
-/// The longest another session may take to open its transaction at all.
+/// The longest another session may take to open its transaction, and then to end it.
 const OPEN_CAP: Duration = Duration::from_secs(3);
+/// How long after its commit another session standing for the caller's own abandoned grant
+/// releases it: the engine releases such a grant once its answer came back, a round trip or
+/// two after the commit.
+const RELEASE_AFTER: Duration = Duration::from_millis(10);
 /// The holder id of a grant by another session that is not the calling service's.
 pub(crate) const OTHER_HOLDER: &str = "sim-other-session";
 
@@ -89,26 +93,31 @@ impl Sessions {
                 };
             let _ = opened.send(true);
             tokio::time::sleep(hold).await;
-            if !commit {
-                let _ = txn.rollback().await;
-                return;
-            }
-            if txn.commit().await.is_ok()
-                && release
-                && let (Some((id, token)), Other::Grant { holder, .. }) = (wrote, &other)
-            {
-                let now = store.now_sql();
-                let sql = format!(
-                    "UPDATE {} SET status = 0, lease_end_time = {now}, gmt_modified = {now} \
-                     WHERE id = ? AND version = ? AND holder = ? AND status = 1",
-                    store.table()
-                );
-                let values = vec![id.into(), token.into(), holder.as_str().into()];
-                let _ = store
-                    .connection()
-                    .execute_raw(statement(&store, &sql, values))
-                    .await;
-            }
+            // Its end (and the release) is bounded too, like every wait of the run.
+            let end = async move {
+                if !commit {
+                    let _ = txn.rollback().await;
+                    return;
+                }
+                if txn.commit().await.is_ok()
+                    && release
+                    && let (Some((id, token)), Other::Grant { holder, .. }) = (wrote, &other)
+                {
+                    tokio::time::sleep(RELEASE_AFTER).await;
+                    let now = store.now_sql();
+                    let sql = format!(
+                        "UPDATE {} SET status = 0, lease_end_time = {now}, gmt_modified = {now} \
+                         WHERE id = ? AND version = ? AND holder = ? AND status = 1",
+                        store.table()
+                    );
+                    let values = vec![id.into(), token.into(), holder.as_str().into()];
+                    let _ = store
+                        .connection()
+                        .execute_raw(statement(&store, &sql, values))
+                        .await;
+                }
+            };
+            let _ = tokio::time::timeout(OPEN_CAP, end).await;
         });
         matches!(tokio::time::timeout(OPEN_WITHIN, open).await, Ok(Ok(true)))
     }

@@ -142,7 +142,7 @@ fn no_ops() -> OpWeights {
 /// seeds in order until the oracle reports it, at most [`SEEDS_PER_BACKEND`].
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batch_grant_answering_own_row_is_caught() {
-    const SEEDS_PER_BACKEND: u64 = 4;
+    const SEEDS_PER_BACKEND: u64 = 6;
     let timeout = Duration::from_millis(100);
     let faults = FaultPlan {
         uncommitted: 0.6,
