@@ -18,6 +18,15 @@ pub enum StoreBug {
     /// that tenure and grants a new token, whichever tenure the request was made for, so a
     /// delayed grant of an abandoned tenure replaces the live one its holder believes in.
     GrantOverOwnLiveRow,
+    /// "A batched grant answering another session's row of its own holder id as granted" (the
+    /// SQL stores; the MySQL batched grant's defect, fixed): an item of `begin_tenure_many`
+    /// that finds a live row of the caller's holder id it did not write, and that its reads
+    /// before the statement did not see live (another session granted it uncommitted and
+    /// committed while the batch ran: the caller's own abandoned grant, say), is answered
+    /// `Acquired` with that row's token and end instead of `HeldBy`. The MySQL code had it only
+    /// for rows absent from its reads; the effect is put back wherever the batch did not see
+    /// the row.
+    BatchGrantAnswersOwnRow,
     /// "A purged name starts again at token 1" (the memory store only): purges forget the
     /// tokens they delete, so a name created again repeats a token it gave out before.
     PurgeResetsTokens,

@@ -1,5 +1,6 @@
 //! What the fault layer does to one store call, drawn from a seeded PRNG per service.
 
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
@@ -25,6 +26,26 @@ pub struct FaultPlan {
     pub slow_answer: f64,
     /// Answered with a timeout now, and applied later, after the engine abandoned it.
     pub apply_late: f64,
+    /// SQL stores: passed through while another session holds the row of a key the call
+    /// touches locked (`SELECT … FOR UPDATE`; SQLite: `BEGIN IMMEDIATE`) for a drawn time.
+    pub row_locked: f64,
+    /// SQL stores: passed through while another session has granted a key the call touches
+    /// (inserted its row, or taken over a row that is not live) and not yet committed; it
+    /// commits or rolls back after a drawn time. The row's holder is the calling service's own
+    /// holder id (then the session is that service's own abandoned grant: once committed, it
+    /// releases the tenure it wrote, as the engine releases a grant nobody waited for) or
+    /// another one.
+    pub uncommitted: f64,
+    /// How long another session's transaction stays open once the call is sent (drawn
+    /// uniformly): shorter than the engine's patience, the call's answer is awaited; longer,
+    /// the engine gives the call up while its statement still waits (and commits) inside the
+    /// database.
+    pub session_hold: Range<Duration>,
+    /// How often another session's uncommitted grant is to the calling service's own holder
+    /// id (else to another holder).
+    pub session_own: f64,
+    /// How often another session's uncommitted grant commits (else it rolls back).
+    pub session_commits: f64,
     /// The request timeout of the services, which "short" and "long" are measured against.
     pub request_timeout: Duration,
 }
@@ -41,6 +62,11 @@ impl FaultPlan {
             lose_answer: 0.0,
             slow_answer: 0.0,
             apply_late: 0.0,
+            row_locked: 0.0,
+            uncommitted: 0.0,
+            session_hold: request_timeout / 10..request_timeout * 3,
+            session_own: 0.5,
+            session_commits: 0.5,
             request_timeout,
         }
     }
@@ -56,7 +82,18 @@ impl FaultPlan {
             lose_answer: 0.02,
             slow_answer: 0.02,
             apply_late: 0.02,
-            request_timeout,
+            ..Self::none(request_timeout)
+        }
+    }
+
+    /// The standard mix plus statements stalled inside the database by other sessions (about
+    /// one call in sixteen), for the SQL stores.
+    #[must_use]
+    pub fn standard_sql(request_timeout: Duration) -> Self {
+        Self {
+            row_locked: 0.03,
+            uncommitted: 0.03,
+            ..Self::standard(request_timeout)
         }
     }
 }
@@ -82,6 +119,18 @@ pub enum Fault {
     SlowAnswer(Duration),
     /// Answer `TimedOut` now; apply after the delay.
     ApplyLate(Duration),
+    /// Another session holds the row locked for the time; pass the call through meanwhile.
+    RowLocked(Duration),
+    /// Another session grants the row uncommitted (to the caller's holder id when `own`), then
+    /// commits (when `commit`) or rolls back after `hold`; pass the call through meanwhile.
+    Uncommitted {
+        /// How long the other session's transaction stays open once the call is sent.
+        hold: Duration,
+        /// The row's holder is the calling service's holder id.
+        own: bool,
+        /// The other session commits (else it rolls back).
+        commit: bool,
+    },
 }
 
 /// How many faults of each kind were injected.
@@ -103,6 +152,14 @@ pub struct FaultCounts {
     pub applied_late: AtomicU64,
     /// Answers the put-back store bug falsified.
     pub lies: AtomicU64,
+    /// Calls passed through while another session held their row locked.
+    pub row_locks: AtomicU64,
+    /// Calls passed through beside another session's uncommitted grant of their row.
+    pub uncommitted: AtomicU64,
+    /// Other sessions that could not start (the call was passed through without one).
+    pub sessions_failed: AtomicU64,
+    /// Batched grants (`begin_tenure_many`) passed to the inner store.
+    pub batched_grants: AtomicU64,
 }
 
 impl FaultCounts {
@@ -116,6 +173,8 @@ impl FaultCounts {
             &self.lost_answers,
             &self.slow_answers,
             &self.applied_late,
+            &self.row_locks,
+            &self.uncommitted,
         ]
         .iter()
         .map(|a| a.load(Ordering::Relaxed))
@@ -127,7 +186,7 @@ impl FaultCounts {
     pub fn summary(&self) -> String {
         let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
         format!(
-            "calls={} delayed={} hung={} failed={} lost_answers={} slow_answers={} applied_late={} lies={}",
+            "calls={} delayed={} hung={} failed={} lost_answers={} slow_answers={} applied_late={} row_locks={} uncommitted={} sessions_failed={} batched_grants={} lies={}",
             g(&self.calls),
             g(&self.delayed),
             g(&self.hung),
@@ -135,6 +194,10 @@ impl FaultCounts {
             g(&self.lost_answers),
             g(&self.slow_answers),
             g(&self.applied_late),
+            g(&self.row_locks),
+            g(&self.uncommitted),
+            g(&self.sessions_failed),
+            g(&self.batched_grants),
             g(&self.lies)
         )
     }
@@ -188,6 +251,14 @@ impl FaultDice {
         let x: f64 = rng.random();
         let short = |rng: &mut StdRng| timeout.mul_f64(rng.random_range(0.05..0.8));
         let long = |rng: &mut StdRng| timeout.mul_f64(rng.random_range(1.2..4.0));
+        let hold = p.session_hold.clone();
+        let held = |rng: &mut StdRng| {
+            if hold.is_empty() {
+                hold.start
+            } else {
+                rng.random_range(hold.clone())
+            }
+        };
         let mut edge = 0.0;
         let mut next = |q: f64| {
             edge += q;
@@ -207,6 +278,15 @@ impl FaultDice {
             (Fault::SlowAnswer(long(&mut rng)), &self.counts.slow_answers)
         } else if next(p.apply_late) {
             (Fault::ApplyLate(long(&mut rng)), &self.counts.applied_late)
+        } else if next(p.row_locked) {
+            // Counted by the fault layer once the other session is open.
+            return Fault::RowLocked(held(&mut rng));
+        } else if next(p.uncommitted) {
+            return Fault::Uncommitted {
+                hold: held(&mut rng),
+                own: rng.random_bool(p.session_own.clamp(0.0, 1.0)),
+                commit: rng.random_bool(p.session_commits.clamp(0.0, 1.0)),
+            };
         } else {
             return Fault::None;
         };

@@ -2,7 +2,9 @@
 //!
 //! Several services share one store (`MemoryStore`, a SQLite file, PostgreSQL, MariaDB), each
 //! behind a [`FaultStore`] that delays, hangs, fails, loses answers after applying, and applies
-//! requests late, after the engine abandoned them (plus row stalls on the SQL servers). Each
+//! requests late, after the engine abandoned them (plus row stalls on the SQL servers, and on
+//! every SQL store calls stalled inside the database beside another session's row lock or
+//! uncommitted grant, whose statements may commit after the engine gave them up). Each
 //! service runs a seeded random program over every public API, with futures dropped at random
 //! points, callbacks that panic, shutdowns, drops and restarts (see [`run`]). An
 //! [`Oracle`] samples every belief signal every few milliseconds and checks, one invariant per
@@ -41,6 +43,7 @@ mod program;
 mod report;
 mod run;
 mod seeds;
+mod session;
 mod spec;
 mod stall;
 mod store;

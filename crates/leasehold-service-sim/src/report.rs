@@ -35,6 +35,13 @@ pub struct SimReport {
     pub applied_late: u64,
     /// Row stalls made (PostgreSQL, MySQL).
     pub stalls: StallCounts,
+    /// Calls passed through beside another session's row lock or uncommitted grant (SQL
+    /// stores).
+    pub sql_sessions: u64,
+    /// Answers a put-back store bug falsified.
+    pub lies: u64,
+    /// Batched grants (`begin_tenure_many`) passed to the store.
+    pub batched_grants: u64,
     /// Tenures the stores confirmed.
     pub grants: usize,
     /// Belief sweeps of the oracle.
@@ -65,6 +72,11 @@ impl SimReport {
             .iter()
             .map(|d| d.counts.applied_late.load(Ordering::Relaxed))
             .sum();
+        let sum = |f: fn(&crate::FaultCounts) -> u64| faults.iter().map(|d| f(&d.counts)).sum();
+        let sql_sessions =
+            sum(|c| c.row_locks.load(Ordering::Relaxed) + c.uncommitted.load(Ordering::Relaxed));
+        let lies = sum(|c| c.lies.load(Ordering::Relaxed));
+        let batched_grants = sum(|c| c.batched_grants.load(Ordering::Relaxed));
         let faults = faults.iter().map(|d| d.counts.summary()).collect();
         Self {
             seed: spec.seed,
@@ -75,6 +87,9 @@ impl SimReport {
             injected,
             applied_late,
             stalls,
+            sql_sessions,
+            lies,
+            batched_grants,
             grants: log.count(),
             sweeps: s.sweeps.load(Ordering::Relaxed),
             sightings: s.sightings.load(Ordering::Relaxed),
@@ -111,7 +126,7 @@ impl SimReport {
     #[must_use]
     pub fn summary(&self) -> String {
         format!(
-            "seed {} on {}: term {:?}, {:.1?}, {} grants, {} faults ({} applied late), {} calls, {} sweeps ({} sightings), {} row checks, {} stalls; violations {:?}",
+            "seed {} on {}: term {:?}, {:.1?}, {} grants, {} faults ({} applied late), {} calls, {} sweeps ({} sightings), {} row checks, {} stalls, {} calls beside other sessions, {} batched grants, {} lies; violations {:?}",
             self.seed,
             self.backend,
             self.term,
@@ -124,6 +139,9 @@ impl SimReport {
             self.sightings,
             self.row_checks,
             self.stalls.stalls,
+            self.sql_sessions,
+            self.batched_grants,
+            self.lies,
             self.counts()
         )
     }

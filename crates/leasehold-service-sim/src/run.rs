@@ -70,10 +70,13 @@ async fn run_local(spec: SimSpec) -> Result<SimReport, SimError> {
     let mut shard_names: Vec<String> = (0..4).map(|i| format!("s{i}")).collect();
     // One name is both a sharded name and a lease task / lock name.
     shard_names.push("k3".to_owned());
-    let plan = spec
-        .faults
-        .clone()
-        .unwrap_or_else(|| FaultPlan::standard(spec.request_timeout));
+    let plan = spec.faults.clone().unwrap_or_else(|| {
+        if spec.backend.is_sql() {
+            FaultPlan::standard_sql(spec.request_timeout)
+        } else {
+            FaultPlan::standard(spec.request_timeout)
+        }
+    });
     let ctx = Arc::new(Ctx {
         world,
         beliefs,

@@ -12,11 +12,11 @@ use crate::{FaultPlan, StoreBug};
 pub enum Backend {
     /// One `MemoryStore` shared by every service, on the sim's exact clock.
     Memory,
-    /// A fresh SQLite file (WAL) in the temp dir.
+    /// A fresh SQLite file (WAL) in the temp dir, with calls stalled beside other sessions.
     Sqlite,
-    /// A PostgreSQL database (URL), with row stalls.
+    /// A PostgreSQL database (URL), with row stalls and calls stalled beside other sessions.
     Postgres(String),
-    /// A MySQL/MariaDB database (URL), with row stalls.
+    /// A MySQL/MariaDB database (URL), with row stalls and calls stalled beside other sessions.
     Mysql(String),
 }
 
@@ -118,7 +118,8 @@ pub struct SimSpec {
     pub term: Option<Duration>,
     /// The services' request timeout.
     pub request_timeout: Duration,
-    /// The faults; `None`: [`FaultPlan::standard`].
+    /// The faults; `None`: [`FaultPlan::standard`], on the SQL stores
+    /// [`FaultPlan::standard_sql`].
     pub faults: Option<FaultPlan>,
     /// The programs' mix.
     pub weights: OpWeights,

@@ -1,7 +1,6 @@
 //! [`FaultStore`]: a `LeaseStore` around a real one that injects the drawn faults, logs every
 //! grant the inner store confirmed, and can put back one known storage bug.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -13,8 +12,12 @@ use leasehold::{
     StoreError, Term,
 };
 
-use crate::fault::{Fault, FaultDice, HANG_CAP};
+use crate::fault::FaultDice;
+use crate::session::Sessions;
 use crate::{GrantLog, SimClock, StoreBug};
+
+mod batch;
+mod inject;
 
 /// Logs what the inner store confirmed, in the store's clock.
 #[derive(Debug, Clone)]
@@ -49,7 +52,10 @@ impl Recorder {
 /// Every call draws one [`Fault`]: passed through, delayed, hung (until the caller drops it, at
 /// most [`HANG_CAP`]), failed, applied with the answer lost, applied and answered late, or
 /// answered `TimedOut` at once and **applied later** (on `late`, or the caller's runtime),
-/// after the engine abandoned it. Fenced transactions and PostgreSQL notifications do not go
+/// after the engine abandoned it. On the SQL stores a call can also be passed through beside
+/// another session that holds the row of a key it touches locked, or has granted that key and
+/// not yet committed (see [`Fault::RowLocked`](crate::Fault::RowLocked) and
+/// [`Fault::Uncommitted`](crate::Fault::Uncommitted)). Fenced transactions and PostgreSQL notifications do not go
 /// through it: the engine sends them to its SQL store directly (without faults).
 #[derive(Clone)]
 pub struct FaultStore {
@@ -58,6 +64,7 @@ pub struct FaultStore {
     rec: Recorder,
     bug: Option<StoreBug>,
     late: Option<tokio::runtime::Handle>,
+    sessions: Option<Sessions>,
 }
 
 impl std::fmt::Debug for FaultStore {
@@ -93,7 +100,16 @@ impl FaultStore {
             rec: Recorder { log, clock },
             bug: None,
             late,
+            sessions: None,
         }
+    }
+
+    /// Lets the SQL-level faults ([`Fault::RowLocked`], [`Fault::Uncommitted`]) open other
+    /// sessions on `sessions`; without it they pass the call through untouched.
+    #[must_use]
+    pub(crate) fn with_sessions(mut self, sessions: Option<Sessions>) -> Self {
+        self.sessions = sessions;
+        self
     }
 
     /// Puts back `bug` (see [`StoreBug`]).
@@ -101,48 +117,6 @@ impl FaultStore {
     pub fn with_bug(mut self, bug: Option<StoreBug>) -> Self {
         self.bug = bug;
         self
-    }
-
-    async fn faulty<T, F>(&self, op: &'static str, call: F) -> Result<T, StoreError>
-    where
-        T: Send + 'static,
-        F: Future<Output = Result<T, StoreError>> + Send + 'static,
-    {
-        match self.dice.draw() {
-            Fault::None => call.await,
-            Fault::Delay(d) => {
-                tokio::time::sleep(d).await;
-                call.await
-            }
-            Fault::Hang => {
-                tokio::time::sleep(HANG_CAP).await;
-                Err(injected(op, "hung until the cap"))
-            }
-            Fault::Fail => Err(injected(op, "failed before applying")),
-            Fault::LoseAnswer => {
-                let _ = call.await;
-                Err(injected(op, "answer lost after applying"))
-            }
-            Fault::SlowAnswer(d) => {
-                let out = call.await;
-                tokio::time::sleep(d).await;
-                out
-            }
-            Fault::ApplyLate(d) => {
-                let late = async move {
-                    tokio::time::sleep(d).await;
-                    let _ = call.await;
-                };
-                match &self.late {
-                    Some(h) => drop(h.spawn(late)),
-                    None => drop(tokio::spawn(late)),
-                }
-                Err(StoreError::TimedOut {
-                    op,
-                    after: Duration::ZERO,
-                })
-            }
-        }
     }
 
     /// The put-back "failed commit reported as success": a refusal answered as a grant (or a
@@ -190,7 +164,7 @@ impl FaultStore {
             rec.acquired(&k, &h, &out);
             out
         };
-        let out = self.faulty("acquire", call).await;
+        let out = self.faulty("acquire", Some((key, holder)), call).await;
         if let Ok(AcquireOutcome::HeldBy { token, .. }) = &out {
             let fake = Ok(AcquireOutcome::Acquired {
                 token: FencingToken(token.get() + 1),
@@ -243,6 +217,16 @@ impl LeaseStore for FaultStore {
             .await
     }
 
+    async fn begin_tenure_many(
+        &self,
+        holder: &HolderId,
+        keys: &[LeaseKey],
+        term: Term,
+        value: Option<&LeaseValue>,
+    ) -> Result<Vec<Result<AcquireOutcome, StoreError>>, StoreError> {
+        self.grant_many(holder, keys, term, value).await
+    }
+
     async fn begin_tenure_all(
         &self,
         holder: &HolderId,
@@ -266,7 +250,8 @@ impl LeaseStore for FaultStore {
             }
             out
         };
-        self.faulty("begin_tenure_all", call).await
+        self.faulty("begin_tenure_all", keys.first().map(|k| (k, holder)), call)
+            .await
     }
 
     async fn set_value(
@@ -279,7 +264,7 @@ impl LeaseStore for FaultStore {
         let inner = Arc::clone(&self.inner);
         let (k, h, v) = (key.clone(), holder.clone(), value.cloned());
         let call = async move { inner.set_value(&k, &h, token, v.as_ref()).await };
-        self.faulty("set_value", call).await
+        self.faulty("set_value", Some((key, holder)), call).await
     }
 
     async fn release_many(
@@ -301,7 +286,12 @@ impl LeaseStore for FaultStore {
             }
             Ok(released)
         };
-        self.faulty("release_many", call).await
+        self.faulty(
+            "release_many",
+            items.first().map(|i| (&i.key, holder)),
+            call,
+        )
+        .await
     }
 
     async fn renew(
@@ -320,7 +310,7 @@ impl LeaseStore for FaultStore {
             }
             out
         };
-        let out = self.faulty("renew", call).await;
+        let out = self.faulty("renew", Some((key, holder)), call).await;
         if matches!(out, Ok(RenewOutcome::Lost)) {
             return self.lie(out, Ok(RenewOutcome::Renewed));
         }
@@ -344,7 +334,9 @@ impl LeaseStore for FaultStore {
             }
             out
         };
-        let out = self.faulty("renew_many", call).await;
+        let out = self
+            .faulty("renew_many", items.first().map(|i| (&i.key, holder)), call)
+            .await;
         match out {
             Ok(renewed) if renewed.iter().any(|r| !r) => {
                 let all = vec![true; renewed.len()];
@@ -369,7 +361,7 @@ impl LeaseStore for FaultStore {
             }
             out
         };
-        self.faulty("release", call).await
+        self.faulty("release", Some((key, holder)), call).await
     }
 
     async fn release_all(&self, holder: &HolderId) -> Result<u64, StoreError> {
@@ -381,7 +373,7 @@ impl LeaseStore for FaultStore {
             }
             out
         };
-        self.faulty("release_all", call).await
+        self.faulty("release_all", None, call).await
     }
 
     async fn force_release(&self, key: &LeaseKey) -> Result<bool, StoreError> {
@@ -393,12 +385,13 @@ impl LeaseStore for FaultStore {
             }
             out
         };
-        self.faulty("force_release", call).await
+        self.faulty("force_release", None, call).await
     }
 
     async fn get(&self, key: &LeaseKey) -> Result<Option<LeaseRecord>, StoreError> {
         let (inner, k) = (Arc::clone(&self.inner), key.clone());
-        self.faulty("get", async move { inner.get(&k).await }).await
+        self.faulty("get", None, async move { inner.get(&k).await })
+            .await
     }
 
     async fn list_valid(
@@ -409,7 +402,7 @@ impl LeaseStore for FaultStore {
         let inner = Arc::clone(&self.inner);
         let (ns, prefix) = (namespace.cloned(), prefix.to_owned());
         let call = async move { inner.list_valid(ns.as_ref(), &prefix).await };
-        self.faulty("list_valid", call).await
+        self.faulty("list_valid", None, call).await
     }
 
     async fn purge(
@@ -419,12 +412,12 @@ impl LeaseStore for FaultStore {
     ) -> Result<u64, StoreError> {
         let (inner, ns) = (Arc::clone(&self.inner), namespace.cloned());
         let call = async move { inner.purge(ns.as_ref(), older_than).await };
-        self.faulty("purge", call).await
+        self.faulty("purge", None, call).await
     }
 
     async fn db_now(&self) -> Result<DbInstant, StoreError> {
         let inner = Arc::clone(&self.inner);
-        self.faulty("db_now", async move { inner.db_now().await })
+        self.faulty("db_now", None, async move { inner.db_now().await })
             .await
     }
 }

@@ -10,8 +10,12 @@ use leasehold::{
 };
 
 use crate::fault::FaultDice;
+use crate::session::Sessions;
 use crate::spec::{Backend, SimSpec};
 use crate::{FaultStore, GrantLog, SimClock};
+
+/// Connections for other sessions: each holds one for at most a few request timeouts.
+const SESSION_CONNECTIONS: u32 = 8;
 
 /// Why a run could not start.
 #[derive(Debug, thiserror::Error)]
@@ -41,6 +45,8 @@ pub(crate) struct World {
     pub(crate) rows: Arc<dyn LeaseStore>,
     /// The raw SQL store (for row stalls), when there is one.
     pub(crate) sql: Option<leasehold::SeaOrmStore>,
+    /// Other sessions for the SQL-level faults (connections of their own), on SQL stores.
+    sessions: Option<Sessions>,
     temp_dir: Option<PathBuf>,
 }
 
@@ -86,6 +92,18 @@ impl World {
                 (clock, None, Arc::new(store.clone()), Some(store))
             }
         };
+        let sessions = match &url {
+            Some(url) => {
+                let store = StoreBuilder::new(url.clone())
+                    .max_connections(SESSION_CONNECTIONS)
+                    .connect()
+                    .await
+                    .map_err(SimError::Store)?;
+                let here = tokio::runtime::Handle::current();
+                Some(Sessions::new(store, here, config.term()))
+            }
+            None => None,
+        };
         Ok(Self {
             spec,
             namespace,
@@ -96,6 +114,7 @@ impl World {
             memory,
             rows,
             sql,
+            sessions,
             temp_dir,
         })
     }
@@ -106,10 +125,11 @@ impl World {
         holder: &str,
         dice: Arc<FaultDice>,
     ) -> Result<LeaseService, leasehold::Error> {
-        let (log, clock, bug) = (
+        let (log, clock, bug, sessions) = (
             Arc::clone(&self.log),
             self.clock.clone(),
             self.spec.store_bug,
+            self.sessions.clone(),
         );
         let builder = match (&self.memory, &self.url) {
             (Some(memory), _) => {
@@ -127,7 +147,8 @@ impl World {
                     clock.clone(),
                     None,
                 );
-                Arc::new(store.with_bug(bug)) as Arc<dyn LeaseStore>
+                let store = store.with_bug(bug).with_sessions(sessions.clone());
+                Arc::new(store) as Arc<dyn LeaseStore>
             }),
             (None, None) => LeaseService::from_store(Arc::new(MemoryStore::new())),
         };

@@ -4,7 +4,8 @@
 //! `LEASEHOLD_SIM_SEED=<n>` replays one seed, `LEASEHOLD_SIM_SEEDS=<n>` runs seeds `0..n` (on
 //! every backend). Default: 3 seeds on the memory store, 1 on a SQLite file, 1 on PostgreSQL and
 //! 1 on MySQL/MariaDB when `LEASEHOLD_TEST_POSTGRES` / `LEASEHOLD_TEST_MYSQL` are set (required
-//! when `CI` is set).
+//! when `CI` is set). The SQL runs also stall calls inside the database beside another session
+//! (`FaultPlan::standard_sql`).
 
 use leasehold_service_sim::{Backend, SimReport, SimSpec, backends, run, seeds};
 
@@ -12,7 +13,7 @@ use leasehold_service_sim::{Backend, SimReport, SimSpec, backends, run, seeds};
 /// violation (each printed in full on stderr).
 async fn run_seeds(backend: Backend, seeds: &[u64]) -> Vec<String> {
     let mut failed: Vec<SimReport> = Vec::new();
-    let (mut grants, mut injected, mut late, mut sightings) = (0, 0, 0, 0);
+    let (mut grants, mut injected, mut late, mut sightings, mut sessions) = (0, 0, 0, 0, 0);
     for &seed in seeds {
         let report = run(SimSpec::new(seed, backend.clone()))
             .await
@@ -21,6 +22,7 @@ async fn run_seeds(backend: Backend, seeds: &[u64]) -> Vec<String> {
         injected += report.injected;
         late += report.applied_late;
         sightings += report.sightings;
+        sessions += report.sql_sessions;
         if !report.is_ok() {
             eprintln!("{report}");
             failed.push(report);
@@ -32,6 +34,12 @@ async fn run_seeds(backend: Backend, seeds: &[u64]) -> Vec<String> {
         "nothing was granted or believed"
     );
     assert!(injected > 0 && late > 0, "no faults were injected");
+    // On the SQL stores some calls stall inside the database, beside another session.
+    assert!(
+        sessions > 0 || !backend.is_sql(),
+        "{}: no call was stalled by another session",
+        backend.name()
+    );
     failed.iter().map(SimReport::summary).collect()
 }
 
@@ -145,6 +153,11 @@ async fn on_every_backend_3s(weights: &leasehold_service_sim::OpWeights) {
         assert!(
             report.grants > 3,
             "{}: too few grants to show anything",
+            backend.name()
+        );
+        assert!(
+            report.sql_sessions > 0 || !backend.is_sql(),
+            "{}: no call was stalled by another session",
             backend.name()
         );
         if !report.is_ok() {
