@@ -67,6 +67,7 @@ mod sql;
 mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod tls;
 
 pub use clock_rate::measure_clock_rate;
 pub use connect::StoreBuilder;
@@ -81,3 +82,4 @@ pub use memory::MemoryStore;
 pub use seaorm::{Backend, SeaOrmStore};
 pub use sql::rewrite_placeholders;
 pub use store::{AllOutcome, BatchRenewal, LeaseStore, RenewItem};
+pub use tls::TlsProblem;

@@ -45,6 +45,9 @@
 //!   `LISTEN`/`NOTIFY` (elsewhere, and as the fallback, they poll).
 //! - `metrics` (on by default): counters and histograms through the `metrics` facade (names in
 //!   [`engine::metrics`]).
+//! - `tls-rustls` or `tls-native-tls` (off by default): TLS to PostgreSQL and MySQL, asked for in
+//!   the URL (`sslmode=verify-full&sslrootcert=ca.pem`, `ssl-mode=VERIFY_IDENTITY&ssl-ca=ca.pem`).
+//!   A TLS failure at connect time is [`StoreError::Tls`].
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -94,7 +97,7 @@ pub use leasehold_local as local;
 pub use leasehold_storage::observe::{LeaseObserver, Observation, ObserveOptions};
 pub use leasehold_storage::{
     AcquireOutcome, AllOutcome, FencedTransaction, LeaseStore, MemoryStore, ReleaseOutcome,
-    RenewItem, RenewOutcome, SeaOrmStore, StoreBuilder, StoreError,
+    RenewItem, RenewOutcome, SeaOrmStore, StoreBuilder, StoreError, TlsProblem,
 };
 pub use sea_orm;
 pub use tokio_util::sync::CancellationToken;
