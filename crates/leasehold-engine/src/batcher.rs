@@ -219,7 +219,7 @@ impl RenewBatcher {
         let pressure = Arc::clone(&self.pressure);
         let id = pressure.sent(started, late_after, term.duration());
         tokio::spawn(async move {
-            log::trace!("renew_batch: {count} leases of {holder}");
+            tracing::trace!("renew_batch: {count} leases of {holder}");
             let h = holder.clone();
             let answer = crate::detached::detached("renew_many", limit, async move {
                 store.renew_batch(&h, &items, term).await
@@ -230,7 +230,7 @@ impl RenewBatcher {
             crate::metrics::renew_batch(count, elapsed, answer.is_ok());
             pressure.answered(id, answered, answer.is_ok());
             if answer.is_ok() && elapsed > late_after {
-                log::warn!(
+                tracing::warn!(
                     "renewals are late: renewing {count} leases of {holder} took {elapsed:?} \
                      (more than a sixth of the {:?} term); new grants wait until they catch up",
                     term.duration()
@@ -251,7 +251,7 @@ impl RenewBatcher {
                     }
                 }
                 Err(e) => {
-                    log::warn!("renewing {count} leases of {holder} failed: {e}");
+                    tracing::warn!("renewing {count} leases of {holder} failed: {e}");
                     let failure = StoreFailure::new(e.to_string());
                     for reply in replies {
                         let _ = reply.send(Err(failure.clone()));

@@ -35,6 +35,7 @@ pub mod metrics;
 mod observe;
 mod registry;
 mod shard;
+mod trace;
 mod value;
 
 pub use actor::{

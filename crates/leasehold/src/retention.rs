@@ -111,10 +111,10 @@ pub(crate) async fn background(
         match answer {
             Ok(Ok(n)) => {
                 if n > 0 {
-                    log::info!("retention: purged {n} rows of namespace {namespace:?}");
+                    tracing::info!("retention: purged {n} rows of namespace {namespace:?}");
                 }
             }
-            Ok(Err(e)) => log::warn!("retention: purge failed: {e}"),
+            Ok(Err(e)) => tracing::warn!("retention: purge failed: {e}"),
             Err(_) => return, // the engine stopped
         }
     }
