@@ -38,6 +38,10 @@
 //!
 //! Actix applications can also drive the actors directly: see [`engine`].
 //!
+//! Diagnostics go through `tracing`: each lease task, lock and hold runs in a `lease` span with
+//! `namespace`, `name`, `holder` and `token`, and its grants, losses, hand-overs and releases
+//! are events with those fields. Without a `tracing` subscriber they arrive as `log` records.
+//!
 //! # Features
 //! - `sqlite`, `postgres`, `mysql` (all on by default): the database backends. Build with
 //!   `default-features = false` and name the ones you use; a URL of a backend left out is
