@@ -87,6 +87,13 @@ fn postgres_over_tls_only() {
             TlsProblem::ServerRequiresTls,
         )
         .await;
+        // No pg_hba.conf line lets this database in, encrypted or not: PostgreSQL answers "no
+        // encryption" all the same, and that is not a TLS problem.
+        let elsewhere = format!("postgres://postgres@127.0.0.1:{port}/elsewhere?sslmode=disable");
+        match StoreBuilder::new(&elsewhere).connect().await {
+            Err(StoreError::Connect { .. }) => {}
+            other => panic!("{elsewhere}, which no line lets in: {other:?}"),
+        }
     });
 }
 

@@ -257,7 +257,10 @@ impl StoreBuilder {
                 return Err(
                     match tls::diagnose(&url, &source, self.connect_timeout).await {
                         Some(problem) => tls_error(&url, problem, &source),
-                        None => connect_error(&url, source),
+                        None => StoreError::Connect {
+                            url: redact(&url),
+                            source,
+                        },
                     },
                 );
             }

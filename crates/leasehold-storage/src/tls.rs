@@ -60,62 +60,92 @@ pub(crate) fn problem(e: &DbErr) -> Option<TlsProblem> {
     refused_plain.then_some(TlsProblem::ServerRequiresTls)
 }
 
-/// The TLS problem behind a failed connection to `url`, if it is one: [`problem`], or, for a
-/// MySQL login refused as if its password were wrong, a second try over TLS.
+/// The TLS problem behind a failed connection to `url`, if it is one.
 ///
-/// MariaDB answers an unencrypted login to a server that requires TLS
-/// (`require_secure_transport`) with the same "access denied" (1045) as a wrong password. When
-/// the URL turned TLS off and this build has TLS, the same login is tried once more over TLS
-/// (bounded by `timeout`): if the server lets that one in, what it refused was the plain
-/// connection.
+/// A server's refusal of an unencrypted connection does not always mean it wants TLS: a
+/// `pg_hba.conf` without any line for the client's host also answers "no encryption", and
+/// MariaDB answers a plain login to a server that requires TLS (`require_secure_transport`)
+/// with the same "access denied" (1045) as a wrong password. So when this build has TLS and the
+/// connection was not encrypted, the same login is tried once more over TLS (bounded by
+/// `timeout`): only if the server lets that one in is the refusal reported as
+/// [`TlsProblem::ServerRequiresTls`]. A build without TLS cannot ask, and reports PostgreSQL's
+/// and MySQL's explicit refusals of unencrypted connections as such.
 pub(crate) async fn diagnose(
     url: &str,
     source: &DbErr,
     timeout: std::time::Duration,
 ) -> Option<TlsProblem> {
-    if let Some(p) = problem(source) {
-        return Some(p);
+    let found = problem(source);
+    if !BUILT {
+        let _ = (url, timeout);
+        return found;
     }
-    #[cfg(all(
-        feature = "mysql",
-        any(feature = "tls-rustls", feature = "tls-native-tls")
-    ))]
-    if mysql_plain_login_refused(url, source, timeout).await {
-        return Some(TlsProblem::ServerRequiresTls);
+    let denied = source
+        .to_string()
+        .to_ascii_lowercase()
+        .contains("access denied");
+    match found {
+        Some(TlsProblem::ServerRequiresTls) => {}
+        None if denied => {}
+        other => return other,
     }
-    let _ = (url, timeout);
-    None
+    accepted_over_tls(url, timeout)
+        .await
+        .then_some(TlsProblem::ServerRequiresTls)
 }
 
+/// Whether the login of `url`, which was not encrypted, is let in over TLS (no certificate
+/// check: the question is only whether the server wants TLS).
+#[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
+async fn accepted_over_tls(url: &str, timeout: std::time::Duration) -> bool {
+    let lower = url.to_ascii_lowercase();
+    #[cfg(feature = "postgres")]
+    if lower.starts_with("postgres") {
+        use sea_orm::sqlx::postgres::{PgConnectOptions, PgSslMode};
+        let Ok(options) = url.parse::<PgConnectOptions>() else {
+            return false;
+        };
+        if matches!(
+            options.get_ssl_mode(),
+            PgSslMode::Require | PgSslMode::VerifyCa | PgSslMode::VerifyFull
+        ) {
+            return false;
+        }
+        return connects(options.ssl_mode(PgSslMode::Require), timeout).await;
+    }
+    #[cfg(feature = "mysql")]
+    if lower.starts_with("mysql") {
+        use sea_orm::sqlx::mysql::{MySqlConnectOptions, MySqlSslMode};
+        let Ok(options) = url.parse::<MySqlConnectOptions>() else {
+            return false;
+        };
+        // PREFERRED encrypts in a build with TLS when the server offers it.
+        if !matches!(options.get_ssl_mode(), MySqlSslMode::Disabled) {
+            return false;
+        }
+        return connects(options.ssl_mode(MySqlSslMode::Required), timeout).await;
+    }
+    let _ = (lower, timeout);
+    false
+}
+
+#[cfg(not(any(feature = "tls-rustls", feature = "tls-native-tls")))]
+async fn accepted_over_tls(_: &str, _: std::time::Duration) -> bool {
+    false
+}
+
+/// Whether one connection with `options` opens within `timeout` (closed at once).
 #[cfg(all(
-    feature = "mysql",
-    any(feature = "tls-rustls", feature = "tls-native-tls")
+    any(feature = "tls-rustls", feature = "tls-native-tls"),
+    any(feature = "postgres", feature = "mysql")
 ))]
-async fn mysql_plain_login_refused(
-    url: &str,
-    source: &DbErr,
-    timeout: std::time::Duration,
-) -> bool {
-    use sea_orm::sqlx::mysql::{MySqlConnectOptions, MySqlSslMode};
-    use sea_orm::sqlx::{ConnectOptions, Connection};
-    if !url.to_ascii_lowercase().starts_with("mysql")
-        || !source
-            .to_string()
-            .to_ascii_lowercase()
-            .contains("access denied")
-    {
-        return false;
-    }
-    let Ok(options) = url.parse::<MySqlConnectOptions>() else {
-        return false;
-    };
-    if !matches!(options.get_ssl_mode(), MySqlSslMode::Disabled) {
-        return false;
-    }
-    let options = options
-        .ssl_mode(MySqlSslMode::Required)
-        .disable_statement_logging();
-    match tokio::time::timeout(timeout, options.connect()).await {
+async fn connects<O>(options: O, timeout: std::time::Duration) -> bool
+where
+    O: sea_orm::sqlx::ConnectOptions,
+    O::Connection: Sized,
+{
+    use sea_orm::sqlx::Connection;
+    match tokio::time::timeout(timeout, options.disable_statement_logging().connect()).await {
         Ok(Ok(conn)) => {
             // Nothing depends on a clean goodbye.
             let _ = conn.close().await;

@@ -72,7 +72,8 @@ impl Postgres {
     }
 
     /// Like [`Postgres::start`] with TLS on, using `tls`'s server certificate and key, and
-    /// accepting TCP connections over TLS only (`hostssl` lines alone in its `pg_hba.conf`).
+    /// accepting TCP connections over TLS only (`hostssl` lines alone in its `pg_hba.conf`), to
+    /// the databases `test` and `postgres` only (no line lets in any other, encrypted or not).
     ///
     /// # Errors
     /// As [`Postgres::start`].
@@ -88,7 +89,7 @@ impl Postgres {
         std::fs::copy(tls.server_key(), &key).map_err(io("copy the server key"))?;
         std::fs::write(
             &hba,
-            "local all all trust\nhostssl all all 127.0.0.1/32 trust\n",
+            "local all all trust\nhostssl test,postgres all 127.0.0.1/32 trust\n",
         )
         .map_err(io("write pg_hba"))?;
         // The server refuses a key that others can read, or that it does not own.
