@@ -8,169 +8,27 @@
 //! curl localhost:9898/metrics; curl -i localhost:9898/readyz
 //! ```
 //!
-//! The exporter is the small `TextRecorder` below (about 100 lines) rather than
-//! `metrics-exporter-prometheus`: that crate brings its own HTTP server stack (hyper) and a
-//! histogram library for a job an application usually does with the server it already has, and
-//! leasehold's metrics need only counters, gauges and sum/count summaries. With
-//! `metrics-exporter-prometheus` installed as the recorder instead, the same names appear.
+//! The exporter is `metrics-exporter-prometheus` without its HTTP server or push gateway
+//! (`default-features = false`: no hyper): it renders the text format, and the application
+//! serves it on the server it already has. `leasehold::engine::metrics::describe()` gives every
+//! metric its help text and unit and starts the counters at 0.
 //!
 //! With `--smoke` it binds an ephemeral port, reads its own endpoints once and exits: CI runs it
 //! that way.
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::io::{Read, Write};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use actix_web::{App, HttpResponse, HttpServer, web};
 use leasehold::{ClockRateOptions, LeaseConfig, LeaseService, LeaseTaskOptions};
-use metrics::{
-    Counter, CounterFn, Gauge, GaugeFn, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder,
-    SharedString, Unit,
-};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
 const LEADER: &str = "report-leader";
 
-/// One series: a counter's value, a gauge's value (f64 bits), or a summary's sum (f64 bits)
-/// and count.
-#[derive(Default)]
-struct Series {
-    value: AtomicU64,
-    count: AtomicU64,
-}
-
-impl Series {
-    fn add(&self, by: f64) {
-        let _ = self
-            .value
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
-                Some((f64::from_bits(v) + by).to_bits())
-            });
-    }
-}
-
-impl CounterFn for Series {
-    fn increment(&self, by: u64) {
-        self.value.fetch_add(by, Ordering::Relaxed);
-    }
-    fn absolute(&self, value: u64) {
-        self.value.fetch_max(value, Ordering::Relaxed);
-    }
-}
-
-impl GaugeFn for Series {
-    fn increment(&self, by: f64) {
-        self.add(by);
-    }
-    fn decrement(&self, by: f64) {
-        self.add(-by);
-    }
-    fn set(&self, value: f64) {
-        self.value.store(value.to_bits(), Ordering::Relaxed);
-    }
-}
-
-impl HistogramFn for Series {
-    fn record(&self, value: f64) {
-        self.add(value);
-        self.count.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Kind {
-    Counter,
-    Gauge,
-    Summary,
-}
-
-/// Every series, by (metric name, rendered labels).
-type SeriesMap = BTreeMap<(String, String), (Kind, Arc<Series>)>;
-
-/// A `metrics` recorder that renders the Prometheus text exposition format.
-#[derive(Default, Clone)]
-struct TextRecorder {
-    series: Arc<Mutex<SeriesMap>>,
-}
-
-impl TextRecorder {
-    fn register(&self, key: &Key, kind: Kind) -> Arc<Series> {
-        let labels: Vec<String> = key
-            .labels()
-            .map(|l| format!("{}=\"{}\"", l.key(), escape(l.value())))
-            .collect();
-        let id = (key.name().to_owned(), labels.join(","));
-        let mut map = self.series.lock().unwrap_or_else(PoisonError::into_inner);
-        Arc::clone(&map.entry(id).or_insert_with(|| (kind, Arc::default())).1)
-    }
-
-    fn render(&self) -> String {
-        let map = self.series.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut out = String::new();
-        let mut typed = String::new();
-        for ((name, labels), (kind, s)) in map.iter() {
-            if *name != typed {
-                let kind = match kind {
-                    Kind::Counter => "counter",
-                    Kind::Gauge => "gauge",
-                    Kind::Summary => "summary",
-                };
-                let _ = writeln!(out, "# TYPE {name} {kind}");
-                typed.clone_from(name);
-            }
-            let braced = |suffix: &str| {
-                if labels.is_empty() {
-                    format!("{name}{suffix}")
-                } else {
-                    format!("{name}{suffix}{{{labels}}}")
-                }
-            };
-            let value = s.value.load(Ordering::Relaxed);
-            let _ = match kind {
-                Kind::Counter => writeln!(out, "{} {value}", braced("")),
-                Kind::Gauge => writeln!(out, "{} {}", braced(""), f64::from_bits(value)),
-                Kind::Summary => writeln!(
-                    out,
-                    "{} {}\n{} {}",
-                    braced("_sum"),
-                    f64::from_bits(value),
-                    braced("_count"),
-                    s.count.load(Ordering::Relaxed)
-                ),
-            };
-        }
-        out
-    }
-}
-
-fn escape(value: &str) -> String {
-    value
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
-impl Recorder for TextRecorder {
-    fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-    fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-    fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-    fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
-        Counter::from_arc(self.register(key, Kind::Counter))
-    }
-    fn register_gauge(&self, key: &Key, _: &Metadata<'_>) -> Gauge {
-        Gauge::from_arc(self.register(key, Kind::Gauge))
-    }
-    fn register_histogram(&self, key: &Key, _: &Metadata<'_>) -> Histogram {
-        Histogram::from_arc(self.register(key, Kind::Summary))
-    }
-}
-
-async fn metrics_text(recorder: web::Data<TextRecorder>) -> HttpResponse {
+async fn metrics_text(exporter: web::Data<PrometheusHandle>) -> HttpResponse {
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4")
-        .body(recorder.render())
+        .body(exporter.render())
 }
 
 /// Liveness: fails only when the service is shut down or its engine does not answer.
@@ -218,8 +76,18 @@ fn get(port: u16, path: &str) -> std::io::Result<String> {
 
 #[actix_web::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let recorder = TextRecorder::default();
-    metrics::set_global_recorder(recorder.clone())?;
+    let exporter = PrometheusBuilder::new().install_recorder()?;
+    leasehold::engine::metrics::describe();
+    // Without its HTTP server the exporter leaves its periodic upkeep (draining histograms) to
+    // the application.
+    let upkeep = exporter.clone();
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(Duration::from_secs(5));
+        loop {
+            every.tick().await;
+            upkeep.run_upkeep();
+        }
+    });
 
     let smoke = std::env::args().any(|a| a == "--smoke");
     let dir = std::env::temp_dir().join(format!("leasehold-prom-{}", std::process::id()));
@@ -241,11 +109,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let task = service
         .start_lease_task(LEADER, LeaseTaskOptions::new())
         .await?;
-    let (service_data, recorder_data) = (web::Data::new(service.clone()), web::Data::new(recorder));
+    let (service_data, exporter_data) = (web::Data::new(service.clone()), web::Data::new(exporter));
     let server = HttpServer::new(move || {
         App::new()
             .app_data(service_data.clone())
-            .app_data(recorder_data.clone())
+            .app_data(exporter_data.clone())
             .route("/metrics", web::get().to(metrics_text))
             .route("/livez", web::get().to(livez))
             .route("/readyz", web::get().to(readyz))
@@ -277,6 +145,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
         let ok = found.is_some()
             && metrics.contains("leasehold_leases_held 1")
+            && metrics.contains("# HELP leasehold_grants_total")
+            && metrics.contains("leasehold_releases_total 0")
             && ready.starts_with("HTTP/1.1 200");
         handle.stop(true).await;
         service.shutdown().await?;

@@ -395,7 +395,7 @@ impl LeaseActor {
         );
         match cmd {
             Command::TryAcquire { req, term } => {
-                log::trace!("{key}: begin_tenure {req} as {holder} for {term:?}");
+                tracing::trace!("{key}: begin_tenure {req} as {holder} for {term:?}");
                 if let Some(joint) = self.rare.as_ref().and_then(|r| r.joint.as_ref()) {
                     // Part of a multi-lock: one grant for the whole set (bounded there).
                     let fut = joint.ask(key, term);
@@ -462,7 +462,7 @@ impl LeaseActor {
                 );
             }
             Command::Renew { req, token, term } => {
-                log::trace!("{key}: renew {req} of token {token}");
+                tracing::trace!("{key}: renew {req} of token {token}");
                 if let Some(renewer) = &self.renewer {
                     let (reply, answer) = oneshot::channel();
                     let item = RenewItem { key, token };
@@ -491,7 +491,7 @@ impl LeaseActor {
                 }
             }
             Command::Release { req, token } => {
-                log::trace!("{key}: release {req} of token {token}");
+                tracing::trace!("{key}: release {req} of token {token}");
                 // Rung once the release has committed (or failed: then the row lapses, and a
                 // waiter woken early is only refused once).
                 let bell = self
@@ -536,7 +536,7 @@ impl LeaseActor {
                 });
             }
             Command::ReleaseAfter { req, token, after } => {
-                log::trace!("{key}: release {req} of token {token} after {after:?}");
+                tracing::trace!("{key}: release {req} of token {token} after {after:?}");
                 let fut = async move {
                     Ok(match store.renew(&key, &holder, token, after).await? {
                         RenewOutcome::Renewed => ReleaseOutcome::Released,
@@ -624,7 +624,7 @@ impl LeaseActor {
         let listener = Arc::clone(&self.listener);
         let key = &self.key;
         if catch_unwind(AssertUnwindSafe(|| listener(key, n))).is_err() {
-            log::error!(
+            tracing::error!(
                 "{key}: a callback panicked handling {n:?}; the tenure is ended (CallbackPanicked)"
             );
             if self.machine.token().is_some() {
@@ -655,33 +655,14 @@ impl LeaseActor {
         result: Result<T, StoreError>,
     ) -> Result<T, StoreFailure> {
         result.map_err(|e| {
-            log::warn!("{}: {what} failed: {e}", self.key);
+            tracing::warn!("{}: {what} failed: {e}", self.key);
             crate::metrics::store_error(what);
             StoreFailure::new(e.to_string())
         })
     }
 
     fn log(&self, n: &Notification) {
-        let key = &self.key;
-        match n {
-            Notification::Acquired { token, .. } => {
-                log::info!("{key}: acquired by {} (token {token})", self.holder);
-            }
-            Notification::Renewed { token, .. } => log::debug!("{key}: renewed (token {token})"),
-            Notification::Lost { token, reason } => {
-                log::warn!("{key}: lost by {} (token {token}): {reason:?}", self.holder);
-            }
-            Notification::Ended { token } => log::debug!("{key}: tenure {token} ended here"),
-            Notification::Released { token } => log::info!("{key}: released (token {token})"),
-            Notification::Refused { holder, token, .. } => {
-                log::debug!("{key}: refused, held by {holder} (token {token})");
-            }
-            Notification::AttemptFailed { error } => log::debug!("{key}: attempt failed: {error}"),
-            Notification::HolderChanged { holder, token } => match holder {
-                Some(h) => log::info!("{key}: held by {h} (token {token})"),
-                None => log::info!("{key}: taken over by {} (token {token})", self.holder),
-            },
-        }
+        crate::trace::notification(&self.key, &self.holder, n);
     }
 
     /// Answers a pending unlock with the store's answer to its release: a failure at once (the

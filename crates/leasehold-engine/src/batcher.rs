@@ -235,7 +235,7 @@ impl RenewBatcher {
         let id = pressure.sent(started, late_after, term.duration());
         let alone = Arc::clone(&self.alone);
         tokio::spawn(async move {
-            log::trace!("renew_batch: {count} leases of {holder}");
+            tracing::trace!("renew_batch: {count} leases of {holder}");
             let (h, batch_store) = (holder.clone(), Arc::clone(&store));
             let answer = crate::detached::detached("renew_many", limit, async move {
                 let outcomes = batch_store.renew_batch(&h, &items, term).await?;
@@ -247,7 +247,7 @@ impl RenewBatcher {
             crate::metrics::renew_batch(count, elapsed, answer.is_ok());
             pressure.answered(id, answered, answer.is_ok());
             if answer.is_ok() && elapsed > late_after {
-                log::warn!(
+                tracing::warn!(
                     "renewals are late: renewing {count} leases of {holder} took {elapsed:?} \
                      (more than a sixth of the {:?} term); new grants wait until they catch up",
                     term.duration()
@@ -285,7 +285,7 @@ impl RenewBatcher {
                     }
                 }
                 Err(e) => {
-                    log::warn!("renewing {count} leases of {holder} failed: {e}");
+                    tracing::warn!("renewing {count} leases of {holder} failed: {e}");
                     let failure = StoreFailure::new(e.to_string());
                     for reply in replies {
                         let _ = reply.send(Err(failure.clone()));
@@ -323,7 +323,7 @@ impl AskAlone {
         })
         .await;
         let _ = reply.send(answer.map_err(|e| {
-            log::debug!("{key}: renewal alone of a row locked by another session: {e}");
+            tracing::debug!("{key}: renewal alone of a row locked by another session: {e}");
             StoreFailure::new(format!(
                 "the lease row was locked by another session; renewal outcome unknown ({e})"
             ))

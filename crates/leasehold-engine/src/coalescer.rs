@@ -163,10 +163,10 @@ impl Kind for Grants {
         Some(Box::pin(async move {
             let n = items.len();
             match store.release_batch(&holder, &items).await {
-                Ok(_) => log::info!(
+                Ok(_) => tracing::info!(
                     "released {n} grants of {holder} that answered after their callers stopped waiting"
                 ),
-                Err(e) => log::warn!(
+                Err(e) => tracing::warn!(
                     "releasing {n} grants of {holder} nobody waited for failed (they lapse at their term): {e}"
                 ),
             }
@@ -344,7 +344,7 @@ impl<K: Kind> Coalescer<K> {
         }
         self.queued.retain(|_, waiting| !waiting.is_empty());
         if shed > 0 {
-            log::debug!("{}: {shed} requests answered unsent (overloaded)", K::OP);
+            tracing::debug!("{}: {shed} requests answered unsent (overloaded)", K::OP);
         }
     }
 
@@ -514,7 +514,7 @@ fn answer<K: Kind>(
             }
         }
         Err(e) => {
-            log::warn!("{}: a batch of {size} failed: {e}", K::OP);
+            tracing::warn!("{}: a batch of {size} failed: {e}", K::OP);
             crate::metrics::store_error(K::OP);
             let e = StoreFailure::new(e.to_string());
             for reply in replies {

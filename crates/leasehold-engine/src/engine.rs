@@ -372,7 +372,7 @@ impl LeaseEngine {
         let kept = Arc::new(context.address());
         actor.set_alarm_slot(alarms.register(Arc::clone(&kept)));
         let addr = context.run(actor);
-        log::debug!("{key}: actor started for {owner}");
+        crate::trace::actor_started(&key, &self.holder, id);
         if !self.namespaces.contains(&key.namespace) {
             self.namespaces.insert(key.namespace.clone());
         }
@@ -493,6 +493,7 @@ pub(crate) struct ActorStopped {
 impl Handler<ActorStopped> for LeaseEngine {
     type Result = ();
     fn handle(&mut self, msg: ActorStopped, _ctx: &mut Context<Self>) {
+        crate::trace::actor_stopped(&msg.key, &self.holder, msg.id);
         if self.book.get(&msg.key).is_some_and(|e| e.id == msg.id) {
             self.book.remove(&msg.key);
         }
@@ -708,7 +709,7 @@ impl Handler<ShutdownAll> for LeaseEngine {
                 }
                 return Ok(0);
             }
-            log::trace!("release_many of {} tenures of {holder}", held.len());
+            tracing::trace!("release_many of {} tenures of {holder}", held.len());
             // One statement per few thousand rows: the bound grows with the batch.
             let chunks = u32::try_from(held.len() / 1000).unwrap_or(u32::MAX);
             let limit = limit.saturating_mul(chunks.saturating_add(1));
@@ -729,7 +730,11 @@ impl Handler<ShutdownAll> for LeaseEngine {
             }
             let _ = settling.await;
             let n = n?;
-            log::info!("shut down, released {n} leases");
+            tracing::info!(
+                event = "shut_down",
+                released = n,
+                "shut down, released {n} leases"
+            );
             Ok(n)
         })
     }

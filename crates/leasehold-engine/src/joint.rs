@@ -131,12 +131,12 @@ impl JointGrant {
         })
         .await;
         match released {
-            Ok(_) => log::info!(
+            Ok(_) => tracing::info!(
                 "released {n} tenures of a multi-lock of {} that answered after its parts \
                  stopped waiting",
                 self.holder
             ),
-            Err(e) => log::warn!(
+            Err(e) => tracing::warn!(
                 "releasing {n} tenures of a multi-lock nobody waited for failed (they lapse at \
                  their term): {e}"
             ),

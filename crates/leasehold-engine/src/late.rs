@@ -54,11 +54,11 @@ where
             })
             .await;
             match released {
-                Ok(outcome) => log::info!(
+                Ok(outcome) => tracing::info!(
                     "{key}: released grant {token} that answered after its caller stopped \
                      waiting ({outcome:?})"
                 ),
-                Err(e) => log::warn!(
+                Err(e) => tracing::warn!(
                     "{key}: releasing grant {token} nobody waited for failed (it lapses at its \
                      term): {e}"
                 ),

@@ -36,6 +36,7 @@ pub mod metrics;
 mod observe;
 mod registry;
 mod shard;
+mod trace;
 mod value;
 
 pub use actor::{

@@ -44,6 +44,89 @@ pub const METRIC_NAMES: &[&str] = &[
     "leasehold_clock_rate_ok",
 ];
 
+/// Describes every metric to the installed recorder (help text and unit, which exporters such as
+/// `metrics-exporter-prometheus` print as `# HELP` lines and name suffixes) and registers the
+/// counters at 0 (each loss `reason` and batch `outcome` too), so that a dashboard's `rate()`
+/// and an alert on `increase()` see them from the start rather than from their first event.
+/// `leasehold_store_errors_total` is left to its first error: its `op` labels are many.
+///
+/// Call it once after installing the recorder (again is harmless). Without the `metrics` feature
+/// it does nothing.
+pub fn describe() {
+    #[cfg(feature = "metrics")]
+    {
+        use metrics::{Unit, counter, describe_counter, describe_gauge, describe_histogram};
+        describe_counter!(
+            "leasehold_grants_total",
+            Unit::Count,
+            "Tenures begun by this process."
+        );
+        describe_counter!(
+            "leasehold_losses_total",
+            Unit::Count,
+            "Tenures lost (not released) by this process, by reason."
+        );
+        describe_counter!(
+            "leasehold_releases_total",
+            Unit::Count,
+            "Tenures released by this process."
+        );
+        describe_counter!(
+            "leasehold_store_errors_total",
+            Unit::Count,
+            "Failed store calls of the engine, by operation."
+        );
+        describe_histogram!(
+            "leasehold_renew_batch_leases",
+            Unit::Count,
+            "Leases renewed per batched renewal statement."
+        );
+        describe_histogram!(
+            "leasehold_renew_batch_seconds",
+            Unit::Seconds,
+            "Latency of one batched renewal statement."
+        );
+        describe_counter!(
+            "leasehold_renew_batches_total",
+            Unit::Count,
+            "Batched renewal statements, by outcome."
+        );
+        describe_gauge!(
+            "leasehold_leases_held",
+            Unit::Count,
+            "Tenures of this process whose local deadline is recorded."
+        );
+        describe_gauge!(
+            "leasehold_is_leader",
+            "1 while this process holds the name, 0 after."
+        );
+        describe_gauge!(
+            "leasehold_clock_rate_difference",
+            "Measured rate of the database clock relative to the monotonic clock, minus 1."
+        );
+        describe_gauge!(
+            "leasehold_clock_rate_uncertainty",
+            "Uncertainty of the measured clock-rate difference."
+        );
+        describe_gauge!(
+            "leasehold_clock_rate_ok",
+            "1 when the clock-rate difference is shown within safety_margin / term, else 0."
+        );
+        counter!("leasehold_grants_total").increment(0);
+        counter!("leasehold_releases_total").increment(0);
+        for reason in [
+            LossReason::DeadlinePassed,
+            LossReason::EndedAtStore,
+            LossReason::CallbackPanicked,
+        ] {
+            counter!("leasehold_losses_total", "reason" => reason_label(reason)).increment(0);
+        }
+        for outcome in ["ok", "error"] {
+            counter!("leasehold_renew_batches_total", "outcome" => outcome).increment(0);
+        }
+    }
+}
+
 /// A lease of `namespace`/`name` began (`true`) or stopped (`false`) being recorded as held.
 pub(crate) fn held(namespace: &str, name: &str, held: bool) {
     #[cfg(feature = "metrics")]

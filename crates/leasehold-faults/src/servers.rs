@@ -294,10 +294,12 @@ impl Drop for Session {
 mod mariadb;
 mod postgres;
 mod sqlite;
+mod tls;
 
 pub use mariadb::MariaDb;
 pub use postgres::Postgres;
 pub use sqlite::SqliteDb;
+pub use tls::TlsFiles;
 
 /// The socket address of a loopback port.
 #[must_use]

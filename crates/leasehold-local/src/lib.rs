@@ -32,8 +32,8 @@
 //!   every lease; create, renew and cancel are O(1) and a tick touches only what expired. One
 //!   background task per service, no thread per lease.
 //! - **Listeners off the timer's path.** Each listener runs on its own tokio task, so a slow one
-//!   delays nobody; a panicking one is caught (`catch_unwind`), logged with `log::error!`, and the
-//!   service carries on.
+//!   delays nobody; a panicking one is caught (`catch_unwind`), logged with `tracing::error!`
+//!   (a `log` record for `log` users), and the service carries on.
 //! - **Exactly once, race-free.** The lease table and the timer sit behind one mutex. Whoever
 //!   takes a lease out of the table owns its listener: the timer's driver (which then calls it),
 //!   [`LocalLeases::cancel`] or [`LocalLeases::close`] (which drop it, or call it with

@@ -123,7 +123,7 @@ enum Kind {
 ///
 /// Each listener runs on its own tokio task on the service's runtime, so a slow listener delays
 /// no other listener and not the timer. A panic inside a listener is caught, logged with
-/// `log::error!` and otherwise ignored. A synchronous listener must not block for long (on a
+/// `tracing::error!` and otherwise ignored. A synchronous listener must not block for long (on a
 /// current-thread runtime it would stall everything); hand blocking work to
 /// `tokio::task::spawn_blocking` or make the listener async.
 ///
@@ -192,7 +192,7 @@ impl Listener {
                 }
             };
             if let Err(payload) = outcome {
-                log::error!(
+                tracing::error!(
                     "listener of local lease {name:?} panicked: {}; the service carries on",
                     panic_message(payload.as_ref())
                 );

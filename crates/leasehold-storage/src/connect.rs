@@ -6,6 +6,7 @@ use leasehold_core::ValidationError;
 use sea_orm::{ConnectOptions, Database, DbErr};
 
 use crate::error::redact;
+use crate::tls;
 use crate::{SeaOrmStore, StoreError};
 
 /// Builds a [`SeaOrmStore`] from a database URL.
@@ -164,7 +165,9 @@ impl StoreBuilder {
     /// scheme or a backend this build leaves out (cargo features `sqlite`, `postgres`, `mysql`);
     /// [`StoreError::Connect`] when the database cannot be reached: at once for a refused
     /// connection, an unknown host or database, or bad credentials, after the connect timeout
-    /// for a server that never answers; [`StoreError::Schema`] when the table is missing or has
+    /// for a server that never answers; [`StoreError::Tls`] when TLS stood in the way (the
+    /// server accepts only TLS and the URL or the build has none, or the handshake or the
+    /// certificate check failed); [`StoreError::Schema`] when the table is missing or has
     /// other columns; [`StoreError::ReadOnly`] when the table is missing and cannot be created.
     pub async fn connect(self) -> Result<SeaOrmStore, StoreError> {
         let table = self.table_name()?;
@@ -183,10 +186,7 @@ impl StoreBuilder {
         // restarting under running leases but not a wrong host or port at startup.
         probe(&url, self.connect_timeout)
             .await
-            .map_err(|source| StoreError::Connect {
-                url: redact(&url),
-                source,
-            })?;
+            .map_err(|source| connect_error(&url, source))?;
         let memory = sqlite && (lower.contains(":memory:") || lower.contains("mode=memory"));
         let mut opt = ConnectOptions::new(url.clone());
         opt.sqlx_logging(false)
@@ -251,12 +251,20 @@ impl StoreBuilder {
                 });
             }
         }
-        let db = Database::connect(opt)
-            .await
-            .map_err(|source| StoreError::Connect {
-                url: redact(&url),
-                source,
-            })?;
+        let db = match Database::connect(opt).await {
+            Ok(db) => db,
+            Err(source) => {
+                return Err(
+                    match tls::diagnose(&url, &source, self.connect_timeout).await {
+                        Some(problem) => tls_error(&url, problem, &source),
+                        None => StoreError::Connect {
+                            url: redact(&url),
+                            source,
+                        },
+                    },
+                );
+            }
+        };
         let mut store = SeaOrmStore::from_connection(db, &table).await?;
         store.set_server_timeout(bound);
         match store.verify_schema().await {
@@ -270,6 +278,26 @@ impl StoreBuilder {
             Err(e) => return Err(e),
         }
         Ok(store)
+    }
+}
+
+/// The error for a failed connection: [`StoreError::Tls`] when TLS is what stood in the way,
+/// [`StoreError::Connect`] otherwise.
+fn connect_error(url: &str, source: DbErr) -> StoreError {
+    match tls::problem(&source) {
+        Some(problem) => tls_error(url, problem, &source),
+        None => StoreError::Connect {
+            url: redact(url),
+            source,
+        },
+    }
+}
+
+fn tls_error(url: &str, problem: crate::TlsProblem, source: &DbErr) -> StoreError {
+    StoreError::Tls {
+        url: redact(url),
+        problem,
+        detail: source.to_string(),
     }
 }
 

@@ -113,6 +113,18 @@ pub enum StoreError {
         /// The limit that passed.
         after: std::time::Duration,
     },
+    /// The connection failed over TLS: the server accepts only TLS and the URL or the build has
+    /// none, or the handshake or certificate check failed. Needs an operator (URL, CA file,
+    /// cargo feature), so it is not transient.
+    #[error("cannot connect to {url}: {problem}: {detail}")]
+    Tls {
+        /// The URL, with any password removed.
+        url: String,
+        /// What went wrong.
+        problem: crate::TlsProblem,
+        /// The driver's or server's own words.
+        detail: String,
+    },
 }
 
 impl StoreError {

@@ -68,6 +68,7 @@ mod sql;
 mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod tls;
 
 pub use clock_rate::measure_clock_rate;
 pub use connect::StoreBuilder;
@@ -82,3 +83,4 @@ pub use memory::MemoryStore;
 pub use seaorm::{Backend, SeaOrmStore};
 pub use sql::rewrite_placeholders;
 pub use store::{AllOutcome, BatchRenewal, LeaseStore, RenewItem};
+pub use tls::TlsProblem;

@@ -279,7 +279,7 @@ impl SeaOrmStore {
         op: &'static str,
         stmt: Statement,
     ) -> Result<Option<QueryResult>, StoreError> {
-        log::trace!("{op}: {}", stmt.sql);
+        tracing::trace!("{op}: {}", stmt.sql);
         retry_deadlocks(op, || self.db.query_one_raw(stmt.clone()))
             .await
             .map_err(self.err(op))
@@ -291,7 +291,7 @@ impl SeaOrmStore {
         op: &'static str,
         stmt: Statement,
     ) -> Result<Vec<QueryResult>, StoreError> {
-        log::trace!("{op}: {}", stmt.sql);
+        tracing::trace!("{op}: {}", stmt.sql);
         retry_deadlocks(op, || self.db.query_all_raw(stmt.clone()))
             .await
             .map_err(self.err(op))
@@ -304,7 +304,7 @@ impl SeaOrmStore {
         op: &'static str,
         stmt: Statement,
     ) -> Result<u64, StoreError> {
-        log::trace!("{op}: {}", stmt.sql);
+        tracing::trace!("{op}: {}", stmt.sql);
         retry_deadlocks(op, || self.db.execute_raw(stmt.clone()))
             .await
             .map(|r| r.rows_affected())
@@ -383,7 +383,7 @@ impl SeaOrmStore {
                 self.query_all(op, stmt.clone()).await?.into_iter().next()
             }
             Dialect::MySql { returning: false } => {
-                log::trace!("{op}: {}", stmt.sql);
+                tracing::trace!("{op}: {}", stmt.sql);
                 retry_deadlocks(op, || self.upsert_in_transaction(stmt.clone(), key))
                     .await
                     .map_err(self.err(op))?
@@ -463,7 +463,7 @@ where
     loop {
         match attempt().await {
             Err(e) if is_deadlock(&e) && retries < DEADLOCK_RETRIES => {
-                log::debug!("{op}: deadlock victim, retrying (attempt {})", retries + 1);
+                tracing::debug!("{op}: deadlock victim, retrying (attempt {})", retries + 1);
                 tokio::time::sleep(Duration::from_millis(1 << retries.min(3))).await;
                 retries += 1;
             }

@@ -99,8 +99,8 @@ pub(crate) async fn background(
                 });
             }
             Ok(Err(_)) => return, // the engine stopped
-            Ok(Ok(Err(e))) => log::debug!("clock-rate check: db_now failed: {e}"),
-            Err(_) => log::debug!("clock-rate check: db_now got no answer within {limit:?}"),
+            Ok(Ok(Err(e))) => tracing::debug!("clock-rate check: db_now failed: {e}"),
+            Err(_) => tracing::debug!("clock-rate check: db_now got no answer within {limit:?}"),
         }
         let span = match (ring.front(), ring.back()) {
             (Some(a), Some(b)) => b.received.saturating_duration_since(a.sent),
@@ -112,7 +112,7 @@ pub(crate) async fn background(
                 let report = ClockRateReport::new(fit, &config);
                 publish(&report);
                 if !report.verdict.is_within() {
-                    log::warn!("clock-rate check: {report}");
+                    tracing::warn!("clock-rate check: {report}");
                 }
                 *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(report);
             }

@@ -38,6 +38,10 @@
 //!
 //! Actix applications can also drive the actors directly: see [`engine`].
 //!
+//! Diagnostics go through `tracing`: each lease task, lock and hold runs in a `lease` span with
+//! `namespace`, `name`, `holder` and `token`, and its grants, losses, hand-overs and releases
+//! are events with those fields. Without a `tracing` subscriber they arrive as `log` records.
+//!
 //! # Features
 //! - `sqlite`, `postgres`, `mysql` (all on by default): the database backends. Build with
 //!   `default-features = false` and name the ones you use; a URL of a backend left out is
@@ -45,6 +49,9 @@
 //!   `LISTEN`/`NOTIFY` (elsewhere, and as the fallback, they poll).
 //! - `metrics` (on by default): counters and histograms through the `metrics` facade (names in
 //!   [`engine::metrics`]).
+//! - `tls-rustls` or `tls-native-tls` (off by default): TLS to PostgreSQL and MySQL, asked for in
+//!   the URL (`sslmode=verify-full&sslrootcert=ca.pem`, `ssl-mode=VERIFY_IDENTITY&ssl-ca=ca.pem`).
+//!   A TLS failure at connect time is [`StoreError::Tls`].
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -94,7 +101,7 @@ pub use leasehold_local as local;
 pub use leasehold_storage::observe::{LeaseObserver, Observation, ObserveOptions};
 pub use leasehold_storage::{
     AcquireOutcome, AllOutcome, FencedTransaction, LeaseStore, MemoryStore, ReleaseOutcome,
-    RenewItem, RenewOutcome, SeaOrmStore, StoreBuilder, StoreError,
+    RenewItem, RenewOutcome, SeaOrmStore, StoreBuilder, StoreError, TlsProblem,
 };
 pub use sea_orm;
 pub use tokio_util::sync::CancellationToken;

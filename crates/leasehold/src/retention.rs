@@ -168,10 +168,10 @@ pub(crate) async fn background(
             match answer {
                 Ok(Ok(n)) => {
                     if n > 0 {
-                        log::info!("retention: purged {n} rows of {label}");
+                        tracing::info!("retention: purged {n} rows of {label}");
                     }
                 }
-                Ok(Err(e)) => log::warn!("retention: purge of {label} failed: {e}"),
+                Ok(Err(e)) => tracing::warn!("retention: purge of {label} failed: {e}"),
                 Err(_) => return, // the engine stopped
             }
         }

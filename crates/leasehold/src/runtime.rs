@@ -142,7 +142,7 @@ pub(crate) async fn start(
                         let stop = runner.stop_future();
                         match runner.block_on(stop) {
                             Ok(0) => {}
-                            code => log::warn!("leasehold engine thread ended with {code:?}"),
+                            code => tracing::warn!("leasehold engine thread ended with {code:?}"),
                         }
                     }
                 }

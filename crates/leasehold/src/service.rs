@@ -99,7 +99,7 @@ impl Drop for ServiceState {
         // Every tenure ends now, whatever the engine thread is doing.
         self.cancel.cancel();
         if let Some(t) = thread.take() {
-            log::info!(
+            tracing::info!(
                 "{}: lease service dropped without shutdown; its leases lapse after their term",
                 self.holder
             );
@@ -178,7 +178,7 @@ impl LeaseService {
             config.request_timeout(),
         )
         .await?;
-        log::info!("{holder}: lease service started");
+        tracing::info!("{holder}: lease service started");
         let deadlines = registry.namespace(&namespace);
         Ok(Self {
             inner: Arc::new(ServiceState {

@@ -86,3 +86,31 @@ fn graceful_hand_over_lets_the_last_job_finish_first() {
         "handed over after the last job finished",
     );
 }
+
+#[test]
+fn axum_leader_serves_work_as_leader() {
+    runs(
+        "axum_leader",
+        &["--smoke"],
+        "POST /work -> done by the leader",
+    );
+}
+
+/// The lease task's and the lock's events appear inside their `lease` spans, with the fields.
+#[test]
+fn tracing_events_show_spans_and_fields() {
+    let out = Command::new(example("tracing_events"))
+        .output()
+        .expect("run example");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "tracing_events failed:\n{stdout}");
+    for expect in [
+        "lease{namespace=\"\" name=\"report-leader\" holder=\"node-a\" token=",
+        "lease{namespace=\"jobs\" name=\"rebuild-index\" holder=\"node-a\" token=",
+        "event=\"acquired\"",
+        "event=\"released\"",
+        "traced a lease task and a lock",
+    ] {
+        assert!(stdout.contains(expect), "no {expect:?} in:\n{stdout}");
+    }
+}

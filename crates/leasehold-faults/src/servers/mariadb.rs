@@ -19,6 +19,8 @@ pub struct MariaDb {
     dir: TempDir,
     port: u16,
     child: Mutex<Option<Child>>,
+    /// Extra server options.
+    options: Vec<String>,
 }
 
 impl MariaDb {
@@ -28,6 +30,25 @@ impl MariaDb {
     /// [`ServerError::Missing`] without `mariadbd` / `mariadb-install-db` / `mariadb`; the
     /// failing command's output otherwise.
     pub fn start() -> Result<Self, ServerError> {
+        Self::start_with(Vec::new())
+    }
+
+    /// Like [`MariaDb::start`] with TLS on, using `tls`'s server certificate and key, and
+    /// refusing unencrypted TCP connections (`require_secure_transport`; the harness's own socket
+    /// connections still work).
+    ///
+    /// # Errors
+    /// As [`MariaDb::start`].
+    pub fn start_tls_only(tls: &super::TlsFiles) -> Result<Self, ServerError> {
+        Self::start_with(vec![
+            format!("--ssl-cert={}", tls.server_cert().display()),
+            format!("--ssl-key={}", tls.server_key().display()),
+            format!("--ssl-ca={}", tls.ca().display()),
+            "--require-secure-transport=ON".to_owned(),
+        ])
+    }
+
+    fn start_with(options: Vec<String>) -> Result<Self, ServerError> {
         let install = which("mariadb-install-db", "mariadb-server")?;
         let server = which("mariadbd", "mariadb-server")?;
         let client = which("mariadb", "mariadb-client")?;
@@ -38,6 +59,7 @@ impl MariaDb {
             port: free_port()?,
             dir,
             child: Mutex::new(None),
+            options,
         };
         run(Command::new(install)
             .arg("--no-defaults")
@@ -113,6 +135,7 @@ impl MariaDb {
             .args(["--bind-address=127.0.0.1", "--user=root", "--skip-log-bin"])
             .args(["--innodb-buffer-pool-size=32M", "--max-connections=400"])
             .args(["--innodb-flush-log-at-trx-commit=2", "--skip-name-resolve"])
+            .args(&self.options)
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(log2)

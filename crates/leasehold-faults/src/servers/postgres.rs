@@ -68,7 +68,53 @@ impl Postgres {
     /// # Errors
     /// As [`Postgres::start`].
     pub fn start_with(settings: &[&str]) -> Result<Self, ServerError> {
-        let server = Self::init(settings)?;
+        Self::init(settings)?.create()
+    }
+
+    /// Like [`Postgres::start`] with TLS on, using `tls`'s server certificate and key, and
+    /// accepting TCP connections over TLS only (`hostssl` lines alone in its `pg_hba.conf`), to
+    /// the databases `test` and `postgres` only (no line lets in any other, encrypted or not).
+    ///
+    /// # Errors
+    /// As [`Postgres::start`].
+    pub fn start_tls_only(tls: &super::TlsFiles) -> Result<Self, ServerError> {
+        let mut server = Self::init(&[])?;
+        let dir = server.dir.path().to_path_buf();
+        let (cert, key, hba) = (
+            dir.join("server.pem"),
+            dir.join("server.key"),
+            dir.join("hba"),
+        );
+        std::fs::copy(tls.server_cert(), &cert).map_err(io("copy the server certificate"))?;
+        std::fs::copy(tls.server_key(), &key).map_err(io("copy the server key"))?;
+        std::fs::write(
+            &hba,
+            "local all all trust\nhostssl test,postgres all 127.0.0.1/32 trust\n",
+        )
+        .map_err(io("write pg_hba"))?;
+        // The server refuses a key that others can read, or that it does not own.
+        std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .map_err(io("chmod the server key"))?;
+        if let Some(name) = &server.user
+            && let Some(u) = User::from_name(name).ok().flatten()
+        {
+            for p in [&cert, &key, &hba] {
+                std::os::unix::fs::chown(p, Some(u.uid.as_raw()), Some(u.gid.as_raw()))
+                    .map_err(io(format!("chown {}", p.display())))?;
+            }
+        }
+        server.settings = vec![
+            "ssl=on".to_owned(),
+            format!("ssl_cert_file={}", cert.display()),
+            format!("ssl_key_file={}", key.display()),
+            format!("hba_file={}", hba.display()),
+        ];
+        server.create()
+    }
+
+    /// Runs `initdb` in an empty server directory, starts it and creates database `test`.
+    fn create(self) -> Result<Self, ServerError> {
+        let server = self;
         let data = server.data_str();
         server.run_as(
             "initdb",

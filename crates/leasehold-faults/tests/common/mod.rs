@@ -23,7 +23,7 @@ pub fn require<T>(what: &str, r: Result<T, ServerError>) -> Option<T> {
                 "{what}: {e}. CI is set, so a missing tool fails the real-fault suite \
                  (install it, e.g. in .ci/run)"
             );
-            eprintln!("skipping {what}: {e} (set CI to make this a failure)");
+            eprintln!("SKIPPED {what}: {e} (set CI to make this a failure)");
             None
         }
         Err(e) => panic!("{what}: {e}"),

@@ -323,7 +323,7 @@ async fn wait_for(waiting: Waiting) {
         let rang = match answer {
             Ok(Ok(row)) => row.try_get::<Option<i64>, _>("rang").ok().flatten(),
             Ok(Err(e)) => {
-                log::debug!("doorbell wait failed (waiters poll meanwhile): {e}");
+                tracing::debug!("doorbell wait failed (waiters poll meanwhile): {e}");
                 conn.close_on_drop();
                 None
             }
@@ -436,9 +436,9 @@ async fn hold_forever(
                     }
                 }
                 Ok(Err(e)) => {
-                    log::debug!("doorbell connection failed (waiters poll meanwhile): {e}");
+                    tracing::debug!("doorbell connection failed (waiters poll meanwhile): {e}");
                 }
-                Err(_) => log::debug!("doorbell connection timed out (waiters poll meanwhile)"),
+                Err(_) => tracing::debug!("doorbell connection timed out (waiters poll meanwhile)"),
             }
         }
         let Some(c) = conn.as_mut() else {
@@ -517,8 +517,8 @@ async fn hold_forever(
             }
             failed => {
                 match failed {
-                    Ok(Err(e)) => log::debug!("doorbell statement failed, reconnecting: {e}"),
-                    _ => log::debug!("doorbell statement timed out, reconnecting"),
+                    Ok(Err(e)) => tracing::debug!("doorbell statement failed, reconnecting: {e}"),
+                    _ => tracing::debug!("doorbell statement timed out, reconnecting"),
                 }
                 // The server lets the named locks of a closed session go.
                 if let Some(c) = conn.take() {

@@ -162,8 +162,8 @@ impl Doorbell for PgDoorbell {
         Box::pin(async move {
             match tokio::time::timeout(limit, db.execute_raw(stmt)).await {
                 Ok(Ok(_)) => {}
-                Ok(Err(e)) => log::debug!("{key}: pg_notify failed: {e}"),
-                Err(_) => log::debug!("{key}: pg_notify timed out"),
+                Ok(Err(e)) => tracing::debug!("{key}: pg_notify failed: {e}"),
+                Err(_) => tracing::debug!("{key}: pg_notify timed out"),
             }
         })
     }
@@ -208,8 +208,8 @@ async fn notify_all(
         );
         match tokio::time::timeout(limit, db.execute_raw(stmt)).await {
             Ok(Ok(_)) => {}
-            Ok(Err(e)) => log::debug!("{} notifications on {channel} failed: {e}", batch.len()),
-            Err(_) => log::debug!("{} notifications on {channel} timed out", batch.len()),
+            Ok(Err(e)) => tracing::debug!("{} notifications on {channel} failed: {e}", batch.len()),
+            Err(_) => tracing::debug!("{} notifications on {channel} timed out", batch.len()),
         }
     }
 }
@@ -226,7 +226,7 @@ async fn listen_forever(
         match listen_once(&options, subscribers, limit).await {
             Ok(()) => backoff = BACKOFF_MIN,
             Err(e) => {
-                log::debug!("doorbell LISTEN failed (waiters poll until it is back): {e}");
+                tracing::debug!("doorbell LISTEN failed (waiters poll until it is back): {e}");
                 backoff = next_backoff(backoff);
             }
         }

@@ -85,7 +85,7 @@ impl SqliteDoorbell {
         let dir = PathBuf::from(dir);
         // `<dir>/<pid>-<16 hex>`: the longest name this doorbell binds.
         if dir.as_os_str().len() + 1 + 10 + 1 + 16 > MAX_SOCKET_PATH {
-            log::debug!(
+            tracing::debug!(
                 "{}: path too long for a Unix socket, SQLite waiters poll",
                 dir.display()
             );
@@ -226,7 +226,7 @@ fn send_to_all(dir: &Path, ring: &[u8]) {
     let socket = match std::os::unix::net::UnixDatagram::unbound() {
         Ok(s) => s,
         Err(e) => {
-            log::debug!("doorbell: no socket to ring with: {e}");
+            tracing::debug!("doorbell: no socket to ring with: {e}");
             return;
         }
     };
@@ -247,7 +247,7 @@ fn send_to_all(dir: &Path, ring: &[u8]) {
                     std::thread::sleep(std::time::Duration::from_millis(1));
                     continue;
                 }
-                Err(e) => log::trace!("doorbell: ring to {} not sent: {e}", path.display()),
+                Err(e) => tracing::trace!("doorbell: ring to {} not sent: {e}", path.display()),
             }
             break;
         }
@@ -292,14 +292,14 @@ async fn receive_forever(
                             }
                         }
                         Err(e) => {
-                            log::debug!("doorbell socket failed (waiters poll meanwhile): {e}");
+                            tracing::debug!("doorbell socket failed (waiters poll meanwhile): {e}");
                             break;
                         }
                     }
                 }
             }
             Err(e) => {
-                log::debug!(
+                tracing::debug!(
                     "doorbell: cannot bind in {} (waiters poll meanwhile): {e}",
                     dir.display()
                 );

@@ -102,11 +102,13 @@ impl Coordinator {
             .into_iter()
             .filter_map(|n| {
                 if n.starts_with(MEMBERS_PREFIX) {
-                    log::warn!("sharded name {n:?} uses the reserved prefix {MEMBERS_PREFIX:?}");
+                    tracing::warn!(
+                        "sharded name {n:?} uses the reserved prefix {MEMBERS_PREFIX:?}"
+                    );
                     return None;
                 }
                 LeaseName::new(n)
-                    .map_err(|e| log::warn!("sharded name skipped: {e}"))
+                    .map_err(|e| tracing::warn!("sharded name skipped: {e}"))
                     .ok()
             })
             .collect()
@@ -146,7 +148,7 @@ impl Coordinator {
     async fn ring_bell(&self) {
         let key = self.membership.bell.clone();
         if self.engine.send(Broadcast { key }).await.is_err() {
-            log::debug!(
+            tracing::debug!(
                 "{}: the group's bell was not rung (shut down)",
                 self.holder()
             );
@@ -307,12 +309,12 @@ impl Coordinator {
         loop {
             if let Err(e) = self.reconcile().await {
                 // The leases themselves keep it safe; try again next round.
-                log::warn!("{}: sharding refresh failed: {e}", self.holder());
+                tracing::warn!("{}: sharding refresh failed: {e}", self.holder());
             }
             if std::mem::take(&mut rang)
                 && let Err(e) = self.wake_waiting().await
             {
-                log::debug!("{}: waking the waiting names failed: {e}", self.holder());
+                tracing::debug!("{}: waking the waiting names failed: {e}", self.holder());
             }
             let refresh = tokio::time::sleep(self.refresh);
             tokio::pin!(refresh);
@@ -585,7 +587,9 @@ impl LeaseService {
             shared.stop.cancel();
             let tasks = ShardedTasks { shared };
             if let Err(stop) = tasks.stop_everything().await {
-                log::warn!("sharded tasks that failed to start could not all be stopped: {stop}");
+                tracing::warn!(
+                    "sharded tasks that failed to start could not all be stopped: {stop}"
+                );
             }
             return Err(e);
         }
