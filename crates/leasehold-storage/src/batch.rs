@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use leasehold_core::{HolderId, RenewOutcome, Term};
+use leasehold_core::{HolderId, LeaseKey, RenewOutcome, Term};
 use sea_orm::{ConnectionTrait, DbErr, QueryResult};
 
 use crate::seaorm::{MYSQL_RENEW_CHUNK, get, retry_deadlocks};
@@ -35,8 +35,53 @@ fn by_namespace(items: &[RenewItem]) -> Vec<Vec<usize>> {
 }
 
 impl SeaOrmStore {
-    /// `renew_batch`: see the module docs.
+    /// `renew_batch`: see the module docs. Each statement matches its rows to items by key, so
+    /// the items go out in rounds in which every key appears once: two tenures of one key in
+    /// one batch are two rounds (only the one whose token the row carries can be renewed), and
+    /// an item named twice is answered as its first occurrence is, as two single renewals of a
+    /// live tenure both renew it.
     pub(crate) async fn renew_items(
+        &self,
+        holder: &HolderId,
+        items: &[RenewItem],
+        term: Term,
+    ) -> Result<Vec<BatchRenewal>, StoreError> {
+        let mut first: HashMap<&RenewItem, usize> = HashMap::new();
+        let mut next_round: HashMap<&LeaseKey, usize> = HashMap::new();
+        let mut rounds: Vec<Vec<usize>> = Vec::new();
+        let mut copies: Vec<(usize, usize)> = Vec::new();
+        for (i, it) in items.iter().enumerate() {
+            if let Some(&f) = first.get(it) {
+                copies.push((i, f));
+                continue;
+            }
+            first.insert(it, i);
+            let round = next_round.entry(&it.key).or_insert(0);
+            if rounds.len() <= *round {
+                rounds.push(Vec::new());
+            }
+            rounds[*round].push(i);
+            *round += 1;
+        }
+        if rounds.len() <= 1 && copies.is_empty() {
+            return self.renew_round(holder, items, term).await;
+        }
+        let mut answers = vec![BatchRenewal::Lost; items.len()];
+        for round in rounds {
+            let sub: Vec<RenewItem> = round.iter().map(|&i| items[i].clone()).collect();
+            let got = self.renew_round(holder, &sub, term).await?;
+            for (&i, answer) in round.iter().zip(got) {
+                answers[i] = answer;
+            }
+        }
+        for (i, f) in copies {
+            answers[i] = answers[f];
+        }
+        Ok(answers)
+    }
+
+    /// One round of [`SeaOrmStore::renew_items`]: every key at most once.
+    async fn renew_round(
         &self,
         holder: &HolderId,
         items: &[RenewItem],

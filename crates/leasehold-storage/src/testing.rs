@@ -238,6 +238,7 @@ pub const SQL_CHECKS: &[(&str, CheckFn)] = checks![faults:
 /// tenure (run on every store, after [`CHECKS`]).
 pub const BATCH_ITEM_CHECKS: &[(&str, CheckFn)] = checks![batch_items:
     release_batch_two_tenures_of_one_key,
+    renew_batch_two_tenures_of_one_key,
 ];
 
 /// How many checks [`run`] runs against `subject`.
