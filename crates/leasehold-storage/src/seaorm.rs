@@ -161,7 +161,7 @@ impl SeaOrmStore {
     /// statement and one commit instead of two. The cost: a transaction that notifies holds
     /// PostgreSQL's database-wide notification lock until its commit is flushed, so notifying
     /// commits of many sessions at once queue behind each other (measured in
-    /// `docs/benchmarks.md`, "Goal 2 in session 10"); off by default, for few writers per
+    /// `docs/benchmarks.md`); off by default, for few writers per
     /// database. A service turns it on for the store it opens with its own
     /// `notify_in_statements`; set it on a store you pass in only if that store serves the
     /// service's lease calls. Other backends ignore it.
