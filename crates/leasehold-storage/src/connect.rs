@@ -183,9 +183,9 @@ impl StoreBuilder {
         // restarting under running leases but not a wrong host or port at startup.
         probe(&url, self.connect_timeout)
             .await
-            .map_err(|source| StoreError::Connect {
+            .map_err(|cause| StoreError::Connect {
                 url: redact(&url),
-                source,
+                cause,
             })?;
         let memory = sqlite && (lower.contains(":memory:") || lower.contains("mode=memory"));
         let mut opt = ConnectOptions::new(url.clone());
@@ -253,9 +253,9 @@ impl StoreBuilder {
         }
         let db = Database::connect(opt)
             .await
-            .map_err(|source| StoreError::Connect {
+            .map_err(|cause| StoreError::Connect {
                 url: redact(&url),
-                source,
+                cause,
             })?;
         let mut store = SeaOrmStore::from_connection(db, &table).await?;
         store.set_server_timeout(bound);

@@ -68,7 +68,7 @@ impl SeaOrmStore {
                     .await
                     .map_err(|e| StoreError::Database {
                         op: "connect",
-                        source: e,
+                        cause: e,
                     })?;
                 let version: String = match row {
                     Some(r) => r.try_get("", "v").unwrap_or_default(),
@@ -224,9 +224,9 @@ impl SeaOrmStore {
     /// [`StoreError::Schema`] naming the table and what is wrong.
     pub async fn verify_schema(&self) -> Result<(), StoreError> {
         let as_schema = |e| match StoreError::db("verify_schema", &self.table, e) {
-            StoreError::Database { source, .. } => StoreError::Schema {
+            StoreError::Database { cause, .. } => StoreError::Schema {
                 table: self.table.clone(),
-                source,
+                cause,
             },
             other => other,
         };
@@ -235,7 +235,7 @@ impl SeaOrmStore {
             return Err(match crate::schema::before_step_two(self).await {
                 Ok(Some(why)) => StoreError::Schema {
                     table: self.table.clone(),
-                    source: sea_orm::DbErr::Custom(why),
+                    cause: sea_orm::DbErr::Custom(why),
                 },
                 _ => as_schema(e),
             });
@@ -248,7 +248,7 @@ impl SeaOrmStore {
         {
             return Err(StoreError::Schema {
                 table: self.table.clone(),
-                source: sea_orm::DbErr::Custom(format!(
+                cause: sea_orm::DbErr::Custom(format!(
                     "its token floor table {} is missing (added by migration step \
                      m20261201_000002_lease_value_and_token_floor): without it a purge would \
                      reset tokens",
@@ -264,7 +264,7 @@ impl SeaOrmStore {
         } else {
             Err(StoreError::Schema {
                 table: self.table.clone(),
-                source: sea_orm::DbErr::Custom(problems.join("; ")),
+                cause: sea_orm::DbErr::Custom(problems.join("; ")),
             })
         }
     }
