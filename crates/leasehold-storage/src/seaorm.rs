@@ -215,6 +215,19 @@ impl SeaOrmStore {
         self.verify_schema().await
     }
 
+    /// Drops this store's lease table and its token floor table (and on PostgreSQL the change
+    /// trigger), if they exist. Every row and the token floor go with them, so a table made
+    /// again under the name starts its tokens over: for scratch tables only (what `leasehold
+    /// check` works in), never a table a service uses.
+    ///
+    /// # Errors
+    /// [`StoreError::ReadOnly`] or [`StoreError::Database`] if a statement fails.
+    pub async fn drop_table(&self) -> Result<(), StoreError> {
+        leasehold_migration::drop_lease_table(&self.db, &self.table)
+            .await
+            .map_err(|e| StoreError::db("drop_table", &self.table, e))
+    }
+
     /// Checks that the lease table exists with what leasehold's guarantees depend on: its
     /// columns (`lease_value` included), its token floor table `{table}_floor`, integer time and token columns, a unique key on exactly `(namespace,
     /// lease_name)`, and on MySQL/MariaDB a binary no-pad collation on the name columns (with
