@@ -1,25 +1,25 @@
 //! The subcommands' work. Each returns the process exit code.
 
-use leasehold_core::{Clock, MonotonicClock};
 use leasehold_storage::{
     AcquireOutcome, FencingToken, HolderId, LeaseKey, LeaseRecord, LeaseStore, Namespace,
-    ReleaseOutcome, SeaOrmStore, StoreBuilder, StoreError, Term, ValidationError, testing,
+    ReleaseOutcome, SeaOrmStore, StoreBuilder, StoreError, Term, ValidationError,
 };
 
 use crate::duration::human;
 use crate::{Cli, Command};
 
 /// Exit code: a database error.
-const DB_ERROR: u8 = 1;
+pub(crate) const DB_ERROR: u8 = 1;
 /// Exit code: bad arguments.
 const BAD_ARGS: u8 = 2;
 /// Exit code: refused (held by another, not ours).
 const REFUSED: u8 = 3;
 /// Exit code: `check` found the clock rates too far apart for the margin and term, or could not
 /// show they are not.
-const CLOCK_RATE: u8 = 5;
+pub(crate) const CLOCK_RATE: u8 = 5;
 
-enum Failure {
+/// Why a command could not do its work: bad arguments (exit 2) or the database (exit 1).
+pub(crate) enum Failure {
     Args(String),
     Store(StoreError),
 }
@@ -91,6 +91,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             name,
             holder,
             ttl,
+            json,
         } => {
             let key = LeaseKey::parse(namespace, name)?;
             let holder = HolderId::new(holder.as_str())?;
@@ -98,8 +99,23 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             let store = open(&cli, true).await?;
             match store.try_acquire(&key, &holder, ttl).await? {
                 AcquireOutcome::Acquired { token, until } => {
-                    println!("{token}");
-                    eprintln!("granted {key} to {holder} until {until} (token {token})");
+                    if *json {
+                        println!(
+                            "{}",
+                            serde_json::json!({
+                                "acquired": true,
+                                "namespace": key.namespace.as_str(),
+                                "name": key.name.as_str(),
+                                "holder": holder.as_str(),
+                                "token": token.get(),
+                                "until_ms": until.as_millis(),
+                                "until": until.to_string(),
+                            })
+                        );
+                    } else {
+                        println!("{token}");
+                        eprintln!("granted {key} to {holder} until {until} (token {token})");
+                    }
                     Ok(0)
                 }
                 AcquireOutcome::HeldBy {
@@ -108,10 +124,27 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                     token,
                 } => {
                     let now = store.db_now().await?;
-                    println!(
-                        "held by {holder} (token {token}) for {} more, until {until}",
-                        human(until.saturating_since(now))
-                    );
+                    let left = until.saturating_since(now);
+                    if *json {
+                        println!(
+                            "{}",
+                            serde_json::json!({
+                                "acquired": false,
+                                "namespace": key.namespace.as_str(),
+                                "name": key.name.as_str(),
+                                "holder": holder.as_str(),
+                                "token": token.get(),
+                                "until_ms": until.as_millis(),
+                                "until": until.to_string(),
+                                "time_left_ms": u64::try_from(left.as_millis()).unwrap_or(u64::MAX),
+                            })
+                        );
+                    } else {
+                        println!(
+                            "held by {holder} (token {token}) for {} more, until {until}",
+                            human(left)
+                        );
+                    }
                     Ok(REFUSED)
                 }
             }
@@ -121,30 +154,22 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             name,
             holder,
             token,
+            json,
         } => {
             let key = LeaseKey::parse(namespace, name)?;
             let holder = HolderId::new(holder.as_str())?;
             let store = open(&cli, false).await?;
-            match store.release(&key, &holder, FencingToken(*token)).await? {
-                ReleaseOutcome::Released => {
-                    println!("released {key}");
-                    Ok(0)
-                }
-                ReleaseOutcome::NotHeld => {
-                    match store.get(&key).await? {
-                        Some(r) if r.held => println!(
-                            "not ours: {key} is held by {} with token {}",
-                            r.holder, r.token
-                        ),
-                        Some(r) => println!(
-                            "not ours: {key} is not held (last tenure {} by {} ended)",
-                            r.token, r.holder
-                        ),
-                        None => println!("not ours: {key} does not exist"),
-                    }
-                    Ok(REFUSED)
-                }
-            }
+            let released = store.release(&key, &holder, FencingToken(*token)).await?;
+            let row = match released {
+                ReleaseOutcome::Released => None,
+                ReleaseOutcome::NotHeld => Some(store.get(&key).await?),
+            };
+            print_unlock(&key, row, *json);
+            Ok(if released == ReleaseOutcome::Released {
+                0
+            } else {
+                REFUSED
+            })
         }
         Command::Release {
             force,
@@ -183,6 +208,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             clock_window,
             clock_samples,
             clock_only,
+            json,
         } => {
             let mut config = leasehold_core::LeaseConfig::default().with_term(*term);
             if let Some(margin) = safety_margin {
@@ -191,8 +217,15 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             let clock = leasehold_core::clock_rate::ClockRateOptions::new()
                 .window(*clock_window)
                 .samples(*clock_samples);
-            check(&cli, &config, &clock, *clock_only).await
+            let args = crate::check::CheckArgs {
+                config,
+                clock,
+                clock_only: *clock_only,
+                json: *json,
+            };
+            crate::check::check(&cli, &args).await
         }
+        Command::Completions { .. } | Command::Man => Ok(0),
         Command::Watch {
             namespace,
             names,
@@ -294,58 +327,42 @@ fn print_json(rows: &[LeaseRecord]) {
 }
 
 #[allow(clippy::disallowed_methods)] // reporting the offset is the point: the app clock never decides
-fn wall_clock_ms() -> i64 {
+pub(crate) fn wall_clock_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
-async fn check(
-    cli: &Cli,
-    config: &leasehold_core::LeaseConfig,
-    clock_options: &leasehold_core::clock_rate::ClockRateOptions,
-    clock_only: bool,
-) -> Result<u8, Failure> {
-    config.validate()?;
-    clock_options.validate()?;
-    let store = open(cli, true).await?;
-    println!("database: {:?}, table {}", store.backend(), store.table());
-    let clock = MonotonicClock;
-    let mut rtts = Vec::new();
-    let mut offset = 0;
-    for _ in 0..20 {
-        let before_wall = wall_clock_ms();
-        let t0 = clock.now();
-        let db = store.db_now().await?;
-        let rtt = clock.now() - t0;
-        rtts.push(rtt);
-        offset = db.as_millis() - (before_wall + i64::try_from(rtt.as_millis() / 2).unwrap_or(0));
+/// What `unlock` says: `row` is `None` when the lock was released, else what the table holds
+/// under the key (`Some(None)`: no row).
+fn print_unlock(key: &LeaseKey, row: Option<Option<LeaseRecord>>, json: bool) {
+    if json {
+        let value = match &row {
+            None => serde_json::json!({ "released": true }),
+            Some(Some(r)) => serde_json::json!({
+                "released": false,
+                "reason": if r.held { "held_by_another" } else { "not_held" },
+                "holder": r.holder.as_str(),
+                "token": r.token.get(),
+            }),
+            Some(None) => serde_json::json!({ "released": false, "reason": "no_such_lock" }),
+        };
+        let mut value = value;
+        value["namespace"] = key.namespace.as_str().into();
+        value["name"] = key.name.as_str().into();
+        println!("{value}");
+        return;
     }
-    rtts.sort();
-    println!(
-        "clock: database minus this host = {offset} ms (only informative: leasehold never compares them); round trip median {:?}, max {:?}",
-        rtts[rtts.len() / 2],
-        rtts[rtts.len() - 1]
-    );
-    let rate = leasehold_storage::measure_clock_rate(&store, &clock, config, clock_options).await?;
-    println!(
-        "clock rate (term {:?}, safety margin {:?}): {rate}",
-        config.term(),
-        config.safety_margin()
-    );
-    if !clock_only {
-        let report = testing::run(store, "leasehold-check").await;
-        println!("{report}");
-        if report.failed() != 0 {
-            return Ok(DB_ERROR);
-        }
+    match row {
+        None => println!("released {key}"),
+        Some(Some(r)) if r.held => println!(
+            "not ours: {key} is held by {} with token {}",
+            r.holder, r.token
+        ),
+        Some(Some(r)) => println!(
+            "not ours: {key} is not held (last tenure {} by {} ended)",
+            r.token, r.holder
+        ),
+        Some(None) => println!("not ours: {key} does not exist"),
     }
-    if !rate.verdict.is_within() {
-        eprintln!(
-            "leasehold: the clock rates of this host and the database {}",
-            rate.verdict
-        );
-        return Ok(CLOCK_RATE);
-    }
-    Ok(0)
 }

@@ -7,6 +7,13 @@ pub mod duration;
 /// Default database: a SQLite file in the current directory, created if missing.
 pub const DEFAULT_DB: &str = "sqlite://leasehold.db?mode=rwc";
 
+/// Whether output may be coloured: not when `NO_COLOR` is set to a non-empty value
+/// (<https://no-color.org>).
+#[must_use]
+pub fn color_allowed() -> bool {
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
 /// Parses the command line of `program` (`leasehold`, `leasehold-lab`): `--help` and
 /// `--version` print and exit 0; a bad argument prints one line naming it and exits 2.
 ///

@@ -7,13 +7,14 @@
 //! and term, or could not be shown not to.
 #![forbid(unsafe_code)]
 
+mod check;
 mod commands;
 mod watch;
 
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use leasehold_cli::{DEFAULT_DB, duration};
 
 /// Coordinate program instances through the database they already run: leases, locks and
@@ -71,6 +72,9 @@ pub enum Command {
         /// Time to live, e.g. 30s, 5m, 1h.
         #[arg(long, default_value = "30s", value_parser = duration::parse, allow_hyphen_values = true)]
         ttl: Duration,
+        /// Print one JSON object (`acquired`, and the token or the holder) instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Release a lock held by HOLDER with TOKEN (exit 0), or say it is not ours (exit 3).
     #[command(
@@ -87,6 +91,9 @@ pub enum Command {
         /// The fencing token `lock` printed.
         #[arg(long, allow_hyphen_values = true, value_parser = clap::value_parser!(i64).range(1..))]
         token: i64,
+        /// Print one JSON object (`released`, and why not) instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Operator override: mark a lease released whoever holds it (the row stays; tokens keep growing).
     #[command(after_help = "Example:\n  leasehold release --force jobs nightly-report")]
@@ -134,10 +141,12 @@ pub enum Command {
         #[arg(long)]
         count: Option<u64>,
     },
-    /// Run the conformance suite against the database in a scratch namespace, report the clock
-    /// offset and round-trip time, and measure the clock-rate difference between the database
-    /// and this host's monotonic clock over a window: exit 5 when it is larger than
-    /// safety-margin / term (or cannot be shown smaller).
+    /// Run the conformance suite against the database in a scratch table made for the run and
+    /// dropped after it (the real table is never touched), report the clock offset and
+    /// round-trip time, and measure the clock-rate difference between the database and this
+    /// host's monotonic clock over a window: exit 5 when it is larger than safety-margin / term
+    /// (or cannot be shown smaller). A check that cannot apply to the database says `skipped`
+    /// and is not counted as passed.
     #[command(
         after_help = "Example:\n  leasehold --db postgres://postgres@127.0.0.1/test check --term 10s --safety-margin 1s --clock-window 5s"
     )]
@@ -157,16 +166,55 @@ pub enum Command {
         /// Only the clock checks: skip the conformance suite (which takes several seconds).
         #[arg(long)]
         clock_only: bool,
+        /// Print one JSON object (clock, verdict, each check's outcome, counts) instead of text.
+        #[arg(long)]
+        json: bool,
     },
+    /// Print a shell completion script for SHELL on stdout.
+    #[command(
+        after_help = "Examples:\n  leasehold completions bash > /etc/bash_completion.d/leasehold\n  leasehold completions zsh > \"${fpath[1]}/_leasehold\""
+    )]
+    Completions {
+        /// The shell: bash, elvish, fish, powershell or zsh.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff) on stdout.
+    #[command(after_help = "Example:\n  leasehold man > /usr/local/share/man/man1/leasehold.1")]
+    Man,
 }
 
 fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    let mut logger =
+        env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"));
+    if !leasehold_cli::color_allowed() {
+        logger.write_style(env_logger::WriteStyle::Never);
+    }
+    logger.init();
     let cli: Cli = match leasehold_cli::parse_args("leasehold") {
         Ok(parsed) => parsed,
         Err(code) => return code,
     };
-    run_on_runtime(commands::run(cli))
+    match &cli.command {
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                *shell,
+                &mut Cli::command(),
+                "leasehold",
+                &mut std::io::stdout(),
+            );
+            ExitCode::SUCCESS
+        }
+        Command::Man => {
+            match clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("leasehold: cannot write the manual page: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+        _ => run_on_runtime(commands::run(cli)),
+    }
 }
 
 fn run_on_runtime(work: impl std::future::Future<Output = u8>) -> ExitCode {

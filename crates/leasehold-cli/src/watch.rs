@@ -57,7 +57,11 @@ pub async fn watch(
                 "leasehold watch  {now}  {} held  (Ctrl-C to stop)\n",
                 rows.len()
             );
-            let _ = write!(out, "{}", table(&rows, previous.as_ref()));
+            let _ = write!(
+                out,
+                "{}",
+                table(&rows, previous.as_ref(), leasehold_cli::color_allowed())
+            );
         } else {
             for line in changes(previous.as_ref(), &frame, &rows) {
                 let _ = writeln!(out, "{now}  {line}");
@@ -110,8 +114,9 @@ fn changes(previous: Option<&Frame>, frame: &Frame, rows: &[LeaseRecord]) -> Vec
     lines
 }
 
-/// The terminal table, changed rows highlighted.
-fn table(rows: &[LeaseRecord], previous: Option<&Frame>) -> String {
+/// The terminal table, changed rows highlighted in colour, or marked `*` at the end of the line
+/// when colour is off (`NO_COLOR`).
+fn table(rows: &[LeaseRecord], previous: Option<&Frame>, color: bool) -> String {
     let mut s = format!(
         "{:<20} {:<28} {:<30} {:>7} {:>10}\n",
         "NAMESPACE", "NAME", "HOLDER", "TOKEN", "TIME LEFT"
@@ -128,8 +133,10 @@ fn table(rows: &[LeaseRecord], previous: Option<&Frame>) -> String {
             r.token.get(),
             human(r.time_left())
         );
-        if changed {
+        if changed && color {
             s.push_str(&format!("{BOLD_YELLOW}{line}{RESET}\n"));
+        } else if changed {
+            s.push_str(&format!("{line} *\n"));
         } else {
             s.push_str(&line);
             s.push('\n');

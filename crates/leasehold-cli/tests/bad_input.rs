@@ -561,7 +561,16 @@ fn every_subcommand_help_shows_an_example() {
     assert_eq!(
         sorted,
         [
-            "check", "lock", "ls", "migrate", "purge", "release", "unlock", "watch"
+            "check",
+            "completions",
+            "lock",
+            "ls",
+            "man",
+            "migrate",
+            "purge",
+            "release",
+            "unlock",
+            "watch"
         ],
         "{top}"
     );

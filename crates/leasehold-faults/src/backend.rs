@@ -149,9 +149,9 @@ fn spawn_quiet(cmd: &mut Command) -> Result<Child, ServerError> {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .map_err(|source| ServerError::Io {
+        .map_err(|cause| ServerError::Io {
             what: format!("{cmd:?}"),
-            source,
+            cause,
         })
 }
 
@@ -224,9 +224,9 @@ impl Backend for Postgres {
             .args(base)
             .args(["-i", "-q", "-s", "1", "test"])
             .output()
-            .map_err(|source| ServerError::Io {
+            .map_err(|cause| ServerError::Io {
                 what: "pgbench -i".into(),
-                source,
+                cause,
             })?;
         if !out.status.success() {
             return Err(ServerError::Command {

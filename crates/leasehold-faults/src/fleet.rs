@@ -70,9 +70,9 @@ impl Holder {
         log_dir: &Path,
     ) -> Result<Self, ServerError> {
         let err_path = log_dir.join(format!("{}.err", spec.holder));
-        let err = std::fs::File::create(&err_path).map_err(|source| ServerError::Io {
+        let err = std::fs::File::create(&err_path).map_err(|cause| ServerError::Io {
             what: format!("create {}", err_path.display()),
-            source,
+            cause,
         })?;
         let spawned = mono_ns();
         let mut child = Command::new(bin)
@@ -90,9 +90,9 @@ impl Holder {
             .stdout(Stdio::piped())
             .stderr(err)
             .spawn()
-            .map_err(|source| ServerError::Io {
+            .map_err(|cause| ServerError::Io {
                 what: format!("spawn {}", bin.display()),
-                source,
+                cause,
             })?;
         let lines: Arc<Mutex<Vec<Record>>> = Arc::default();
         let reader = child.stdout.take().map(|out| {

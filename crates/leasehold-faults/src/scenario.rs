@@ -301,9 +301,9 @@ pub fn setup(bin: &Path, db: &dyn Backend) -> Result<(), ServerError> {
             "setup",
         ])
         .output()
-        .map_err(|source| ServerError::Io {
+        .map_err(|cause| ServerError::Io {
             what: "fault-holder --setup".into(),
-            source,
+            cause,
         })?;
     if out.status.success() {
         // The audit triggers record every row version the database committed, so a grant a
@@ -390,9 +390,9 @@ pub fn blackhole(bin: &Path, db: &dyn Backend, heal: Heal) -> Result<Report, Ser
         .worker_threads(1)
         .enable_all()
         .build()
-        .map_err(|source| ServerError::Io {
+        .map_err(|cause| ServerError::Io {
             what: "proxy runtime".into(),
-            source,
+            cause,
         })?;
     let url = db.url();
     let mut run = Run::new(bin, db, name)?;
@@ -400,9 +400,9 @@ pub fn blackhole(bin: &Path, db: &dyn Backend, heal: Heal) -> Result<Report, Ser
         Heal::Resume => {
             let proxy = rt
                 .block_on(leasehold_testkit::FaultProxy::start(upstream))
-                .map_err(|source| ServerError::Io {
+                .map_err(|cause| ServerError::Io {
                     what: "FaultProxy".into(),
-                    source,
+                    cause,
                 })?;
             run.spawn(HolderSpec::new("a", &proxy.url_for(&url, upstream)))?;
             run.wait_granted(0, "n0");
@@ -421,9 +421,9 @@ pub fn blackhole(bin: &Path, db: &dyn Backend, heal: Heal) -> Result<Report, Ser
         Heal::NewOnly => {
             let proxy = rt
                 .block_on(crate::proxy::SwitchProxy::start(upstream))
-                .map_err(|source| ServerError::Io {
+                .map_err(|cause| ServerError::Io {
                     what: "SwitchProxy".into(),
-                    source,
+                    cause,
                 })?;
             run.spawn(HolderSpec::new("a", &proxy.url_for(&url, upstream)))?;
             run.wait_granted(0, "n0");
@@ -619,16 +619,16 @@ pub fn failover(bin: &Path, replication: Replication) -> Result<Report, ServerEr
         .worker_threads(1)
         .enable_all()
         .build()
-        .map_err(|source| ServerError::Io {
+        .map_err(|cause| ServerError::Io {
             what: "proxy runtime".into(),
-            source,
+            cause,
         })?;
     let up = loopback(primary.port());
     let start_proxy = |to| {
         rt.block_on(crate::proxy::SwitchProxy::start(to))
-            .map_err(|source| ServerError::Io {
+            .map_err(|cause| ServerError::Io {
                 what: "SwitchProxy".into(),
-                source,
+                cause,
             })
     };
     // The standby replicates through a forwarder of its own, so the lag can be made real.

@@ -31,13 +31,12 @@ pub enum ServerError {
         detail: String,
     },
     /// A file system or process operation failed.
-    #[error("{what}: {source}")]
+    #[error("{what}: {cause}")]
     Io {
         /// What was being done.
         what: String,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
+        /// The cause (its text is in the message; not the error's `source()`).
+        cause: std::io::Error,
     },
     /// The server did not come up in time.
     #[error("{what} did not answer within {secs} s; log: {log}")]
@@ -53,7 +52,7 @@ pub enum ServerError {
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ServerError {
     let what = what.into();
-    move |source| ServerError::Io { what, source }
+    move |cause| ServerError::Io { what, cause }
 }
 
 /// The longest any one command may run before it is killed (every wait is bounded).

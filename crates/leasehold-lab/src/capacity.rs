@@ -336,7 +336,28 @@ async fn measure(url: &str, prefix: &str, args: &CapacityArgs) -> R<bool> {
     }
     let a = counters(&store, pid.as_deref()).await;
     let started = clock.now();
-    tokio::time::sleep(args.hold).await;
+    eprintln!(
+        "capacity: {} leases held by {} processes; holding them for {:?}",
+        args.leases * args.processes,
+        args.processes,
+        args.hold
+    );
+    // Progress on stderr while holding, one line per PROGRESS (stdout carries the report).
+    loop {
+        let elapsed = clock.now().saturating_duration_since(started);
+        if elapsed >= args.hold {
+            break;
+        }
+        tokio::time::sleep(PROGRESS.min(args.hold - elapsed)).await;
+        let elapsed = clock.now().saturating_duration_since(started);
+        if elapsed < args.hold {
+            eprintln!(
+                "capacity: held for {} of {}",
+                duration::human(elapsed),
+                duration::human(args.hold)
+            );
+        }
+    }
     let b = counters(&store, pid.as_deref()).await;
     let window = clock.now().saturating_duration_since(started);
     for h in &mut holders {

@@ -125,7 +125,12 @@ enum LabCommand {
 }
 
 fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    let mut logger =
+        env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"));
+    if !leasehold_cli::color_allowed() {
+        logger.write_style(env_logger::WriteStyle::Never);
+    }
+    logger.init();
     let lab: Lab = match leasehold_cli::parse_args("leasehold-lab") {
         Ok(parsed) => parsed,
         Err(code) => return code,

@@ -285,7 +285,10 @@ struct Faults {
     exits: u64,
 }
 
-/// Injects faults until the time is up.
+/// How often `torture` says how far it got.
+const PROGRESS: Duration = Duration::from_secs(5);
+
+/// Injects faults until the time is up, saying how far it got every [`PROGRESS`].
 async fn faults(
     store: &SeaOrmStore,
     workers: &mut Workers,
@@ -298,10 +301,20 @@ async fn faults(
     // slot -> when to SIGCONT it
     let mut paused: HashMap<usize, Instant> = HashMap::new();
     let (mut kills, mut pauses, mut exits) = (0_u64, 0_u64, 0_u64);
+    let mut report_at = start + PROGRESS;
     while clock.now() - start < run_for {
         let wait = Duration::from_millis(rand::rng().random_range(term_ms / 4..=term_ms / 2));
         tokio::time::sleep(wait).await;
         let now = clock.now();
+        if now >= report_at {
+            // Progress on stderr (stdout carries the findings).
+            report_at += PROGRESS;
+            eprintln!(
+                "torture: {}s of {}s, {kills} kills, {pauses} pauses, {exits} restarts",
+                (now - start).as_secs(),
+                args.secs
+            );
+        }
         // A worker that exited by itself (it could not connect, or it crashed) is restarted and
         // counted: a run where workers die proves less than it seems.
         for slot in 0..workers.slots.len() {

@@ -23,13 +23,13 @@ const SESSION_CONNECTIONS: u32 = 8;
 pub enum SimError {
     /// The database could not be reached.
     #[error("the simulation's store failed: {0}")]
-    Store(#[source] StoreError),
+    Store(StoreError),
     /// A temp dir could not be made.
     #[error("the simulation could not set up: {0}")]
-    Io(#[source] std::io::Error),
+    Io(std::io::Error),
     /// The configuration was refused.
     #[error("the simulation's configuration was refused: {0}")]
-    Invalid(#[source] leasehold::ValidationError),
+    Invalid(leasehold::ValidationError),
 }
 
 /// The shared parts of one run.

@@ -186,7 +186,7 @@ impl StoreBuilder {
         // restarting under running leases but not a wrong host or port at startup.
         probe(&url, self.connect_timeout)
             .await
-            .map_err(|source| connect_error(&url, source))?;
+            .map_err(|cause| connect_error(&url, cause))?;
         let memory = sqlite && (lower.contains(":memory:") || lower.contains("mode=memory"));
         let mut opt = ConnectOptions::new(url.clone());
         opt.sqlx_logging(false)
@@ -253,13 +253,13 @@ impl StoreBuilder {
         }
         let db = match Database::connect(opt).await {
             Ok(db) => db,
-            Err(source) => {
+            Err(cause) => {
                 return Err(
-                    match tls::diagnose(&url, &source, self.connect_timeout).await {
-                        Some(problem) => tls_error(&url, problem, &source),
+                    match tls::diagnose(&url, &cause, self.connect_timeout).await {
+                        Some(problem) => tls_error(&url, problem, &cause),
                         None => StoreError::Connect {
                             url: redact(&url),
-                            source,
+                            cause,
                         },
                     },
                 );
@@ -283,12 +283,12 @@ impl StoreBuilder {
 
 /// The error for a failed connection: [`StoreError::Tls`] when TLS is what stood in the way,
 /// [`StoreError::Connect`] otherwise.
-fn connect_error(url: &str, source: DbErr) -> StoreError {
-    match tls::problem(&source) {
-        Some(problem) => tls_error(url, problem, &source),
+fn connect_error(url: &str, cause: DbErr) -> StoreError {
+    match tls::problem(&cause) {
+        Some(problem) => tls_error(url, problem, &cause),
         None => StoreError::Connect {
             url: redact(url),
-            source,
+            cause,
         },
     }
 }

@@ -1,4 +1,10 @@
 //! Store errors: the database is unreachable or wrong. Contention is never an error.
+//!
+//! Each message carries its cause's text once, and no variant also returns that cause from
+//! [`std::error::Error::source`]: a report that walks the chain (anyhow's `{:#}`, eyre, a
+//! tracing error field) would print it again, and the driver's own errors already repeat their
+//! inner error's text, so walking into them would print the root cause two or three times. The
+//! driver's error stays in the variant's `cause` field for matching.
 
 use leasehold_core::ValidationError;
 use sea_orm::DbErr;
@@ -9,7 +15,7 @@ use sea_orm::DbErr;
 pub enum StoreError {
     /// An argument was refused before any statement was sent; nothing was written.
     #[error("invalid argument: {0}")]
-    Invalid(#[from] ValidationError),
+    Invalid(ValidationError),
     /// The URL's scheme is not one this build supports.
     #[error(
         "unsupported database URL {url:?}: expected sqlite:, postgres:// or mysql:// (backends are cargo features)"
@@ -19,80 +25,73 @@ pub enum StoreError {
         url: String,
     },
     /// The database could not be reached or refused the connection.
-    #[error("cannot connect to {url}: {source}")]
+    #[error("cannot connect to {url}: {}", DriverText(.cause))]
     Connect {
         /// The URL, with any password removed.
         url: String,
-        /// The driver's error.
-        #[source]
-        source: DbErr,
+        /// The driver's error (its text is in the message; it is not the error's `source()`).
+        cause: DbErr,
     },
     /// The lease table does not exist (migrations were skipped) or lacks leasehold's columns.
     #[error(
-        "table {table} is missing or not a leasehold lease table (run `leasehold migrate`): {source}"
+        "table {table} is missing or not a leasehold lease table (run `leasehold migrate`): {}", DriverText(.cause)
     )]
     Schema {
         /// The table name.
         table: String,
-        /// The driver's error.
-        #[source]
-        source: DbErr,
+        /// The driver's error (its text is in the message; it is not the error's `source()`).
+        cause: DbErr,
     },
     /// The database refused a write because it is read-only or the role lacks the privilege.
     #[error(
-        "database refused a write during {op} (read-only database or missing privilege): {source}"
+        "database refused a write during {op} (read-only database or missing privilege): {}", DriverText(.cause)
     )]
     ReadOnly {
         /// The store operation.
         op: &'static str,
-        /// The driver's error.
-        #[source]
-        source: DbErr,
+        /// The driver's error (its text is in the message; it is not the error's `source()`).
+        cause: DbErr,
     },
     /// The database could not write because its storage is full (SQLite `SQLITE_FULL`,
     /// PostgreSQL `53100 disk_full`, MySQL "table is full" / "disk full"). Nothing was committed.
     #[error(
-        "database storage is full during {op} (disk or size limit): nothing was committed: {source}"
+        "database storage is full during {op} (disk or size limit): nothing was committed: {}", DriverText(.cause)
     )]
     StorageFull {
         /// The store operation.
         op: &'static str,
-        /// The driver's error.
-        #[source]
-        source: DbErr,
+        /// The driver's error (its text is in the message; it is not the error's `source()`).
+        cause: DbErr,
     },
     /// The database reported an I/O error reading or writing its files (SQLite `SQLITE_IOERR`,
     /// PostgreSQL class 58). A write that failed this way was not committed.
-    #[error("database I/O error during {op}: {source}")]
+    #[error("database I/O error during {op}: {}", DriverText(.cause))]
     StorageIo {
         /// The store operation.
         op: &'static str,
-        /// The driver's error.
-        #[source]
-        source: DbErr,
+        /// The driver's error (its text is in the message; it is not the error's `source()`).
+        cause: DbErr,
     },
     /// The statement gave up at its server-side bound
     /// ([`StoreBuilder::server_timeout`](crate::StoreBuilder::server_timeout)): it waited too
     /// long for a row lock (another session holds the row, for example an open fenced
     /// transaction) or ran too long, and the server cancelled it. Nothing was changed.
     #[error(
-        "database gave up during {op} at its server-side bound (lock wait or statement time): nothing changed: {source}"
+        "database gave up during {op} at its server-side bound (lock wait or statement time): nothing changed: {}", DriverText(.cause)
     )]
     ServerTimeout {
         /// The store operation.
         op: &'static str,
-        /// The driver's error.
-        #[source]
-        source: DbErr,
+        /// The driver's error (its text is in the message; it is not the error's `source()`).
+        cause: DbErr,
     },
     /// A statement failed (connection lost, timeout, constraint, …).
-    #[error("database error during {op}: {source}")]
+    #[error("database error during {op}: {}", DriverText(.cause))]
     Database {
         /// The store operation.
         op: &'static str,
-        /// The driver's error.
-        #[source]
-        source: DbErr,
+        /// The driver's error (its text is in the message; it is not the error's `source()`).
+        cause: DbErr,
     },
     /// The store returned something leasehold cannot interpret (for example a row changing under
     /// every retry of a grant).
@@ -127,20 +126,41 @@ pub enum StoreError {
     },
 }
 
+impl From<ValidationError> for StoreError {
+    fn from(e: ValidationError) -> Self {
+        Self::Invalid(e)
+    }
+}
+
+/// A driver error's text without SeaORM's wrapper prefix ("Connection Error: ", "Execution
+/// Error: ", …): the wrapper's message is its inner error's text behind a label, and the store
+/// error's own message already says what was being done.
+struct DriverText<'a>(&'a DbErr);
+
+impl std::fmt::Display for DriverText<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            DbErr::Conn(inner) | DbErr::Exec(inner) | DbErr::Query(inner) => inner.fmt(f),
+            DbErr::ConnectionAcquire(inner) => inner.fmt(f),
+            other => other.fmt(f),
+        }
+    }
+}
+
 impl StoreError {
     /// Classifies a driver error raised during `op`: by the driver's error code where it has one
     /// (SQLite result codes, PostgreSQL and MySQL SQLSTATEs and error numbers), else by message.
-    pub(crate) fn db(op: &'static str, table: &str, source: DbErr) -> Self {
-        match classify(&source) {
-            Kind::ReadOnly => Self::ReadOnly { op, source },
-            Kind::Full => Self::StorageFull { op, source },
-            Kind::Io => Self::StorageIo { op, source },
-            Kind::Timeout => Self::ServerTimeout { op, source },
+    pub(crate) fn db(op: &'static str, table: &str, cause: DbErr) -> Self {
+        match classify(&cause) {
+            Kind::ReadOnly => Self::ReadOnly { op, cause },
+            Kind::Full => Self::StorageFull { op, cause },
+            Kind::Io => Self::StorageIo { op, cause },
+            Kind::Timeout => Self::ServerTimeout { op, cause },
             Kind::Schema => Self::Schema {
                 table: table.to_owned(),
-                source,
+                cause,
             },
-            Kind::Other => Self::Database { op, source },
+            Kind::Other => Self::Database { op, cause },
         }
     }
 

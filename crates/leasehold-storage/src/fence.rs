@@ -44,9 +44,9 @@ impl FencedTransaction {
         self.txn
             .commit()
             .await
-            .map_err(|source| StoreError::Database {
+            .map_err(|cause| StoreError::Database {
                 op: "fenced commit",
-                source,
+                cause,
             })
     }
 
@@ -58,9 +58,9 @@ impl FencedTransaction {
         self.txn
             .rollback()
             .await
-            .map_err(|source| StoreError::Database {
+            .map_err(|cause| StoreError::Database {
                 op: "fenced rollback",
-                source,
+                cause,
             })
     }
 }

@@ -68,7 +68,7 @@ impl SeaOrmStore {
                     .await
                     .map_err(|e| StoreError::Database {
                         op: "connect",
-                        source: e,
+                        cause: e,
                     })?;
                 let version: String = match row {
                     Some(r) => r.try_get("", "v").unwrap_or_default(),
@@ -161,7 +161,7 @@ impl SeaOrmStore {
     /// statement and one commit instead of two. The cost: a transaction that notifies holds
     /// PostgreSQL's database-wide notification lock until its commit is flushed, so notifying
     /// commits of many sessions at once queue behind each other (measured in
-    /// `docs/benchmarks.md`, "Goal 2 in session 10"); off by default, for few writers per
+    /// `docs/benchmarks.md`); off by default, for few writers per
     /// database. A service turns it on for the store it opens with its own
     /// `notify_in_statements`; set it on a store you pass in only if that store serves the
     /// service's lease calls. Other backends ignore it.
@@ -215,6 +215,19 @@ impl SeaOrmStore {
         self.verify_schema().await
     }
 
+    /// Drops this store's lease table and its token floor table (and on PostgreSQL the change
+    /// trigger), if they exist. Every row and the token floor go with them, so a table made
+    /// again under the name starts its tokens over: for scratch tables only (what `leasehold
+    /// check` works in), never a table a service uses.
+    ///
+    /// # Errors
+    /// [`StoreError::ReadOnly`] or [`StoreError::Database`] if a statement fails.
+    pub async fn drop_table(&self) -> Result<(), StoreError> {
+        leasehold_migration::drop_lease_table(&self.db, &self.table)
+            .await
+            .map_err(|e| StoreError::db("drop_table", &self.table, e))
+    }
+
     /// Checks that the lease table exists with what leasehold's guarantees depend on: its
     /// columns (`lease_value` included), its token floor table `{table}_floor`, integer time and token columns, a unique key on exactly `(namespace,
     /// lease_name)`, and on MySQL/MariaDB a binary no-pad collation on the name columns (with
@@ -224,9 +237,9 @@ impl SeaOrmStore {
     /// [`StoreError::Schema`] naming the table and what is wrong.
     pub async fn verify_schema(&self) -> Result<(), StoreError> {
         let as_schema = |e| match StoreError::db("verify_schema", &self.table, e) {
-            StoreError::Database { source, .. } => StoreError::Schema {
+            StoreError::Database { cause, .. } => StoreError::Schema {
                 table: self.table.clone(),
-                source,
+                cause,
             },
             other => other,
         };
@@ -235,7 +248,7 @@ impl SeaOrmStore {
             return Err(match crate::schema::before_step_two(self).await {
                 Ok(Some(why)) => StoreError::Schema {
                     table: self.table.clone(),
-                    source: sea_orm::DbErr::Custom(why),
+                    cause: sea_orm::DbErr::Custom(why),
                 },
                 _ => as_schema(e),
             });
@@ -248,7 +261,7 @@ impl SeaOrmStore {
         {
             return Err(StoreError::Schema {
                 table: self.table.clone(),
-                source: sea_orm::DbErr::Custom(format!(
+                cause: sea_orm::DbErr::Custom(format!(
                     "its token floor table {} is missing (added by migration step \
                      m20261201_000002_lease_value_and_token_floor): without it a purge would \
                      reset tokens",
@@ -264,7 +277,7 @@ impl SeaOrmStore {
         } else {
             Err(StoreError::Schema {
                 table: self.table.clone(),
-                source: sea_orm::DbErr::Custom(problems.join("; ")),
+                cause: sea_orm::DbErr::Custom(problems.join("; ")),
             })
         }
     }

@@ -36,13 +36,26 @@ mod sessions;
 
 pub use counting::{Call, CountingStore, Op, StoreCounts};
 
+/// What one check showed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// The check ran and the store did what it must.
+    Passed,
+    /// The check could not apply to this store (for example row locks on SQLite): it showed
+    /// nothing, so it never counts as passed. The reason.
+    Skipped(String),
+    /// What went wrong.
+    Failed(String),
+}
+
 /// The result of one check.
 #[derive(Debug, Clone)]
 pub struct CheckResult {
     /// The check's name.
     pub name: &'static str,
-    /// `Ok` or what went wrong.
-    pub outcome: Result<(), String>,
+    /// Passed, skipped (and why) or what went wrong.
+    pub outcome: Outcome,
     /// How long it took.
     pub elapsed: Duration,
 }
@@ -55,16 +68,26 @@ pub struct Report {
 }
 
 impl Report {
-    /// How many checks passed.
+    fn count(&self, pick: impl Fn(&Outcome) -> bool) -> usize {
+        self.results.iter().filter(|r| pick(&r.outcome)).count()
+    }
+
+    /// How many checks passed (a skipped check is not one of them).
     #[must_use]
     pub fn passed(&self) -> usize {
-        self.results.iter().filter(|r| r.outcome.is_ok()).count()
+        self.count(|o| *o == Outcome::Passed)
+    }
+
+    /// How many checks could not apply to this store and showed nothing.
+    #[must_use]
+    pub fn skipped(&self) -> usize {
+        self.count(|o| matches!(o, Outcome::Skipped(_)))
     }
 
     /// How many checks failed.
     #[must_use]
     pub fn failed(&self) -> usize {
-        self.results.len() - self.passed()
+        self.count(|o| matches!(o, Outcome::Failed(_)))
     }
 }
 
@@ -72,11 +95,22 @@ impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for r in &self.results {
             match &r.outcome {
-                Ok(()) => writeln!(f, "ok    {:<32} {:>8.1?}", r.name, r.elapsed)?,
-                Err(e) => writeln!(f, "FAIL  {:<32} {:>8.1?}  {e}", r.name, r.elapsed)?,
+                Outcome::Passed => writeln!(f, "ok      {:<40} {:>8.1?}", r.name, r.elapsed)?,
+                Outcome::Skipped(why) => {
+                    writeln!(f, "skipped {:<40} {:>8.1?}  {why}", r.name, r.elapsed)?;
+                }
+                Outcome::Failed(e) => {
+                    writeln!(f, "FAIL    {:<40} {:>8.1?}  {e}", r.name, r.elapsed)?;
+                }
             }
         }
-        write!(f, "{} passed, {} failed", self.passed(), self.failed())
+        write!(
+            f,
+            "{} passed, {} skipped, {} failed",
+            self.passed(),
+            self.skipped(),
+            self.failed()
+        )
     }
 }
 
@@ -136,15 +170,26 @@ impl From<SeaOrmStore> for Subject {
     }
 }
 
-/// What a check gets: the store, the SQL store under it (if any) and a namespace of its own.
+/// What a check gets: the store, the SQL store under it (if any), a namespace of its own, and
+/// where it says that it could not apply.
 #[derive(Clone)]
 pub struct Ctx {
     store: Arc<dyn LeaseStore>,
     sql: Option<SeaOrmStore>,
     ns: Namespace,
+    skipped: Arc<std::sync::Mutex<Option<String>>>,
 }
 
 impl Ctx {
+    /// Marks the check skipped: it cannot apply to this store, so it showed nothing. The check
+    /// then returns `Ok(())`, and the report says `skipped` with `why`.
+    fn skip(&self, why: &str) -> Result<(), String> {
+        if let Ok(mut slot) = self.skipped.lock() {
+            *slot = Some(why.to_owned());
+        }
+        Ok(())
+    }
+
     fn key(&self, name: &str) -> Result<LeaseKey, String> {
         Ok(LeaseKey::new(
             self.ns.clone(),
@@ -266,7 +311,7 @@ pub async fn run_matching(
             return Report {
                 results: vec![CheckResult {
                     name: "db_now",
-                    outcome: Err(e.to_string()),
+                    outcome: Outcome::Failed(e.to_string()),
                     elapsed: Duration::ZERO,
                 }],
             };
@@ -278,16 +323,24 @@ pub async fn run_matching(
     for (name, check) in all.filter(|(n, _)| filter(n)) {
         let ns = format!("{base}.{}.{stamp}.{name}", std::process::id());
         let start = MonotonicClock.now();
-        let outcome = match Namespace::new(ns) {
+        let skipped = Arc::new(std::sync::Mutex::new(None));
+        let result = match Namespace::new(ns) {
             Ok(ns) => {
                 check(Ctx {
                     store: store.clone(),
                     sql: sql.clone(),
                     ns,
+                    skipped: skipped.clone(),
                 })
                 .await
             }
             Err(e) => Err(e.to_string()),
+        };
+        let why = skipped.lock().ok().and_then(|mut slot| slot.take());
+        let outcome = match (result, why) {
+            (Err(e), _) => Outcome::Failed(e),
+            (Ok(()), Some(why)) => Outcome::Skipped(why),
+            (Ok(()), None) => Outcome::Passed,
         };
         report.results.push(CheckResult {
             name,

@@ -16,7 +16,16 @@ async fn check(subject: impl Into<Subject>, label: &str) {
     let report = testing::run(subject, &format!("conformance.{label}")).await;
     println!("{label}:\n{report}");
     assert_eq!(report.failed(), 0, "{label}:\n{report}");
-    assert_eq!(report.passed(), expected);
+    assert_eq!(
+        report.passed() + report.skipped(),
+        expected,
+        "{label}:\n{report}"
+    );
+    // Only SQLite lacks what some checks need (row locks; a second connection in memory):
+    // every other store runs every check.
+    if !label.starts_with("sqlite") {
+        assert_eq!(report.skipped(), 0, "{label}:\n{report}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

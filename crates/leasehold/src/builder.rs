@@ -129,13 +129,12 @@ impl LeaseServiceBuilder {
     /// without [`LeaseServiceBuilder::group_commit`], for a store passed in, and on the other
     /// backends).
     ///
-    /// Half the statements of a lock + unlock pair, and 1.05–1.49× the pairs per second for
-    /// one or two services on a database (`docs/benchmarks.md`, "Goal 2 in session 10"). But a
-    /// transaction that notifies holds PostgreSQL's database-wide notification lock until its
-    /// commit is flushed, so notifying commits of many sessions at once queue behind each
-    /// other: single-row updates that notify made 470–1,170 commits/s from 8–16 clients where
-    /// the same updates without made 3,600–6,400. Turn it on only where few services write to
-    /// the lease table at once.
+    /// Half the statements of a lock + unlock pair, so more pairs per second for one or two
+    /// services on a database. But a transaction that notifies holds PostgreSQL's
+    /// database-wide notification lock until its commit is flushed, so notifying commits of
+    /// many sessions at once stop sharing flushes and queue behind each other (the figures are
+    /// in `docs/benchmarks.md`). Turn it on only where few services write to the lease table at
+    /// once.
     ///
     /// # Examples
     /// ```

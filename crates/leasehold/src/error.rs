@@ -1,4 +1,9 @@
 //! The facade's error type.
+//!
+//! A message carries its cause's text once: a variant that wraps another error either forwards
+//! both its message and its `source()` (`transparent`) or includes the cause's text and returns
+//! no `source()`, so a report that walks the chain (anyhow's `{:#}`, eyre, a tracing error
+//! field) prints each cause once.
 
 use leasehold_core::{HolderId, LeaseKey, ValidationError};
 use leasehold_engine::{EngineError, Owner};
@@ -10,9 +15,9 @@ use leasehold_storage::StoreError;
 pub enum Error {
     /// A name, holder id or configuration value was refused; the error names the field.
     #[error("invalid argument: {0}")]
-    Invalid(#[from] ValidationError),
-    /// The database was unreachable or failed.
-    #[error("store error: {0}")]
+    Invalid(ValidationError),
+    /// The database was unreachable or failed: the store's error, whose message says so.
+    #[error(transparent)]
     Store(#[from] StoreError),
     /// The service has been shut down (or its engine thread has died).
     #[error("the lease service has been shut down")]
@@ -63,7 +68,13 @@ pub enum Error {
     },
     /// The engine thread could not be started.
     #[error("could not start the leasehold engine thread: {0}")]
-    Thread(#[source] std::io::Error),
+    Thread(std::io::Error),
+}
+
+impl From<ValidationError> for Error {
+    fn from(e: ValidationError) -> Self {
+        Error::Invalid(e)
+    }
 }
 
 impl From<actix::MailboxError> for Error {

@@ -109,11 +109,11 @@ pub use tokio_util::sync::CancellationToken;
 /// The architecture of leasehold (`docs/ARCHITECTURE.md`): crates, data flow, the state machine,
 /// the storage rules and where the code departs from the design, one hop from any behaviour.
 pub mod architecture {
-    #![doc = include_str!("../../../docs/ARCHITECTURE.md")]
+    #![doc = include_str!("../docs/ARCHITECTURE.md")]
 }
 
 /// What leasehold guarantees, under which assumptions, and the tests behind each
 /// (`docs/semantics.md`).
 pub mod semantics {
-    #![doc = include_str!("../../../docs/semantics.md")]
+    #![doc = include_str!("../docs/semantics.md")]
 }

@@ -44,8 +44,8 @@ pub enum Kind {
     FencedRefused,
 }
 
-fn db_err(op: &'static str, source: sea_orm::DbErr) -> StoreError {
-    StoreError::Database { op, source }
+fn db_err(op: &'static str, cause: sea_orm::DbErr) -> StoreError {
+    StoreError::Database { op, cause }
 }
 
 /// Runs the parent's read `stmt`, again (up to five times, 50 ms apart) on SQLite's

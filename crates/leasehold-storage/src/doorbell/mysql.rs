@@ -364,8 +364,8 @@ async fn wait_for(waiting: Waiting) {
 /// an arm of a wanted key not armed yet, a disarm of an armed one, each judged after the calls
 /// before it — so a lock is never taken twice (named locks are counted: a second `GET_LOCK`
 /// would need a second `RELEASE_LOCK`) nor let go when not held. This statement's changes are
-/// kept beside `armed`, which is not copied: with thousands of keys armed, a copy per statement
-/// cost a 100,000-lease burst about half the engine thread's CPU (session 13).
+/// kept beside `armed`, which is not copied: a copy per statement costs time in proportion to
+/// the keys armed, on the engine thread, for every statement of a burst.
 fn net_calls(calls: &mut Vec<(String, bool)>, armed: &HashSet<String>, wanted: &HashSet<String>) {
     let mut changed: HashMap<String, bool> = HashMap::new();
     calls.retain(|(p, arm)| {

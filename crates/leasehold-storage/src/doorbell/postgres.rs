@@ -15,7 +15,7 @@
 //! for tenures that ended without a committed release ([`Doorbell::rings_with_releases`]). Half
 //! the statements of a lock + unlock pair, but a notifying commit holds the server's
 //! notification lock through its flush, so many sessions notifying at once queue behind each
-//! other (`docs/benchmarks.md`, "Goal 2 in session 10"): off by default.
+//! other (measured in `docs/benchmarks.md`): off by default.
 //!
 //! Connections: 1 (the `LISTEN`), opened on the first [`Doorbell::watch`]. When it drops it is
 //! reopened with a bounded back-off; subscribers poll meanwhile, and every subscriber is woken

@@ -6,7 +6,7 @@
 //! without blocking to every socket in that directory. A socket whose process died answers
 //! `ECONNREFUSED` and its file is removed by the ringer; a full receive queue drops the datagram
 //! (that waiter polls). Rings queued while a send is out go together, separated by NUL, in as
-//! few datagrams as fit in [`MAX_DATAGRAM`] bytes.
+//! few datagrams as fit in `MAX_DATAGRAM` bytes.
 //!
 //! Why not an `flock` per key (the kernel drops it when the holder dies) or inotify on a bell
 //! file: a blocked `flock` takes a thread per waited key and cannot be cancelled or bounded, and

@@ -1,5 +1,5 @@
 //! Checks that need a SQL store ([`crate::SeaOrmStore`]): real faults made on the store's own
-//! database. Each is skipped (with a note on stderr, and passes) where it cannot apply: an
+//! database. Each is skipped where it cannot apply (reported `skipped`, never passed): an
 //! in-memory SQLite store has one connection, so nothing can hold a lock beside it.
 
 use std::time::Duration;
@@ -29,11 +29,6 @@ fn e(err: impl std::fmt::Display) -> String {
 
 pub(super) fn sql_store(ctx: &Ctx) -> Result<&SeaOrmStore, String> {
     ctx.sql.as_ref().ok_or_else(|| "not a SQL store".to_owned())
-}
-
-fn skip(check: &str, why: &str) -> Result<(), String> {
-    eprintln!("SKIPPED check {check}: {why}");
-    Ok(())
 }
 
 #[cfg(not(feature = "sqlite"))]
@@ -87,19 +82,18 @@ pub(super) async fn lock_row(
     Ok(txn)
 }
 
-pub(super) fn bound(ctx: &Ctx, check: &str) -> Result<Option<Duration>, String> {
+pub(super) fn bound(ctx: &Ctx) -> Result<Option<Duration>, String> {
     let store = sql_store(ctx)?;
     if sqlite_single_connection(store) {
-        skip(check, "one connection: nothing can hold a lock beside it")?;
+        ctx.skip("one connection: nothing can hold a lock beside it")?;
         return Ok(None);
     }
     match store.server_timeout() {
         Some(b) if b <= MAX_BOUND => Ok(Some(b)),
         other => {
-            skip(
-                check,
-                &format!("server-side bound {other:?} unknown or above {MAX_BOUND:?}"),
-            )?;
+            ctx.skip(&format!(
+                "server-side bound {other:?} unknown or above {MAX_BOUND:?}"
+            ))?;
             Ok(None)
         }
     }
@@ -117,10 +111,7 @@ pub(super) async fn failed_commit_never_a_grant(ctx: Ctx) -> Result<(), String> 
             read_only_refused(&ctx, store).await
         }
         #[allow(unreachable_patterns)]
-        other => skip(
-            "failed_commit_never_a_grant",
-            &format!("{other:?} not built"),
-        ),
+        other => ctx.skip(&format!("{other:?} not built")),
     }
 }
 
@@ -296,7 +287,7 @@ async fn read_only_connection(store: &SeaOrmStore) -> Result<DatabaseConnection,
 /// A grant, renewal and release blocked behind a row another session holds locked give up at
 /// the server-side bound, change nothing, and are typed [`StoreError::ServerTimeout`].
 pub(super) async fn blocked_statement_gives_up(ctx: Ctx) -> Result<(), String> {
-    let Some(bound) = bound(&ctx, "blocked_statement_gives_up")? else {
+    let Some(bound) = bound(&ctx)? else {
         return Ok(());
     };
     let store = sql_store(&ctx)?;
@@ -339,9 +330,9 @@ pub(super) async fn blocked_statement_gives_up(ctx: Ctx) -> Result<(), String> {
 pub(super) async fn renew_many_next_to_locked_row(ctx: Ctx) -> Result<(), String> {
     let store = sql_store(&ctx)?;
     if store.backend() == Backend::Sqlite {
-        return skip("renew_many_next_to_locked_row", "SQLite has no row locks");
+        return ctx.skip("SQLite has no row locks");
     }
-    if bound(&ctx, "renew_many_next_to_locked_row")?.is_none() {
+    if bound(&ctx)?.is_none() {
         return Ok(());
     }
     let a = holder("a")?;
@@ -401,12 +392,9 @@ pub(super) async fn renew_many_next_to_locked_row(ctx: Ctx) -> Result<(), String
 pub(super) async fn release_all_purge_next_to_locked_row(ctx: Ctx) -> Result<(), String> {
     let store = sql_store(&ctx)?;
     if store.backend() == Backend::Sqlite {
-        return skip(
-            "release_all_purge_next_to_locked_row",
-            "SQLite has no row locks",
-        );
+        return ctx.skip("SQLite has no row locks");
     }
-    if bound(&ctx, "release_all_purge_next_to_locked_row")?.is_none() {
+    if bound(&ctx)?.is_none() {
         return Ok(());
     }
     let (a, b) = (
@@ -452,9 +440,9 @@ pub(super) async fn release_all_purge_next_to_locked_row(ctx: Ctx) -> Result<(),
 pub(super) async fn group_commit_next_to_locked_row(ctx: Ctx) -> Result<(), String> {
     let store = sql_store(&ctx)?;
     if store.backend() == Backend::Sqlite {
-        return skip("group_commit_next_to_locked_row", "SQLite has no row locks");
+        return ctx.skip("SQLite has no row locks");
     }
-    if bound(&ctx, "group_commit_next_to_locked_row")?.is_none() {
+    if bound(&ctx)?.is_none() {
         return Ok(());
     }
     let (a, b) = (holder("a")?, holder("b")?);

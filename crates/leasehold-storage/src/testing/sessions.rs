@@ -158,7 +158,7 @@ async fn beside<T: Send + 'static>(
 /// uncommitted insert.
 pub(super) async fn batches_beside_other_sessions(ctx: Ctx) -> Result<(), String> {
     let store = sql_store(&ctx)?.clone();
-    if bound(&ctx, "batches_beside_other_sessions")?.is_none() {
+    if bound(&ctx)?.is_none() {
         return Ok(());
     }
     let a = holder("a")?;

@@ -1,0 +1,1 @@
+../../../examples/actix_web_leader.rs

@@ -1,0 +1,1 @@
+../../../examples/fencing.rs

@@ -1,0 +1,1 @@
+../../../examples/graceful_hand_over.rs

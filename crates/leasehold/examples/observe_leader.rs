@@ -1,0 +1,1 @@
+../../../examples/observe_leader.rs

@@ -1,0 +1,1 @@
+../../../examples/prometheus_health.rs
