@@ -13,7 +13,7 @@ use std::time::Duration;
 use leasehold::LeaseConfig;
 use leasehold_core::{Clock, MonotonicClock};
 use leasehold_storage::{SeaOrmStore, StoreBuilder, StoreError};
-use rand::Rng;
+use rand::RngExt;
 use tokio::time::Instant;
 
 use crate::duration;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use leasehold_core::{Clock, MonotonicClock};
 use leasehold_local::LocalLeases;
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 use tokio::runtime::Runtime;
 use tokio::sync::{mpsc, oneshot};
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use leasehold_core::{Clock, MonotonicClock};
 use leasehold_local::LocalLeases;
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use leasehold::{LeaseConfig, Namespace};
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 
 use crate::SimReport;
 use crate::beliefs::Beliefs;

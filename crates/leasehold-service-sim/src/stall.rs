@@ -8,7 +8,7 @@ use leasehold::SeaOrmStore;
 use leasehold::sea_orm::{ConnectionTrait, DbBackend, Statement, TransactionTrait};
 use leasehold_storage::Backend;
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 
 use crate::SimClock;
 

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use leasehold_core::{FencingToken, HolderId, RequestId, Term};
-use rand::Rng;
+use rand::RngExt;
 use rand::rngs::StdRng;
 
 use crate::config::SimConfig;

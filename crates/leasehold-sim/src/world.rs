@@ -12,7 +12,7 @@ use leasehold_core::{
 };
 use leasehold_storage::{LeaseStore, MemoryStore, StoreError};
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 
 use crate::config::SimConfig;
 use crate::invariants::{self, Believer, Liveness, Snapshot, TokensIncrease, Violation};

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use leasehold::{LeaseConfig, LeaseService, LeaseTask, LeaseTaskOptions};
 use leasehold_storage::{FencingToken, HolderId, LeaseKey, StoreBuilder, StoreError};
-use rand::Rng;
+use rand::RngExt;
 
 use super::log::{Kind, LogWriter};
 use super::{WorkerArgs, lease_config, name_of};

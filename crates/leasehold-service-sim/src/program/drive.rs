@@ -4,7 +4,7 @@ use std::future::Future;
 use std::task::Poll;
 use std::time::Duration;
 
-use rand::Rng;
+use rand::RngExt;
 
 use super::Program;
 use crate::oracle::call_bounds::WATCHDOG;

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use leasehold::LockGuard;
-use rand::Rng;
+use rand::RngExt;
 
 use super::Program;
 use crate::beliefs::{GuardCell, Owner, TokenSource};

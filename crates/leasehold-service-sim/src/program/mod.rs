@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use leasehold::{LeaseKey, LeaseService, LeaseTask, ShardedTasks};
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 
 use crate::beliefs::{Beliefs, GuardCell, MultiCell, Owner, ServiceCell};
 use crate::fault::{FaultDice, FaultPlan};

@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use leasehold::{MultiLockGuard, PermitGuard};
-use rand::Rng;
+use rand::RngExt;
 
 use super::Program;
 use crate::beliefs::{MultiCell, TokenSource};

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::FutureExt;
 use leasehold::{LeaseTaskOptions, ShardOptions};
-use rand::Rng;
+use rand::RngExt;
 
 use super::Program;
 

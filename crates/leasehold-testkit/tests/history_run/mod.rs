@@ -22,7 +22,7 @@ use std::time::Duration;
 use leasehold_storage::{LeaseKey, LeaseStore, SeaOrmStore, StoreError, Term};
 use leasehold_testkit::history::{Answer, Call, Op, Recorder};
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 
 /// How long a tenure lasts: far longer than any run.
 pub const TERM: Duration = Duration::from_secs(3_600);

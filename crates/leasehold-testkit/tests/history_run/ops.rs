@@ -8,7 +8,7 @@ use leasehold_storage::{
     RenewOutcome,
 };
 use leasehold_testkit::history::{Answer, Call, EVERY_KEY, Op};
-use rand::Rng;
+use rand::RngExt;
 
 use super::{Worker, bounded, term};
 

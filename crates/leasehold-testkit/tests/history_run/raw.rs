@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use leasehold_storage::{Backend, FencingToken, HolderId, LeaseKey, SeaOrmStore};
 use leasehold_testkit::history::{Answer, Call};
-use rand::Rng;
+use rand::RngExt;
 use sea_orm::{ConnectionTrait, DatabaseTransaction, TransactionTrait};
 
 use super::{TERM, Worker};

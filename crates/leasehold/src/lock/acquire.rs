@@ -8,7 +8,7 @@ use leasehold_core::{HolderId, LeaseConfig, LeaseKey};
 use leasehold_engine::{
     Attempt, EngineError, KeepUntilStopped, Owner, SettleLock, TakeLock, WatchReleases,
 };
-use rand::Rng;
+use rand::RngExt;
 use tokio::sync::{OwnedMutexGuard, mpsc, oneshot};
 
 use super::{LockGuard, LockOutcome, Locks, lock_config};

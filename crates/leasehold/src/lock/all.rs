@@ -14,7 +14,7 @@ use std::time::Duration;
 use futures::future::join_all;
 use leasehold_core::{DbInstant, FencingToken, HolderId, LeaseConfig, LeaseKey, ValidationError};
 use leasehold_engine::{Attempt, Belief, EngineError, KeepUntilStopped, Owner, TakeLocks};
-use rand::Rng;
+use rand::RngExt;
 use tokio::sync::{OwnedMutexGuard, oneshot};
 use tokio_util::sync::CancellationToken;
 

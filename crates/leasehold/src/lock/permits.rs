@@ -218,7 +218,7 @@ impl Locks<'_> {
             if give_up.is_some_and(|at| now >= at) {
                 return Ok(None);
             }
-            let jitter = rand::Rng::random_range(&mut rand::rng(), 0.75..1.25);
+            let jitter = rand::RngExt::random_range(&mut rand::rng(), 0.75..1.25);
             let mut pause = backoff.mul_f64(jitter);
             if let Some(at) = give_up {
                 pause = pause.min(at.saturating_duration_since(now));
