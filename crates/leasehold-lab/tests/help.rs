@@ -31,7 +31,11 @@ fn every_lab_command_help_shows_an_example() {
         .filter(|c| c != "help")
         .collect();
     commands.sort();
-    assert_eq!(commands, ["bench", "capacity", "demo", "torture"], "{top}");
+    assert_eq!(
+        commands,
+        ["bench", "capacity", "demo", "report", "torture"],
+        "{top}"
+    );
     for command in commands.iter().map(String::as_str).chain([
         "bench-peer",
         "torture-worker",
