@@ -223,7 +223,7 @@ impl SeaOrmStore {
     /// # Errors
     /// [`StoreError::ReadOnly`] or [`StoreError::Database`] if a statement fails.
     pub async fn drop_table(&self) -> Result<(), StoreError> {
-        leasehold_migration::drop_lease_table(&self.db, &self.table)
+        crate::ddl::drop_lease_table(&self.db, &self.table)
             .await
             .map_err(|e| StoreError::db("drop_table", &self.table, e))
     }
