@@ -105,7 +105,9 @@ pub(super) async fn renew_batch_two_tenures_of_one_key(ctx: Ctx) -> Result<(), S
             crate::BatchRenewal::Renewed,
         ];
         ensure(got == want, || {
-            format!("renew_batch of tokens [{first}, {second}, -, {live}] of {key} answered {got:?}")
+            format!(
+                "renew_batch of tokens [{first}, {second}, -, {live}] of {key} answered {got:?}"
+            )
         })?;
         let many = ctx
             .store
