@@ -120,7 +120,7 @@ impl SeaOrmStore {
             }
             Dialect::MySql { .. } => {
                 for chunk in by_namespace(items) {
-                    let (renewed, locked_out) =
+                    let (renewed, locked_out, unknown) =
                         retry_deadlocks(op, || self.renew_chunk_mysql(holder, items, &chunk, term))
                             .await
                             .map_err(self.err(op))?;
@@ -128,6 +128,16 @@ impl SeaOrmStore {
                         answers[i] = BatchRenewal::Renewed;
                     }
                     skipped.extend(locked_out);
+                    // Rows this transaction locked and left as they were, which the matched
+                    // count cannot name: no other session holds them, so asking each alone
+                    // after the commit waits for nobody.
+                    for i in unknown {
+                        let it = &items[i];
+                        answers[i] = match self.renew(&it.key, holder, it.token, term).await? {
+                            RenewOutcome::Renewed => BatchRenewal::Renewed,
+                            _ => BatchRenewal::Lost,
+                        };
+                    }
                 }
             }
         }
@@ -172,14 +182,15 @@ impl SeaOrmStore {
     /// as they were are decided by the update's count of matched rows. Only
     /// items whose row could not be locked are read again, by a consistent read that locks
     /// nothing: those still ours were locked by another session.
-    /// Returns the renewed item indices and those of rows another session held locked.
+    /// Returns the renewed item indices, those of rows another session held locked, and those of
+    /// rows this transaction locked and left as they were that the matched count cannot name.
     async fn renew_chunk_mysql(
         &self,
         holder: &HolderId,
         items: &[RenewItem],
         chunk: &[usize],
         term: Term,
-    ) -> Result<(Vec<usize>, Vec<usize>), DbErr> {
+    ) -> Result<(Vec<usize>, Vec<usize>, Vec<usize>), DbErr> {
         let by_name: HashMap<&str, usize> = chunk
             .iter()
             .map(|&i| (items[i].key.name.as_str(), i))
@@ -260,6 +271,7 @@ impl SeaOrmStore {
             }
         }
         let mut renewed = Vec::new();
+        let mut unknown = Vec::new();
         if !before.is_empty() {
             let ids: Vec<i64> = before.keys().copied().collect();
             // The rows the update matched, changed or not: the connection asks for found rows
@@ -293,13 +305,13 @@ impl SeaOrmStore {
             if matched_unchanged == unchanged.len() {
                 renewed.append(&mut unchanged);
             } else if matched_unchanged > 0 {
-                skipped.append(&mut unchanged);
+                unknown.append(&mut unchanged);
             }
         }
         txn.commit().await?;
         self.row_ids
             .record(ids_found.iter().map(|(name, id)| (ns, name.as_str(), *id)));
-        Ok((renewed, skipped))
+        Ok((renewed, skipped, unknown))
     }
 
     /// `release_many`: one statement per chunk.
