@@ -97,7 +97,17 @@ async fn a_fenced_transaction_costs_no_other_lease_on_postgres_and_mariadb() {
         if tag == "sqlite" {
             continue;
         }
-        let seen = hold_three_and_fence_one(tag, &url, TERM * 2).await;
+        let mut seen = hold_three_and_fence_one(tag, &url, TERM * 2).await;
+        if !seen.others_lost.is_empty() {
+            // Without the fix g and h are lost in every run (their renewals wait behind f's
+            // row); a loaded shared server can also stall two renewals in a row once. A second
+            // run tells the two apart.
+            eprintln!(
+                "{tag}: g or h not held at {:?}; running the scenario once more",
+                &seen.others_lost[..seen.others_lost.len().min(5)]
+            );
+            seen = hold_three_and_fence_one(tag, &url, TERM * 2).await;
+        }
         assert!(
             seen.others_lost.is_empty(),
             "{tag}: g and h must stay held while f's row is locked; not held at {:?}",
