@@ -49,8 +49,8 @@ impl Recorder {
 /// A [`LeaseStore`] that injects faults around `inner` and logs its confirmed grants in a
 /// [`GrantLog`]. One per service (its dice are the service's); clones share everything.
 ///
-/// Every call draws one [`Fault`]: passed through, delayed, hung (until the caller drops it, at
-/// most [`HANG_CAP`]), failed, applied with the answer lost, applied and answered late, or
+/// Every call draws one [`Fault`](crate::Fault): passed through, delayed, hung (until the caller drops it, at
+/// most [`HANG_CAP`](crate::HANG_CAP)), failed, applied with the answer lost, applied and answered late, or
 /// answered `TimedOut` at once and **applied later** (on `late`, or the caller's runtime),
 /// after the engine abandoned it. On the SQL stores a call can also be passed through beside
 /// another session that holds the row of a key it touches locked, or has granted that key and

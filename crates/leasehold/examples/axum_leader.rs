@@ -1,0 +1,1 @@
+../../../examples/axum_leader.rs

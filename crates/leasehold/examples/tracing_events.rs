@@ -1,0 +1,1 @@
+../../../examples/tracing_events.rs
