@@ -342,9 +342,11 @@ pub(super) async fn renew_many_next_to_locked_row(ctx: Ctx) -> Result<(), String
         let (token, _) = acquired(&ctx, &key, &a, term(LONG)?).await?;
         items.push(RenewItem { key, token });
     }
+    // A token n0 never had. Fresh rows start one above the token floor, which other checks'
+    // purges raise, so no fixed number is safely stale.
     items.push(RenewItem {
         key: ctx.key("n0")?,
-        token: FencingToken(99),
+        token: FencingToken(items[0].token.get() + 1_000),
     });
     let before = ctx
         .store
