@@ -59,6 +59,22 @@ async fn exec<C: ConnectionTrait>(conn: &C, sql: String) -> Result<(), DbErr> {
         .map(|_| ())
 }
 
+/// Runs a `CREATE ... IF NOT EXISTS` of `table`'s schema. PostgreSQL's `IF NOT EXISTS` is not
+/// safe against a concurrent first run (both see no table, the second fails on the catalog's
+/// unique key: "duplicate key value violates unique constraint pg_class_relname_nsp_index"), so
+/// there the statement runs in one simple query behind the table's migration advisory lock:
+/// the second run waits for the first to commit and then finds the table. MySQL and SQLite
+/// serialise DDL themselves.
+async fn exec_create<C: ConnectionTrait>(conn: &C, table: &str, sql: String) -> Result<(), DbErr> {
+    if conn.get_database_backend() == DbBackend::Postgres {
+        let locked = format!(
+            "SELECT pg_advisory_xact_lock(hashtext('leasehold_migrate:{table}'));\n{sql}"
+        );
+        return conn.execute_unprepared(&locked).await.map(|_| ());
+    }
+    exec(conn, sql).await
+}
+
 /// Brings the lease table `table` to the newest schema, idempotently: creates it (and its
 /// unique key) if it does not exist, then applies every later step that is missing (the
 /// `lease_value` column and the token floor table; on PostgreSQL, room on each page for
@@ -110,7 +126,7 @@ pub async fn create_first_step_table<C: ConnectionTrait>(
              CONSTRAINT uk_{table}_ns_name UNIQUE (namespace, lease_name))"
         )
     };
-    exec(conn, sql).await
+    exec_create(conn, table, sql).await
 }
 
 /// The binary no-pad collation of the server: MariaDB's `utf8mb4_nopad_bin`, MySQL 8's
@@ -200,7 +216,7 @@ pub async fn add_value_and_floor<C: ConnectionTrait>(conn: &C, table: &str) -> R
             format!("INSERT INTO {floor} (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING"),
         ),
     };
-    exec(conn, create).await?;
+    exec_create(conn, table, create).await?;
     exec(conn, insert).await
 }
 

@@ -1,0 +1,68 @@
+//! Services that start at once on a database without the lease table all migrate it: every
+//! first run succeeds and they end up sharing one table (PostgreSQL's `CREATE TABLE IF NOT
+//! EXISTS` alone lets the second of two concurrent runs fail on the catalog's unique key).
+
+use leasehold_storage::testing::backend_urls;
+use leasehold_storage::{AcquireOutcome, HolderId, LeaseKey, LeaseStore, StoreBuilder, Term};
+use sea_orm::{ConnectionTrait, Database};
+
+const RUNS: usize = 8;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_first_migrations_all_succeed() {
+    let dir = std::env::temp_dir().join(format!("leasehold-first-run-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let sqlite = format!("sqlite://{}?mode=rwc", dir.join("leases.db").display());
+    for (backend, url) in backend_urls(sqlite) {
+        let prefix = format!("firstrun_{}_", std::process::id());
+        let table = format!("{prefix}lease_info");
+        let drop_tables = || async {
+            let db = Database::connect(&url).await.expect("connect");
+            for t in [format!("{table}_floor"), table.clone()] {
+                db.execute_unprepared(&format!("DROP TABLE IF EXISTS {t}"))
+                    .await
+                    .expect("drop");
+            }
+        };
+        drop_tables().await;
+        let runs: Vec<_> = (0..RUNS)
+            .map(|_| {
+                let (url, prefix) = (url.clone(), prefix.clone());
+                tokio::spawn(async move {
+                    StoreBuilder::new(url)
+                        .table_prefix(prefix)
+                        .migrate(true)
+                        .connect()
+                        .await
+                })
+            })
+            .collect();
+        let mut stores = Vec::new();
+        for run in runs {
+            match run.await.expect("join") {
+                Ok(store) => stores.push(store),
+                Err(e) => panic!("{backend}: a concurrent first migration failed: {e}"),
+            }
+        }
+        // One table: a grant through one store is seen, held, through every other.
+        let key = LeaseKey::parse("first-run", "k").expect("key");
+        let a = HolderId::new("a").expect("holder");
+        let term = Term::new("term", std::time::Duration::from_secs(30)).expect("term");
+        let granted = stores[0]
+            .begin_tenure(&key, &a, term, None)
+            .await
+            .expect("grant");
+        assert!(
+            matches!(granted, AcquireOutcome::Acquired { .. }),
+            "{backend}: {granted:?}"
+        );
+        for store in &stores[1..] {
+            let row = store.get(&key).await.expect("get").expect("row");
+            assert_eq!(row.holder, a, "{backend}");
+        }
+        drop(stores);
+        drop_tables().await;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
