@@ -48,6 +48,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod backend;
 mod batch;
 mod clock_rate;
 mod connect;
@@ -70,6 +71,7 @@ mod store;
 pub mod testing;
 mod tls;
 
+pub use backend::Backend;
 pub use clock_rate::measure_clock_rate;
 pub use connect::StoreBuilder;
 pub use doorbell::Doorbell;
@@ -80,7 +82,7 @@ pub use leasehold_core::{
     LeaseValue, Namespace, ReleaseOutcome, RenewOutcome, SetValueOutcome, Term, ValidationError,
 };
 pub use memory::MemoryStore;
-pub use seaorm::{Backend, SeaOrmStore};
+pub use seaorm::SeaOrmStore;
 pub use sql::rewrite_placeholders;
 pub use store::{AllOutcome, BatchRenewal, LeaseStore, RenewItem};
 pub use tls::TlsProblem;

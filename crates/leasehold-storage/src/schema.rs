@@ -4,7 +4,6 @@
 use sea_orm::{ConnectionTrait, DbErr};
 
 use crate::SeaOrmStore;
-use crate::sql::Dialect;
 
 const INTEGER_COLUMNS: [&str; 5] = [
     "lease_end_time",
@@ -34,7 +33,7 @@ pub(crate) async fn problems(store: &SeaOrmStore) -> Result<Vec<String>, DbErr> 
             "no unique key on exactly (namespace, lease_name) (unique keys: {keys:?}): two holders could both be granted one name"
         ));
     }
-    let mysql = matches!(store.sql.dialect, Dialect::MySql { .. });
+    let mysql = store.sql.backend.is_mysql();
     for row in store
         .connection()
         .query_all_raw(store.sql.catalog_columns())

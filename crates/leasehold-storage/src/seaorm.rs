@@ -14,23 +14,9 @@ use sea_orm::{
     Statement, TransactionOptions, TransactionTrait,
 };
 
-use crate::sql::{Dialect, Sql};
+use crate::backend::Backend;
+use crate::sql::Sql;
 use crate::{AllOutcome, BatchRenewal, LeaseStore, RenewItem, StoreError};
-
-/// Which database a [`SeaOrmStore`] talks to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Backend {
-    /// SQLite (embedded; WAL mode for files).
-    Sqlite,
-    /// PostgreSQL.
-    Postgres,
-    /// MariaDB 10.5+ (grant in one `INSERT … ON DUPLICATE KEY UPDATE … RETURNING`).
-    MariaDb,
-    /// Oracle MySQL 8 (no `RETURNING`: the grant is the same upsert plus a read, in one
-    /// transaction, so it stays atomic at the cost of a second round trip).
-    MySql,
-}
 
 /// Rows per batched renewal statement on MySQL (three placeholders each, far below the 65,535
 /// placeholder limit). SQLite and PostgreSQL take every item in one statement.
@@ -64,7 +50,7 @@ impl SeaOrmStore {
             DbBackend::Sqlite => Backend::Sqlite,
             _ => {
                 let row = db
-                    .query_one_raw(crate::sql::mysql_version())
+                    .query_one_raw(crate::backend::mysql::session::mysql_version())
                     .await
                     .map_err(|e| StoreError::Database {
                         op: "connect",
@@ -88,14 +74,8 @@ impl SeaOrmStore {
     /// path on MariaDB).
     #[must_use]
     pub fn with_backend(db: DatabaseConnection, table: &str, backend: Backend) -> Self {
-        let dialect = match backend {
-            Backend::Sqlite => Dialect::Sqlite,
-            Backend::Postgres => Dialect::Postgres,
-            Backend::MariaDb => Dialect::MySql { returning: true },
-            Backend::MySql => Dialect::MySql { returning: false },
-        };
         Self {
-            sql: Sql::new(dialect, table),
+            sql: Sql::new(backend, table),
             db,
             table: table.to_owned(),
             backend,
@@ -176,7 +156,7 @@ impl SeaOrmStore {
     /// ```
     #[must_use]
     pub fn notify_in_statements(mut self, on: bool) -> Self {
-        self.sql = Sql::notifying(self.sql.dialect, &self.table, on);
+        self.sql = Sql::notifying(self.backend, &self.table, on);
         self
     }
 
@@ -387,15 +367,13 @@ impl SeaOrmStore {
         stmt: &Statement,
         key: &LeaseKey,
     ) -> Result<Option<(QueryResult, bool)>, StoreError> {
-        let row = match self.sql.dialect {
-            Dialect::Postgres | Dialect::Sqlite => {
+        let row = match self.backend {
+            Backend::Postgres | Backend::Sqlite => {
                 let rows = self.query_all(op, stmt.clone()).await?;
                 return Ok(rows.into_iter().next().map(|r| (r, true)));
             }
-            Dialect::MySql { returning: true } => {
-                self.query_all(op, stmt.clone()).await?.into_iter().next()
-            }
-            Dialect::MySql { returning: false } => {
+            Backend::MariaDb => self.query_all(op, stmt.clone()).await?.into_iter().next(),
+            Backend::MySql => {
                 tracing::trace!("{op}: {}", stmt.sql);
                 retry_deadlocks(op, || self.upsert_in_transaction(stmt.clone(), key))
                     .await
@@ -659,7 +637,7 @@ impl LeaseStore for SeaOrmStore {
     }
 
     async fn release_all(&self, holder: &HolderId) -> Result<u64, StoreError> {
-        if let Dialect::MySql { .. } = self.sql.dialect {
+        if self.backend.is_mysql() {
             return self.release_all_mysql(holder).await;
         }
         self.execute("release_all", self.sql.release_all(holder))
