@@ -13,7 +13,8 @@
 //!   the current state, then every change (pushed where the doorbell can, polled at a bound
 //!   elsewhere; a lagging consumer gets the latest state).
 //! - [`entity`]: the SeaORM entity of the lease table, for application queries (leasehold's own
-//!   statements are in `sql.rs`: one function per statement, its values beside its text).
+//!   statements are in `sql.rs` and, per database, `backend/<database>/`: one function per
+//!   statement, its values beside its text).
 //! - [`rewrite_placeholders`]: `?` placeholders as the backend takes them, for statements of
 //!   your own beside the lease table.
 //! - `testing` (cargo feature `testing`): the conformance suite every store passes, and

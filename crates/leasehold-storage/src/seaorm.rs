@@ -1,6 +1,7 @@
 //! The SeaORM store: SQLite, PostgreSQL and MySQL/MariaDB. It only sends the statements `sql.rs`
-//! makes (through [`retry_deadlocks`], the one retry loop) and reads their rows; the batched
-//! statements are driven from `batch.rs`.
+//! and `backend/<database>/` make (through [`retry_deadlocks`], the one retry loop) and reads
+//! their rows; the single grant is driven from `grant.rs`, the batched statements from
+//! `batch.rs` and `group.rs`.
 
 use std::time::Duration;
 

@@ -1,7 +1,10 @@
-//! Every statement of the SeaORM store: one function per statement, returning the finished
-//! [`Statement`] with its values bound in the order its text names them, per backend. The text of
-//! the fixed statements is built once per store. Every value is a bound parameter; only the
-//! validated table name is spliced in. [`crate::SeaOrmStore`] sends these and reads the rows.
+//! The statements of the SeaORM store: one function per statement, returning the finished
+//! [`Statement`] with its values bound in the order its text names them. This file holds the
+//! dialect-neutral statements and helpers; where the text differs between databases it asks the
+//! store's [`Dialect`] (`backend/<database>/mod.rs`), and the statements only one database sends
+//! are in `impl Sql` blocks of `backend/<database>/`. The text of the fixed statements is built
+//! once per store (`sql/texts.rs`). Every value is a bound parameter; only the validated table
+//! name is spliced in. [`crate::SeaOrmStore`] sends these and reads the rows.
 
 use leasehold_core::{FencingToken, HolderId, LeaseKey, LeaseValue, Namespace, Term};
 use sea_orm::{Statement, Value};

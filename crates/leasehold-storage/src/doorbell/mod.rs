@@ -22,7 +22,7 @@
 //!
 //! A bell that is no tenure (a shard group's) is rung with [`Doorbell::broadcast`] and watched
 //! with [`Doorbell::watch_broadcasts`]: the same ring everywhere but on MySQL, where only a
-//! named lock's holder can wake its waiters (see `mysql.rs`).
+//! named lock's holder can wake its waiters (see [`mysql`]).
 //!
 //! Observers ([`crate::observe`]) subscribe with [`Doorbell::watch_changes`]: on PostgreSQL they
 //! are also woken by the announcement of every grant ([`Doorbell::held`] sends it after the

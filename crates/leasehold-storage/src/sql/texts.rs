@@ -26,7 +26,7 @@ impl Texts {
     pub(super) fn new(dialect: &dyn Dialect, table: &str, floor: &str, notify: bool) -> Self {
         let now = dialect.now();
         let t = table;
-        let fresh = dialect.fresh_version(&floor);
+        let fresh = dialect.fresh_version(floor);
         // Parameters of every grant: namespace, name, holder, term (ms), then `keep` (1:
         // try_acquire keeps the token of a live grant of ours and may extend it; 0: a new
         // tenure), then `expected` (the token of our own live tenure a take-over may replace; -1
