@@ -1,7 +1,8 @@
 //! Group commit on the SeaORM store: [`LeaseStore::begin_tenure_many`] (many new tenures of one
 //! holder in one transaction) and [`LeaseStore::release_batch`] (many releases in one
-//! statement), so one commit serves many callers. Each statement is built here beside the values
-//! it binds.
+//! statement), so one commit serves many callers. This file splits a call into chunks and
+//! answers the items; each database's statements, each beside the values it binds, and the
+//! transaction that sends them are in `backend/<database>/group.rs`.
 //!
 //! # Grants
 //!
@@ -11,8 +12,8 @@
 //! after any lock wait. Nothing is answered before the transaction committed.
 //!
 //! PostgreSQL decides a batch in one statement, MySQL in one transaction of a locking read and
-//! one update (plus an upsert and a read-back for rows that did not exist); see `grant_pg` and
-//! `grant_mysql`.
+//! one update (plus an upsert and a read-back for rows that did not exist); see
+//! `Sql::pg_grant_batch` and `SeaOrmStore::grant_mysql`.
 //!
 //! One locked row never holds the batch hostage: PostgreSQL and MySQL first lock the batch's
 //! existing rows `FOR UPDATE SKIP LOCKED`; an item whose row another session holds locked (an

@@ -310,6 +310,8 @@ impl SeaOrmStore {
         if upsert.is_empty() {
             return Ok(decided);
         }
+        // The upsert records in @leasehold_hit which existing rows it took over and which it
+        // left alone (`Sql::mysql_grant_upsert`): emptied first, read back with the rows.
         txn.execute_raw(self.sql.mysql_hit_reset()).await?;
         let upserted = names(&upsert);
         txn.execute_raw(
