@@ -6,9 +6,10 @@ use leasehold_core::{
 };
 use sea_orm::{ConnectionTrait, DbErr, QueryResult, Statement, TransactionOptions};
 
+use crate::backend::GrantAnswer;
 use crate::retry::{begin_whole, retry_deadlocks};
 use crate::seaorm::get;
-use crate::{Backend, LeaseStore, SeaOrmStore, StoreError};
+use crate::{LeaseStore, SeaOrmStore, StoreError};
 
 /// How many times a grant is retried when the row changes between the upsert and the read that
 /// explains a refusal. Each retry needs another holder's release to land in that gap.
@@ -78,13 +79,13 @@ impl SeaOrmStore {
         stmt: &Statement,
         key: &LeaseKey,
     ) -> Result<Option<(QueryResult, bool)>, StoreError> {
-        let row = match self.backend() {
-            Backend::Postgres | Backend::Sqlite => {
+        let row = match self.sql.grant_answer() {
+            GrantAnswer::WhenGranted => {
                 let rows = self.query_all(op, stmt.clone()).await?;
                 return Ok(rows.into_iter().next().map(|r| (r, true)));
             }
-            Backend::MariaDb => self.query_all(op, stmt.clone()).await?.into_iter().next(),
-            Backend::MySql => {
+            GrantAnswer::WithTook => self.query_all(op, stmt.clone()).await?.into_iter().next(),
+            GrantAnswer::ReadBack => {
                 tracing::trace!("{op}: {}", stmt.sql);
                 retry_deadlocks(op, || self.upsert_in_transaction(stmt.clone(), key))
                     .await

@@ -9,7 +9,7 @@
 use leasehold_core::{FencingToken, HolderId, LeaseKey, LeaseValue, Namespace, Term};
 use sea_orm::{Statement, Value};
 
-use crate::backend::{Backend, Dialect, GrantValues, Names, postgres};
+use crate::backend::{Backend, Dialect, GrantAnswer, GrantValues, Names, postgres};
 
 mod texts;
 use crate::{RenewItem, StoreError};
@@ -134,6 +134,11 @@ impl Sql {
             expected: expected.map_or(-1, FencingToken::get).into(),
         });
         self.statement(&self.text.acquire, values)
+    }
+
+    /// How [`Sql::acquire`] answers.
+    pub(crate) fn grant_answer(&self) -> GrantAnswer {
+        self.dialect.grant_answer()
     }
 
     /// Oracle MySQL: the row the grant upsert left and whether it granted (`took`).

@@ -42,6 +42,18 @@ impl Backend {
     }
 }
 
+/// How a database answers its grant statement ([`Dialect::acquire`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GrantAnswer {
+    /// `RETURNING` the row only when the statement granted (PostgreSQL, SQLite).
+    WhenGranted,
+    /// `RETURNING` the row always, with `took`: whether this statement granted (MariaDB).
+    WithTook,
+    /// No `RETURNING`: the row and `took` are read back in the same transaction
+    /// ([`crate::sql::Sql::grant_row`]; Oracle MySQL).
+    ReadBack,
+}
+
 /// The values of a grant statement, named; [`Dialect::acquire_values`] puts them in the order its
 /// text names them.
 pub(crate) struct GrantValues {
@@ -114,6 +126,11 @@ pub(crate) trait Dialect: Send + Sync + std::fmt::Debug {
                OR (l.holder = excluded.holder AND (? = 1 OR l.version = ?)) \
              RETURNING holder, version, lease_end_time{announce}"
         )
+    }
+
+    /// How [`Dialect::acquire`] answers.
+    fn grant_answer(&self) -> GrantAnswer {
+        GrantAnswer::WhenGranted
     }
 
     /// The values of [`Dialect::acquire`] in the order its text names them.

@@ -4,7 +4,7 @@
 
 use sea_orm::{DbBackend, Value};
 
-use super::{Dialect, GrantValues, Names};
+use super::{Dialect, GrantAnswer, GrantValues, Names};
 
 #[cfg(feature = "mysql")]
 pub mod doorbell;
@@ -77,6 +77,14 @@ impl Dialect for MySql {
                 ""
             }
         )
+    }
+
+    fn grant_answer(&self) -> GrantAnswer {
+        if self.returning {
+            GrantAnswer::WithTook
+        } else {
+            GrantAnswer::ReadBack
+        }
     }
 
     fn acquire_values(&self, v: GrantValues) -> Vec<Value> {
