@@ -15,8 +15,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use leasehold_core::{HolderId, LeaseKey, RenewOutcome, Term};
 use sea_orm::{ConnectionTrait, DbErr, QueryResult};
 
+use crate::Backend;
 use crate::seaorm::{MYSQL_RENEW_CHUNK, get, retry_deadlocks};
-use crate::sql::Dialect;
 use crate::{BatchRenewal, LeaseStore, RenewItem, SeaOrmStore, StoreError};
 
 /// Item indices grouped by namespace, in chunks of at most [`MYSQL_RENEW_CHUNK`].
@@ -98,13 +98,13 @@ impl SeaOrmStore {
             .map(|(i, it)| ((it.key.namespace.as_str(), it.key.name.as_str()), i))
             .collect();
         let mut skipped: Vec<usize> = Vec::new();
-        match self.sql.dialect {
-            Dialect::Postgres | Dialect::Sqlite => {
+        match self.sql.backend {
+            Backend::Postgres | Backend::Sqlite => {
                 let stmt = self.sql.renew_many(holder, items, term)?;
                 for row in self.query_all(op, stmt).await? {
                     let ns: String = get(&row, op, "namespace")?;
                     let name: String = get(&row, op, "lease_name")?;
-                    let renewed = if self.sql.dialect == Dialect::Postgres {
+                    let renewed = if self.sql.backend == Backend::Postgres {
                         get::<i32>(&row, op, "renewed")? == 1
                     } else {
                         true
@@ -118,7 +118,7 @@ impl SeaOrmStore {
                     }
                 }
             }
-            Dialect::MySql { .. } => {
+            Backend::MySql | Backend::MariaDb => {
                 for chunk in by_namespace(items) {
                     let (renewed, locked_out, unknown) =
                         retry_deadlocks(op, || self.renew_chunk_mysql(holder, items, &chunk, term))
@@ -324,12 +324,12 @@ impl SeaOrmStore {
         if items.is_empty() {
             return Ok(0);
         }
-        match self.sql.dialect {
-            Dialect::Postgres | Dialect::Sqlite => {
+        match self.sql.backend {
+            Backend::Postgres | Backend::Sqlite => {
                 self.execute(op, self.sql.release_many(holder, items)?)
                     .await
             }
-            Dialect::MySql { .. } => {
+            Backend::MySql | Backend::MariaDb => {
                 let mut n = 0;
                 for chunk in by_namespace(items) {
                     n += self

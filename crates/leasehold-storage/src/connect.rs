@@ -310,15 +310,16 @@ async fn mysql_session_bounds(
 ) -> Result<(), sea_orm::sqlx::Error> {
     use sea_orm::sqlx::{AssertSqlSafe, Executor, Row};
     let version: String = conn
-        .fetch_one(crate::sql::MYSQL_VERSION)
+        .fetch_one(crate::backend::mysql::session::MYSQL_VERSION)
         .await?
         .try_get("v")?;
     let mariadb = version.to_ascii_lowercase().contains("mariadb");
-    conn.execute(AssertSqlSafe(crate::sql::mysql_session_bounds(
-        mariadb, bound,
-    )))
+    conn.execute(AssertSqlSafe(
+        crate::backend::mysql::session::mysql_session_bounds(mariadb, bound),
+    ))
     .await?;
-    conn.execute(crate::sql::MYSQL_READ_COMMITTED).await?;
+    conn.execute(crate::backend::mysql::session::MYSQL_READ_COMMITTED)
+        .await?;
     Ok(())
 }
 

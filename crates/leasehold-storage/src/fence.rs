@@ -17,7 +17,7 @@ use std::ops::Deref;
 use leasehold_core::{FencingToken, HolderId, LeaseKey};
 use sea_orm::{ConnectionTrait, DatabaseTransaction, SqliteTransactionMode, TransactionOptions};
 
-use crate::sql::Dialect;
+use crate::Backend;
 use crate::{SeaOrmStore, StoreError};
 
 /// A transaction that began while the tenure it names was live. Run statements on it (it derefs
@@ -111,7 +111,7 @@ impl SeaOrmStore {
     ) -> Result<Option<FencedTransaction>, StoreError> {
         let op = "begin_fenced";
         let options = TransactionOptions {
-            sqlite_transaction_mode: (self.sql.dialect == Dialect::Sqlite)
+            sqlite_transaction_mode: (self.sql.backend == Backend::Sqlite)
                 .then_some(SqliteTransactionMode::Immediate),
             ..TransactionOptions::default()
         };

@@ -13,8 +13,8 @@
 use leasehold_core::{DbInstant, FencingToken, HolderId, LeaseKey, Term};
 use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr, QueryResult, TransactionOptions};
 
+use crate::backend::GrantAnswer;
 use crate::seaorm::{begin_whole, retry_deadlocks};
-use crate::sql::Dialect;
 use crate::{AllOutcome, SeaOrmStore, StoreError};
 
 const OP: &str = "begin_tenure_all";
@@ -103,8 +103,8 @@ impl SeaOrmStore {
         term: Term,
     ) -> Result<Step, DbErr> {
         let stmt = self.sql.acquire(key, holder, term, false, None, None);
-        let row = match self.sql.dialect {
-            Dialect::Postgres | Dialect::Sqlite => {
+        let row = match self.sql.grant_answer() {
+            GrantAnswer::WhenGranted => {
                 if let Some(row) = txn.query_all_raw(stmt).await?.into_iter().next() {
                     return Ok(Step::Granted(
                         FencingToken(col(&row, "version")?),
@@ -125,8 +125,8 @@ impl SeaOrmStore {
                     until: col(&row, "lease_end_time")?,
                 });
             }
-            Dialect::MySql { returning: true } => txn.query_all_raw(stmt).await?.into_iter().next(),
-            Dialect::MySql { returning: false } => {
+            GrantAnswer::WithTook => txn.query_all_raw(stmt).await?.into_iter().next(),
+            GrantAnswer::ReadBack => {
                 txn.execute_raw(stmt).await?;
                 txn.query_all_raw(self.sql.grant_row(key))
                     .await?

@@ -13,7 +13,8 @@
 //!   the current state, then every change (pushed where the doorbell can, polled at a bound
 //!   elsewhere; a lagging consumer gets the latest state).
 //! - [`entity`]: the SeaORM entity of the lease table, for application queries (leasehold's own
-//!   statements are in `sql.rs`: one function per statement, its values beside its text).
+//!   statements are in `sql.rs` and, per database, `backend/<database>/`: one function per
+//!   statement, its values beside its text).
 //! - [`rewrite_placeholders`]: `?` placeholders as the backend takes them, for statements of
 //!   your own beside the lease table.
 //! - `testing` (cargo feature `testing`): the conformance suite every store passes, and
@@ -48,6 +49,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod backend;
 mod batch;
 mod clock_rate;
 mod connect;
@@ -56,11 +58,13 @@ pub mod doorbell;
 pub mod entity;
 mod error;
 mod fence;
+mod grant;
 mod group;
 mod joint;
 mod memory;
 pub mod observe;
 mod purge;
+mod retry;
 mod row_ids;
 mod schema;
 mod seaorm;
@@ -70,6 +74,7 @@ mod store;
 pub mod testing;
 mod tls;
 
+pub use backend::Backend;
 pub use clock_rate::measure_clock_rate;
 pub use connect::StoreBuilder;
 pub use doorbell::Doorbell;
@@ -80,7 +85,7 @@ pub use leasehold_core::{
     LeaseValue, Namespace, ReleaseOutcome, RenewOutcome, SetValueOutcome, Term, ValidationError,
 };
 pub use memory::MemoryStore;
-pub use seaorm::{Backend, SeaOrmStore};
+pub use seaorm::SeaOrmStore;
 pub use sql::rewrite_placeholders;
 pub use store::{AllOutcome, BatchRenewal, LeaseStore, RenewItem};
 pub use tls::TlsProblem;

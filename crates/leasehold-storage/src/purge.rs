@@ -19,8 +19,8 @@
 use leasehold_core::{Namespace, Term};
 use sea_orm::{ConnectionTrait, DbErr, TransactionOptions};
 
+use crate::Backend;
 use crate::seaorm::{begin_whole, retry_deadlocks};
-use crate::sql::Dialect;
 use crate::{SeaOrmStore, StoreError};
 
 /// Rows deleted per purge transaction: a grant waits for one chunk at most.
@@ -35,8 +35,8 @@ impl SeaOrmStore {
         namespace: Option<&Namespace>,
         age: Term,
     ) -> Result<u64, StoreError> {
-        match self.sql.dialect {
-            Dialect::Postgres => {
+        match self.sql.backend {
+            Backend::Postgres => {
                 let mut n = 0;
                 loop {
                     let chunk = retry_deadlocks(OP, || self.purge_pg_chunk(namespace, age))
@@ -48,10 +48,10 @@ impl SeaOrmStore {
                     }
                 }
             }
-            Dialect::Sqlite => retry_deadlocks(OP, || self.purge_sqlite(namespace, age))
+            Backend::Sqlite => retry_deadlocks(OP, || self.purge_sqlite(namespace, age))
                 .await
                 .map_err(self.err(OP)),
-            Dialect::MySql { .. } => {
+            Backend::MySql | Backend::MariaDb => {
                 // A read that locks nothing finds the candidates; each chunk is checked again
                 // under its locks.
                 let ids = self

@@ -3,8 +3,7 @@
 
 use sea_orm::{ConnectionTrait, DbErr};
 
-use crate::SeaOrmStore;
-use crate::sql::Dialect;
+use crate::{SeaOrmStore, StoreError};
 
 const INTEGER_COLUMNS: [&str; 5] = [
     "lease_end_time",
@@ -34,7 +33,7 @@ pub(crate) async fn problems(store: &SeaOrmStore) -> Result<Vec<String>, DbErr> 
             "no unique key on exactly (namespace, lease_name) (unique keys: {keys:?}): two holders could both be granted one name"
         ));
     }
-    let mysql = matches!(store.sql.dialect, Dialect::MySql { .. });
+    let mysql = store.sql.backend.is_mysql();
     for row in store
         .connection()
         .query_all_raw(store.sql.catalog_columns())
@@ -83,4 +82,60 @@ pub(crate) async fn before_step_two(store: &SeaOrmStore) -> Result<Option<String
                 .to_owned()
         }),
     )
+}
+
+impl SeaOrmStore {
+    /// Checks that the lease table exists with what leasehold's guarantees depend on: its
+    /// columns (`lease_value` included), its token floor table `{table}_floor`, integer time and token columns, a unique key on exactly `(namespace,
+    /// lease_name)`, and on MySQL/MariaDB a binary no-pad collation on the name columns (with
+    /// another, `Job`/`job` or `job`/`job ` would be one lease).
+    ///
+    /// # Errors
+    /// [`StoreError::Schema`] naming the table and what is wrong.
+    pub async fn verify_schema(&self) -> Result<(), StoreError> {
+        let as_schema = |e| match StoreError::db("verify_schema", self.table(), e) {
+            StoreError::Database { cause, .. } => StoreError::Schema {
+                table: self.table().to_owned(),
+                cause,
+            },
+            other => other,
+        };
+        if let Err(e) = self.connection().query_all_raw(self.sql.columns()).await {
+            // A table made before step 2 has every other column: say which step it lacks.
+            return Err(match before_step_two(self).await {
+                Ok(Some(why)) => StoreError::Schema {
+                    table: self.table().to_owned(),
+                    cause: sea_orm::DbErr::Custom(why),
+                },
+                _ => as_schema(e),
+            });
+        }
+        if self
+            .connection()
+            .query_all_raw(self.sql.floor_columns())
+            .await
+            .is_err()
+        {
+            return Err(StoreError::Schema {
+                table: self.table().to_owned(),
+                cause: sea_orm::DbErr::Custom(format!(
+                    "its token floor table {} is missing (added by migration step \
+                     m20261201_000002_lease_value_and_token_floor): without it a purge would \
+                     reset tokens",
+                    self.sql.floor_table()
+                )),
+            });
+        }
+        let problems = problems(self)
+            .await
+            .map_err(|e| StoreError::db("verify_schema", self.table(), e))?;
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(StoreError::Schema {
+                table: self.table().to_owned(),
+                cause: sea_orm::DbErr::Custom(problems.join("; ")),
+            })
+        }
+    }
 }

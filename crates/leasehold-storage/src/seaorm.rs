@@ -1,6 +1,7 @@
 //! The SeaORM store: SQLite, PostgreSQL and MySQL/MariaDB. It only sends the statements `sql.rs`
-//! makes (through [`retry_deadlocks`], the one retry loop) and reads their rows; the batched
-//! statements are driven from `batch.rs`.
+//! and `backend/<database>/` make (through [`retry_deadlocks`], the one retry loop) and reads
+//! their rows; the single grant is driven from `grant.rs`, the batched statements from
+//! `batch.rs` and `group.rs`.
 
 use std::time::Duration;
 
@@ -9,35 +10,16 @@ use leasehold_core::{
     AcquireOutcome, DbInstant, FencingToken, HolderId, LeaseKey, LeaseRecord, LeaseValue,
     Namespace, ReleaseOutcome, RenewOutcome, SetValueOutcome, Term,
 };
-use sea_orm::{
-    ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, QueryResult,
-    Statement, TransactionOptions, TransactionTrait,
-};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, QueryResult, Statement};
 
-use crate::sql::{Dialect, Sql};
+use crate::backend::Backend;
+pub(crate) use crate::retry::{begin_whole, retry_deadlocks};
+use crate::sql::Sql;
 use crate::{AllOutcome, BatchRenewal, LeaseStore, RenewItem, StoreError};
-
-/// Which database a [`SeaOrmStore`] talks to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Backend {
-    /// SQLite (embedded; WAL mode for files).
-    Sqlite,
-    /// PostgreSQL.
-    Postgres,
-    /// MariaDB 10.5+ (grant in one `INSERT … ON DUPLICATE KEY UPDATE … RETURNING`).
-    MariaDb,
-    /// Oracle MySQL 8 (no `RETURNING`: the grant is the same upsert plus a read, in one
-    /// transaction, so it stays atomic at the cost of a second round trip).
-    MySql,
-}
 
 /// Rows per batched renewal statement on MySQL (three placeholders each, far below the 65,535
 /// placeholder limit). SQLite and PostgreSQL take every item in one statement.
 pub(crate) const MYSQL_RENEW_CHUNK: usize = 5_000;
-/// How many times a grant is retried when the row changes between the upsert and the read that
-/// explains a refusal. Each retry needs another holder's release to land in that gap.
-const ACQUIRE_ATTEMPTS: usize = 16;
 
 /// A [`LeaseStore`] on a SeaORM connection. Build one with [`crate::StoreBuilder`], or from an
 /// existing connection with [`SeaOrmStore::from_connection`].
@@ -64,7 +46,7 @@ impl SeaOrmStore {
             DbBackend::Sqlite => Backend::Sqlite,
             _ => {
                 let row = db
-                    .query_one_raw(crate::sql::mysql_version())
+                    .query_one_raw(crate::backend::mysql::session::mysql_version())
                     .await
                     .map_err(|e| StoreError::Database {
                         op: "connect",
@@ -88,14 +70,8 @@ impl SeaOrmStore {
     /// path on MariaDB).
     #[must_use]
     pub fn with_backend(db: DatabaseConnection, table: &str, backend: Backend) -> Self {
-        let dialect = match backend {
-            Backend::Sqlite => Dialect::Sqlite,
-            Backend::Postgres => Dialect::Postgres,
-            Backend::MariaDb => Dialect::MySql { returning: true },
-            Backend::MySql => Dialect::MySql { returning: false },
-        };
         Self {
-            sql: Sql::new(dialect, table),
+            sql: Sql::new(backend, table),
             db,
             table: table.to_owned(),
             backend,
@@ -176,7 +152,7 @@ impl SeaOrmStore {
     /// ```
     #[must_use]
     pub fn notify_in_statements(mut self, on: bool) -> Self {
-        self.sql = Sql::notifying(self.sql.dialect, &self.table, on);
+        self.sql = Sql::notifying(self.backend, &self.table, on);
         self
     }
 
@@ -228,60 +204,6 @@ impl SeaOrmStore {
             .map_err(|e| StoreError::db("drop_table", &self.table, e))
     }
 
-    /// Checks that the lease table exists with what leasehold's guarantees depend on: its
-    /// columns (`lease_value` included), its token floor table `{table}_floor`, integer time and token columns, a unique key on exactly `(namespace,
-    /// lease_name)`, and on MySQL/MariaDB a binary no-pad collation on the name columns (with
-    /// another, `Job`/`job` or `job`/`job ` would be one lease).
-    ///
-    /// # Errors
-    /// [`StoreError::Schema`] naming the table and what is wrong.
-    pub async fn verify_schema(&self) -> Result<(), StoreError> {
-        let as_schema = |e| match StoreError::db("verify_schema", &self.table, e) {
-            StoreError::Database { cause, .. } => StoreError::Schema {
-                table: self.table.clone(),
-                cause,
-            },
-            other => other,
-        };
-        if let Err(e) = self.db.query_all_raw(self.sql.columns()).await {
-            // A table made before step 2 has every other column: say which step it lacks.
-            return Err(match crate::schema::before_step_two(self).await {
-                Ok(Some(why)) => StoreError::Schema {
-                    table: self.table.clone(),
-                    cause: sea_orm::DbErr::Custom(why),
-                },
-                _ => as_schema(e),
-            });
-        }
-        if self
-            .db
-            .query_all_raw(self.sql.floor_columns())
-            .await
-            .is_err()
-        {
-            return Err(StoreError::Schema {
-                table: self.table.clone(),
-                cause: sea_orm::DbErr::Custom(format!(
-                    "its token floor table {} is missing (added by migration step \
-                     m20261201_000002_lease_value_and_token_floor): without it a purge would \
-                     reset tokens",
-                    self.sql.floor_table()
-                )),
-            });
-        }
-        let problems = crate::schema::problems(self)
-            .await
-            .map_err(|e| StoreError::db("verify_schema", &self.table, e))?;
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(StoreError::Schema {
-                table: self.table.clone(),
-                cause: sea_orm::DbErr::Custom(problems.join("; ")),
-            })
-        }
-    }
-
     pub(crate) fn err(&self, op: &'static str) -> impl FnOnce(sea_orm::DbErr) -> StoreError + '_ {
         move |e| StoreError::db(op, &self.table, e)
     }
@@ -322,166 +244,6 @@ impl SeaOrmStore {
             .await
             .map(|r| r.rows_affected())
             .map_err(self.err(op))
-    }
-
-    /// The grant statement behind `try_acquire` (`keep`: a live grant of ours keeps its token),
-    /// `begin_tenure` (a new tenure on a free row only) and `take_over_tenure` (also over our own
-    /// live tenure `expected`).
-    async fn acquire(
-        &self,
-        key: &LeaseKey,
-        holder: &HolderId,
-        term: Term,
-        keep: bool,
-        expected: Option<FencingToken>,
-        value: Option<&LeaseValue>,
-    ) -> Result<AcquireOutcome, StoreError> {
-        let op = match (keep, expected) {
-            (true, _) => "try_acquire",
-            (false, None) => "begin_tenure",
-            (false, Some(_)) => "take_over_tenure",
-        };
-        let stmt = self.sql.acquire(key, holder, term, keep, expected, value);
-        for _ in 0..ACQUIRE_ATTEMPTS {
-            if let Some((row, took)) = self.upsert(op, &stmt, key).await? {
-                let got: String = get(&row, op, "holder")?;
-                let token = FencingToken(get(&row, op, "version")?);
-                let until = DbInstant(get(&row, op, "lease_end_time")?);
-                if took && got == holder.as_str() {
-                    return Ok(AcquireOutcome::Acquired { token, until });
-                }
-                let holder = HolderId::new(got).map_err(|e| StoreError::Unexpected {
-                    op,
-                    detail: e.to_string(),
-                })?;
-                return Ok(AcquireOutcome::HeldBy {
-                    holder,
-                    until,
-                    token,
-                });
-            }
-            // Refused (PostgreSQL, SQLite): say by whom. If the row was freed in between, try
-            // again.
-            if let Some(rec) = self.get(key).await?
-                && rec.held
-            {
-                return Ok(AcquireOutcome::HeldBy {
-                    holder: rec.holder,
-                    until: rec.until,
-                    token: rec.token,
-                });
-            }
-        }
-        Err(StoreError::Unexpected {
-            op,
-            detail: format!("row {key} changed under {ACQUIRE_ATTEMPTS} attempts in a row"),
-        })
-    }
-
-    /// The grant statement: the row and whether this statement granted it, or `None` when
-    /// PostgreSQL or SQLite refused (they return no row then). Read to its end, so a failed
-    /// commit is an error, never a grant.
-    async fn upsert(
-        &self,
-        op: &'static str,
-        stmt: &Statement,
-        key: &LeaseKey,
-    ) -> Result<Option<(QueryResult, bool)>, StoreError> {
-        let row = match self.sql.dialect {
-            Dialect::Postgres | Dialect::Sqlite => {
-                let rows = self.query_all(op, stmt.clone()).await?;
-                return Ok(rows.into_iter().next().map(|r| (r, true)));
-            }
-            Dialect::MySql { returning: true } => {
-                self.query_all(op, stmt.clone()).await?.into_iter().next()
-            }
-            Dialect::MySql { returning: false } => {
-                tracing::trace!("{op}: {}", stmt.sql);
-                retry_deadlocks(op, || self.upsert_in_transaction(stmt.clone(), key))
-                    .await
-                    .map_err(self.err(op))?
-            }
-        };
-        let Some(row) = row else {
-            return Err(StoreError::Unexpected {
-                op,
-                detail: "the grant statement returned no row".into(),
-            });
-        };
-        let took: i64 = get(&row, op, "took")?;
-        Ok(Some((row, took == 1)))
-    }
-
-    /// Oracle MySQL's grant: the upsert and the read of its row (and of whether it granted), in
-    /// one transaction whose commit is checked.
-    async fn upsert_in_transaction(
-        &self,
-        upsert: Statement,
-        key: &LeaseKey,
-    ) -> Result<Option<QueryResult>, DbErr> {
-        let txn = begin_whole(&self.db, TransactionOptions::default()).await?;
-        txn.execute_raw(upsert).await?;
-        let row = txn
-            .query_all_raw(self.sql.grant_row(key))
-            .await?
-            .into_iter()
-            .next();
-        txn.commit().await?;
-        Ok(row)
-    }
-}
-
-/// Begins a transaction on `db` in a task of its own that always runs to its end, so a caller
-/// that gives up (its bound passed, its future dropped) while the `BEGIN` is on the wire does not
-/// leave the transaction open on the pooled connection. sqlx counts a transaction only once the
-/// server answered its `BEGIN`: a begin dropped before that is never rolled back (MySQL: at all;
-/// the connection goes back to the pool inside a transaction and every later statement on it is
-/// answered but never committed). Here the task finishes the begin; when nobody waits for the
-/// transaction any more, it is dropped there, which rolls it back.
-pub(crate) async fn begin_whole(
-    db: &DatabaseConnection,
-    options: TransactionOptions,
-) -> Result<DatabaseTransaction, sea_orm::DbErr> {
-    let db = db.clone();
-    match tokio::spawn(async move { db.begin_with_options(options).await }).await {
-        Ok(begun) => begun,
-        Err(e) => Err(sea_orm::DbErr::Custom(format!(
-            "the begin's task ended: {e}"
-        ))),
-    }
-}
-
-/// How often a statement chosen as a deadlock victim is retried. InnoDB picks a victim when
-/// concurrent upserts of one unique key lock each other's gaps; PostgreSQL can too. The victim's
-/// statement was rolled back whole, so running it again is safe.
-pub(crate) const DEADLOCK_RETRIES: u32 = 8;
-
-fn is_deadlock(e: &DbErr) -> bool {
-    let m = e.to_string();
-    m.contains("Deadlock found")
-        || m.contains("deadlock detected")
-        || m.contains("40001")
-        || m.contains("40P01")
-}
-
-/// Runs `attempt` until the database does not pick it as a deadlock victim, at most
-/// [`DEADLOCK_RETRIES`] times more, waiting a little (growing, 1–8 ms) before each retry. The
-/// only retry loop of the store: every statement and transaction goes through it.
-pub(crate) async fn retry_deadlocks<T, F, Fut>(op: &str, mut attempt: F) -> Result<T, DbErr>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, DbErr>>,
-{
-    let mut retries = 0;
-    loop {
-        match attempt().await {
-            Err(e) if is_deadlock(&e) && retries < DEADLOCK_RETRIES => {
-                tracing::debug!("{op}: deadlock victim, retrying (attempt {})", retries + 1);
-                tokio::time::sleep(Duration::from_millis(1 << retries.min(3))).await;
-                retries += 1;
-            }
-            other => return other,
-        }
     }
 }
 
@@ -659,7 +421,7 @@ impl LeaseStore for SeaOrmStore {
     }
 
     async fn release_all(&self, holder: &HolderId) -> Result<u64, StoreError> {
-        if let Dialect::MySql { .. } = self.sql.dialect {
+        if self.backend.is_mysql() {
             return self.release_all_mysql(holder).await;
         }
         self.execute("release_all", self.sql.release_all(holder))

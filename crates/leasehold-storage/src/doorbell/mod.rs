@@ -22,7 +22,7 @@
 //!
 //! A bell that is no tenure (a shard group's) is rung with [`Doorbell::broadcast`] and watched
 //! with [`Doorbell::watch_broadcasts`]: the same ring everywhere but on MySQL, where only a
-//! named lock's holder can wake its waiters (see `mysql.rs`).
+//! named lock's holder can wake its waiters (see [`mysql`]).
 //!
 //! Observers ([`crate::observe`]) subscribe with [`Doorbell::watch_changes`]: on PostgreSQL they
 //! are also woken by the announcement of every grant ([`Doorbell::held`] sends it after the
@@ -40,12 +40,14 @@ use tokio::sync::mpsc;
 
 use crate::SeaOrmStore;
 
+// Each database's doorbell lives in its own folder (`backend/<database>/doorbell.rs`) beside
+// its statements; these are their public paths.
 #[cfg(feature = "mysql")]
-pub mod mysql;
+pub use crate::backend::mysql::doorbell as mysql;
 #[cfg(feature = "postgres")]
-pub mod postgres;
+pub use crate::backend::postgres::doorbell as postgres;
 #[cfg(all(feature = "sqlite", unix))]
-pub mod sqlite;
+pub use crate::backend::sqlite::doorbell as sqlite;
 
 /// The first wait before a dropped doorbell connection is reopened.
 pub const BACKOFF_MIN: Duration = Duration::from_millis(100);

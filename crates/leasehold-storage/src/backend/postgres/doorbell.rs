@@ -29,11 +29,11 @@ use sea_orm::sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
 use tokio::sync::{Notify, mpsc};
 
-use super::{BACKOFF_MIN, Doorbell, Subscribers, next_backoff, payload};
 use crate::SeaOrmStore;
+use crate::doorbell::{BACKOFF_MIN, Doorbell, Subscribers, next_backoff, payload};
 
 /// The channel on which rings are sent.
-pub const CHANNEL: &str = crate::sql::RELEASED_CHANNEL;
+pub const CHANNEL: &str = super::RELEASED_CHANNEL;
 /// The channel of grants, for observers: the holder's doorbell announces each grant on it once
 /// the grant has committed ([`Doorbell::held`]), and so does the optional change trigger
 /// ([`crate::ddl::ensure_change_notify`]) for every writer, with the row's key as
@@ -48,9 +48,9 @@ pub struct PgDoorbell {
     subscribers: Subscribers,
     observers: Subscribers,
     /// Grants to announce on [`CHANGES`] (payloads), and whether a sender is running.
-    announce: Arc<super::Outbox>,
+    announce: Arc<crate::doorbell::Outbox>,
     /// Rings to send on [`CHANNEL`], likewise.
-    rings: Arc<super::Outbox>,
+    rings: Arc<crate::doorbell::Outbox>,
     listening: Mutex<bool>,
     /// The store's grants and releases notify in their own statements
     /// ([`SeaOrmStore::notify_in_statements`]): grants are not announced again, and committed
@@ -87,7 +87,7 @@ impl PgDoorbell {
     }
 
     /// Queues `key` for `channel` in `pending`, starting its sender unless one is running.
-    fn queue(&self, pending: &Arc<super::Outbox>, channel: &'static str, key: &LeaseKey) {
+    fn queue(&self, pending: &Arc<crate::doorbell::Outbox>, channel: &'static str, key: &LeaseKey) {
         if self.stopped.load(std::sync::atomic::Ordering::SeqCst)
             || !pending.push(payload(self.store.table(), key))
         {
@@ -115,7 +115,7 @@ impl PgDoorbell {
         let subscribers = [self.subscribers.clone(), self.observers.clone()];
         let stop = Arc::clone(&self.stop);
         let limit = self.limit;
-        super::spawn(async move {
+        crate::doorbell::spawn(async move {
             tokio::select! {
                 () = stop.notified() => {}
                 () = listen_forever(options, &subscribers, limit) => {}
@@ -195,7 +195,7 @@ async fn notify_all(
     db: sea_orm::DatabaseConnection,
     limit: Duration,
     channel: &'static str,
-    outbox: Arc<super::Outbox>,
+    outbox: Arc<crate::doorbell::Outbox>,
 ) {
     while let Some(batch) = outbox.next_batch(ANNOUNCE_BATCH) {
         let Ok(json) = serde_json::to_string(&batch) else {

@@ -30,8 +30,8 @@ use leasehold_core::LeaseKey;
 use tokio::net::UnixDatagram;
 use tokio::sync::{Notify, mpsc};
 
-use super::{BACKOFF_MIN, Doorbell, Subscribers, next_backoff, payload};
 use crate::SeaOrmStore;
+use crate::doorbell::{BACKOFF_MIN, Doorbell, Subscribers, next_backoff, payload};
 
 /// The longest path a Unix socket address holds (`sun_path` is 108 bytes with the NUL).
 const MAX_SOCKET_PATH: usize = 107;
@@ -54,7 +54,7 @@ pub struct SqliteDoorbell {
     /// Our socket's path once bound (removed at stop).
     bound: Arc<Mutex<Option<PathBuf>>>,
     /// Rings and grant announcements to send, and whether a sender is running.
-    pending: Arc<super::Outbox>,
+    pending: Arc<crate::doorbell::Outbox>,
     listening: Mutex<bool>,
     stop: Arc<Notify>,
 }
@@ -138,7 +138,7 @@ impl SqliteDoorbell {
         let dir = self.dir.clone();
         let subscribers = [self.subscribers.clone(), self.observers.clone()];
         let (bound, stop) = (Arc::clone(&self.bound), Arc::clone(&self.stop));
-        super::spawn(async move {
+        crate::doorbell::spawn(async move {
             tokio::select! {
                 () = stop.notified() => {}
                 () = receive_forever(dir, &subscribers, Arc::clone(&bound)) => {}
@@ -165,7 +165,7 @@ impl Doorbell for SqliteDoorbell {
 
     fn ring_now(&self, key: &LeaseKey) -> futures::future::BoxFuture<'static, ()> {
         let (dir, ring) = (self.dir.clone(), payload(&self.table, key));
-        super::spawn_blocking(move || send_to_all(&dir, ring.as_bytes()))
+        crate::doorbell::spawn_blocking(move || send_to_all(&dir, ring.as_bytes()))
     }
 
     fn watch(&self, key: &LeaseKey) -> mpsc::Receiver<()> {
@@ -200,7 +200,7 @@ fn unbind(bound: &Mutex<Option<PathBuf>>) {
 
 /// Sends what `pending` holds until it is empty, packed into datagrams of at most
 /// [`MAX_DATAGRAM`] bytes.
-fn send_pending(dir: &Path, pending: &super::Outbox) {
+fn send_pending(dir: &Path, pending: &crate::doorbell::Outbox) {
     while let Some(rings) = pending.next_batch(usize::MAX) {
         let mut datagram = String::new();
         for ring in rings {

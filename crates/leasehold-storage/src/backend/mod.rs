@@ -1,0 +1,212 @@
+//! One folder per database: its [`Dialect`] (the statements whose text differs from the others),
+//! the statements only it sends (`statements.rs`), its group-commit transactions (`group.rs`) and
+//! its doorbell (`doorbell.rs`). [`Backend`] names the database a store talks to; everything
+//! dialect-neutral stays in `sql.rs`. A new database is one folder here, one [`Dialect`] impl and
+//! one arm in [`Backend::dialect`].
+
+use sea_orm::{DbBackend, Value};
+
+pub(crate) mod mysql;
+pub(crate) mod postgres;
+pub(crate) mod sqlite;
+
+/// Which database a [`crate::SeaOrmStore`] talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Backend {
+    /// SQLite (embedded; WAL mode for files).
+    Sqlite,
+    /// PostgreSQL.
+    Postgres,
+    /// MariaDB 10.5+ (grant in one `INSERT … ON DUPLICATE KEY UPDATE … RETURNING`).
+    MariaDb,
+    /// Oracle MySQL 8 (no `RETURNING`: the grant is the same upsert plus a read, in one
+    /// transaction, so it stays atomic at the cost of a second round trip).
+    MySql,
+}
+
+impl Backend {
+    /// The SQL this backend speaks.
+    pub(crate) fn dialect(self) -> &'static dyn Dialect {
+        match self {
+            Self::Sqlite => &sqlite::Sqlite,
+            Self::Postgres => &postgres::Postgres,
+            Self::MariaDb => &mysql::MARIADB,
+            Self::MySql => &mysql::MYSQL,
+        }
+    }
+
+    /// Whether this is MySQL or MariaDB (the family whose batches go by row id).
+    pub(crate) fn is_mysql(self) -> bool {
+        matches!(self, Self::MariaDb | Self::MySql)
+    }
+}
+
+/// How a database answers its grant statement ([`Dialect::acquire`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GrantAnswer {
+    /// `RETURNING` the row only when the statement granted (PostgreSQL, SQLite).
+    WhenGranted,
+    /// `RETURNING` the row always, with `took`: whether this statement granted (MariaDB).
+    WithTook,
+    /// No `RETURNING`: the row and `took` are read back in the same transaction
+    /// ([`crate::sql::Sql::grant_row`]; Oracle MySQL).
+    ReadBack,
+}
+
+/// The values of a grant statement, named; [`Dialect::acquire_values`] puts them in the order its
+/// text names them.
+pub(crate) struct GrantValues {
+    pub ns: Value,
+    pub name: Value,
+    pub holder: Value,
+    /// The term in milliseconds.
+    pub term: Value,
+    /// The new tenure's value.
+    pub value: Value,
+    /// 1: `try_acquire` keeps the token of a live grant of ours; 0: a new tenure.
+    pub keep: Value,
+    /// The token of our own live tenure a take-over may replace; -1 for none.
+    pub expected: Value,
+}
+
+/// What a lease table's statements need to know of it: its name and the database's clock
+/// expression ([`Dialect::now`]).
+pub(crate) struct Names<'a> {
+    pub table: &'a str,
+    pub now: &'a str,
+}
+
+/// The SQL of one database: every statement whose text differs between databases, one impl per
+/// database (`backend/<database>/mod.rs`). The default methods are the forms PostgreSQL and
+/// SQLite share (`INSERT … ON CONFLICT … RETURNING`, `FOR UPDATE`); MySQL overrides them.
+pub(crate) trait Dialect: Send + Sync + std::fmt::Debug {
+    /// The SeaORM backend its statements are sent as.
+    fn db_backend(&self) -> DbBackend;
+
+    /// The database's clock in milliseconds since the epoch, as an SQL expression, read when
+    /// the row is evaluated (after any lock wait).
+    fn now(&self) -> &'static str;
+
+    /// `sql`, written with `?` placeholders, as the database takes them.
+    fn finish(&self, sql: String) -> String {
+        sql
+    }
+
+    /// Whether grant and release statements can send the doorbell's notifications themselves
+    /// ([`crate::SeaOrmStore::notify_in_statements`]).
+    fn notifies_in_statements(&self) -> bool {
+        false
+    }
+
+    /// The token of a row inserted now: one above the token floor. PostgreSQL reads the floor in
+    /// the statement's snapshot, taken after the statement's lock on the floor table, for which
+    /// a purge's `LOCK TABLE` makes it wait; SQLite has one writer at a time.
+    fn fresh_version(&self, floor: &str) -> String {
+        format!("(COALESCE((SELECT f.version FROM {floor} f WHERE f.id = 1), 0) + 1)")
+    }
+
+    /// The grant behind `try_acquire`, `begin_tenure` and `take_over_tenure` (see
+    /// [`crate::sql::Sql::acquire`]); `fresh` is [`Dialect::fresh_version`], `announce` the
+    /// `RETURNING` item announcing the grant (or nothing).
+    fn acquire(&self, n: &Names<'_>, fresh: &str, announce: &str) -> String {
+        let (t, now) = (n.table, n.now);
+        // ON CONFLICT DO UPDATE locks the existing row, then evaluates WHERE and SET on its
+        // newest version: the clock is read then, after any lock wait.
+        format!(
+            "INSERT INTO {t} AS l (namespace, lease_name, holder, lease_end_time, status, version, lease_value, gmt_create, gmt_modified) \
+             VALUES (?, ?, ?, {now} + ?, 1, {fresh}, ?, {now}, {now}) \
+             ON CONFLICT (namespace, lease_name) DO UPDATE SET \
+             version = CASE WHEN ? = 1 AND l.status = 1 AND l.holder = excluded.holder AND l.lease_end_time > {now} \
+               THEN l.version ELSE l.version + 1 END, \
+             lease_value = CASE WHEN ? = 1 AND l.status = 1 AND l.holder = excluded.holder AND l.lease_end_time > {now} \
+               THEN l.lease_value ELSE excluded.lease_value END, \
+             holder = excluded.holder, lease_end_time = {now} + ?, status = 1, gmt_modified = {now} \
+             WHERE l.status = 0 OR l.lease_end_time <= {now} \
+               OR (l.holder = excluded.holder AND (? = 1 OR l.version = ?)) \
+             RETURNING holder, version, lease_end_time{announce}"
+        )
+    }
+
+    /// How [`Dialect::acquire`] answers.
+    fn grant_answer(&self) -> GrantAnswer {
+        GrantAnswer::WhenGranted
+    }
+
+    /// The values of [`Dialect::acquire`] in the order its text names them.
+    fn acquire_values(&self, v: GrantValues) -> Vec<Value> {
+        let GrantValues {
+            ns,
+            name,
+            holder,
+            term,
+            value,
+            keep,
+            expected,
+        } = v;
+        vec![
+            ns,
+            name,
+            holder,
+            term.clone(),
+            value,
+            keep.clone(),
+            keep.clone(),
+            term,
+            keep,
+            expected,
+        ]
+    }
+
+    /// How the fence locks the row of its tenure until the transaction ends.
+    fn fence_lock(&self) -> &'static str {
+        " FOR UPDATE"
+    }
+
+    /// Appends to `sql` the condition of a name under `prefix` (matched literally), and its
+    /// values to `values`.
+    fn name_prefix(&self, prefix: &str, sql: &mut String, values: &mut Vec<Value>);
+
+    /// Batched renewal of the items in the JSON parameter `json` of `holder` by `term` (see
+    /// [`crate::sql::Sql::renew_many`]): the text and its values. SQLite's form, a semi-join on
+    /// the unique key, by default.
+    fn renew_many(
+        &self,
+        n: &Names<'_>,
+        json: Value,
+        holder: Value,
+        term: Value,
+    ) -> (String, Vec<Value>) {
+        let (table, now) = (n.table, n.now);
+        (
+            format!(
+                "UPDATE {table} SET lease_end_time = {now} + ?, gmt_modified = {now} \
+                 WHERE (namespace, lease_name, version) IN \
+                 (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]') FROM json_each(?)) \
+                 AND holder = ? AND status = 1 AND lease_end_time > {now} \
+                 RETURNING namespace, lease_name"
+            ),
+            vec![term, json, holder],
+        )
+    }
+
+    /// Batched release of the items in a JSON parameter, then the holder (see
+    /// [`crate::sql::Sql::release_many`]); `set` is the assignment of a release. SQLite's form
+    /// by default.
+    fn release_many(&self, n: &Names<'_>, set: &str) -> String {
+        let (table, now) = (n.table, n.now);
+        format!(
+            "UPDATE {table} {set} WHERE (namespace, lease_name, version) IN \
+             (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]') FROM json_each(?)) \
+             AND holder = ? AND status = 1 AND lease_end_time > {now}"
+        )
+    }
+
+    /// The catalog's unique keys of the table named by the one parameter, each as `cols`
+    /// (comma-separated column names in key order).
+    fn catalog_unique_keys(&self) -> String;
+
+    /// The catalog's columns of the table named by the one parameter: `name`, `type` and
+    /// `collation` (empty but on MySQL).
+    fn catalog_columns(&self) -> String;
+}

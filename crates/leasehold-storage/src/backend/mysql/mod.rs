@@ -1,0 +1,136 @@
+//! MySQL and MariaDB: their [`Dialect`], the statements only they send (`statements.rs`: the
+//! batches and purge by row id; `session.rs`: a connection's settings), their group commit
+//! (`group.rs`) and their doorbell (`doorbell.rs`, `named_locks.rs`: named locks).
+
+use sea_orm::{DbBackend, Value};
+
+use super::{Dialect, GrantAnswer, GrantValues, Names};
+
+#[cfg(feature = "mysql")]
+pub mod doorbell;
+mod group;
+#[cfg(feature = "mysql")]
+mod named_locks;
+pub(crate) mod session;
+mod statements;
+
+/// MySQL's and MariaDB's SQL.
+#[derive(Debug)]
+pub(crate) struct MySql {
+    /// MariaDB 10.5+ (`INSERT … ON DUPLICATE KEY UPDATE … RETURNING`); Oracle MySQL lacks it
+    /// and takes the grant in a transaction of two statements instead.
+    returning: bool,
+}
+
+/// MariaDB 10.5+.
+pub(crate) static MARIADB: MySql = MySql { returning: true };
+/// Oracle MySQL 8.
+pub(crate) static MYSQL: MySql = MySql { returning: false };
+
+impl Dialect for MySql {
+    fn db_backend(&self) -> DbBackend {
+        DbBackend::MySql
+    }
+
+    fn now(&self) -> &'static str {
+        // UTC_TIMESTAMP(6) is the statement's start; adding the time since then
+        // (SYSDATE(6) - NOW(6), both in the session time zone, which sqlx sets to UTC) gives
+        // the time the row is evaluated, after any lock wait. Pure UTC arithmetic: no DST
+        // ambiguity from UNIX_TIMESTAMP.
+        "((TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) \
+         + GREATEST(0, TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)))) DIV 1000)"
+    }
+
+    /// MySQL reads the floor with a locking read (the newest committed row, after waiting for a
+    /// purge that holds it).
+    fn fresh_version(&self, floor: &str) -> String {
+        format!(
+            "(COALESCE((SELECT f.version FROM {floor} f WHERE f.id = 1 LOCK IN SHARE MODE), 0) + 1)"
+        )
+    }
+
+    fn acquire(&self, n: &Names<'_>, fresh: &str, _announce: &str) -> String {
+        let (t, now) = (n.table, n.now);
+        // MySQL assigns left to right, each expression seeing the earlier assignments: the
+        // decision is made once, from the old row, into @leasehold_took, and every later
+        // assignment follows it. The VALUES list sets it to 1 first (a plain insert is a
+        // grant), so after the statement it says whether this statement granted. Times in
+        // the update part are read after the row lock (see `now`), not from VALUES().
+        let take = format!(
+            "(status = 0 OR lease_end_time <= {now} OR (holder = VALUES(holder) AND (? = 1 OR version = ?)))"
+        );
+        format!(
+            "INSERT INTO {t} (namespace, lease_name, holder, lease_end_time, status, version, lease_value, gmt_create, gmt_modified) \
+             VALUES (?, ?, ?, {now} + ?, (@leasehold_took := 1), {fresh}, ?, {now}, {now}) \
+             ON DUPLICATE KEY UPDATE \
+             version = IF((@leasehold_took := {take}), \
+               IF(? = 1 AND status = 1 AND holder = VALUES(holder) AND lease_end_time > {now}, version, version + 1), version), \
+             lease_value = IF(@leasehold_took, \
+               IF(? = 1 AND status = 1 AND holder = VALUES(holder) AND lease_end_time > {now}, lease_value, VALUES(lease_value)), lease_value), \
+             holder = IF(@leasehold_took, VALUES(holder), holder), \
+             lease_end_time = IF(@leasehold_took, {now} + ?, lease_end_time), \
+             status = IF(@leasehold_took, 1, status), \
+             gmt_modified = IF(@leasehold_took, {now}, gmt_modified){}",
+            if self.returning {
+                " RETURNING holder, version, lease_end_time, CAST(@leasehold_took AS SIGNED) AS took"
+            } else {
+                ""
+            }
+        )
+    }
+
+    fn grant_answer(&self) -> GrantAnswer {
+        if self.returning {
+            GrantAnswer::WithTook
+        } else {
+            GrantAnswer::ReadBack
+        }
+    }
+
+    fn acquire_values(&self, v: GrantValues) -> Vec<Value> {
+        let GrantValues {
+            ns,
+            name,
+            holder,
+            term,
+            value,
+            keep,
+            expected,
+        } = v;
+        vec![
+            ns,
+            name,
+            holder,
+            term.clone(),
+            value,
+            keep.clone(),
+            expected,
+            keep.clone(),
+            keep,
+            term,
+        ]
+    }
+
+    fn name_prefix(&self, prefix: &str, sql: &mut String, values: &mut Vec<Value>) {
+        // MariaDB's LIKE misses names where a four-byte character follows a four-byte prefix
+        // character (seen on 10.11 through the binary protocol): compare the prefix exactly
+        // instead, bound twice.
+        sql.push_str(" AND LEFT(lease_name, CHAR_LENGTH(?)) = ?");
+        values.push(prefix.into());
+        values.push(prefix.into());
+    }
+
+    fn catalog_unique_keys(&self) -> String {
+        "SELECT CAST(GROUP_CONCAT(COLUMN_NAME ORDER BY SEQ_IN_INDEX) AS CHAR) AS cols \
+         FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? \
+         AND NON_UNIQUE = 0 GROUP BY INDEX_NAME"
+            .to_owned()
+    }
+
+    fn catalog_columns(&self) -> String {
+        "SELECT CAST(COLUMN_NAME AS CHAR) AS name, CAST(COLUMN_TYPE AS CHAR) AS type, \
+         CAST(COALESCE(COLLATION_NAME, '') AS CHAR) AS collation \
+         FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?"
+            .to_owned()
+    }
+}

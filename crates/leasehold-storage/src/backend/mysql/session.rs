@@ -1,0 +1,42 @@
+//! A MySQL/MariaDB connection's settings, sent before SeaORM owns it (the pool's
+//! `after_connect`) or before a store exists.
+
+use sea_orm::{DbBackend, Statement};
+
+/// The server's version string (`v`), to tell MariaDB from Oracle MySQL before a store exists.
+pub(crate) fn mysql_version() -> Statement {
+    Statement::from_string(DbBackend::MySql, MYSQL_VERSION)
+}
+
+/// The version query of [`mysql_version`] as text, for a raw sqlx connection (the pool's
+/// `after_connect`, before SeaORM owns it).
+pub(crate) const MYSQL_VERSION: &str = "SELECT VERSION() AS v";
+
+/// A new MySQL/MariaDB session's bounds: row-lock waits (whole seconds, rounded up, at least 1)
+/// and statement time (`max_statement_time` in seconds on MariaDB, `max_execution_time` in
+/// milliseconds on Oracle MySQL, which bounds only `SELECT`s), both `bound`.
+#[cfg(feature = "mysql")]
+pub(crate) fn mysql_session_bounds(mariadb: bool, bound: std::time::Duration) -> String {
+    let lock_secs = (bound.as_secs() + u64::from(bound.subsec_nanos() > 0)).max(1);
+    if mariadb {
+        format!(
+            "SET SESSION innodb_lock_wait_timeout = {lock_secs}, max_statement_time = {:.3}",
+            bound.as_secs_f64()
+        )
+    } else {
+        format!(
+            "SET SESSION innodb_lock_wait_timeout = {lock_secs}, max_execution_time = {}",
+            bound.as_millis().max(1)
+        )
+    }
+}
+
+/// READ COMMITTED: a locking read takes the rows it finds, not the gaps before them. Under
+/// InnoDB's default REPEATABLE READ an open fenced transaction (its `FOR UPDATE` on one lease
+/// row) also locks the gap before that row, and every grant of a new name that sorts into the
+/// gap waits for it (seen: a batch of grants next to a fenced transaction timed out whole).
+/// Every statement of the store is atomic on its own, and its transactions read what they
+/// locked, so none depends on a repeatable snapshot.
+#[cfg(feature = "mysql")]
+pub(crate) const MYSQL_READ_COMMITTED: &str =
+    "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED";

@@ -1,0 +1,50 @@
+//! SQLite: its [`Dialect`], the statements only it sends (`statements.rs`: the purge), its group
+//! commit (`group.rs`) and its doorbell (`doorbell.rs`: datagram sockets beside the file).
+
+use sea_orm::{DbBackend, Value};
+
+use super::Dialect;
+
+#[cfg(all(feature = "sqlite", unix))]
+pub mod doorbell;
+mod group;
+mod statements;
+
+/// SQLite's SQL.
+#[derive(Debug)]
+pub(crate) struct Sqlite;
+
+impl Dialect for Sqlite {
+    fn db_backend(&self) -> DbBackend {
+        DbBackend::Sqlite
+    }
+
+    fn now(&self) -> &'static str {
+        // 'now' is the same for every use within one statement, and read after the write
+        // lock is taken (SQLite waits for it before the statement evaluates anything).
+        "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)"
+    }
+
+    /// The fence: SQLite has no row locks; the transaction holds the database's write lock
+    /// instead.
+    fn fence_lock(&self) -> &'static str {
+        ""
+    }
+
+    fn name_prefix(&self, prefix: &str, sql: &mut String, values: &mut Vec<Value>) {
+        // SQLite's LIKE ignores ASCII case: compare the prefix exactly instead, bound twice.
+        sql.push_str(" AND substr(lease_name, 1, length(?)) = ?");
+        values.push(prefix.into());
+        values.push(prefix.into());
+    }
+
+    fn catalog_unique_keys(&self) -> String {
+        "SELECT (SELECT group_concat(name, ',') FROM (SELECT name FROM pragma_index_info(il.name) ORDER BY seqno)) AS cols \
+         FROM pragma_index_list(?) il WHERE il.\"unique\" = 1 AND il.partial = 0"
+            .to_owned()
+    }
+
+    fn catalog_columns(&self) -> String {
+        "SELECT name, type, '' AS collation FROM pragma_table_info(?)".to_owned()
+    }
+}
