@@ -1,32 +1,31 @@
 //! One actor per lease: it runs the lease machine's commands.
 
-use std::any::Any;
-use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
-use std::time::Duration;
-
 use actix::prelude::*;
 use leasehold_core::{
     AcquireOutcome, Command, Event, FencingToken, HolderId, LeaseConfig, LeaseKey, LeaseMachine,
     LossReason, Notification, ReleaseOutcome, RenewOutcome, State, StoreFailure, ValidationError,
 };
 use leasehold_storage::{Doorbell, LeaseStore, RenewItem, StoreError};
+use std::any::Any;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::batcher::{QueueRenew, RenewBatcher};
+use crate::belief::Belief;
 use crate::coalescer::{GrantBatcher, ReleaseBatcher};
-use crate::lock::{Attempt, RenewAnswer};
-use crate::{Belief, Registry};
-
-/// Told about every [`Notification`] of a lease, on the actor's thread. Keep it short and
-/// non-blocking: hand work over to a task or a channel. A panic in it ends the tenure
-/// ([`LossReason::CallbackPanicked`]) and is logged; the actor goes on.
-pub type Listener = Arc<dyn Fn(&LeaseKey, &Notification) + Send + Sync>;
+use crate::protocol::{
+    AbandonLease, ActorStopped, Attempt, CompeteLease, EndTenure, LeaseStatus, Listener,
+    QueryLease, ReleaseLease, RenewAnswer, StandByLease, StartLease, StopLease, WakeLease,
+    YieldLease,
+};
+use crate::registry::Registry;
 
 /// Told once, when the actor has stopped: the engine (shared, so no sender is allocated per
 /// actor) and the actor's id in its book.
-pub(crate) type OnExit = (Arc<Addr<crate::LeaseEngine>>, u64);
+pub(crate) type OnExit = (Arc<Recipient<ActorStopped>>, u64);
 
 /// The actor that holds one lease: it feeds events to a [`LeaseMachine`] and executes the
 /// commands that come out. It decides nothing itself.
@@ -796,7 +795,7 @@ impl Actor for LeaseActor {
         // The engine hears of the stop before anyone waiting on this actor does, so a caller
         // told "stopped" (an unlock, a stop) finds the key gone from the book when it asks next.
         if let Some((engine, id)) = self.on_exit.take() {
-            engine.do_send(crate::engine::ActorStopped {
+            engine.do_send(ActorStopped {
                 key: self.key.clone(),
                 id,
             });
@@ -822,52 +821,6 @@ impl Actor for LeaseActor {
     }
 }
 
-/// Start competing for the lease (or again, after [`ReleaseLease`]). Answers at once.
-#[derive(Debug, Clone, Copy, Message)]
-#[rtype(result = "()")]
-pub struct StartLease;
-
-/// Give the lease up (released if held) and stop competing until the next [`StartLease`].
-/// Answers at once; the release settles in the background.
-#[derive(Debug, Clone, Copy, Message)]
-#[rtype(result = "()")]
-pub struct ReleaseLease;
-
-/// The ring assigns the lease elsewhere: release it if held and stop competing until
-/// [`CompeteLease`] (a [`StartLease`] is ignored meanwhile). Answers at once.
-#[derive(Debug, Clone, Copy, Message)]
-#[rtype(result = "()")]
-pub struct StandByLease;
-
-/// The ring assigns the lease here again: compete after [`StandByLease`]. Answers at once.
-#[derive(Debug, Clone, Copy, Message)]
-#[rtype(result = "()")]
-pub struct CompeteLease;
-
-/// Give the lease up for good: the tenure ends at once, released if held, then the actor
-/// stops. `done` (if any) is signalled when the actor has stopped, after the release settled.
-#[derive(Debug, Message)]
-#[rtype(result = "()")]
-pub struct StopLease {
-    /// Signalled once the actor has stopped.
-    pub done: Option<oneshot::Sender<()>>,
-}
-
-/// End the tenure and stop: the registry forgets the lease and every handle stops believing
-/// now. Answers the tenure the machine held, if any, and stops at once without telling the store,
-/// so the caller can release exactly that tenure (the grant lapses at the database otherwise).
-/// Without a live tenure the actor settles what is in flight first (an acquire answered after
-/// this is released, never believed) and then stops.
-#[derive(Debug, Clone, Copy, Message)]
-#[rtype(result = "Option<RenewItem>")]
-pub struct AbandonLease;
-
-/// Give the live tenure up and compete again one retry interval after its release settled
-/// ([`Event::Yield`]). Answers the tenure given up, `None` when none was live.
-#[derive(Debug, Clone, Copy, Message)]
-#[rtype(result = "Option<FencingToken>")]
-pub struct YieldLease;
-
 impl Handler<YieldLease> for LeaseActor {
     type Result = Option<FencingToken>;
     fn handle(&mut self, _: YieldLease, ctx: &mut Context<Self>) -> Option<FencingToken> {
@@ -877,11 +830,6 @@ impl Handler<YieldLease> for LeaseActor {
         live
     }
 }
-
-/// End the live tenure now for `0` (see [`Event::EndTenure`]).
-#[derive(Debug, Clone, Copy, Message)]
-#[rtype(result = "()")]
-pub struct EndTenure(pub LossReason);
 
 impl Handler<crate::alarms::AlarmFired> for LeaseActor {
     type Result = ();
@@ -910,35 +858,11 @@ impl StreamHandler<Ringing> for LeaseActor {
     }
 }
 
-/// The lease was released by its holder (an announcement): a task waiting to apply applies now
-/// ([`Event::Wake`]).
-#[derive(Debug, Clone, Copy, Message)]
-#[rtype(result = "()")]
-pub struct WakeLease;
-
 impl Handler<WakeLease> for LeaseActor {
     type Result = ();
     fn handle(&mut self, _: WakeLease, ctx: &mut Context<Self>) {
         self.feed(Event::Wake, ctx);
     }
-}
-
-/// Ask for the lease's current [`LeaseStatus`].
-#[derive(Debug, Clone, Copy, Message)]
-#[rtype(result = "LeaseStatus")]
-pub struct QueryLease;
-
-/// What a [`LeaseActor`] reports about its lease.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, MessageResponse)]
-pub struct LeaseStatus {
-    /// The machine's state.
-    pub state: State,
-    /// Whether the lease is held now (before the local deadline).
-    pub holds: bool,
-    /// The live tenure's fencing token, if any.
-    pub token: Option<FencingToken>,
-    /// The live tenure's local deadline, if any.
-    pub local_deadline: Option<Instant>,
 }
 
 impl Handler<StartLease> for LeaseActor {

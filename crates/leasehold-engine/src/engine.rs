@@ -1,22 +1,27 @@
 //! The engine: the actor that owns every [`LeaseActor`] of one holder, and the only book of
 //! running tenures.
 
+use actix::prelude::*;
+use futures::future::join_all;
+use leasehold_core::{DbInstant, HolderId, LeaseConfig, LeaseKey, LeaseRecord};
+use leasehold_storage::{Doorbell, LeaseStore, StoreError};
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::time::Duration;
-
-use actix::prelude::*;
-use futures::future::join_all;
-use leasehold_core::{DbInstant, HolderId, LeaseConfig, LeaseKey, LeaseRecord, ValidationError};
-use leasehold_storage::{Doorbell, LeaseStore, StoreError};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use crate::actor::{AbandonLease, LeaseActor, Listener, StartLease, StopLease};
+use crate::actor::LeaseActor;
 use crate::batcher::RenewBatcher;
+use crate::belief::Belief;
 use crate::detached::detached;
-use crate::{Belief, Registry};
+use crate::protocol::{
+    AbandonLease, ActorStopped, EngineError, FindTask, ListTasks, Listener, Owner, PurgeRows,
+    ReadDbNow, ReadRecord, ShutdownAll, StandByLease, StartLease, StartTask, StartTasks, StopLease,
+    StopTask, UsedNamespaces, YieldLease, YieldTask,
+};
+use crate::registry::Registry;
 
 /// A known bug that a test can put back, to show that the service simulation's oracle catches
 /// it. Never set outside such tests.
@@ -30,61 +35,6 @@ pub enum KnownBug {
     /// `shutdown` releases every row of the holder id (`release_all`) without ending the live
     /// guards' tenures first.
     ShutdownReleasesByHolder,
-}
-
-/// What a key of the book is used for. A key owned by one is refused to every other.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Owner {
-    /// A lease task (`start_lease_task`).
-    Task,
-    /// A name of a sharded set in this shard group (shared, so the owners of 100,000 names
-    /// cost no allocation each).
-    Shard(Arc<str>),
-    /// This host's membership lease of a shard group.
-    Membership(Arc<str>),
-    /// A lock taken once (`lock`, `try_locker`, `try_lock`).
-    Lock,
-    /// A lock renewed in the background (`hold_lock`).
-    Hold,
-}
-
-impl std::fmt::Display for Owner {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Owner::Task => f.write_str("a lease task"),
-            Owner::Shard(g) => write!(f, "the sharded tasks of group {g:?}"),
-            Owner::Membership(g) => write!(f, "the membership of shard group {g:?}"),
-            Owner::Lock => f.write_str("a lock"),
-            Owner::Hold => f.write_str("a held lock (hold_lock)"),
-        }
-    }
-}
-
-/// Why the engine refused to start something.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum EngineError {
-    /// The key is already used by another feature of this service.
-    #[error("{key} is already used by {owner} of this service")]
-    Owned {
-        /// The key.
-        key: LeaseKey,
-        /// What uses it.
-        owner: Owner,
-    },
-    /// The configuration was refused.
-    #[error(transparent)]
-    Invalid(#[from] ValidationError),
-    /// The engine is shutting down.
-    #[error("the engine is shutting down")]
-    ShuttingDown,
-    /// No task of this service runs the key (stopped, or never started).
-    #[error("no task of this service runs {key}")]
-    NoTask {
-        /// The key.
-        key: LeaseKey,
-    },
 }
 
 /// One entry of the book: the owner, the actor, and whether it is stopping.
@@ -175,7 +125,7 @@ pub struct LeaseEngine {
     reclaim_own: bool,
     bug: Option<KnownBug>,
     /// This engine's address, shared by every actor (an `Addr` clone allocates a sender).
-    me: Option<Arc<Addr<LeaseEngine>>>,
+    me: Option<Arc<Recipient<ActorStopped>>>,
     /// One timer for every actor's wake-ups (started with the first actor).
     alarms: Option<Arc<crate::alarms::Alarms>>,
 }
@@ -390,8 +340,11 @@ impl LeaseEngine {
         Ok((addr, belief))
     }
 
-    fn me(&mut self, ctx: &Context<Self>) -> Arc<Addr<LeaseEngine>> {
-        Arc::clone(self.me.get_or_insert_with(|| Arc::new(ctx.address())))
+    fn me(&mut self, ctx: &Context<Self>) -> Arc<Recipient<ActorStopped>> {
+        Arc::clone(
+            self.me
+                .get_or_insert_with(|| Arc::new(ctx.address().recipient())),
+        )
     }
 
     /// What the book says about `key` for a new start by `owner`: `Ok(None)` when free,
@@ -482,14 +435,6 @@ impl Actor for LeaseEngine {
     }
 }
 
-/// The actor of `key` stopped (sent by the actor itself): its entry leaves the book.
-#[derive(Debug, Message)]
-#[rtype(result = "()")]
-pub(crate) struct ActorStopped {
-    pub(crate) key: LeaseKey,
-    pub(crate) id: u64,
-}
-
 impl Handler<ActorStopped> for LeaseEngine {
     type Result = ();
     fn handle(&mut self, msg: ActorStopped, _ctx: &mut Context<Self>) {
@@ -497,54 +442,6 @@ impl Handler<ActorStopped> for LeaseEngine {
         if self.book.get(&msg.key).is_some_and(|e| e.id == msg.id) {
             self.book.remove(&msg.key);
         }
-    }
-}
-
-/// Start a lease task for `key` (owned by `owner`), competing at once unless `compete` is
-/// false (then in standby, for sharded names). Answers the task's [`Belief`] and whether it was
-/// started (`false`: the same owner runs it already, the belief is that task's).
-#[derive(Message)]
-#[rtype(result = "Result<(Arc<Belief>, bool), EngineError>")]
-pub struct StartTask {
-    /// The lease.
-    pub key: LeaseKey,
-    /// Its configuration.
-    pub config: LeaseConfig,
-    /// Told about its notifications.
-    pub listener: Listener,
-    /// What runs it.
-    pub owner: Owner,
-    /// Whether to compete now (else stand by).
-    pub compete: bool,
-    /// The belief to publish the task's tenures to (made by the engine when `None`).
-    pub belief: Option<Arc<Belief>>,
-    /// The value every tenure is granted with (none by default).
-    pub value: Option<leasehold_core::LeaseValue>,
-}
-
-impl StartTask {
-    /// A lease task ([`Owner::Task`]) competing at once.
-    #[must_use]
-    pub fn new(key: LeaseKey, config: LeaseConfig, listener: Listener) -> Self {
-        Self {
-            key,
-            config,
-            listener,
-            owner: Owner::Task,
-            compete: true,
-            belief: None,
-            value: None,
-        }
-    }
-}
-
-impl std::fmt::Debug for StartTask {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StartTask")
-            .field("key", &self.key)
-            .field("owner", &self.owner)
-            .field("compete", &self.compete)
-            .finish_non_exhaustive()
     }
 }
 
@@ -583,7 +480,7 @@ impl Handler<StartTask> for LeaseEngine {
                     if compete {
                         addr.do_send(StartLease);
                     } else {
-                        addr.do_send(crate::StandByLease);
+                        addr.do_send(StandByLease);
                     }
                     Ok((belief, true))
                 })
@@ -591,16 +488,6 @@ impl Handler<StartTask> for LeaseEngine {
         }
     }
 }
-
-/// Start many lease tasks in one message: what [`StartTask`] does for each, in order, with one
-/// round trip to the engine for all of them (starting 100,000 tasks one message at a time waits
-/// a cycle of the engine thread's run queue per task, and that thread also renews every lease
-/// already held). All or nothing on ownership: if any key is run by another owner (a lock, a
-/// hold, sharded tasks), nothing is started and the answer is that [`EngineError::Owned`].
-/// Answers each task's [`Belief`] and whether it was started, in the order given.
-#[derive(Debug, Message)]
-#[rtype(result = "Result<Vec<(Arc<Belief>, bool)>, EngineError>")]
-pub struct StartTasks(pub Vec<StartTask>);
 
 impl Handler<StartTasks> for LeaseEngine {
     type Result = ResponseFuture<Result<Vec<(Arc<Belief>, bool)>, EngineError>>;
@@ -627,18 +514,6 @@ impl Handler<StartTasks> for LeaseEngine {
     }
 }
 
-/// Stop the task of `key` run by `owner`: its tenure ends at once and is released if held.
-/// Answers once the actor has stopped: `true` if there was such a task. A key run by another
-/// owner is left alone (`false`).
-#[derive(Debug, Message)]
-#[rtype(result = "bool")]
-pub struct StopTask {
-    /// The lease.
-    pub key: LeaseKey,
-    /// Who runs it.
-    pub owner: Owner,
-}
-
 impl Handler<StopTask> for LeaseEngine {
     type Result = ResponseFuture<bool>;
 
@@ -652,13 +527,6 @@ impl Handler<StopTask> for LeaseEngine {
         }
     }
 }
-
-/// End every tenure (every token cancelled, every handle stops believing), stop every actor,
-/// then release exactly the tenures the engine held, in one statement where the backend
-/// allows. Answers how many were released. Starts are refused afterwards.
-#[derive(Debug, Message)]
-#[rtype(result = "Result<u64, StoreError>")]
-pub struct ShutdownAll;
 
 impl Handler<ShutdownAll> for LeaseEngine {
     type Result = ResponseFuture<Result<u64, StoreError>>;
@@ -740,14 +608,6 @@ impl Handler<ShutdownAll> for LeaseEngine {
     }
 }
 
-/// Read one lease row from the store.
-#[derive(Debug, Message)]
-#[rtype(result = "Result<Option<LeaseRecord>, StoreError>")]
-pub struct ReadRecord {
-    /// The lease.
-    pub key: LeaseKey,
-}
-
 impl Handler<ReadRecord> for LeaseEngine {
     type Result = ResponseFuture<Result<Option<LeaseRecord>, StoreError>>;
 
@@ -759,11 +619,6 @@ impl Handler<ReadRecord> for LeaseEngine {
     }
 }
 
-/// Read the store's clock.
-#[derive(Debug, Message)]
-#[rtype(result = "Result<DbInstant, StoreError>")]
-pub struct ReadDbNow;
-
 impl Handler<ReadDbNow> for LeaseEngine {
     type Result = ResponseFuture<Result<DbInstant, StoreError>>;
 
@@ -773,20 +628,6 @@ impl Handler<ReadDbNow> for LeaseEngine {
             store.db_now().await
         }))
     }
-}
-
-/// Purge rows released or expired longer than `older_than` (in `namespace`, or everywhere when
-/// `None`), bounded by `limit` like every store call ([`LeaseStore::purge`]: the token floor
-/// keeps tokens growing). Answers how many rows were deleted.
-#[derive(Debug, Message)]
-#[rtype(result = "Result<u64, StoreError>")]
-pub struct PurgeRows {
-    /// Where (`None`: every namespace).
-    pub namespace: Option<leasehold_core::Namespace>,
-    /// How long a row must have been released or expired.
-    pub older_than: std::time::Duration,
-    /// The call's bound.
-    pub limit: std::time::Duration,
 }
 
 impl Handler<PurgeRows> for LeaseEngine {
@@ -800,26 +641,12 @@ impl Handler<PurgeRows> for LeaseEngine {
     }
 }
 
-/// Every namespace a tenure of this engine was ever started in (lease tasks, locks, permits,
-/// holds, shard groups), in order.
-#[derive(Debug, Message)]
-#[rtype(result = "Vec<leasehold_core::Namespace>")]
-pub struct UsedNamespaces;
-
 impl Handler<UsedNamespaces> for LeaseEngine {
     type Result = Vec<leasehold_core::Namespace>;
 
     fn handle(&mut self, _: UsedNamespaces, _ctx: &mut Context<Self>) -> Self::Result {
         self.namespaces.iter().cloned().collect()
     }
-}
-
-/// The keys of the running tasks owned by `owner`.
-#[derive(Debug, Message)]
-#[rtype(result = "Vec<LeaseKey>")]
-pub struct ListTasks {
-    /// Whose.
-    pub owner: Owner,
 }
 
 impl Handler<ListTasks> for LeaseEngine {
@@ -834,16 +661,6 @@ impl Handler<ListTasks> for LeaseEngine {
     }
 }
 
-/// The [`Belief`] of the running (not stopping) task of `key` run by `owner`, if any.
-#[derive(Debug, Message)]
-#[rtype(result = "Option<Arc<Belief>>")]
-pub struct FindTask {
-    /// The lease.
-    pub key: LeaseKey,
-    /// Who runs it.
-    pub owner: Owner,
-}
-
 impl Handler<FindTask> for LeaseEngine {
     type Result = Option<Arc<Belief>>;
 
@@ -853,17 +670,6 @@ impl Handler<FindTask> for LeaseEngine {
             .filter(|e| e.owner == msg.owner && !e.stopping)
             .map(|e| Arc::clone(&e.belief))
     }
-}
-
-/// Yield the tenure of the running task of `key` run by `owner` ([`YieldLease`](crate::YieldLease)). Answers
-/// `None` when there is no such task, else the tenure given up (`None` when none was live).
-#[derive(Debug, Message)]
-#[rtype(result = "Option<Option<leasehold_core::FencingToken>>")]
-pub struct YieldTask {
-    /// The lease.
-    pub key: LeaseKey,
-    /// Who runs it.
-    pub owner: Owner,
 }
 
 impl Handler<YieldTask> for LeaseEngine {
@@ -877,7 +683,7 @@ impl Handler<YieldTask> for LeaseEngine {
             .map(|e| Addr::clone(&e.addr));
         Box::pin(async move {
             let addr = addr?;
-            Some(addr.send(crate::actor::YieldLease).await.ok().flatten())
+            Some(addr.send(YieldLease).await.ok().flatten())
         })
     }
 }

@@ -4,78 +4,25 @@
 //!
 //! Every store call runs on the engine's runtime, bounded by the request timeout.
 
-use std::any::Any;
-use std::sync::Arc;
-
 use actix::prelude::*;
-use leasehold_core::{
-    DbInstant, Event, FencingToken, HolderId, LeaseConfig, LeaseKey, LeaseRecord, Namespace,
-    ReleaseOutcome, StoreFailure,
-};
+use leasehold_core::{Event, LeaseRecord, ReleaseOutcome};
 use leasehold_storage::{FencedTransaction, StoreError};
+use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
-use tokio::time::Instant;
 
 use crate::Belief;
-use crate::actor::{LeaseActor, Listener};
+use crate::actor::LeaseActor;
 use crate::detached::detached;
-use crate::engine::{EngineError, LeaseEngine, Lookup, NewActor, Owner, stopped};
+use crate::engine::{LeaseEngine, Lookup, NewActor, stopped};
+use crate::joint::JointGrant;
+use crate::protocol::{
+    Attempt, BeginFenced, EngineError, FindLock, HoldLock, KeepUntilStopped, ListLocks, MakeHold,
+    Owner, RenewAnswer, RenewLockNow, SettleLock, SettleNow, StopLease, TakeLock, TakeLocks,
+    TryLock, UnlockLock, WatchReleases,
+};
 
-/// The answer of a lock's single attempt.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Attempt {
-    /// The lock is ours until `local_deadline` unless renewed.
-    Acquired {
-        /// The tenure's fencing token.
-        token: FencingToken,
-        /// Its local deadline.
-        local_deadline: Instant,
-    },
-    /// Someone holds it.
-    Refused {
-        /// Who.
-        holder: HolderId,
-        /// Their tenure's token.
-        token: FencingToken,
-        /// When their grant ends, by the database's clock.
-        until: DbInstant,
-    },
-    /// The store failed or did not answer in time; a grant it may have made is released.
-    Failed(StoreFailure),
-}
-
-/// The answer to a renewal on request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RenewAnswer {
-    /// Renewed: the deadline moved.
-    Renewed,
-    /// The tenure had ended (lapsed, released, taken over) before it could be renewed.
-    Lost,
-}
-
-/// Take the lock `key` once, as a lease actor of its own ([`Owner::Lock`]). Answers the
-/// actor, its [`Belief`] and the receiver of the attempt's [`Attempt`]; the key is refused
-/// with [`EngineError::Owned`] when anything of this service uses it (another lock included).
-pub struct TakeLock {
-    /// The lock.
-    pub key: LeaseKey,
-    /// The lock's configuration (its term is the ttl).
-    pub config: LeaseConfig,
-    /// Told about its notifications.
-    pub listener: Listener,
-    /// The belief to publish the lock's tenure to (made by the engine when `None`).
-    pub belief: Option<Arc<Belief>>,
-}
-
-impl std::fmt::Debug for TakeLock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TakeLock")
-            .field("key", &self.key)
-            .finish_non_exhaustive()
-    }
-}
-
-/// What [`TakeLock`] answers.
+/// What [`TakeLock`] answers: the lock's actor, its [`Belief`] and the receiver of its
+/// [`Attempt`].
 pub type TakenLock = (Addr<LeaseActor>, Arc<Belief>, oneshot::Receiver<Attempt>);
 
 impl Message for TakeLock {
@@ -142,20 +89,6 @@ impl Handler<TakeLock> for LeaseEngine {
     }
 }
 
-/// Keep `0` until the actor stops (the facade's local queue permit of a granted lock, so the
-/// next local waiter starts only once this tenure has ended and settled).
-pub struct KeepUntilStopped(pub Box<dyn Any + Send>);
-
-impl Message for KeepUntilStopped {
-    type Result = ();
-}
-
-impl std::fmt::Debug for KeepUntilStopped {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("KeepUntilStopped")
-    }
-}
-
 impl Handler<KeepUntilStopped> for LeaseActor {
     type Result = ();
     fn handle(&mut self, msg: KeepUntilStopped, _ctx: &mut Context<Self>) {
@@ -163,28 +96,12 @@ impl Handler<KeepUntilStopped> for LeaseActor {
     }
 }
 
-/// A lock actor's single attempt (sent by [`TakeLock`]).
-#[derive(Debug, Clone, Copy, Message)]
-#[rtype(result = "()")]
-pub(crate) struct TryLock;
-
 impl Handler<TryLock> for LeaseActor {
     type Result = ();
     fn handle(&mut self, _: TryLock, ctx: &mut Context<Self>) {
         self.feed(Event::SetAutoRenew(false), ctx);
         self.feed(Event::TryOnce, ctx);
     }
-}
-
-/// Renew the lock's tenure `token` now; the answer comes on `reply` ([`RenewAnswer::Lost`] at
-/// once when that tenure is not the live one).
-#[derive(Debug, Message)]
-#[rtype(result = "()")]
-pub struct RenewLockNow {
-    /// The tenure the caller believes in.
-    pub token: FencingToken,
-    /// The answer.
-    pub reply: oneshot::Sender<RenewAnswer>,
 }
 
 impl Handler<RenewLockNow> for LeaseActor {
@@ -197,20 +114,6 @@ impl Handler<RenewLockNow> for LeaseActor {
         self.add_renewal(msg.reply);
         self.feed(Event::RenewNow, ctx);
     }
-}
-
-/// Release the lock's tenure `token`, not before `not_before` (a minimum hold), then stop the
-/// actor. The tenure ends here at once; `reply` (if any) gets the store's answer to the release,
-/// or `NotHeld` at once when that tenure had already ended.
-#[derive(Debug, Message)]
-#[rtype(result = "()")]
-pub struct UnlockLock {
-    /// The tenure the caller believes in.
-    pub token: FencingToken,
-    /// Keep the grant until then (local monotonic clock).
-    pub not_before: Option<Instant>,
-    /// The store's answer.
-    pub reply: Option<oneshot::Sender<Result<ReleaseOutcome, StoreFailure>>>,
 }
 
 impl Handler<UnlockLock> for LeaseActor {
@@ -237,17 +140,6 @@ impl Handler<UnlockLock> for LeaseActor {
     }
 }
 
-/// Someone of this service waits for the lock `key` (a new attempt or wait found it busy
-/// locally): if the lock's actor holds no tenure and the release of its last one failed and
-/// waits for its backoff, that release is sent again now, so a lock released while the database
-/// was unreachable is free as soon as the database answers again, not a retry interval later.
-#[derive(Debug, Message)]
-#[rtype(result = "()")]
-pub struct SettleLock {
-    /// The lock.
-    pub key: LeaseKey,
-}
-
 impl Handler<SettleLock> for LeaseEngine {
     type Result = ();
     fn handle(&mut self, msg: SettleLock, _ctx: &mut Context<Self>) {
@@ -261,22 +153,12 @@ impl Handler<SettleLock> for LeaseEngine {
     }
 }
 
-/// Feeds [`leasehold_core::Event::SettleNow`] to a lock's actor (sent by [`SettleLock`]).
-#[derive(Debug, Clone, Copy, Message)]
-#[rtype(result = "()")]
-pub(crate) struct SettleNow;
-
 impl Handler<SettleNow> for LeaseActor {
     type Result = ();
     fn handle(&mut self, _: SettleNow, ctx: &mut Context<Self>) {
         self.feed(Event::SettleNow, ctx);
     }
 }
-
-/// Turn a lock into a hold: renewed by itself (every ttl/3), competing again after a loss.
-#[derive(Debug, Clone, Copy, Message)]
-#[rtype(result = "()")]
-pub struct HoldLock;
 
 impl Handler<HoldLock> for LeaseActor {
     type Result = ();
@@ -285,15 +167,6 @@ impl Handler<HoldLock> for LeaseActor {
         self.feed(Event::SetCompete(true), ctx);
         self.feed(Event::SetAutoRenew(true), ctx);
     }
-}
-
-/// Turn the lock actor of `key` into a hold in the book ([`Owner::Hold`]) and tell it
-/// ([`HoldLock`]). Answers whether the key was a lock of this service.
-#[derive(Debug, Message)]
-#[rtype(result = "bool")]
-pub struct MakeHold {
-    /// The lock.
-    pub key: LeaseKey,
 }
 
 impl Handler<MakeHold> for LeaseEngine {
@@ -310,13 +183,8 @@ impl Handler<MakeHold> for LeaseEngine {
     }
 }
 
-/// The actor, belief and owner of the lock or hold of `key` of this service, if any (one that
-/// is stopping counts: it is being released).
-#[derive(Debug, Message)]
-#[rtype(result = "Option<(Addr<LeaseActor>, Arc<Belief>, Owner)>")]
-pub struct FindLock {
-    /// The lock.
-    pub key: LeaseKey,
+impl Message for FindLock {
+    type Result = Option<(Addr<LeaseActor>, Arc<Belief>, Owner)>;
 }
 
 impl Handler<FindLock> for LeaseEngine {
@@ -327,16 +195,6 @@ impl Handler<FindLock> for LeaseEngine {
             .filter(|e| matches!(e.owner, Owner::Lock | Owner::Hold))
             .map(|e| (Addr::clone(&e.addr), Arc::clone(&e.belief), e.owner.clone()))
     }
-}
-
-/// The held locks in `namespace` whose names start with `prefix`.
-#[derive(Debug, Message)]
-#[rtype(result = "Result<Vec<LeaseRecord>, StoreError>")]
-pub struct ListLocks {
-    /// The namespace.
-    pub namespace: Namespace,
-    /// The name prefix (wildcards match only themselves).
-    pub prefix: String,
 }
 
 impl Handler<ListLocks> for LeaseEngine {
@@ -350,34 +208,12 @@ impl Handler<ListLocks> for LeaseEngine {
     }
 }
 
-/// Watch for releases of `key` announced by any process (PostgreSQL `LISTEN`, one listener per
-/// service on a connection of its own). Answers `None` on other backends (waiters poll).
-#[derive(Debug, Message)]
-#[rtype(result = "Option<mpsc::Receiver<()>>")]
-pub struct WatchReleases {
-    /// The lock.
-    pub key: LeaseKey,
-}
-
 impl Handler<WatchReleases> for LeaseEngine {
     type Result = Option<mpsc::Receiver<()>>;
 
     fn handle(&mut self, msg: WatchReleases, _ctx: &mut Context<Self>) -> Self::Result {
         Some(self.bell.as_ref()?.watch(&msg.key))
     }
-}
-
-/// Open a [`FencedTransaction`] for the tenure `token` of `key` on the engine's store
-/// (see [`leasehold_storage::SeaOrmStore::begin_fenced`]) on the engine's SQL store
-/// ([`crate::LeaseEngine::with_sql_store`]); an error when it has none. Bounded by the request
-/// timeout.
-#[derive(Debug, Message)]
-#[rtype(result = "Result<Option<FencedTransaction>, StoreError>")]
-pub struct BeginFenced {
-    /// The lock.
-    pub key: LeaseKey,
-    /// The tenure.
-    pub token: FencingToken,
 }
 
 impl Handler<BeginFenced> for LeaseEngine {
@@ -395,5 +231,72 @@ impl Handler<BeginFenced> for LeaseEngine {
             };
             store.begin_fenced(&msg.key, &holder, msg.token).await
         }))
+    }
+}
+
+impl Message for TakeLocks {
+    type Result = Result<Vec<TakenLock>, EngineError>;
+}
+
+impl Handler<TakeLocks> for LeaseEngine {
+    type Result = Result<Vec<TakenLock>, EngineError>;
+
+    fn handle(&mut self, msg: TakeLocks, ctx: &mut Context<Self>) -> Self::Result {
+        for key in &msg.keys {
+            match self.lookup(key, &Owner::Lock) {
+                Lookup::Free => {}
+                // Ours already, or a previous tenure still settling: the caller tries again.
+                Lookup::Mine(..) | Lookup::Wait(_) => {
+                    return Err(EngineError::Owned {
+                        key: key.clone(),
+                        owner: Owner::Lock,
+                    });
+                }
+                Lookup::Other(owner) => {
+                    return Err(EngineError::Owned {
+                        key: key.clone(),
+                        owner,
+                    });
+                }
+            }
+        }
+        let mut sorted = msg.keys.clone();
+        sorted.sort();
+        let joint = JointGrant::new(
+            self.store(),
+            self.holder.clone(),
+            sorted,
+            msg.config.request_timeout(),
+        );
+        let mut taken = Vec::with_capacity(msg.keys.len());
+        for (key, belief) in msg.keys.into_iter().zip(msg.beliefs) {
+            let (reply, attempt) = oneshot::channel();
+            let new = NewActor {
+                key,
+                owner: Owner::Lock,
+                config: msg.config.clone(),
+                listener: Arc::new(|_, _| {}),
+                belief: Some(belief),
+            };
+            let joint = Arc::clone(&joint);
+            let spawned = self.spawn_actor(new, ctx, |actor| {
+                actor.set_attempt(reply);
+                actor.set_joint(joint);
+            });
+            match spawned {
+                Ok((addr, belief)) => taken.push((addr, belief, attempt)),
+                Err(e) => {
+                    // None of them has asked yet: stop those made, nothing was granted.
+                    for (addr, _, _) in &taken {
+                        addr.do_send(StopLease { done: None });
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        for (addr, _, _) in &taken {
+            addr.do_send(TryLock);
+        }
+        Ok(taken)
     }
 }
