@@ -31,14 +31,10 @@ mod detached;
 mod engine;
 mod joint;
 mod late;
-mod lock;
 pub mod metrics;
-mod observe;
 mod protocol;
 mod registry;
-mod shard;
 mod trace;
-mod value;
 
 pub use actor::LeaseActor;
 pub use batcher::{
@@ -51,8 +47,7 @@ pub use coalescer::{
     QueueRelease, RECHECK, ReleaseBatcher, Releases, Reply, STALLED,
 };
 pub use detached::detached;
-pub use engine::{DEFAULT_REQUEST_TIMEOUT, KnownBug, LeaseEngine};
-pub use lock::TakenLock;
+pub use engine::{DEFAULT_REQUEST_TIMEOUT, KnownBug, LeaseEngine, TakenLock};
 pub use protocol::{
     AbandonLease, Attempt, BeginFenced, Broadcast, CompeteLease, EndTenure, EngineError, FindLock,
     FindTask, HoldLock, KeepUntilStopped, LeaseStatus, ListLive, ListLocks, ListTasks, Listener,

@@ -157,7 +157,7 @@ pub struct ReadRecord {
 pub struct ReadDbNow;
 
 /// Purge rows released or expired longer than `older_than` (in `namespace`, or everywhere when
-/// `None`), bounded by `limit` like every store call ([`LeaseStore::purge`]: the token floor
+/// `None`), bounded by `limit` like every store call ([`LeaseStore::purge`](leasehold_storage::LeaseStore::purge): the token floor
 /// keeps tokens growing). Answers how many rows were deleted.
 #[derive(Debug, Message)]
 #[rtype(result = "Result<u64, StoreError>")]

@@ -55,18 +55,18 @@ pub struct StopLease {
 pub struct AbandonLease;
 
 /// Give the live tenure up and compete again one retry interval after its release settled
-/// ([`Event::Yield`]). Answers the tenure given up, `None` when none was live.
+/// ([`Event::Yield`](leasehold_core::Event::Yield)). Answers the tenure given up, `None` when none was live.
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "Option<FencingToken>")]
 pub struct YieldLease;
 
-/// End the live tenure now for `0` (see [`Event::EndTenure`]).
+/// End the live tenure now for `0` (see [`Event::EndTenure`](leasehold_core::Event::EndTenure)).
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "()")]
 pub struct EndTenure(pub LossReason);
 
 /// The lease was released by its holder (an announcement): a task waiting to apply applies now
-/// ([`Event::Wake`]).
+/// ([`Event::Wake`](leasehold_core::Event::Wake)).
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "()")]
 pub struct WakeLease;
@@ -76,7 +76,7 @@ pub struct WakeLease;
 #[rtype(result = "LeaseStatus")]
 pub struct QueryLease;
 
-/// What a [`LeaseActor`] reports about its lease.
+/// What a [`LeaseActor`](crate::LeaseActor) reports about its lease.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, MessageResponse)]
 pub struct LeaseStatus {
     /// The machine's state.

@@ -48,9 +48,9 @@ pub enum RenewAnswer {
     Lost,
 }
 
-/// Take the lock `key` once, as a lease actor of its own ([`Owner::Lock`]). Answers the
+/// Take the lock `key` once, as a lease actor of its own ([`Owner::Lock`](crate::Owner::Lock)). Answers the
 /// actor, its [`Belief`] and the receiver of the attempt's [`Attempt`]; the key is refused
-/// with [`EngineError::Owned`] when anything of this service uses it (another lock included).
+/// with [`EngineError::Owned`](crate::EngineError::Owned) when anything of this service uses it (another lock included).
 pub struct TakeLock {
     /// The lock.
     pub key: LeaseKey,
@@ -135,7 +135,7 @@ pub(crate) struct SettleNow;
 #[rtype(result = "()")]
 pub struct HoldLock;
 
-/// Turn the lock actor of `key` into a hold in the book ([`Owner::Hold`]) and tell it
+/// Turn the lock actor of `key` into a hold in the book ([`Owner::Hold`](crate::Owner::Hold)) and tell it
 /// ([`HoldLock`]). Answers whether the key was a lock of this service.
 #[derive(Debug, Message)]
 #[rtype(result = "bool")]
@@ -186,7 +186,7 @@ pub struct BeginFenced {
 
 /// Take the locks `keys` all or nothing, each as a lock actor of its own (see the module
 /// docs). Answers each key's actor, [`Belief`] and attempt receiver, in the order of `keys`;
-/// refused with [`EngineError::Owned`] when anything of this service uses one of the keys.
+/// refused with [`EngineError::Owned`](crate::EngineError::Owned) when anything of this service uses one of the keys.
 pub struct TakeLocks {
     /// The locks, each once.
     pub keys: Vec<LeaseKey>,

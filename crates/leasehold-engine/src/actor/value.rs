@@ -1,28 +1,16 @@
+//! Changing the value of a [`LeaseActor`]'s live tenure ([`crate::SetTenureValue`]).
+
 //! Changing the value of a running task's tenure ([`SetTaskValue`] to the engine,
 //! [`SetTenureValue`] to its actor): one fenced store call naming the tenure's token, answered
 //! once the store committed it.
 
-use actix::prelude::*;
-use leasehold_core::SetValueOutcome;
 use std::sync::Arc;
 
-use crate::actor::LeaseActor;
-use crate::engine::LeaseEngine;
-use crate::protocol::{EngineError, SetTaskValue, SetTenureValue, ValueAnswer};
+use actix::prelude::*;
+use leasehold_core::SetValueOutcome;
 
-impl Handler<SetTaskValue> for LeaseEngine {
-    type Result = ResponseFuture<Result<ValueAnswer, EngineError>>;
-
-    fn handle(&mut self, msg: SetTaskValue, _ctx: &mut Context<Self>) -> Self::Result {
-        let addr = self.running(&msg.key, &msg.owner);
-        Box::pin(async move {
-            let addr = addr.ok_or(EngineError::NoTask { key: msg.key })?;
-            addr.send(SetTenureValue { value: msg.value })
-                .await
-                .map_err(|_| EngineError::ShuttingDown)
-        })
-    }
-}
+use super::LeaseActor;
+use crate::protocol::*;
 
 impl Handler<SetTenureValue> for LeaseActor {
     type Result = ResponseActFuture<Self, ValueAnswer>;

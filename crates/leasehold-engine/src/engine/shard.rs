@@ -3,17 +3,19 @@
 //! names were given up), and wake the tasks that wait to apply. Sharded names start through
 //! [`StartTask`](crate::StartTask) with [`Owner::Shard`](crate::Owner::Shard).
 
+//! The engine's side of sharded lease tasks: switch tasks between competing and standby as the
+//! ring moves, list the live members, ring and watch a group's bell (its membership changed, or
+//! names were given up), and wake the tasks that wait to apply. Sharded names start through
+//! [`StartTask`](crate::StartTask) with [`Owner::Shard`](crate::Owner::Shard).
+
 use actix::prelude::*;
 use leasehold_core::LeaseRecord;
 use leasehold_storage::StoreError;
 use tokio::sync::mpsc;
 
+use super::LeaseEngine;
 use crate::detached::detached;
-use crate::engine::LeaseEngine;
-use crate::protocol::{
-    Broadcast, CompeteLease, ListLive, SetCompeting, StandByLease, WakeLease, WakeTasks,
-    WatchBroadcasts,
-};
+use crate::protocol::*;
 
 impl Handler<Broadcast> for LeaseEngine {
     type Result = bool;

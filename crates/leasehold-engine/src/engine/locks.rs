@@ -4,22 +4,25 @@
 //!
 //! Every store call runs on the engine's runtime, bounded by the request timeout.
 
-use actix::prelude::*;
-use leasehold_core::{Event, LeaseRecord, ReleaseOutcome};
-use leasehold_storage::{FencedTransaction, StoreError};
+//! Locks on the engine: a lock is a lease actor whose machine takes one attempt, renews on
+//! request and stops once its tenure has ended and settled. A hold is a lock switched to
+//! automatic renewal. Also: prefix listings, release watches and fenced transactions.
+//!
+//! Every store call runs on the engine's runtime, bounded by the request timeout.
+
 use std::sync::Arc;
+
+use actix::prelude::*;
+use leasehold_core::LeaseRecord;
+use leasehold_storage::{FencedTransaction, StoreError};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::Belief;
+use super::{LeaseEngine, Lookup, NewActor, stopped};
 use crate::actor::LeaseActor;
+use crate::belief::Belief;
 use crate::detached::detached;
-use crate::engine::{LeaseEngine, Lookup, NewActor, stopped};
 use crate::joint::JointGrant;
-use crate::protocol::{
-    Attempt, BeginFenced, EngineError, FindLock, HoldLock, KeepUntilStopped, ListLocks, MakeHold,
-    Owner, RenewAnswer, RenewLockNow, SettleLock, SettleNow, StopLease, TakeLock, TakeLocks,
-    TryLock, UnlockLock, WatchReleases,
-};
+use crate::protocol::*;
 
 /// What [`TakeLock`] answers: the lock's actor, its [`Belief`] and the receiver of its
 /// [`Attempt`].
@@ -89,57 +92,6 @@ impl Handler<TakeLock> for LeaseEngine {
     }
 }
 
-impl Handler<KeepUntilStopped> for LeaseActor {
-    type Result = ();
-    fn handle(&mut self, msg: KeepUntilStopped, _ctx: &mut Context<Self>) {
-        self.keep(Some(msg.0));
-    }
-}
-
-impl Handler<TryLock> for LeaseActor {
-    type Result = ();
-    fn handle(&mut self, _: TryLock, ctx: &mut Context<Self>) {
-        self.feed(Event::SetAutoRenew(false), ctx);
-        self.feed(Event::TryOnce, ctx);
-    }
-}
-
-impl Handler<RenewLockNow> for LeaseActor {
-    type Result = ();
-    fn handle(&mut self, msg: RenewLockNow, ctx: &mut Context<Self>) {
-        if !self.belief().holds_token(msg.token) {
-            let _ = msg.reply.send(RenewAnswer::Lost);
-            return;
-        }
-        self.add_renewal(msg.reply);
-        self.feed(Event::RenewNow, ctx);
-    }
-}
-
-impl Handler<UnlockLock> for LeaseActor {
-    type Result = ();
-    fn handle(&mut self, msg: UnlockLock, ctx: &mut Context<Self>) {
-        if !self.belief().holds_token(msg.token) {
-            // A tenure given up before this request (its guard dropped, unlocked) was not lost:
-            // the reply is dropped unanswered, and the caller, finding it given up, says so.
-            if let Some(reply) = msg.reply
-                && !self.belief().was_given_up(msg.token)
-            {
-                let _ = reply.send(Ok(ReleaseOutcome::NotHeld));
-            }
-            // Whatever is left (a tenure past its deadline) is ended and settled.
-            self.set_single_use(true);
-            self.feed(Event::Stop, ctx);
-            return;
-        }
-        self.set_unlock(msg.reply);
-        match msg.not_before {
-            Some(at) => self.feed(Event::ReleaseNotBefore(at), ctx),
-            None => self.feed(Event::Release, ctx),
-        }
-    }
-}
-
 impl Handler<SettleLock> for LeaseEngine {
     type Result = ();
     fn handle(&mut self, msg: SettleLock, _ctx: &mut Context<Self>) {
@@ -150,22 +102,6 @@ impl Handler<SettleLock> for LeaseEngine {
         {
             entry.addr.do_send(SettleNow);
         }
-    }
-}
-
-impl Handler<SettleNow> for LeaseActor {
-    type Result = ();
-    fn handle(&mut self, _: SettleNow, ctx: &mut Context<Self>) {
-        self.feed(Event::SettleNow, ctx);
-    }
-}
-
-impl Handler<HoldLock> for LeaseActor {
-    type Result = ();
-    fn handle(&mut self, _: HoldLock, ctx: &mut Context<Self>) {
-        self.set_single_use(false);
-        self.feed(Event::SetCompete(true), ctx);
-        self.feed(Event::SetAutoRenew(true), ctx);
     }
 }
 

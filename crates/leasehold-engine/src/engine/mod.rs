@@ -1,26 +1,40 @@
 //! The engine: the actor that owns every [`LeaseActor`] of one holder, and the only book of
 //! running tenures.
+//!
+//! - `mod.rs`: the [`LeaseEngine`], how it is built and how it starts an actor.
+//! - `book.rs`: the book `key -> (owner, actor, belief)` and the stop of an actor.
+//! - `tasks.rs`: lease tasks (start, stop, list, find, yield).
+//! - `locks.rs`: locks, holds, multi-locks, fencing.
+//! - `shard.rs`: the engine's side of sharded tasks.
+//! - `shutdown.rs`: ending every tenure and releasing exactly those held.
+//! - `reads.rs`: store reads, purges and observers on the engine's runtime.
+//! - `value.rs`: changing a running task's value.
 
-use actix::prelude::*;
-use futures::future::join_all;
-use leasehold_core::{DbInstant, HolderId, LeaseConfig, LeaseKey, LeaseRecord};
-use leasehold_storage::{Doorbell, LeaseStore, StoreError};
+mod book;
+mod locks;
+mod reads;
+mod shard;
+mod shutdown;
+mod tasks;
+mod value;
+
+pub(crate) use book::{Entry, Lookup, NewActor, stopped};
+pub use locks::TakenLock;
+
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::oneshot;
+
+use actix::prelude::*;
+use leasehold_core::{HolderId, LeaseKey};
+use leasehold_storage::{Doorbell, LeaseStore};
 use tokio_util::sync::CancellationToken;
 
 use crate::actor::LeaseActor;
 use crate::batcher::RenewBatcher;
 use crate::belief::Belief;
-use crate::detached::detached;
-use crate::protocol::{
-    AbandonLease, ActorStopped, EngineError, FindTask, ListTasks, Listener, Owner, PurgeRows,
-    ReadDbNow, ReadRecord, ShutdownAll, StandByLease, StartLease, StartTask, StartTasks, StopLease,
-    StopTask, UsedNamespaces, YieldLease, YieldTask,
-};
+use crate::protocol::*;
 use crate::registry::Registry;
 
 /// A known bug that a test can put back, to show that the service simulation's oracle catches
@@ -35,19 +49,6 @@ pub enum KnownBug {
     /// `shutdown` releases every row of the holder id (`release_all`) without ending the live
     /// guards' tenures first.
     ShutdownReleasesByHolder,
-}
-
-/// One entry of the book: the owner, the actor, and whether it is stopping.
-pub(crate) struct Entry {
-    pub(crate) owner: Owner,
-    /// Shared with the actor's slot in the engine's alarms (one actix sender for both).
-    pub(crate) addr: Arc<Addr<LeaseActor>>,
-    pub(crate) belief: Arc<Belief>,
-    id: u64,
-    stopping: bool,
-    /// Told (by being dropped with the entry) once the actor has stopped. An empty `Vec` costs
-    /// no allocation, unlike a watch channel per actor (about 350 bytes).
-    waiters: Vec<oneshot::Sender<()>>,
 }
 
 /// Owns the [`LeaseActor`] of every tenure of one holder (lease tasks, sharded names,
@@ -138,9 +139,6 @@ impl std::fmt::Debug for LeaseEngine {
             .finish_non_exhaustive()
     }
 }
-
-/// At shutdown, the released keys are rung one by one up to this many (beyond, waiters poll).
-const RING_AT_SHUTDOWN: usize = 1_000;
 
 /// The doorbell of a service on the SQL store `sql` (see [`leasehold_storage::doorbell`]).
 fn doorbell_of(
@@ -346,79 +344,6 @@ impl LeaseEngine {
                 .get_or_insert_with(|| Arc::new(ctx.address().recipient())),
         )
     }
-
-    /// What the book says about `key` for a new start by `owner`: `Ok(None)` when free,
-    /// `Ok(Some(entry))` when `owner` itself runs it, `Err` when another owner does. A stopping
-    /// entry answers its stop signal in `Wait`.
-    /// The actor of the running (not stopping) task of `key` run by `owner`, if any.
-    pub(crate) fn running(&self, key: &LeaseKey, owner: &Owner) -> Option<Addr<LeaseActor>> {
-        self.book
-            .get(key)
-            .filter(|e| e.owner == *owner && !e.stopping)
-            .map(|e| Addr::clone(&e.addr))
-    }
-
-    pub(crate) fn lookup(&mut self, key: &LeaseKey, owner: &Owner) -> Lookup {
-        match self.book.get_mut(key) {
-            None => Lookup::Free,
-            Some(e) if e.stopping => Lookup::Wait(e.on_stop()),
-            Some(e) if &e.owner == owner => Lookup::Mine(Arc::clone(&e.belief)),
-            Some(e) => Lookup::Other(e.owner.clone()),
-        }
-    }
-
-    /// Marks `key` as stopping and sends the stop; answers the stop signal. `None` when the key
-    /// is not owned by `owner`.
-    pub(crate) fn stop_entry(
-        &mut self,
-        key: &LeaseKey,
-        owner: &Owner,
-    ) -> Option<oneshot::Receiver<()>> {
-        let entry = self.book.get_mut(key).filter(|e| &e.owner == owner)?;
-        if !entry.stopping {
-            entry.stopping = true;
-            entry.addr.do_send(StopLease { done: None });
-        }
-        Some(entry.on_stop())
-    }
-
-    /// The store requests go to.
-    pub(crate) fn store(&self) -> Arc<dyn LeaseStore> {
-        Arc::clone(&self.store)
-    }
-}
-
-impl Entry {
-    /// A receiver told when this entry's actor has stopped.
-    fn on_stop(&mut self) -> oneshot::Receiver<()> {
-        let (tx, rx) = oneshot::channel();
-        self.waiters.retain(|w| !w.is_closed());
-        self.waiters.push(tx);
-        rx
-    }
-}
-
-/// What a new actor of the book is made of.
-pub(crate) struct NewActor {
-    pub(crate) key: LeaseKey,
-    pub(crate) owner: Owner,
-    pub(crate) config: LeaseConfig,
-    pub(crate) listener: Listener,
-    pub(crate) belief: Option<Arc<Belief>>,
-}
-
-/// The book's answer for a start.
-pub(crate) enum Lookup {
-    Free,
-    Mine(Arc<Belief>),
-    Other(Owner),
-    /// The key's actor is stopping: wait for this, then look again.
-    Wait(oneshot::Receiver<()>),
-}
-
-/// Waits until the actor of a stop signal has stopped (its entry left the book).
-pub(crate) async fn stopped(rx: oneshot::Receiver<()>) {
-    let _ = rx.await;
 }
 
 impl Actor for LeaseEngine {
@@ -432,258 +357,5 @@ impl Actor for LeaseEngine {
         if let Some(bell) = &self.bell {
             bell.stop();
         }
-    }
-}
-
-impl Handler<ActorStopped> for LeaseEngine {
-    type Result = ();
-    fn handle(&mut self, msg: ActorStopped, _ctx: &mut Context<Self>) {
-        crate::trace::actor_stopped(&msg.key, &self.holder, msg.id);
-        if self.book.get(&msg.key).is_some_and(|e| e.id == msg.id) {
-            self.book.remove(&msg.key);
-        }
-    }
-}
-
-impl Handler<StartTask> for LeaseEngine {
-    type Result = ResponseFuture<Result<(Arc<Belief>, bool), EngineError>>;
-
-    fn handle(&mut self, msg: StartTask, ctx: &mut Context<Self>) -> Self::Result {
-        match self.lookup(&msg.key, &msg.owner) {
-            Lookup::Mine(belief) => Box::pin(async move { Ok((belief, false)) }),
-            Lookup::Other(owner) => {
-                let key = msg.key;
-                Box::pin(async move { Err(EngineError::Owned { key, owner }) })
-            }
-            Lookup::Wait(rx) => {
-                let engine = ctx.address();
-                Box::pin(async move {
-                    stopped(rx).await;
-                    engine
-                        .send(msg)
-                        .await
-                        .map_err(|_| EngineError::ShuttingDown)?
-                })
-            }
-            Lookup::Free => {
-                let (compete, value) = (msg.compete, msg.value);
-                let new = NewActor {
-                    key: msg.key,
-                    owner: msg.owner,
-                    config: msg.config,
-                    listener: msg.listener,
-                    belief: msg.belief,
-                };
-                let started = self.spawn_actor(new, ctx, |a| a.set_grant_value(value));
-                Box::pin(async move {
-                    let (addr, belief) = started?;
-                    if compete {
-                        addr.do_send(StartLease);
-                    } else {
-                        addr.do_send(StandByLease);
-                    }
-                    Ok((belief, true))
-                })
-            }
-        }
-    }
-}
-
-impl Handler<StartTasks> for LeaseEngine {
-    type Result = ResponseFuture<Result<Vec<(Arc<Belief>, bool)>, EngineError>>;
-
-    fn handle(&mut self, msg: StartTasks, ctx: &mut Context<Self>) -> Self::Result {
-        if let Some(err) = msg.0.iter().find_map(|start| {
-            match self.book.get(&start.key) {
-                // A stopping entry is waited for, as by a single start.
-                Some(e) if !e.stopping && e.owner != start.owner => Some(EngineError::Owned {
-                    key: start.key.clone(),
-                    owner: e.owner.clone(),
-                }),
-                _ => None,
-            }
-        }) {
-            return Box::pin(async move { Err(err) });
-        }
-        let started: Vec<_> = msg
-            .0
-            .into_iter()
-            .map(|start| <Self as Handler<StartTask>>::handle(self, start, ctx))
-            .collect();
-        Box::pin(async move { join_all(started).await.into_iter().collect() })
-    }
-}
-
-impl Handler<StopTask> for LeaseEngine {
-    type Result = ResponseFuture<bool>;
-
-    fn handle(&mut self, msg: StopTask, _ctx: &mut Context<Self>) -> Self::Result {
-        match self.stop_entry(&msg.key, &msg.owner) {
-            None => Box::pin(async { false }),
-            Some(rx) => Box::pin(async move {
-                stopped(rx).await;
-                true
-            }),
-        }
-    }
-}
-
-impl Handler<ShutdownAll> for LeaseEngine {
-    type Result = ResponseFuture<Result<u64, StoreError>>;
-
-    fn handle(&mut self, _: ShutdownAll, _ctx: &mut Context<Self>) -> Self::Result {
-        if self.bug == Some(KnownBug::ShutdownReleasesByHolder) {
-            // The old way: abandon the tasks, leave the locks' guards believing, and release
-            // every row of the holder id.
-            self.shut_down = true;
-            self.registry.clear();
-            let actors: Vec<_> = self
-                .book
-                .values()
-                .filter(|e| !matches!(e.owner, Owner::Lock | Owner::Hold))
-                .map(|e| Addr::clone(&e.addr))
-                .collect();
-            let (store, holder) = (Arc::clone(&self.store), self.holder.clone());
-            return Box::pin(async move {
-                join_all(actors.iter().map(|a| a.send(AbandonLease))).await;
-                let released = store.release_all(&holder).await;
-                // The guards lived on (until their own deadline timers, in the old code).
-                tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-                released
-            });
-        }
-        self.shut_down = true;
-        self.service.cancel();
-        self.registry.clear();
-        for entry in self.book.values() {
-            entry.belief.finish();
-        }
-        let bell = self.bell.clone();
-        let actors: Vec<_> = self.book.values().map(|e| Addr::clone(&e.addr)).collect();
-        let settled: Vec<_> = self.book.values_mut().map(Entry::on_stop).collect();
-        let (store, holder, limit) = (Arc::clone(&self.store), self.holder.clone(), self.limit);
-        Box::pin(async move {
-            let held: Vec<_> = join_all(actors.iter().map(|a| a.send(AbandonLease)))
-                .await
-                .into_iter()
-                .filter_map(|r| r.ok().flatten())
-                .collect();
-            // Acquires in flight settle (a late grant is released) within one request timeout.
-            let settling = tokio::time::timeout(limit, join_all(settled.into_iter().map(stopped)));
-            if held.is_empty() {
-                let _ = settling.await;
-                if let Some(bell) = bell {
-                    bell.stop();
-                }
-                return Ok(0);
-            }
-            tracing::trace!("release_many of {} tenures of {holder}", held.len());
-            // One statement per few thousand rows: the bound grows with the batch.
-            let chunks = u32::try_from(held.len() / 1000).unwrap_or(u32::MAX);
-            let limit = limit.saturating_mul(chunks.saturating_add(1));
-            let items = held.clone();
-            let n = detached("release_many", limit, async move {
-                store.release_many(&holder, &items).await
-            })
-            .await;
-            // Rung after the release committed: one ring per key for a few keys (on MySQL,
-            // stopping lets every named lock go at once anyway).
-            // Awaited (bounded): the engine's runtime ends right after shutdown.
-            if let Some(bell) = bell {
-                if n.is_ok() && held.len() <= RING_AT_SHUTDOWN {
-                    let rings = join_all(held.iter().map(|item| bell.ring_now(&item.key)));
-                    let _ = tokio::time::timeout(limit, rings).await;
-                }
-                bell.stop();
-            }
-            let _ = settling.await;
-            let n = n?;
-            tracing::info!(
-                event = "shut_down",
-                released = n,
-                "shut down, released {n} leases"
-            );
-            Ok(n)
-        })
-    }
-}
-
-impl Handler<ReadRecord> for LeaseEngine {
-    type Result = ResponseFuture<Result<Option<LeaseRecord>, StoreError>>;
-
-    fn handle(&mut self, msg: ReadRecord, _ctx: &mut Context<Self>) -> Self::Result {
-        let store = self.store();
-        Box::pin(detached("get", self.limit, async move {
-            store.get(&msg.key).await
-        }))
-    }
-}
-
-impl Handler<ReadDbNow> for LeaseEngine {
-    type Result = ResponseFuture<Result<DbInstant, StoreError>>;
-
-    fn handle(&mut self, _: ReadDbNow, _ctx: &mut Context<Self>) -> Self::Result {
-        let store = self.store();
-        Box::pin(detached("db_now", self.limit, async move {
-            store.db_now().await
-        }))
-    }
-}
-
-impl Handler<PurgeRows> for LeaseEngine {
-    type Result = ResponseFuture<Result<u64, StoreError>>;
-
-    fn handle(&mut self, msg: PurgeRows, _ctx: &mut Context<Self>) -> Self::Result {
-        let store = self.store();
-        Box::pin(detached("purge", msg.limit, async move {
-            store.purge(msg.namespace.as_ref(), msg.older_than).await
-        }))
-    }
-}
-
-impl Handler<UsedNamespaces> for LeaseEngine {
-    type Result = Vec<leasehold_core::Namespace>;
-
-    fn handle(&mut self, _: UsedNamespaces, _ctx: &mut Context<Self>) -> Self::Result {
-        self.namespaces.iter().cloned().collect()
-    }
-}
-
-impl Handler<ListTasks> for LeaseEngine {
-    type Result = Vec<LeaseKey>;
-
-    fn handle(&mut self, msg: ListTasks, _ctx: &mut Context<Self>) -> Vec<LeaseKey> {
-        self.book
-            .iter()
-            .filter(|(_, e)| e.owner == msg.owner && !e.stopping)
-            .map(|(k, _)| k.clone())
-            .collect()
-    }
-}
-
-impl Handler<FindTask> for LeaseEngine {
-    type Result = Option<Arc<Belief>>;
-
-    fn handle(&mut self, msg: FindTask, _ctx: &mut Context<Self>) -> Self::Result {
-        self.book
-            .get(&msg.key)
-            .filter(|e| e.owner == msg.owner && !e.stopping)
-            .map(|e| Arc::clone(&e.belief))
-    }
-}
-
-impl Handler<YieldTask> for LeaseEngine {
-    type Result = ResponseFuture<Option<Option<leasehold_core::FencingToken>>>;
-
-    fn handle(&mut self, msg: YieldTask, _ctx: &mut Context<Self>) -> Self::Result {
-        let addr = self
-            .book
-            .get(&msg.key)
-            .filter(|e| e.owner == msg.owner && !e.stopping)
-            .map(|e| Addr::clone(&e.addr));
-        Box::pin(async move {
-            let addr = addr?;
-            Some(addr.send(YieldLease).await.ok().flatten())
-        })
     }
 }
