@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::*;
-use crate::{Clock, DbInstant, ManualClock, ReleaseOutcome};
+use crate::{AcquireOutcome, Clock, DbInstant, ManualClock, ReleaseOutcome, RenewOutcome};
 
 mod giving_up;
 mod lock_modes;
