@@ -161,7 +161,10 @@ impl LeaseMachine {
         reason: LossReason,
         out: &mut Vec<Command>,
     ) -> Phase {
-        out.push(Command::SetDeadline(None));
+        out.push(Command::EndTenure {
+            token: tenure.token,
+            given_up: false,
+        });
         out.push(Command::Notify(Notification::Lost {
             token: tenure.token,
             reason,

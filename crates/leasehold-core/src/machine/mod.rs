@@ -41,7 +41,7 @@ use rng::XorShift;
 ///
 /// # Applying
 /// An acquire is outstanding, or the next one is scheduled. `Acquired` starts a tenure
-/// (*Held*; [`Command::SetDeadline`] and [`Notification::Acquired`]) unless its deadline has
+/// (*Held*; [`Command::BeginTenure`] and [`Notification::Acquired`]) unless its deadline has
 /// already passed when the answer arrives, which counts as a failure. `HeldBy` waits the jittered
 /// retry interval (and reports [`Notification::HolderChanged`] when the holder or tenure seen is
 /// new), or applies again at once when [`Event::Wake`] (a release announced) arrived while that
@@ -66,7 +66,7 @@ use rng::XorShift;
 /// tenure ([`LossReason::DeadlinePassed`]), so a late answer never revives it.
 ///
 /// # Lost
-/// The tenure ended: [`Command::SetDeadline`]`(None)` and [`Notification::Lost`] were emitted.
+/// The tenure ended: [`Command::EndTenure`] and [`Notification::Lost`] were emitted.
 /// After the jittered retry interval the machine applies again; a new grant is a new tenure.
 ///
 /// # Released
@@ -104,9 +104,13 @@ use rng::XorShift;
 /// panicking callback).
 ///
 /// # Belief
-/// Whenever a tenure ends here, [`Command::SetDeadline`]`(None)` comes first, then
-/// [`Notification::Lost`] (it ended by itself) or [`Notification::Ended`] (it was given up),
-/// and only then any release; [`Notification::Released`] later says the release has settled.
+/// The commands say what to do with the tenure, in the order to do it, so the actor never reads
+/// one command to decide another: [`Command::BeginTenure`] (deadline first, then token) comes
+/// before [`Notification::Acquired`], [`Command::RenewTenure`] before [`Notification::Renewed`].
+/// Whenever a tenure ends here, [`Command::EndTenure`] comes first, then
+/// [`Notification::Lost`] (it ended by itself) or [`Notification::Ended`] (it was given up:
+/// `given_up`), and only then any release; [`Notification::Released`] later says the release
+/// has settled.
 ///
 /// # Examples
 ///
@@ -133,7 +137,7 @@ use rng::XorShift;
 /// let cmds = machine.handle(t0 + secs(1), Event::AcquireResult { req, result: Ok(granted) });
 /// let deadline = t0 + secs(28);
 /// assert_eq!(cmds, vec![
-///     Command::SetDeadline(Some(deadline)),
+///     Command::BeginTenure { token, deadline },
 ///     Command::Notify(Notification::Acquired { token, local_deadline: deadline }),
 ///     Command::WakeAt(t0 + secs(10)),
 /// ]);
@@ -144,12 +148,12 @@ use rng::XorShift;
 /// let Command::Renew { req, .. } = cmds[0] else { unreachable!() };
 /// let result = Ok(RenewOutcome::Renewed);
 /// let cmds = machine.handle(t0 + secs(11), Event::RenewResult { req, result });
-/// assert_eq!(cmds[0], Command::SetDeadline(Some(t0 + secs(38))));
+/// assert_eq!(cmds[0], Command::RenewTenure { token, deadline: t0 + secs(38) });
 /// assert_eq!(machine.state(), State::Held);
 ///
 /// // Stop: the deadline is cleared and the end announced at once, then the release is sent.
 /// let cmds = machine.handle(t0 + secs(12), Event::Stop);
-/// assert_eq!(cmds[0], Command::SetDeadline(None));
+/// assert_eq!(cmds[0], Command::EndTenure { token, given_up: true });
 /// assert_eq!(cmds[1], Command::Notify(Notification::Ended { token }));
 /// let Command::Release { req, .. } = cmds[2] else { unreachable!() };
 /// assert!(!machine.holds(t0 + secs(12)) && !machine.is_finished());

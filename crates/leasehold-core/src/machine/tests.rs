@@ -125,7 +125,10 @@ fn hold_by(m: &mut LeaseMachine, t0: Instant, start: Event) {
     assert_eq!(
         cmds,
         [
-            Command::SetDeadline(Some(deadline)),
+            Command::BeginTenure {
+                token: FencingToken(7),
+                deadline
+            },
             Command::Notify(Notification::Acquired {
                 token: FencingToken(7),
                 local_deadline: deadline

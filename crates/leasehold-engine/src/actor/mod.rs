@@ -47,9 +47,10 @@ pub(crate) type OnExit = (Arc<Recipient<ActorStopped>>, u64);
 /// - Store requests run as tokio tasks, each abandoned at the request timeout; their results
 ///   come back as events. Renewals go through the [`RenewBatcher`] when one is given.
 /// - One timer at a time: each [`Command::WakeAt`] replaces the pending wake-up.
-/// - [`Command::SetDeadline`] goes to the [`Registry`] and the [`Belief`] in the same step: a
-///   tenure's cancellation token is cancelled when its deadline is cleared, before any release
-///   is sent. [`Command::Notify`] goes to the [`Listener`] (and the log).
+/// - [`Command::BeginTenure`], [`Command::RenewTenure`] and [`Command::EndTenure`] go to the
+///   [`Registry`] and the [`Belief`] in the same step: a tenure's cancellation token is cancelled
+///   when it ends, before any release is sent. The commands carry their own order: the actor
+///   never reads one command to decide another. [`Command::Notify`] goes to the [`Listener`] (and the log).
 ///
 /// Actix applications drive it with messages: [`StartLease`], [`ReleaseLease`], [`StopLease`],
 /// [`AbandonLease`] and [`QueryLease`]; locks add the messages of the engine's `lock` module ([`TakeLock`](crate::TakeLock),
@@ -238,50 +239,20 @@ impl LeaseActor {
         let now = self.registry.clock().now();
         let cmds = self.machine.handle(now, event);
         let mut lapsed = false;
-        for i in 0..cmds.len() {
-            if let (
-                Command::SetDeadline(None),
-                Some(Command::Notify(Notification::Ended { token })),
-            ) = (&cmds[i], cmds.get(i + 1))
-            {
-                self.belief.give_up(*token);
-                if self.cancel_late {
-                    // KnownBug::CancelAfterReleaseAnswer: has_lease turns false, but the
-                    // tenure's belief lives on until its release has settled.
-                    self.deferred_end = true;
-                    self.registry.set(&self.key, None);
+        for cmd in cmds {
+            match &cmd {
+                // Someone saw this tenure past its deadline and cancelled its token before the
+                // renewal landed: it is over; end it, keep no deadline, announce no renewal.
+                Command::RenewTenure { token, deadline }
+                    if !self.belief.renewed(*token, *deadline) =>
+                {
+                    lapsed = true;
                     continue;
                 }
+                Command::Notify(Notification::Renewed { .. }) if lapsed => continue,
+                _ => {}
             }
-            let mut began = None;
-            if let Command::SetDeadline(Some(deadline)) = cmds[i] {
-                match cmds.get(i + 1) {
-                    // A new tenure is recorded in the registry first and begun in the belief
-                    // after: whoever is given its token (`acquired`, `token`) finds `has_lease`
-                    // true already. (At the end the order is the other way round: the token is
-                    // cancelled first, `has_lease` turns false after.)
-                    Some(Command::Notify(Notification::Acquired { token, .. })) => {
-                        began = Some((*token, deadline));
-                    }
-                    // Someone saw this tenure past its deadline and cancelled its token before
-                    // the renewal landed: it is over; end it, keep no deadline.
-                    Some(Command::Notify(Notification::Renewed { token, .. }))
-                        if !self.belief.renewed(*token, deadline) =>
-                    {
-                        lapsed = true;
-                        continue;
-                    }
-                    _ => {}
-                }
-            }
-            if lapsed && matches!(cmds[i], Command::Notify(Notification::Renewed { .. })) {
-                continue;
-            }
-            self.execute(now, cmds[i].clone(), ctx);
-            if let Some((token, deadline)) = began {
-                self.belief.begin(token, deadline);
-                self.belief.announce();
-            }
+            self.execute(now, cmd, ctx);
         }
         if lapsed {
             self.feed(Event::EndTenure(LossReason::DeadlinePassed), ctx);
@@ -348,11 +319,29 @@ impl LeaseActor {
                 });
                 self.rare().timer = Some(timer);
             }
-            Command::SetDeadline(deadline) => {
-                self.registry.set(&self.key, deadline);
-                if deadline.is_none() {
-                    self.belief.end();
+            // A new tenure is recorded in the registry first and begun in the belief after:
+            // whoever is given its token (`acquired`, `token`) finds `has_lease` true already.
+            // (At the end the order is the other way round: the token is cancelled first,
+            // `has_lease` turns false after.)
+            Command::BeginTenure { token, deadline } => {
+                self.registry.set(&self.key, Some(deadline));
+                self.belief.begin(token, deadline);
+                self.belief.announce();
+            }
+            Command::RenewTenure { deadline, .. } => self.registry.set(&self.key, Some(deadline)),
+            Command::EndTenure { token, given_up } => {
+                if given_up {
+                    self.belief.give_up(token);
+                    if self.cancel_late {
+                        // KnownBug::CancelAfterReleaseAnswer: has_lease turns false, but the
+                        // tenure's belief lives on until its release has settled.
+                        self.deferred_end = true;
+                        self.registry.set(&self.key, None);
+                        return;
+                    }
                 }
+                self.registry.set(&self.key, None);
+                self.belief.end();
             }
             Command::Notify(n) => self.notify(&n, ctx),
         }
