@@ -90,7 +90,7 @@ impl LeaseActor {
         };
         match outcome {
             AcquireOutcome::Acquired { .. } => {
-                if let Some(handle) = self.rare.as_mut().and_then(|r| r.watching.take()) {
+                if let Some(handle) = self.attached.as_mut().and_then(|a| a.watching.take()) {
                     ctx.cancel_future(handle);
                 }
                 if !std::mem::replace(&mut self.rung_due, true) {
@@ -99,14 +99,15 @@ impl LeaseActor {
             }
             // A lock (single use) waits in `try_locker`, which watches by itself.
             AcquireOutcome::HeldBy { .. }
-                if !self.single_use && self.rare.as_ref().is_none_or(|r| r.watching.is_none()) =>
+                if !self.single_use
+                    && self.attached.as_ref().is_none_or(|a| a.watching.is_none()) =>
             {
                 let rings = bell.watch(&self.key);
                 let stream = futures::stream::unfold(rings, |mut rx| async move {
                     rx.recv().await.map(|()| (Ringing, rx))
                 });
                 let watching = ctx.add_stream(stream);
-                self.rare().watching = Some(watching);
+                self.attached().watching = Some(watching);
                 // Watching first, then applying again at once: a release after that attempt
                 // rings.
                 ctx.notify(WakeLease);
@@ -135,8 +136,8 @@ impl StreamHandler<Ringing> for LeaseActor {
 
     fn finished(&mut self, _ctx: &mut Context<Self>) {
         // The doorbell stopped: the task goes on, polling.
-        if let Some(rare) = &mut self.rare {
-            rare.watching = None;
+        if let Some(attached) = &mut self.attached {
+            attached.watching = None;
         }
     }
 }

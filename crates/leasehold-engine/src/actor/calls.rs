@@ -1,13 +1,10 @@
 //! The store calls of a [`LeaseActor`]'s tenure.
 
-//! One actor per lease: it runs the lease machine's commands.
-
 use std::sync::Arc;
 
 use actix::prelude::*;
 use leasehold_core::{
-    AcquireOutcome, Event, FencingToken, ReleaseOutcome, RenewOutcome, RequestId, StoreFailure,
-    Term,
+    Event, FencingToken, ReleaseOutcome, RenewOutcome, RequestId, StoreFailure, Term,
 };
 use leasehold_storage::RenewItem;
 use tokio::sync::oneshot;
@@ -15,11 +12,11 @@ use tokio::time::Instant;
 
 use super::LeaseActor;
 use super::announce::ring_after_release;
+use super::grant::GrantAsk;
 use crate::batcher::QueueRenew;
 
 impl LeaseActor {
-    /// Asks for a new tenure: through the multi-lock's one grant, the group commit, or one
-    /// statement of its own (which takes over a dead predecessor's row when reclaiming).
+    /// Asks for a new tenure through the actor's [`GrantRoute`](super::grant::GrantRoute).
     pub(super) fn grant(
         &mut self,
         now: Instant,
@@ -27,72 +24,23 @@ impl LeaseActor {
         term: Term,
         ctx: &mut Context<Self>,
     ) {
-        let (key, holder, store) = (
-            self.key.clone(),
-            self.holder.clone(),
-            Arc::clone(&self.store),
+        tracing::trace!(
+            "{}: begin_tenure {req} as {} for {term:?}",
+            self.key,
+            self.holder
         );
-
-        tracing::trace!("{key}: begin_tenure {req} as {holder} for {term:?}");
-        if let Some(joint) = self.rare.as_ref().and_then(|r| r.joint.as_ref()) {
-            // Part of a multi-lock: one grant for the whole set (bounded there).
-            let fut = joint.ask(key, term);
-            ctx.spawn(
-                actix::fut::wrap_future(fut).map(move |result, act: &mut Self, ctx| {
-                    act.feed(Event::AcquireResult { req, result }, ctx);
-                }),
-            );
-            return;
-        }
-        let reclaim = self.reclaim_own;
-        let value = self.rare.as_ref().and_then(|r| r.value.clone());
-        if let (Some(granter), false) = (&self.granter, reclaim) {
-            // Bounded like any store call: a batch that answers late is not waited for.
-            let (granter, limit) = (Arc::clone(granter), self.limit());
-            let fut = async move {
-                crate::coalescer::ask(&granter, (holder, term, value), key, now, limit).await
-            };
-            ctx.spawn(
-                actix::fut::wrap_future(fut).map(move |result, act: &mut Self, ctx| {
-                    act.feed(Event::AcquireResult { req, result }, ctx);
-                }),
-            );
-            return;
-        }
-        let (late_store, late_key, late_holder) = (Arc::clone(&store), key.clone(), holder.clone());
-        let fut = async move {
-            let outcome = store
-                .begin_tenure(&key, &holder, term, value.as_ref())
-                .await?;
-            match outcome {
-                // A live row of this holder id that this actor does not believe in: a
-                // dead predecessor's, when the application says so. Taken over by
-                // compare-and-set on its token, so nothing newer can be ended.
-                AcquireOutcome::HeldBy {
-                    holder: ref seen,
-                    token,
-                    ..
-                } if reclaim && *seen == holder => {
-                    store
-                        .take_over_tenure(&key, &holder, token, term, value.as_ref())
-                        .await
-                }
-                other => Ok(other),
-            }
-        };
-        // A grant that answers after this attempt was given up is released at once, in
-        // task mode as in lock mode: the machine forgets an attempt it gave up on.
-        let fut = crate::late::grant_or_release(
-            late_store,
-            late_key,
-            late_holder,
-            fut,
+        let ask = GrantAsk {
+            store: Arc::clone(&self.store),
+            key: self.key.clone(),
+            holder: self.holder.clone(),
+            term,
+            value: self.attached.as_ref().and_then(|a| a.value.clone()),
             now,
-            self.limit(),
-        );
+            limit: self.limit(),
+        };
+        let fut = self.grant.ask(ask);
         ctx.spawn(
             actix::fut::wrap_future(fut).map(move |result, act: &mut Self, ctx| {
-                let result = act.failure("acquire", result);
                 act.feed(Event::AcquireResult { req, result }, ctx);
             }),
         );

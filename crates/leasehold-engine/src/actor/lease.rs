@@ -41,7 +41,7 @@ impl Handler<StopLease> for LeaseActor {
     type Result = ();
     fn handle(&mut self, msg: StopLease, ctx: &mut Context<Self>) {
         if let Some(done) = msg.done {
-            self.rare().on_stopped.push(done);
+            self.attached().on_stopped.push(done);
         }
         self.feed(Event::Stop, ctx);
     }

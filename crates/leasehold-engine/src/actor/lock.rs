@@ -12,15 +12,15 @@ use crate::protocol::*;
 
 impl LeaseActor {
     pub(super) fn answer_attempt(&mut self, attempt: Attempt) {
-        if let Some(reply) = self.rare.as_mut().and_then(|r| r.attempt.take()) {
+        if let Some(reply) = self.attached.as_mut().and_then(|a| a.attempt.take()) {
             let _ = reply.send(attempt);
         }
     }
 
     /// Answers every renewal asked of a lock ([`crate::RenewLockNow`]) with `answer`.
     pub(super) fn answer_renewals(&mut self, answer: RenewAnswer) {
-        if let Some(rare) = &mut self.rare {
-            for reply in rare.renewals.drain(..) {
+        if let Some(attached) = &mut self.attached {
+            for reply in attached.renewals.drain(..) {
                 let _ = reply.send(answer.clone());
             }
         }
@@ -33,7 +33,7 @@ impl LeaseActor {
         match result {
             Ok(outcome) => self.released = Some(*outcome),
             Err(_) => {
-                if let Some(reply) = self.rare.as_mut().and_then(|r| r.unlock.take()) {
+                if let Some(reply) = self.attached.as_mut().and_then(|a| a.unlock.take()) {
                     let _ = reply.send(result.clone());
                 }
             }
@@ -41,20 +41,20 @@ impl LeaseActor {
     }
 
     pub(crate) fn set_attempt(&mut self, reply: oneshot::Sender<Attempt>) {
-        self.rare().attempt = Some(reply);
+        self.attached().attempt = Some(reply);
         self.single_use = true;
     }
 
     pub(crate) fn add_renewal(&mut self, reply: oneshot::Sender<RenewAnswer>) {
-        self.rare().renewals.push(reply);
+        self.attached().renewals.push(reply);
     }
 
     pub(crate) fn set_unlock(
         &mut self,
         reply: Option<oneshot::Sender<Result<ReleaseOutcome, StoreFailure>>>,
     ) {
-        if reply.is_some() || self.rare.is_some() {
-            self.rare().unlock = reply;
+        if reply.is_some() || self.attached.is_some() {
+            self.attached().unlock = reply;
         }
         self.single_use = true;
     }

@@ -2,6 +2,8 @@
 //!
 //! - `mod.rs`: the [`LeaseActor`], `feed` (one event in, the machine's commands out) and
 //!   `execute` (one command into IO, a timer, the registry or the belief).
+//! - `grant.rs`: [`GrantRoute`], where grants go (direct, group commit, a multi-lock's joint
+//!   grant), chosen when the actor is built.
 //! - `calls.rs`: the store calls of a tenure (grant, renewal, release), each bounded, each
 //!   answered back as an event.
 //! - `announce.rs`: what the actor tells others: listener, log, metrics, doorbell.
@@ -13,10 +15,13 @@
 
 mod announce;
 mod calls;
+mod grant;
 mod lease;
 mod lock;
 mod setup;
 mod value;
+
+pub(crate) use grant::GrantRoute;
 
 use std::any::Any;
 use std::sync::Arc;
@@ -33,7 +38,7 @@ use tokio::time::Instant;
 
 use crate::batcher::RenewBatcher;
 use crate::belief::Belief;
-use crate::coalescer::{GrantBatcher, ReleaseBatcher};
+use crate::coalescer::ReleaseBatcher;
 use crate::protocol::*;
 use crate::registry::Registry;
 
@@ -108,7 +113,9 @@ pub struct LeaseActor {
     machine: LeaseMachine,
     store: Arc<dyn LeaseStore>,
     renewer: Option<Arc<Addr<RenewBatcher>>>,
-    granter: Option<Arc<Addr<GrantBatcher>>>,
+    /// Where grants go: direct, group commit or a multi-lock's joint grant (shared with the
+    /// engine's other actors of the same route).
+    grant: Arc<GrantRoute>,
     releaser: Option<Arc<Addr<ReleaseBatcher>>>,
     registry: Arc<Registry>,
     listener: Listener,
@@ -124,14 +131,12 @@ pub struct LeaseActor {
     alarm_slot: Option<u32>,
     alarm: u64,
     on_exit: Option<OnExit>,
-    /// What locks, holds, multi-locks, valued or refused tasks, stops with a waiter and actors
-    /// without the engine's alarms keep; made on first use (see [`Rare`]).
-    rare: Option<Box<Rare>>,
+    /// What locks, holds, valued or refused tasks, stops with a waiter and actors without the
+    /// engine's alarms attach; made on first use (see [`Attached`]).
+    attached: Option<Box<Attached>>,
     /// Stop once the tenure has ended and settled (a lock, or a hold being unlocked).
     single_use: bool,
     stop_when_resting: bool,
-    /// Take over this holder's own live rows found at a grant (a dead predecessor's).
-    reclaim_own: bool,
     /// The put-back bug `KnownBug::CancelAfterReleaseAnswer`: end a given-up tenure's belief
     /// only when its release has settled.
     cancel_late: bool,
@@ -140,11 +145,13 @@ pub struct LeaseActor {
     released: Option<ReleaseOutcome>,
 }
 
-/// The parts of a [`LeaseActor`] that a lease task held without a value never uses: one
-/// allocation for the actors that need them instead of their room in every actor's task (the
-/// actor lives inside its tokio task, whose size is rounded up to 128 bytes).
+/// What some users attach to a [`LeaseActor`] and a lease task held without a value never does:
+/// the replies awaited (a lock's attempt, renewals and unlock, stop waiters), what is kept (a
+/// lock's place in the local queue, the tenure's value), and the actor's own timer and doorbell
+/// watch. One allocation for the actors that need them instead of their room in every actor's
+/// task (the actor lives inside its tokio task, whose size is rounded up to 128 bytes).
 #[derive(Default)]
-struct Rare {
+struct Attached {
     /// The subscription to the doorbell while waiting to apply after a refusal.
     watching: Option<SpawnHandle>,
     /// The pending wake-up of an actor without the engine's alarms.
@@ -156,10 +163,10 @@ struct Rare {
     /// The value every new tenure is granted with ([`leasehold_core::LeaseValue`]); changed by
     /// [`crate::SetTenureValue`] once the store has committed it.
     value: Option<leasehold_core::LeaseValue>,
+    /// Fed as soon as the actor runs (a lock's single attempt), in order.
+    begin_with: Vec<Event>,
     /// The answer to a lock's single attempt, once it is known.
     attempt: Option<oneshot::Sender<Attempt>>,
-    /// The shared grant of a multi-lock this actor is part of (`joint.rs`).
-    joint: Option<Arc<crate::joint::JointGrant>>,
     renewals: Vec<oneshot::Sender<RenewAnswer>>,
     unlock: Option<oneshot::Sender<Result<ReleaseOutcome, StoreFailure>>>,
 }
@@ -196,7 +203,7 @@ impl LeaseActor {
             machine: LeaseMachine::new(config, seed)?,
             store,
             renewer: None,
-            granter: None,
+            grant: GrantRoute::direct(),
             releaser: None,
             registry,
             listener,
@@ -207,19 +214,18 @@ impl LeaseActor {
             alarm_slot: None,
             alarm: 0,
             on_exit: None,
-            rare: None,
+            attached: None,
             single_use: false,
             stop_when_resting: false,
-            reclaim_own: false,
             cancel_late: false,
             deferred_end: false,
             released: None,
         })
     }
 
-    /// The rarely used parts, made now if they were not.
-    fn rare(&mut self) -> &mut Rare {
-        self.rare.get_or_insert_with(Box::default)
+    /// The attached parts, made now if they were not.
+    fn attached(&mut self) -> &mut Attached {
+        self.attached.get_or_insert_with(Box::default)
     }
 
     /// Feeds one event to the machine at the current instant and executes its commands.
@@ -310,14 +316,14 @@ impl LeaseActor {
                     self.alarm = alarms.set(slot, at);
                     return;
                 }
-                if let Some(handle) = self.rare().timer.take() {
+                if let Some(handle) = self.attached().timer.take() {
                     ctx.cancel_future(handle);
                 }
                 let timer = ctx.run_later(delay, |act, ctx| {
-                    act.rare().timer = None;
+                    act.attached().timer = None;
                     act.feed(Event::Timer, ctx);
                 });
-                self.rare().timer = Some(timer);
+                self.attached().timer = Some(timer);
             }
             // A new tenure is recorded in the registry first and begun in the belief after:
             // whoever is given its token (`acquired`, `token`) finds `has_lease` true already.
@@ -353,16 +359,36 @@ impl LeaseActor {
         what: &'static str,
         result: Result<T, StoreError>,
     ) -> Result<T, StoreFailure> {
-        result.map_err(|e| {
-            tracing::warn!("{}: {what} failed: {e}", self.key);
-            crate::metrics::store_error(what);
-            StoreFailure::new(e.to_string())
-        })
+        store_failure(&self.key, what, result)
     }
+}
+
+/// Logs a store error of `what` on `key` and turns it into what the machine understands.
+fn store_failure<T>(
+    key: &LeaseKey,
+    what: &'static str,
+    result: Result<T, StoreError>,
+) -> Result<T, StoreFailure> {
+    result.map_err(|e| {
+        tracing::warn!("{key}: {what} failed: {e}");
+        crate::metrics::store_error(what);
+        StoreFailure::new(e.to_string())
+    })
 }
 
 impl Actor for LeaseActor {
     type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        let first = self
+            .attached
+            .as_mut()
+            .map(|a| std::mem::take(&mut a.begin_with))
+            .unwrap_or_default();
+        for event in first {
+            self.feed(event, ctx);
+        }
+    }
 
     fn stopped(&mut self, _ctx: &mut Self::Context) {
         if let (Some(alarms), Some(slot)) = (&self.alarms, self.alarm_slot.take()) {
@@ -374,8 +400,8 @@ impl Actor for LeaseActor {
             self.registry.set(&self.key, None);
         }
         self.belief.finish();
-        let rare = self.rare.take().map(|rare| *rare).unwrap_or_default();
-        drop(rare.keep);
+        let attached = self.attached.take().map(|a| *a).unwrap_or_default();
+        drop(attached.keep);
         // The engine hears of the stop before anyone waiting on this actor does, so a caller
         // told "stopped" (an unlock, a stop) finds the key gone from the book when it asks next.
         if let Some((engine, id)) = self.on_exit.take() {
@@ -384,22 +410,22 @@ impl Actor for LeaseActor {
                 id,
             });
         }
-        if let Some(reply) = rare.unlock {
+        if let Some(reply) = attached.unlock {
             // No answer at all: the release was abandoned to lapse.
             let outcome = self.released.take().ok_or_else(|| {
                 StoreFailure::new("the release got no answer; the lock lapses after its ttl")
             });
             let _ = reply.send(outcome);
         }
-        if let Some(reply) = rare.attempt {
+        if let Some(reply) = attached.attempt {
             let _ = reply.send(Attempt::Failed(StoreFailure::new(
                 "the lease actor stopped",
             )));
         }
-        for reply in rare.renewals {
+        for reply in attached.renewals {
             let _ = reply.send(RenewAnswer::Lost);
         }
-        for done in rare.on_stopped {
+        for done in attached.on_stopped {
             let _ = done.send(());
         }
     }
@@ -409,7 +435,7 @@ impl Actor for LeaseActor {
 mod tests {
     /// An actor lives inside its tokio task, whose cell is the future plus 112 bytes rounded up
     /// to 128 on x86_64: at 784 bytes the actor's `ContextFut` keeps every held lease's task in
-    /// 896 bytes (it was 1,152 with the rare fields inline; `bench --scale`'s
+    /// 896 bytes (it was 1,152 with the attached fields inline; `bench --scale`'s
     /// `settled_heap_per_lease`).
     #[test]
     fn an_actor_s_task_fits_in_896_bytes() {

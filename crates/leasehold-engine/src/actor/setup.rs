@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
-use leasehold_core::{HolderId, LeaseKey};
+use leasehold_core::{Event, HolderId, LeaseKey};
 use leasehold_storage::{Doorbell, LeaseStore, RenewItem};
 
-use super::{LeaseActor, OnExit};
+use super::{GrantRoute, LeaseActor, OnExit};
 use crate::batcher::RenewBatcher;
 use crate::belief::Belief;
 use crate::coalescer::{GrantBatcher, ReleaseBatcher};
@@ -39,10 +39,10 @@ impl LeaseActor {
     }
 
     /// Sends new-tenure grants through `granter` (one statement for grants asked together)
-    /// instead of one statement each. Reclaiming actors grant alone.
+    /// instead of one statement each.
     #[must_use]
     pub fn with_granter(mut self, granter: Arc<Addr<GrantBatcher>>) -> Self {
-        self.granter = Some(granter);
+        self.grant = Arc::new(GrantRoute::Group(granter));
         self
     }
 
@@ -79,24 +79,26 @@ impl LeaseActor {
         self.cancel_late = on;
     }
 
-    pub(crate) fn reclaim_own(&mut self, reclaim: bool) {
-        self.reclaim_own = reclaim;
+    /// Sends new-tenure grants through `route`, shared with the actors of the same route.
+    pub(crate) fn route_grants(&mut self, route: Arc<GrantRoute>) {
+        self.grant = route;
     }
 
     pub(crate) fn keep(&mut self, keep: Option<Box<dyn Any + Send>>) {
-        if keep.is_some() || self.rare.is_some() {
-            self.rare().keep = keep;
+        if keep.is_some() || self.attached.is_some() {
+            self.attached().keep = keep;
         }
     }
 
-    pub(crate) fn set_joint(&mut self, joint: Arc<crate::joint::JointGrant>) {
-        self.rare().joint = Some(joint);
+    /// Feeds `events` as soon as the actor runs, in order (a lock's single attempt).
+    pub(crate) fn begin_with(&mut self, events: Vec<Event>) {
+        self.attached().begin_with = events;
     }
 
     /// The value new tenures are granted with.
     pub(crate) fn set_grant_value(&mut self, value: Option<leasehold_core::LeaseValue>) {
-        if value.is_some() || self.rare.is_some() {
-            self.rare().value = value;
+        if value.is_some() || self.attached.is_some() {
+            self.attached().value = value;
         }
     }
 

@@ -13,12 +13,12 @@
 use std::sync::Arc;
 
 use actix::prelude::*;
-use leasehold_core::LeaseRecord;
+use leasehold_core::Event;
 use leasehold_storage::{FencedTransaction, StoreError};
 use tokio::sync::{mpsc, oneshot};
 
 use super::{LeaseEngine, Lookup, NewActor, stopped};
-use crate::actor::LeaseActor;
+use crate::actor::{GrantRoute, LeaseActor};
 use crate::belief::Belief;
 use crate::detached::detached;
 use crate::joint::JointGrant;
@@ -83,10 +83,13 @@ impl Handler<TakeLock> for LeaseEngine {
             listener,
             belief,
         };
-        let started = self.spawn_actor(new, ctx, |actor| actor.set_attempt(reply));
+        // The actor takes its single attempt as soon as it runs: no message asks for it.
+        let started = self.spawn_actor(new, ctx, |actor| {
+            actor.set_attempt(reply);
+            actor.begin_with(vec![Event::SetAutoRenew(false), Event::TryOnce]);
+        });
         Box::pin(async move {
             let (addr, belief) = started?;
-            addr.do_send(TryLock);
             Ok((addr, belief, attempt))
         })
     }
@@ -130,17 +133,6 @@ impl Handler<FindLock> for LeaseEngine {
             .get(&msg.key)
             .filter(|e| matches!(e.owner, Owner::Lock | Owner::Hold))
             .map(|e| (Addr::clone(&e.addr), Arc::clone(&e.belief), e.owner.clone()))
-    }
-}
-
-impl Handler<ListLocks> for LeaseEngine {
-    type Result = ResponseFuture<Result<Vec<LeaseRecord>, StoreError>>;
-
-    fn handle(&mut self, msg: ListLocks, _ctx: &mut Context<Self>) -> Self::Result {
-        let store = self.store();
-        Box::pin(detached("list_valid", self.limit, async move {
-            store.list_valid(Some(&msg.namespace), &msg.prefix).await
-        }))
     }
 }
 
@@ -198,12 +190,12 @@ impl Handler<TakeLocks> for LeaseEngine {
         }
         let mut sorted = msg.keys.clone();
         sorted.sort();
-        let joint = JointGrant::new(
+        let joint = Arc::new(GrantRoute::Joint(JointGrant::new(
             self.store(),
             self.holder.clone(),
             sorted,
             msg.config.request_timeout(),
-        );
+        )));
         let mut taken = Vec::with_capacity(msg.keys.len());
         for (key, belief) in msg.keys.into_iter().zip(msg.beliefs) {
             let (reply, attempt) = oneshot::channel();
@@ -217,7 +209,7 @@ impl Handler<TakeLocks> for LeaseEngine {
             let joint = Arc::clone(&joint);
             let spawned = self.spawn_actor(new, ctx, |actor| {
                 actor.set_attempt(reply);
-                actor.set_joint(joint);
+                actor.route_grants(joint);
             });
             match spawned {
                 Ok((addr, belief)) => taken.push((addr, belief, attempt)),

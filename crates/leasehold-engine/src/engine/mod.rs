@@ -31,7 +31,7 @@ use leasehold_core::{HolderId, LeaseKey};
 use leasehold_storage::{Doorbell, LeaseStore};
 use tokio_util::sync::CancellationToken;
 
-use crate::actor::LeaseActor;
+use crate::actor::{GrantRoute, LeaseActor};
 use crate::batcher::RenewBatcher;
 use crate::belief::Belief;
 use crate::protocol::*;
@@ -106,7 +106,9 @@ pub struct LeaseEngine {
     pub(crate) sql: Option<leasehold_storage::SeaOrmStore>,
     renewer: Arc<Addr<RenewBatcher>>,
     /// Grants of actors asked together go out as one statement (started with the engine).
-    granter: Option<Arc<Addr<crate::GrantBatcher>>>,
+    /// Where its actors' grants go (made with the first actor): the group commit, or one
+    /// statement each when grants are not batched or own rows are reclaimed.
+    grant_route: Option<Arc<GrantRoute>>,
     releaser: Option<Arc<Addr<crate::ReleaseBatcher>>>,
     /// How the renewer's renewals are doing: grants wait while they are behind.
     renew_pressure: Option<Arc<crate::RenewPressure>>,
@@ -167,7 +169,7 @@ impl LeaseEngine {
             store,
             sql: None,
             renewer: Arc::new(renewer),
-            granter: None,
+            grant_route: None,
             releaser: None,
             renew_pressure: None,
             batch_grants: true,
@@ -294,24 +296,31 @@ impl LeaseEngine {
         .with_bell(self.bell.clone())
         .with_alarms(Some(Arc::clone(&alarms)))
         .on_exit((self.me(ctx), id));
-        if self.batch_grants {
-            let (store, limit) = (Arc::clone(&self.store), self.limit);
-            let pressure = self.renew_pressure.clone();
-            let granter = self.granter.get_or_insert_with(|| {
-                Arc::new(
+        let (store, limit) = (Arc::clone(&self.store), self.limit);
+        let (batch, reclaim) = (self.batch_grants, self.reclaim_own);
+        let pressure = self.renew_pressure.clone();
+        let route = self.grant_route.get_or_insert_with(|| {
+            Arc::new(if reclaim {
+                // Reclaiming actors grant alone: a take-over is one statement of its own.
+                GrantRoute::Direct { reclaim: true }
+            } else if batch {
+                GrantRoute::Group(Arc::new(
                     crate::GrantBatcher::new(store, limit)
                         .with_renew_pressure(pressure)
                         .start(),
-                )
-            });
-            actor = actor.with_granter(Arc::clone(granter));
+                ))
+            } else {
+                GrantRoute::Direct { reclaim: false }
+            })
+        });
+        actor.route_grants(Arc::clone(route));
+        if self.batch_grants {
             let store = Arc::clone(&self.store);
             let releaser = self
                 .releaser
                 .get_or_insert_with(|| Arc::new(crate::ReleaseBatcher::new(store, limit).start()));
             actor = actor.with_releaser(Arc::clone(releaser));
         }
-        actor.reclaim_own(self.reclaim_own);
         actor.cancel_late(self.bug == Some(KnownBug::CancelAfterReleaseAnswer));
         setup(&mut actor);
         // The address the book keeps is the one the alarms slot keeps: made before the actor

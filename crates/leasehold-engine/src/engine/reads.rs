@@ -68,3 +68,14 @@ impl Handler<ObserveLease> for LeaseEngine {
         MessageResult(observer)
     }
 }
+
+impl Handler<ListLive> for LeaseEngine {
+    type Result = ResponseFuture<Result<Vec<LeaseRecord>, StoreError>>;
+
+    fn handle(&mut self, msg: ListLive, _ctx: &mut Context<Self>) -> Self::Result {
+        let store = self.store();
+        Box::pin(detached("list_valid", self.limit, async move {
+            store.list_valid(Some(&msg.namespace), &msg.prefix).await
+        }))
+    }
+}

@@ -9,12 +9,9 @@
 //! [`StartTask`](crate::StartTask) with [`Owner::Shard`](crate::Owner::Shard).
 
 use actix::prelude::*;
-use leasehold_core::LeaseRecord;
-use leasehold_storage::StoreError;
 use tokio::sync::mpsc;
 
 use super::LeaseEngine;
-use crate::detached::detached;
 use crate::protocol::*;
 
 impl Handler<Broadcast> for LeaseEngine {
@@ -69,16 +66,5 @@ impl Handler<SetCompeting> for LeaseEngine {
             switched += 1;
         }
         switched
-    }
-}
-
-impl Handler<ListLive> for LeaseEngine {
-    type Result = ResponseFuture<Result<Vec<LeaseRecord>, StoreError>>;
-
-    fn handle(&mut self, msg: ListLive, _ctx: &mut Context<Self>) -> Self::Result {
-        let store = self.store();
-        Box::pin(detached("list_valid", self.limit, async move {
-            store.list_valid(Some(&msg.namespace), &msg.prefix).await
-        }))
     }
 }

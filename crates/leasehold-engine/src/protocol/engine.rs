@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use actix::prelude::*;
-use leasehold_core::{DbInstant, LeaseConfig, LeaseKey, LeaseRecord, ValidationError};
+use leasehold_core::{DbInstant, LeaseConfig, LeaseKey, LeaseRecord, Namespace, ValidationError};
 use leasehold_storage::StoreError;
 use leasehold_storage::observe::{LeaseObserver, ObserveOptions};
 
@@ -142,6 +142,18 @@ pub struct StopTask {
 #[derive(Debug, Message)]
 #[rtype(result = "Result<u64, StoreError>")]
 pub struct ShutdownAll;
+
+/// List the live leases (held locks included) in `namespace` whose names start with `prefix`, by the database's
+/// clock ([`LeaseStore::list_valid`](leasehold_storage::LeaseStore::list_valid)), bounded by the
+/// request timeout.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<Vec<LeaseRecord>, StoreError>")]
+pub struct ListLive {
+    /// The namespace.
+    pub namespace: Namespace,
+    /// The name prefix (wildcards match only themselves).
+    pub prefix: String,
+}
 
 /// Read one lease row from the store.
 #[derive(Debug, Message)]

@@ -6,8 +6,7 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 use leasehold_core::{
-    DbInstant, FencingToken, HolderId, LeaseConfig, LeaseKey, LeaseRecord, Namespace,
-    ReleaseOutcome, StoreFailure,
+    DbInstant, FencingToken, HolderId, LeaseConfig, LeaseKey, ReleaseOutcome, StoreFailure,
 };
 use leasehold_storage::{FencedTransaction, StoreError};
 use tokio::sync::{mpsc, oneshot};
@@ -152,15 +151,9 @@ pub struct FindLock {
     pub key: LeaseKey,
 }
 
-/// The held locks in `namespace` whose names start with `prefix`.
-#[derive(Debug, Message)]
-#[rtype(result = "Result<Vec<LeaseRecord>, StoreError>")]
-pub struct ListLocks {
-    /// The namespace.
-    pub namespace: Namespace,
-    /// The name prefix (wildcards match only themselves).
-    pub prefix: String,
-}
+/// The held locks in `namespace` whose names start with `prefix`: a held lock is a live lease,
+/// so this is [`ListLive`](crate::ListLive).
+pub type ListLocks = super::ListLive;
 
 /// Watch for releases of `key` announced by any process (PostgreSQL `LISTEN`, one listener per
 /// service on a connection of its own). Answers `None` on other backends (waiters poll).

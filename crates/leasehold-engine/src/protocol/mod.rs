@@ -7,9 +7,10 @@
 //!   and the [`ActorStopped`] it sends its engine.
 //! - [`lock`]: locks, holds and multi-locks ([`TakeLock`], [`RenewLockNow`], [`UnlockLock`], …)
 //!   with their answers [`Attempt`] and [`RenewAnswer`].
-//! - [`engine`]: the book and the store reads ([`StartTask`], [`StopTask`], [`ShutdownAll`], …),
+//! - [`engine`]: the book and the store reads ([`StartTask`], [`StopTask`], [`ShutdownAll`],
+//!   [`ListLive`], …),
 //!   with [`Owner`] and [`EngineError`].
-//! - [`shard`]: sharded tasks ([`SetCompeting`], [`ListLive`], [`Broadcast`], …).
+//! - [`shard`]: sharded tasks ([`SetCompeting`], [`Broadcast`], …).
 //! - [`value`]: a tenure's value ([`SetTaskValue`], [`SetTenureValue`], [`ValueAnswer`]).
 
 pub(crate) mod engine;

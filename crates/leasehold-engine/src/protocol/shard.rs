@@ -2,8 +2,7 @@
 //! standby, list the live members, ring and watch a group's bell, wake waiting tasks.
 
 use actix::prelude::*;
-use leasehold_core::{LeaseKey, LeaseRecord, Namespace};
-use leasehold_storage::StoreError;
+use leasehold_core::LeaseKey;
 use tokio::sync::mpsc;
 
 use crate::protocol::Owner;
@@ -18,18 +17,6 @@ pub struct SetCompeting {
     pub owner: Owner,
     /// The leases and whether to compete for each.
     pub changes: Vec<(LeaseKey, bool)>,
-}
-
-/// List the live leases in `namespace` whose names start with `prefix`, by the database's
-/// clock ([`LeaseStore::list_valid`](leasehold_storage::LeaseStore::list_valid)), bounded by the
-/// request timeout.
-#[derive(Debug, Message)]
-#[rtype(result = "Result<Vec<LeaseRecord>, StoreError>")]
-pub struct ListLive {
-    /// The namespace.
-    pub namespace: Namespace,
-    /// The name prefix (wildcards match only themselves).
-    pub prefix: String,
 }
 
 /// Wake the watchers of `key` in every process: a bell that is no tenure, such as a shard
