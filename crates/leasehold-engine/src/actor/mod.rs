@@ -127,7 +127,7 @@ pub struct LeaseActor {
     rung_due: bool,
     /// The engine's shared alarms (one timer for all its actors), this actor's slot in them
     /// once registered, and the sequence number of its live alarm (0: none).
-    alarms: Option<Arc<crate::alarms::Alarms>>,
+    alarms: Option<Arc<crate::alarms::Alarms<LeaseActor>>>,
     alarm_slot: Option<u32>,
     alarm: u64,
     on_exit: Option<OnExit>,

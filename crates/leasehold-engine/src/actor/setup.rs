@@ -60,7 +60,10 @@ impl LeaseActor {
     }
 
     /// Wakes up through `alarms` (shared by the engine's actors) instead of a timer of its own.
-    pub(crate) fn with_alarms(mut self, alarms: Option<Arc<crate::alarms::Alarms>>) -> Self {
+    pub(crate) fn with_alarms(
+        mut self,
+        alarms: Option<Arc<crate::alarms::Alarms<LeaseActor>>>,
+    ) -> Self {
         self.alarms = alarms;
         self
     }

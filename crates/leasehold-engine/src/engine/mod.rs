@@ -32,8 +32,9 @@ use leasehold_storage::{Doorbell, LeaseStore};
 use tokio_util::sync::CancellationToken;
 
 use crate::actor::{GrantRoute, LeaseActor};
-use crate::batcher::RenewBatcher;
+use crate::batcher::{RenewBatcher, RenewPressure};
 use crate::belief::Belief;
+use crate::coalescer::{GrantBatcher, ReleaseBatcher};
 use crate::protocol::*;
 use crate::registry::Registry;
 
@@ -109,9 +110,9 @@ pub struct LeaseEngine {
     /// Where its actors' grants go (made with the first actor): the group commit, or one
     /// statement each when grants are not batched or own rows are reclaimed.
     grant_route: Option<Arc<GrantRoute>>,
-    releaser: Option<Arc<Addr<crate::ReleaseBatcher>>>,
+    releaser: Option<Arc<Addr<ReleaseBatcher>>>,
     /// How the renewer's renewals are doing: grants wait while they are behind.
-    renew_pressure: Option<Arc<crate::RenewPressure>>,
+    renew_pressure: Option<Arc<RenewPressure>>,
     batch_grants: bool,
     registry: Arc<Registry>,
     pub(crate) book: HashMap<LeaseKey, Entry>,
@@ -130,7 +131,7 @@ pub struct LeaseEngine {
     /// This engine's address, shared by every actor (an `Addr` clone allocates a sender).
     me: Option<Arc<Recipient<ActorStopped>>>,
     /// One timer for every actor's wake-ups (started with the first actor).
-    alarms: Option<Arc<crate::alarms::Alarms>>,
+    alarms: Option<Arc<crate::alarms::Alarms<LeaseActor>>>,
 }
 
 impl std::fmt::Debug for LeaseEngine {
@@ -191,7 +192,7 @@ impl LeaseEngine {
     /// Grants wait while the renewals `pressure` measures are behind (give it the renewer's
     /// [`RenewBatcher::pressure`]): held tenures come before new ones.
     #[must_use]
-    pub fn with_renew_pressure(mut self, pressure: Arc<crate::RenewPressure>) -> Self {
+    pub fn with_renew_pressure(mut self, pressure: Arc<RenewPressure>) -> Self {
         self.renew_pressure = Some(pressure);
         self
     }
@@ -305,7 +306,7 @@ impl LeaseEngine {
                 GrantRoute::Direct { reclaim: true }
             } else if batch {
                 GrantRoute::Group(Arc::new(
-                    crate::GrantBatcher::new(store, limit)
+                    GrantBatcher::new(store, limit)
                         .with_renew_pressure(pressure)
                         .start(),
                 ))
@@ -318,7 +319,7 @@ impl LeaseEngine {
             let store = Arc::clone(&self.store);
             let releaser = self
                 .releaser
-                .get_or_insert_with(|| Arc::new(crate::ReleaseBatcher::new(store, limit).start()));
+                .get_or_insert_with(|| Arc::new(ReleaseBatcher::new(store, limit).start()));
             actor = actor.with_releaser(Arc::clone(releaser));
         }
         actor.cancel_late(self.bug == Some(KnownBug::CancelAfterReleaseAnswer));
