@@ -83,7 +83,8 @@ impl std::fmt::Debug for KeepUntilStopped {
     }
 }
 
-/// A lock actor's single attempt (sent by [`TakeLock`]).
+/// A lock actor's single attempt, sent by [`TakeLocks`] to every part of a multi-lock once all
+/// are made ([`TakeLock`] starts its actor with the attempt instead).
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "()")]
 pub(crate) struct TryLock;
