@@ -16,11 +16,11 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use actix::dev::ToEnvelope;
 use actix::prelude::*;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::LeaseActor;
 use crate::batcher::RenewPressure;
 
 /// The alarm of `seq` fired (sent to the actor that set it).
@@ -28,35 +28,50 @@ use crate::batcher::RenewPressure;
 #[rtype(result = "()")]
 pub(crate) struct AlarmFired(pub(crate) u64);
 
-struct Slot {
+struct Slot<A: Actor> {
     /// The actor's address, shared with the engine's book (an `Addr` clone allocates a sender
     /// of its own, 72 bytes; an `Arc` clone does not).
-    addr: Option<Arc<Addr<LeaseActor>>>,
+    addr: Option<Arc<Addr<A>>>,
     /// The sequence number of the slot's live alarm (0: none).
     seq: u64,
 }
 
-#[derive(Default)]
-struct Inner {
+struct Inner<A: Actor> {
     heap: BinaryHeap<Reverse<(Instant, u64, u32)>>,
-    slots: Vec<Slot>,
+    slots: Vec<Slot<A>>,
     free: Vec<u32>,
     next_seq: u64,
     armed: usize,
 }
 
+impl<A: Actor> Default for Inner<A> {
+    fn default() -> Self {
+        Self {
+            heap: BinaryHeap::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            next_seq: 0,
+            armed: 0,
+        }
+    }
+}
+
 /// The alarms of one engine's actors (see the module docs). Shared by the actors of one thread;
-/// its driver task runs there too.
-pub(crate) struct Alarms {
-    inner: Mutex<Inner>,
+/// its driver task runs there too. `A` is the actor woken ([`LeaseActor`](crate::LeaseActor)).
+pub(crate) struct Alarms<A: Actor> {
+    inner: Mutex<Inner<A>>,
     /// An alarm earlier than the one the driver sleeps until was set.
     earlier: Arc<Notify>,
     /// Told how late the alarms run (admission control: the engine thread's own lag).
     pressure: Option<Arc<RenewPressure>>,
 }
 
-impl Alarms {
-    fn lock(&self) -> MutexGuard<'_, Inner> {
+impl<A> Alarms<A>
+where
+    A: Actor + Handler<AlarmFired>,
+    A::Context: ToEnvelope<A, AlarmFired>,
+{
+    fn lock(&self) -> MutexGuard<'_, Inner<A>> {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -95,7 +110,7 @@ impl Alarms {
     }
 
     /// A slot for the actor at `addr`.
-    pub(crate) fn register(&self, addr: Arc<Addr<LeaseActor>>) -> u32 {
+    pub(crate) fn register(&self, addr: Arc<Addr<A>>) -> u32 {
         let mut inner = self.lock();
         let slot = Slot {
             addr: Some(addr),
@@ -181,14 +196,14 @@ impl Alarms {
     }
 }
 
-impl Drop for Alarms {
+impl<A: Actor> Drop for Alarms<A> {
     fn drop(&mut self) {
         // The driver wakes, finds the table gone and ends.
         self.earlier.notify_one();
     }
 }
 
-impl Inner {
+impl<A: Actor> Inner<A> {
     /// Drops the heap's stale entries.
     fn rebuild(&mut self) {
         let heap = std::mem::take(&mut self.heap);

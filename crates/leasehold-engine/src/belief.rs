@@ -1,14 +1,16 @@
 //! [`Belief`]: what one lease actor believes about its tenure, shared with every handle on it.
 //!
 //! The actor writes it while it executes the machine's commands, in the same step in which it
-//! updates the registry: a tenure begins at [`Notification::Acquired`], its deadline moves on
-//! renewal, and it ends at [`Command::SetDeadline`]`(None)`: before any release is sent. Every
+//! updates the registry: a tenure begins at [`Command::BeginTenure`] (right before
+//! [`Notification::Acquired`]), its deadline moves on renewal, and it ends at
+//! [`Command::EndTenure`]: before any release is sent. Every
 //! "do I hold it?" answer of a handle (a task's token, a guard's `is_held`, the tenure's
 //! cancellation token) is read from here, so they never disagree with each other or with the
 //! registry's `has_lease`.
 //!
 //! [`Notification::Acquired`]: leasehold_core::Notification::Acquired
-//! [`Command::SetDeadline`]: leasehold_core::Command::SetDeadline
+//! [`Command::BeginTenure`]: leasehold_core::Command::BeginTenure
+//! [`Command::EndTenure`]: leasehold_core::Command::EndTenure
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};

@@ -14,19 +14,14 @@
 //!
 //! [`LeaseMachine`]: leasehold_core::LeaseMachine
 
+use futures::future::BoxFuture;
+use leasehold_core::{AcquireOutcome, HolderId, LeaseKey, StoreFailure, Term};
+use leasehold_storage::{AllOutcome, LeaseStore, RenewItem};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
-
-use actix::prelude::*;
-use futures::future::BoxFuture;
-use leasehold_core::{AcquireOutcome, HolderId, LeaseConfig, LeaseKey, StoreFailure, Term};
-use leasehold_storage::{AllOutcome, LeaseStore, RenewItem};
 use tokio::sync::oneshot;
 
-use crate::Belief;
 use crate::detached::detached;
-use crate::engine::{EngineError, LeaseEngine, Lookup, NewActor, Owner};
-use crate::lock::{TakenLock, TryLock};
 
 type Answer = Result<AcquireOutcome, StoreFailure>;
 
@@ -50,6 +45,22 @@ impl std::fmt::Debug for JointGrant {
 }
 
 impl JointGrant {
+    /// The grant of the multi-lock of `keys` (sorted, each once) for `holder`, bounded by `limit`.
+    pub(crate) fn new(
+        store: Arc<dyn LeaseStore>,
+        holder: HolderId,
+        keys: Vec<LeaseKey>,
+        limit: Duration,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            store,
+            holder,
+            keys,
+            limit,
+            waiting: Mutex::new(Vec::new()),
+        })
+    }
+
     /// One actor's `TryAcquire` of `key`: answered once every key has asked (then one store
     /// call decides them all), or a failure once the grant's patience from now has passed.
     pub(crate) fn ask(self: &Arc<Self>, key: LeaseKey, term: Term) -> BoxFuture<'static, Answer> {
@@ -141,94 +152,6 @@ impl JointGrant {
                  their term): {e}"
             ),
         }
-    }
-}
-
-/// Take the locks `keys` all or nothing, each as a lock actor of its own (see the module
-/// docs). Answers each key's actor, [`Belief`] and attempt receiver, in the order of `keys`;
-/// refused with [`EngineError::Owned`] when anything of this service uses one of the keys.
-pub struct TakeLocks {
-    /// The locks, each once.
-    pub keys: Vec<LeaseKey>,
-    /// Their configuration (its term is the ttl).
-    pub config: LeaseConfig,
-    /// The beliefs to publish each lock's tenure to, aligned with `keys`.
-    pub beliefs: Vec<Arc<Belief>>,
-}
-
-impl std::fmt::Debug for TakeLocks {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TakeLocks")
-            .field("keys", &self.keys)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Message for TakeLocks {
-    type Result = Result<Vec<TakenLock>, EngineError>;
-}
-
-impl Handler<TakeLocks> for LeaseEngine {
-    type Result = Result<Vec<TakenLock>, EngineError>;
-
-    fn handle(&mut self, msg: TakeLocks, ctx: &mut Context<Self>) -> Self::Result {
-        for key in &msg.keys {
-            match self.lookup(key, &Owner::Lock) {
-                Lookup::Free => {}
-                // Ours already, or a previous tenure still settling: the caller tries again.
-                Lookup::Mine(..) | Lookup::Wait(_) => {
-                    return Err(EngineError::Owned {
-                        key: key.clone(),
-                        owner: Owner::Lock,
-                    });
-                }
-                Lookup::Other(owner) => {
-                    return Err(EngineError::Owned {
-                        key: key.clone(),
-                        owner,
-                    });
-                }
-            }
-        }
-        let mut sorted = msg.keys.clone();
-        sorted.sort();
-        let joint = Arc::new(JointGrant {
-            store: self.store(),
-            holder: self.holder.clone(),
-            keys: sorted,
-            limit: msg.config.request_timeout(),
-            waiting: Mutex::new(Vec::new()),
-        });
-        let mut taken = Vec::with_capacity(msg.keys.len());
-        for (key, belief) in msg.keys.into_iter().zip(msg.beliefs) {
-            let (reply, attempt) = oneshot::channel();
-            let new = NewActor {
-                key,
-                owner: Owner::Lock,
-                config: msg.config.clone(),
-                listener: Arc::new(|_, _| {}),
-                belief: Some(belief),
-            };
-            let joint = Arc::clone(&joint);
-            let spawned = self.spawn_actor(new, ctx, |actor| {
-                actor.set_attempt(reply);
-                actor.set_joint(joint);
-            });
-            match spawned {
-                Ok((addr, belief)) => taken.push((addr, belief, attempt)),
-                Err(e) => {
-                    // None of them has asked yet: stop those made, nothing was granted.
-                    for (addr, _, _) in &taken {
-                        addr.do_send(crate::StopLease { done: None });
-                    }
-                    return Err(e);
-                }
-            }
-        }
-        for (addr, _, _) in &taken {
-            addr.do_send(TryLock);
-        }
-        Ok(taken)
     }
 }
 

@@ -31,18 +31,12 @@ mod detached;
 mod engine;
 mod joint;
 mod late;
-mod lock;
 pub mod metrics;
-mod observe;
+mod protocol;
 mod registry;
-mod shard;
 mod trace;
-mod value;
 
-pub use actor::{
-    AbandonLease, CompeteLease, EndTenure, LeaseActor, LeaseStatus, Listener, QueryLease,
-    ReleaseLease, StandByLease, StartLease, StopLease, WakeLease, YieldLease,
-};
+pub use actor::LeaseActor;
 pub use batcher::{
     ALONE_AT_ONCE, DEFAULT_BATCH_WINDOW, LATE_DIVISOR, QueueRenew, RENEW_CHUNK, RenewBatcher,
     RenewPressure, RenewReply, TERM_WINDOW_DIVISOR,
@@ -53,17 +47,14 @@ pub use coalescer::{
     QueueRelease, RECHECK, ReleaseBatcher, Releases, Reply, STALLED,
 };
 pub use detached::detached;
-pub use engine::{
-    DEFAULT_REQUEST_TIMEOUT, EngineError, FindTask, KnownBug, LeaseEngine, ListTasks, Owner,
-    PurgeRows, ReadDbNow, ReadRecord, ShutdownAll, StartTask, StartTasks, StopTask, UsedNamespaces,
-    YieldTask,
+pub use engine::{DEFAULT_REQUEST_TIMEOUT, KnownBug, LeaseEngine, TakenLock};
+pub use protocol::{
+    AbandonLease, Attempt, BeginFenced, Broadcast, CompeteLease, EndTenure, EngineError, FindLock,
+    FindTask, HoldLock, KeepUntilStopped, LeaseStatus, ListLive, ListLocks, ListTasks, Listener,
+    MakeHold, ObserveLease, Owner, PurgeRows, QueryLease, ReadDbNow, ReadRecord, ReleaseLease,
+    RenewAnswer, RenewLockNow, SetCompeting, SetTaskValue, SetTenureValue, SettleLock, ShutdownAll,
+    StandByLease, StartLease, StartTask, StartTasks, StopLease, StopTask, TakeLock, TakeLocks,
+    UnlockLock, UsedNamespaces, ValueAnswer, WakeLease, WakeTasks, WatchBroadcasts, WatchReleases,
+    YieldLease, YieldTask,
 };
-pub use joint::TakeLocks;
-pub use lock::{
-    Attempt, BeginFenced, FindLock, HoldLock, KeepUntilStopped, ListLocks, MakeHold, RenewAnswer,
-    RenewLockNow, SettleLock, TakeLock, TakenLock, UnlockLock, WatchReleases,
-};
-pub use observe::ObserveLease;
 pub use registry::{NamespaceDeadlines, Registry};
-pub use shard::{Broadcast, ListLive, SetCompeting, WakeTasks, WatchBroadcasts};
-pub use value::{SetTaskValue, SetTenureValue, ValueAnswer};

@@ -17,7 +17,9 @@ type FastHash = foldhash::fast::RandomState;
 /// The local deadline of every lease held by this process, keyed by lease.
 ///
 /// [`LeaseActor`](crate::LeaseActor)s write it on every grant, renewal and loss
-/// ([`Command::SetDeadline`](leasehold_core::Command::SetDeadline)); [`Registry::has_lease`]
+/// ([`Command::BeginTenure`](leasehold_core::Command::BeginTenure),
+/// [`Command::RenewTenure`](leasehold_core::Command::RenewTenure),
+/// [`Command::EndTenure`](leasehold_core::Command::EndTenure)); [`Registry::has_lease`]
 /// reads it with one map lookup and one monotonic clock read: no IO, no actor round trip. A
 /// deadline is a point in time, so the answer turns false at the deadline even if the actor that
 /// should have renewed is stuck.

@@ -404,7 +404,11 @@ impl<'c> World<'c> {
                 self.queue.push(at, step);
                 return;
             }
-            Command::SetDeadline(_) => return,
+            Command::BeginTenure { .. }
+            | Command::RenewTenure { .. }
+            | Command::EndTenure { .. } => {
+                return;
+            }
             Command::Notify(n) => {
                 self.notified(holder, name, &n);
                 return;
@@ -615,7 +619,15 @@ fn show(c: &Command, base: tokio::time::Instant) -> String {
     let rel = |i: &tokio::time::Instant| format!("+{:?}", i.saturating_duration_since(base));
     match c {
         Command::WakeAt(i) => format!("WakeAt({})", rel(i)),
-        Command::SetDeadline(d) => format!("SetDeadline({:?})", d.as_ref().map(rel)),
+        Command::BeginTenure { token, deadline } => {
+            format!("BeginTenure(token {token}, deadline {})", rel(deadline))
+        }
+        Command::RenewTenure { token, deadline } => {
+            format!("RenewTenure(token {token}, deadline {})", rel(deadline))
+        }
+        Command::EndTenure { token, given_up } => {
+            format!("EndTenure(token {token}, given up: {given_up})")
+        }
         Command::Notify(Notification::Acquired {
             token,
             local_deadline,

@@ -115,7 +115,10 @@ impl Holder {
                             req,
                             result: Err(StoreFailure::new("connection reset")),
                         }),
-                    Command::SetDeadline(_) | Command::Notify(_) => {}
+                    Command::BeginTenure { .. }
+                    | Command::RenewTenure { .. }
+                    | Command::EndTenure { .. }
+                    | Command::Notify(_) => {}
                 }
             }
         }

@@ -180,10 +180,36 @@ pub enum Command {
     /// Deliver [`Event::Timer`] at this instant (at once if it has passed). The actor keeps one
     /// timer: each `WakeAt` replaces the previous one.
     WakeAt(Instant),
-    /// Publish the local deadline (for example to the registry that answers `has_lease`):
-    /// `Some` on grant and renewal, `None` when the tenure ends. Whoever reads it must treat the
-    /// lease as held only while its monotonic clock is before the deadline.
-    SetDeadline(Option<Instant>),
+    /// A new tenure began: publish its local deadline (for example to the registry that answers
+    /// `has_lease`) first, then its token (to whoever is handed it), so that whoever is given the
+    /// token finds the lease held. Comes right before [`Notification::Acquired`]. Whoever reads
+    /// the deadline must treat the lease as held only while its monotonic clock is before it.
+    BeginTenure {
+        /// The tenure's fencing token.
+        token: FencingToken,
+        /// Its local deadline.
+        deadline: Instant,
+    },
+    /// The live tenure `token` was renewed: publish its new local deadline. Comes right before
+    /// [`Notification::Renewed`]. If whoever holds the token saw the old deadline pass and
+    /// cancelled it meanwhile, the tenure is over all the same: feed
+    /// [`Event::EndTenure`]`(`[`LossReason::DeadlinePassed`]`)` and tell no one it was renewed.
+    RenewTenure {
+        /// The tenure's fencing token.
+        token: FencingToken,
+        /// Its new local deadline.
+        deadline: Instant,
+    },
+    /// The tenure `token` ended here: withdraw its deadline and cancel its token, before any
+    /// release is sent. `given_up`: it was given up on request (followed by
+    /// [`Notification::Ended`]); otherwise it ended by itself (followed by
+    /// [`Notification::Lost`]).
+    EndTenure {
+        /// The tenure's fencing token.
+        token: FencingToken,
+        /// Given up on request, not lost.
+        given_up: bool,
+    },
     /// Tell the application what happened.
     Notify(Notification),
 }
@@ -213,7 +239,7 @@ pub enum Notification {
         reason: LossReason,
     },
     /// A tenure given up on request (release, stop, standby or [`Event::EndTenure`]) ended here:
-    /// emitted right after [`Command::SetDeadline`]`(None)` and before the release is sent.
+    /// emitted right after [`Command::EndTenure`] (`given_up`) and before the release is sent.
     /// Everything that believes in the tenure must stop believing now.
     Ended {
         /// The tenure that ended.

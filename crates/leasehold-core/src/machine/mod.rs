@@ -3,8 +3,11 @@
 //! The actor turns messages into [`Event`]s, calls [`LeaseMachine::handle`] with the current
 //! instant, and executes the [`Command`]s that come out, in order.
 
+mod applying;
+mod holding;
 mod messages;
 mod phase;
+mod resting;
 mod rng;
 mod steps;
 #[cfg(test)]
@@ -15,8 +18,8 @@ use tokio::time::Instant;
 pub use messages::{Command, Event, LossReason, Notification, RequestId, State, StoreFailure};
 
 use crate::ValidationError;
-use crate::{AcquireOutcome, FencingToken, HolderId, LeaseConfig, RenewOutcome, Term};
-use phase::{Cleanup, Phase, Rest, Tenure, Try};
+use crate::{FencingToken, HolderId, LeaseConfig, Term};
+use phase::{Cleanup, Phase, Rest, Tenure};
 use rng::XorShift;
 
 /// The pure state machine of one lease: it decides when to acquire, renew and release, and when
@@ -38,7 +41,7 @@ use rng::XorShift;
 ///
 /// # Applying
 /// An acquire is outstanding, or the next one is scheduled. `Acquired` starts a tenure
-/// (*Held*; [`Command::SetDeadline`] and [`Notification::Acquired`]) unless its deadline has
+/// (*Held*; [`Command::BeginTenure`] and [`Notification::Acquired`]) unless its deadline has
 /// already passed when the answer arrives, which counts as a failure. `HeldBy` waits the jittered
 /// retry interval (and reports [`Notification::HolderChanged`] when the holder or tenure seen is
 /// new), or applies again at once when [`Event::Wake`] (a release announced) arrived while that
@@ -63,7 +66,7 @@ use rng::XorShift;
 /// tenure ([`LossReason::DeadlinePassed`]), so a late answer never revives it.
 ///
 /// # Lost
-/// The tenure ended: [`Command::SetDeadline`]`(None)` and [`Notification::Lost`] were emitted.
+/// The tenure ended: [`Command::EndTenure`] and [`Notification::Lost`] were emitted.
 /// After the jittered retry interval the machine applies again; a new grant is a new tenure.
 ///
 /// # Released
@@ -101,9 +104,13 @@ use rng::XorShift;
 /// panicking callback).
 ///
 /// # Belief
-/// Whenever a tenure ends here, [`Command::SetDeadline`]`(None)` comes first, then
-/// [`Notification::Lost`] (it ended by itself) or [`Notification::Ended`] (it was given up),
-/// and only then any release; [`Notification::Released`] later says the release has settled.
+/// The commands say what to do with the tenure, in the order to do it, so the actor never reads
+/// one command to decide another: [`Command::BeginTenure`] (deadline first, then token) comes
+/// before [`Notification::Acquired`], [`Command::RenewTenure`] before [`Notification::Renewed`].
+/// Whenever a tenure ends here, [`Command::EndTenure`] comes first, then
+/// [`Notification::Lost`] (it ended by itself) or [`Notification::Ended`] (it was given up:
+/// `given_up`), and only then any release; [`Notification::Released`] later says the release
+/// has settled.
 ///
 /// # Examples
 ///
@@ -130,7 +137,7 @@ use rng::XorShift;
 /// let cmds = machine.handle(t0 + secs(1), Event::AcquireResult { req, result: Ok(granted) });
 /// let deadline = t0 + secs(28);
 /// assert_eq!(cmds, vec![
-///     Command::SetDeadline(Some(deadline)),
+///     Command::BeginTenure { token, deadline },
 ///     Command::Notify(Notification::Acquired { token, local_deadline: deadline }),
 ///     Command::WakeAt(t0 + secs(10)),
 /// ]);
@@ -141,12 +148,12 @@ use rng::XorShift;
 /// let Command::Renew { req, .. } = cmds[0] else { unreachable!() };
 /// let result = Ok(RenewOutcome::Renewed);
 /// let cmds = machine.handle(t0 + secs(11), Event::RenewResult { req, result });
-/// assert_eq!(cmds[0], Command::SetDeadline(Some(t0 + secs(38))));
+/// assert_eq!(cmds[0], Command::RenewTenure { token, deadline: t0 + secs(38) });
 /// assert_eq!(machine.state(), State::Held);
 ///
 /// // Stop: the deadline is cleared and the end announced at once, then the release is sent.
 /// let cmds = machine.handle(t0 + secs(12), Event::Stop);
-/// assert_eq!(cmds[0], Command::SetDeadline(None));
+/// assert_eq!(cmds[0], Command::EndTenure { token, given_up: true });
 /// assert_eq!(cmds[1], Command::Notify(Notification::Ended { token }));
 /// let Command::Release { req, .. } = cmds[2] else { unreachable!() };
 /// assert!(!machine.holds(t0 + secs(12)) && !machine.is_finished());
@@ -288,7 +295,9 @@ impl LeaseMachine {
         out
     }
 
-    /// Every transition, in one match.
+    /// Every transition: the flags an event sets, then one arm per phase (`applying.rs`:
+    /// Idle, Applying, Lost; `holding.rs`: Held, Renewing; `resting.rs`: Resting), each of
+    /// which names every event it ignores.
     fn step(&mut self, now: Instant, event: Event, out: &mut Vec<Command>) {
         match event {
             Event::Start => self.compete = true,
@@ -297,367 +306,41 @@ impl LeaseMachine {
             _ => {}
         }
         let phase = std::mem::replace(&mut self.phase, Phase::Idle);
-        self.phase = match (phase, event) {
+        self.phase = match phase {
             // Whatever happens at or after the local deadline, the tenure ends first; then the
             // event is handled in Lost (where late answers are stale).
-            (Phase::Held { tenure, .. } | Phase::Renewing { tenure, .. }, event)
+            Phase::Held { tenure, .. } | Phase::Renewing { tenure, .. }
                 if now >= tenure.deadline =>
             {
-                self.phase = self.lose(now, tenure.token, LossReason::DeadlinePassed, out);
-                return self.step(now, event, out);
+                return self.past_deadline(now, tenure, event, out);
             }
-
-            (Phase::Idle, Event::Start) => self.send_acquire(now, 0, out),
-            (
-                Phase::Idle
-                | Phase::Resting {
-                    rest: Rest::Released,
-                    cleanup: Cleanup::Done,
-                    ..
-                },
-                Event::TryOnce,
-            ) => {
-                self.compete = false;
-                self.send_acquire(now, 0, out)
-            }
-            (
-                Phase::Idle | Phase::Lost { .. },
-                ev @ (Event::StandBy | Event::Release | Event::ReleaseNotBefore(_) | Event::Stop),
-            ) => self.rest(now, Rest::of(&ev), Cleanup::Done, false, out),
-
-            // Applying.
-            (
-                Phase::Applying {
-                    next: Try::InFlight(p),
-                    attempt,
-                },
-                Event::AcquireResult { req, result },
-            ) if req == p.req => match result {
-                Ok(AcquireOutcome::Acquired { token, .. }) => {
-                    let deadline = self.deadline_after(p.sent);
-                    if deadline <= now && !self.compete {
-                        let tenure = Tenure { token, deadline };
-                        let release = self.start_release(now, tenure, false, out);
-                        let message = "granted too late to hold anything".to_owned();
-                        self.attempt_failed(now, message, Cleanup::Release(release), out)
-                    } else if deadline <= now {
-                        // Answered too late to hold anything: a failed attempt.
-                        self.backoff_applying(now, attempt)
-                    } else {
-                        self.grant(p, Tenure { token, deadline }, out)
-                    }
-                }
-                Ok(AcquireOutcome::HeldBy {
-                    holder,
-                    token,
-                    until,
-                }) if !self.compete => {
-                    out.push(Command::Notify(Notification::Refused {
-                        holder,
-                        token,
-                        until,
-                    }));
-                    self.rest(now, Rest::Released, Cleanup::Done, false, out)
-                }
-                Ok(AcquireOutcome::HeldBy { holder, token, .. }) => {
-                    if self.seen.as_ref() != Some(&(holder.clone(), token)) {
-                        out.push(Command::Notify(Notification::HolderChanged {
-                            holder: Some(holder.clone()),
-                            token,
-                        }));
-                        self.seen = Some((holder, token));
-                    }
-                    if self.woken {
-                        // A release was announced while this attempt was out: it may have
-                        // read the row just before; try once more now.
-                        self.send_acquire(now, 0, out)
-                    } else {
-                        let wait = self.rng.jitter(self.config.retry_interval());
-                        Phase::Applying {
-                            next: Try::At(now + wait),
-                            attempt: 0,
-                        }
-                    }
-                }
-                Err(e) if !self.compete => {
-                    self.attempt_failed(now, e.message().to_owned(), Cleanup::Done, out)
-                }
-                Err(_) => self.backoff_applying(now, attempt),
-            },
-            (
-                Phase::Applying {
-                    next: Try::InFlight(p),
-                    ..
-                },
-                Event::Timer,
-            ) if now >= self.timeout_of(p) && !self.compete => {
-                let message = "no answer within the request timeout".to_owned();
-                self.attempt_failed(now, message, Cleanup::Acquire(p), out)
-            }
-            (
-                Phase::Applying {
-                    next: Try::InFlight(p),
-                    attempt,
-                },
-                Event::Timer,
-            ) if now >= self.timeout_of(p) => self.backoff_applying(now, attempt),
-            (
-                Phase::Applying {
-                    next: Try::At(at),
-                    attempt,
-                },
-                Event::Timer,
-            ) if now >= at => self.send_acquire(now, attempt, out),
-            (
-                Phase::Applying { next, .. },
-                ev @ (Event::StandBy | Event::Release | Event::ReleaseNotBefore(_) | Event::Stop),
-            ) => {
-                let cleanup = match next {
-                    Try::InFlight(p) => Cleanup::Acquire(p),
-                    Try::At(_) => Cleanup::Done,
-                };
-                self.rest(now, Rest::of(&ev), cleanup, false, out)
-            }
-
-            // Held and Renewing.
-            (Phase::Held { tenure, renew_at }, Event::Timer) if now >= renew_at => {
-                self.send_renew(now, tenure, 0, None, out)
-            }
-            (
-                Phase::Renewing {
-                    tenure,
-                    next: Try::InFlight(p),
-                    attempt,
-                    abandoned,
-                },
-                Event::RenewResult { req, result },
-            ) if req == p.req => match result {
-                Ok(RenewOutcome::Renewed) => self.renewed(p, tenure, out),
-                Ok(RenewOutcome::Lost) => {
-                    self.lose(now, tenure.token, LossReason::EndedAtStore, out)
-                }
-                Err(_) => self.backoff_renewing(now, tenure, attempt, abandoned),
-            },
-            // The answer of the attempt given up at its timeout, while a later one is scheduled
-            // or out: a renewal counted from its own (earlier) send instant, or a loss.
-            (
-                Phase::Renewing {
-                    tenure,
-                    next,
-                    attempt,
-                    abandoned: Some(a),
-                },
-                Event::RenewResult { req, result },
-            ) if req == a.req => match result {
-                Ok(RenewOutcome::Renewed) => self.renewed(a, tenure, out),
-                Ok(RenewOutcome::Lost) => {
-                    self.lose(now, tenure.token, LossReason::EndedAtStore, out)
-                }
-                Err(_) => Phase::Renewing {
-                    tenure,
-                    next,
-                    attempt,
-                    abandoned: None,
-                },
-            },
-            (
-                Phase::Renewing {
-                    tenure,
-                    next: Try::InFlight(p),
-                    attempt,
-                    ..
-                },
-                Event::Timer,
-            ) if now >= self.timeout_of(p) => self.backoff_renewing(now, tenure, attempt, Some(p)),
-            (
-                Phase::Renewing {
-                    tenure,
-                    next: Try::At(at),
-                    attempt,
-                    abandoned,
-                },
-                Event::Timer,
-            ) if now >= at => self.send_renew(now, tenure, attempt, abandoned, out),
-            (
-                Phase::Held { tenure, .. } | Phase::Renewing { tenure, .. },
-                ev @ (Event::StandBy | Event::Release | Event::ReleaseNotBefore(_) | Event::Stop),
-            ) => {
-                let not_before = match ev {
-                    Event::ReleaseNotBefore(at) => Some(at),
-                    _ => None,
-                };
-                let cleanup = self.give_up(now, tenure, not_before, out);
-                self.rest(now, Rest::of(&ev), cleanup, false, out)
-            }
-            (Phase::Held { tenure, .. } | Phase::Renewing { tenure, .. }, Event::Yield) => {
-                let cleanup = self.give_up(now, tenure, None, out);
-                let rest = if self.compete {
-                    Rest::Yielded { back_at: None }
-                } else {
-                    Rest::Released
-                };
-                self.rest(now, rest, cleanup, false, out)
-            }
-            (Phase::Held { tenure, .. }, Event::RenewNow) => {
-                self.send_renew(now, tenure, 0, None, out)
-            }
-            (Phase::Held { tenure, .. }, Event::SetAutoRenew(on)) => Phase::Held {
+            Phase::Idle => self.idle(now, event, out),
+            Phase::Applying { next, attempt } => self.applying(now, next, attempt, event, out),
+            Phase::Held { tenure, renew_at } => self.held(now, tenure, renew_at, event, out),
+            Phase::Renewing {
                 tenure,
-                renew_at: if on { now } else { tenure.deadline },
-            },
-            (
-                Phase::Held { tenure, .. } | Phase::Renewing { tenure, .. },
-                Event::EndTenure(reason),
-            ) => {
-                out.push(Command::SetDeadline(None));
-                out.push(Command::Notify(Notification::Lost {
-                    token: tenure.token,
-                    reason,
-                }));
-                let release = self.start_release(now, tenure, false, out);
-                let resume = self.compete;
-                self.rest(now, Rest::Released, Cleanup::Release(release), resume, out)
-            }
-
-            // Lost.
-            (Phase::Lost { retry_at }, Event::Timer) if now >= retry_at => {
-                self.send_acquire(now, 0, out)
-            }
-            (
-                Phase::Applying {
-                    next: Try::At(_),
-                    attempt,
-                },
-                Event::Wake,
-            ) => self.send_acquire(now, attempt, out),
-            (Phase::Lost { .. }, Event::Wake) => self.send_acquire(now, 0, out),
-            (
-                phase @ Phase::Applying {
-                    next: Try::InFlight(_),
-                    ..
-                },
-                Event::Wake,
-            ) => {
-                self.woken = true;
-                phase
-            }
-
-            // Released, Standby, Stopped: settle what is left with the store.
-            (
-                Phase::Resting {
-                    rest,
-                    cleanup: Cleanup::Acquire(p),
-                    resume,
-                },
-                Event::AcquireResult { req, result },
-            ) if req == p.req => {
-                let cleanup = match result {
-                    Ok(AcquireOutcome::Acquired { token, .. }) => {
-                        let tenure = Tenure {
-                            token,
-                            deadline: self.deadline_after(p.sent),
-                        };
-                        Cleanup::Release(self.start_release(now, tenure, false, out))
-                    }
-                    Ok(AcquireOutcome::HeldBy { .. }) | Err(_) => Cleanup::Done,
-                };
-                self.rest(now, rest, cleanup, resume, out)
-            }
-            (
-                Phase::Resting {
-                    rest,
-                    cleanup: Cleanup::Acquire(p),
-                    resume,
-                },
-                Event::Timer,
-            ) if now >= self.answer_awaited_until(p) => {
-                // Unknown outcome and no token to release with: a grant lapses after one term.
-                self.rest(now, rest, Cleanup::Done, resume, out)
-            }
-            (
-                Phase::Resting {
-                    rest,
-                    cleanup: Cleanup::Release(r),
-                    resume,
-                },
-                Event::ReleaseResult { req, result },
-            ) if matches!(r.next, Try::InFlight(p) if p.req == req) => {
-                let cleanup = match result {
-                    Ok(_) => self.settle(r, out),
-                    Err(_) => self.backoff_release(now, r, out),
-                };
-                self.rest(now, rest, cleanup, resume, out)
-            }
-            (
-                Phase::Resting {
-                    rest,
-                    cleanup: Cleanup::Release(r),
-                    resume,
-                },
-                Event::Timer,
-            ) if now >= self.due(r.next) => {
-                let cleanup = match r.next {
-                    Try::InFlight(_) => self.backoff_release(now, r, out),
-                    Try::At(_) if now >= r.give_up_at => self.settle(r, out),
-                    Try::At(_) => Cleanup::Release(self.send_release(now, r, out)),
-                };
-                self.rest(now, rest, cleanup, resume, out)
-            }
-            (
-                Phase::Resting {
-                    rest: Rest::Yielded { back_at: Some(at) },
-                    cleanup: Cleanup::Done,
-                    ..
-                },
-                Event::Timer,
-            ) if now >= at => self.send_acquire(now, 0, out),
-            (
-                Phase::Resting {
-                    rest: rest @ Rest::Released,
-                    cleanup,
-                    ..
-                },
-                Event::Start,
-            )
-            | (
-                Phase::Resting {
-                    rest: rest @ Rest::Standby,
-                    cleanup,
-                    ..
-                },
-                Event::Compete,
-            ) => self.rest(now, rest, cleanup, true, out),
-            (
-                Phase::Resting {
-                    rest: Rest::Standby | Rest::Yielded { .. },
-                    cleanup,
-                    ..
-                },
-                ev @ (Event::StandBy | Event::Release | Event::ReleaseNotBefore(_)),
-            ) => self.rest(now, Rest::of(&ev), cleanup, false, out),
-            (
-                Phase::Resting {
-                    rest: Rest::Released | Rest::Standby | Rest::Yielded { .. },
-                    cleanup,
-                    ..
-                },
-                Event::Stop,
-            ) => self.rest(now, Rest::Stopped, cleanup, false, out),
-
-            // Everything else changes nothing: stale or unexpected answers, early timers, repeated
-            // requests (Start while competing, Compete while not in Standby, ...).
-            (
-                Phase::Resting {
-                    rest,
-                    cleanup: Cleanup::Release(r),
-                    resume,
-                },
-                Event::SettleNow,
-            ) if r.attempt > 0 && matches!(r.next, Try::At(_)) && now < r.give_up_at => {
-                let cleanup = Cleanup::Release(self.send_release(now, r, out));
-                self.rest(now, rest, cleanup, resume, out)
-            }
-            (phase, _) => phase,
+                next,
+                attempt,
+                abandoned,
+            } => self.renewing(now, (tenure, next, attempt, abandoned), event, out),
+            Phase::Lost { retry_at } => self.lost(now, retry_at, event, out),
+            Phase::Resting {
+                rest,
+                cleanup,
+                resume,
+            } => self.resting(now, (rest, cleanup, resume), event, out),
         };
+    }
+
+    /// The local deadline of `tenure` has passed: it ends (Lost), then `event` is handled there.
+    fn past_deadline(
+        &mut self,
+        now: Instant,
+        tenure: Tenure,
+        event: Event,
+        out: &mut Vec<Command>,
+    ) {
+        self.phase = self.lose(now, tenure.token, LossReason::DeadlinePassed, out);
+        self.step(now, event, out);
     }
 }

@@ -112,7 +112,10 @@ impl LeaseMachine {
     }
 
     pub(super) fn grant(&mut self, p: Pending, tenure: Tenure, out: &mut Vec<Command>) -> Phase {
-        out.push(Command::SetDeadline(Some(tenure.deadline)));
+        out.push(Command::BeginTenure {
+            token: tenure.token,
+            deadline: tenure.deadline,
+        });
         out.push(Command::Notify(Notification::Acquired {
             token: tenure.token,
             local_deadline: tenure.deadline,
@@ -148,7 +151,10 @@ impl LeaseMachine {
         not_before: Option<Instant>,
         out: &mut Vec<Command>,
     ) -> Cleanup {
-        out.push(Command::SetDeadline(None));
+        out.push(Command::EndTenure {
+            token: tenure.token,
+            given_up: true,
+        });
         out.push(Command::Notify(Notification::Ended {
             token: tenure.token,
         }));
@@ -224,7 +230,10 @@ impl LeaseMachine {
             token: tenure.token,
             deadline: self.deadline_after(p.sent),
         };
-        out.push(Command::SetDeadline(Some(tenure.deadline)));
+        out.push(Command::RenewTenure {
+            token: tenure.token,
+            deadline: tenure.deadline,
+        });
         out.push(Command::Notify(Notification::Renewed {
             token: tenure.token,
             local_deadline: tenure.deadline,
@@ -242,7 +251,10 @@ impl LeaseMachine {
         reason: LossReason,
         out: &mut Vec<Command>,
     ) -> Phase {
-        out.push(Command::SetDeadline(None));
+        out.push(Command::EndTenure {
+            token,
+            given_up: false,
+        });
         out.push(Command::Notify(Notification::Lost { token, reason }));
         if !self.compete {
             return Phase::Resting {

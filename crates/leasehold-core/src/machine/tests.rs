@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::*;
-use crate::{Clock, DbInstant, ManualClock, ReleaseOutcome};
+use crate::{AcquireOutcome, Clock, DbInstant, ManualClock, ReleaseOutcome, RenewOutcome};
 
 mod giving_up;
 mod lock_modes;
@@ -125,7 +125,10 @@ fn hold_by(m: &mut LeaseMachine, t0: Instant, start: Event) {
     assert_eq!(
         cmds,
         [
-            Command::SetDeadline(Some(deadline)),
+            Command::BeginTenure {
+                token: FencingToken(7),
+                deadline
+            },
             Command::Notify(Notification::Acquired {
                 token: FencingToken(7),
                 local_deadline: deadline

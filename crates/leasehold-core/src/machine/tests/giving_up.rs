@@ -83,7 +83,10 @@ fn stop_while_held_clears_the_deadline_at_once_then_reports_released() {
     assert_eq!(
         cmds,
         [
-            Command::SetDeadline(None),
+            Command::EndTenure {
+                token: FencingToken(7),
+                given_up: true
+            },
             Command::Notify(Notification::Ended {
                 token: FencingToken(7)
             }),
@@ -161,7 +164,10 @@ fn release_then_start_competes_again_after_the_release_settles() {
     assert_eq!(
         cmds,
         [
-            Command::SetDeadline(None),
+            Command::EndTenure {
+                token: FencingToken(7),
+                given_up: true
+            },
             Command::Notify(Notification::Ended {
                 token: FencingToken(7)
             }),
@@ -205,7 +211,10 @@ fn standby_drops_the_lease_and_compete_resumes() {
     assert_eq!(
         cmds,
         [
-            Command::SetDeadline(None),
+            Command::EndTenure {
+                token: FencingToken(7),
+                given_up: true
+            },
             Command::Notify(Notification::Ended {
                 token: FencingToken(7)
             }),

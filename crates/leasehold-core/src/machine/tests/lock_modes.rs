@@ -99,7 +99,10 @@ fn a_lock_renews_only_on_request_and_is_lost_at_its_deadline() {
     assert_eq!(
         cmds,
         [
-            Command::SetDeadline(Some(t0 + secs(28))),
+            Command::BeginTenure {
+                token: FencingToken(7),
+                deadline: t0 + secs(28)
+            },
             Command::Notify(Notification::Acquired {
                 token: FencingToken(7),
                 local_deadline: t0 + secs(28)
@@ -125,7 +128,10 @@ fn a_lock_renews_only_on_request_and_is_lost_at_its_deadline() {
     assert_eq!(
         cmds,
         [
-            Command::SetDeadline(Some(t0 + secs(33))),
+            Command::RenewTenure {
+                token: FencingToken(7),
+                deadline: t0 + secs(33)
+            },
             Command::Notify(Notification::Renewed {
                 token: FencingToken(7),
                 local_deadline: t0 + secs(33)
@@ -138,7 +144,10 @@ fn a_lock_renews_only_on_request_and_is_lost_at_its_deadline() {
     assert_eq!(
         cmds,
         [
-            Command::SetDeadline(None),
+            Command::EndTenure {
+                token: FencingToken(7),
+                given_up: false
+            },
             Command::Notify(Notification::Lost {
                 token: FencingToken(7),
                 reason: LossReason::DeadlinePassed
@@ -172,7 +181,10 @@ fn a_hold_switches_a_lock_to_automatic_renewal_at_once() {
     assert_eq!(
         cmds,
         [
-            Command::SetDeadline(Some(t0 + secs(29))),
+            Command::RenewTenure {
+                token: FencingToken(7),
+                deadline: t0 + secs(29)
+            },
             Command::Notify(Notification::Renewed {
                 token: FencingToken(7),
                 local_deadline: t0 + secs(29)
@@ -189,7 +201,10 @@ fn lock_manual(m: &mut LeaseMachine, t0: Instant) {
     assert_eq!(
         cmds,
         [
-            Command::SetDeadline(Some(t0 + secs(28))),
+            Command::BeginTenure {
+                token: FencingToken(7),
+                deadline: t0 + secs(28)
+            },
             Command::Notify(Notification::Acquired {
                 token: FencingToken(7),
                 local_deadline: t0 + secs(28)
@@ -207,7 +222,10 @@ fn release_not_before_ends_the_tenure_now_and_shortens_the_grant() {
     assert_eq!(
         cmds,
         [
-            Command::SetDeadline(None),
+            Command::EndTenure {
+                token: FencingToken(7),
+                given_up: true
+            },
             Command::Notify(Notification::Ended {
                 token: FencingToken(7)
             }),
@@ -237,7 +255,10 @@ fn release_not_before_a_past_instant_is_a_plain_release() {
     assert_eq!(
         cmds,
         [
-            Command::SetDeadline(None),
+            Command::EndTenure {
+                token: FencingToken(7),
+                given_up: true
+            },
             Command::Notify(Notification::Ended {
                 token: FencingToken(7)
             }),
@@ -258,7 +279,10 @@ fn end_tenure_loses_at_once_releases_and_a_task_competes_again() {
     assert_eq!(
         cmds,
         [
-            Command::SetDeadline(None),
+            Command::EndTenure {
+                token: FencingToken(7),
+                given_up: false
+            },
             Command::Notify(Notification::Lost {
                 token: FencingToken(7),
                 reason: LossReason::CallbackPanicked
@@ -290,7 +314,10 @@ fn a_lock_that_loses_at_the_store_rests() {
     assert_eq!(
         cmds,
         [
-            Command::SetDeadline(None),
+            Command::EndTenure {
+                token: FencingToken(7),
+                given_up: false
+            },
             Command::Notify(Notification::Lost {
                 token: FencingToken(7),
                 reason: LossReason::EndedAtStore

@@ -26,6 +26,7 @@ fn randomized_runs_never_hold_at_or_after_the_deadline() {
         let mut last_req = 0;
         let mut cmds = m.handle(now, Event::Start);
         for _ in 0..400 {
+            tenure_command_comes_with_its_notification(&cmds, seed);
             for c in &cmds {
                 match c {
                     Command::TryAcquire { req, .. } => asked.push(Asked::Acquire(*req)),
@@ -37,7 +38,11 @@ fn randomized_runs_never_hold_at_or_after_the_deadline() {
                         asked.push(Asked::Release(*req));
                     }
                     Command::WakeAt(at) => armed = Some(*at),
-                    Command::SetDeadline(d) => published = *d,
+                    Command::BeginTenure { deadline, .. }
+                    | Command::RenewTenure { deadline, .. } => {
+                        published = Some(*deadline);
+                    }
+                    Command::EndTenure { .. } => published = None,
                     Command::Notify(n) => {
                         seen[match n {
                             Notification::Acquired { .. } => 0,
@@ -152,4 +157,46 @@ fn randomized_runs_never_hold_at_or_after_the_deadline() {
         seen.iter().all(|&n| n > 20),
         "every outcome exercised: {seen:?}"
     );
+}
+
+/// The commands carry their own order: each tenure command is followed at once by the
+/// notification that tells of it, for the same tenure, so the actor never reads ahead.
+fn tenure_command_comes_with_its_notification(cmds: &[Command], seed: u64) {
+    for (i, c) in cmds.iter().enumerate() {
+        let next = cmds.get(i + 1);
+        match c {
+            Command::BeginTenure { token, deadline } => assert_eq!(
+                next,
+                Some(&Command::Notify(Notification::Acquired {
+                    token: *token,
+                    local_deadline: *deadline
+                })),
+                "seed {seed}: {cmds:?}"
+            ),
+            Command::RenewTenure { token, deadline } => assert_eq!(
+                next,
+                Some(&Command::Notify(Notification::Renewed {
+                    token: *token,
+                    local_deadline: *deadline
+                })),
+                "seed {seed}: {cmds:?}"
+            ),
+            Command::EndTenure {
+                token,
+                given_up: true,
+            } => assert_eq!(
+                next,
+                Some(&Command::Notify(Notification::Ended { token: *token })),
+                "seed {seed}: {cmds:?}"
+            ),
+            Command::EndTenure {
+                token,
+                given_up: false,
+            } => assert!(
+                matches!(next, Some(Command::Notify(Notification::Lost { token: t, .. })) if t == token),
+                "seed {seed}: {cmds:?}"
+            ),
+            _ => {}
+        }
+    }
 }

@@ -38,7 +38,10 @@ fn renewal_moves_the_deadline_to_its_send_time() {
     assert_eq!(
         cmds,
         [
-            Command::SetDeadline(Some(deadline)),
+            Command::RenewTenure {
+                token: FencingToken(7),
+                deadline
+            },
             Command::Notify(Notification::Renewed {
                 token: FencingToken(7),
                 local_deadline: deadline
@@ -80,7 +83,10 @@ fn renew_failure_before_the_deadline_retries_with_backoff() {
     assert_eq!(
         cmds,
         [
-            Command::SetDeadline(Some(at + secs(28))),
+            Command::RenewTenure {
+                token: FencingToken(7),
+                deadline: at + secs(28)
+            },
             Command::Notify(Notification::Renewed {
                 token: FencingToken(7),
                 local_deadline: at + secs(28)
@@ -130,7 +136,10 @@ fn renew_failures_until_the_deadline_lose_the_tenure_at_that_instant() {
     then_wake(
         &cmds,
         &[
-            Command::SetDeadline(None),
+            Command::EndTenure {
+                token: FencingToken(7),
+                given_up: false,
+            },
             Command::Notify(Notification::Lost {
                 token: FencingToken(7),
                 reason: LossReason::DeadlinePassed,
@@ -167,7 +176,10 @@ fn unanswered_renewal_times_out_and_its_late_answer_still_renews_from_its_send_t
     assert_eq!(
         cmds,
         [
-            Command::SetDeadline(Some(deadline)),
+            Command::RenewTenure {
+                token: FencingToken(7),
+                deadline
+            },
             Command::Notify(Notification::Renewed {
                 token: FencingToken(7),
                 local_deadline: deadline,
@@ -195,7 +207,10 @@ fn a_late_lost_from_an_abandoned_renewal_ends_the_tenure() {
     m.handle(t0 + secs(13), Event::Timer);
     let cmds = m.handle(t0 + secs(13) + ms(1), renewed(2, Ok(RenewOutcome::Lost)));
     assert!(
-        cmds.contains(&Command::SetDeadline(None)),
+        cmds.contains(&Command::EndTenure {
+            token: FencingToken(7),
+            given_up: false
+        }),
         "a loss told by the abandoned attempt must end the belief: {cmds:?}"
     );
     assert_eq!((m.state(), m.local_deadline()), (State::Lost, None));
@@ -209,7 +224,13 @@ fn an_abandoned_renewal_answering_after_the_deadline_does_not_revive_the_tenure(
     m.handle(t0 + secs(13), Event::Timer);
     let deadline = t0 + TERM - MARGIN;
     let cmds = m.handle(deadline, renewed(2, Ok(RenewOutcome::Renewed)));
-    assert!(cmds.contains(&Command::SetDeadline(None)), "{cmds:?}");
+    assert!(
+        cmds.contains(&Command::EndTenure {
+            token: FencingToken(7),
+            given_up: false
+        }),
+        "{cmds:?}"
+    );
     assert!(
         !cmds
             .iter()
@@ -263,7 +284,13 @@ fn late_renewed_after_the_deadline_does_not_revive_the_tenure() {
     };
     then_wake(
         &cmds,
-        &[Command::SetDeadline(None), Command::Notify(lost)],
+        &[
+            Command::EndTenure {
+                token: FencingToken(7),
+                given_up: false,
+            },
+            Command::Notify(lost),
+        ],
         deadline + RETRY / 2,
         deadline + RETRY,
     );
@@ -283,7 +310,13 @@ fn renewed_after_loss_at_the_deadline_timer_is_stale() {
     };
     then_wake(
         &cmds,
-        &[Command::SetDeadline(None), Command::Notify(lost)],
+        &[
+            Command::EndTenure {
+                token: FencingToken(7),
+                given_up: false,
+            },
+            Command::Notify(lost),
+        ],
         t0 + secs(28) + RETRY / 2,
         t0 + secs(28) + RETRY,
     );
@@ -307,7 +340,13 @@ fn store_says_lost_ends_the_tenure_and_a_new_grant_is_a_new_tenure() {
     };
     let at = then_wake(
         &cmds,
-        &[Command::SetDeadline(None), Command::Notify(lost)],
+        &[
+            Command::EndTenure {
+                token: FencingToken(7),
+                given_up: false,
+            },
+            Command::Notify(lost),
+        ],
         now + RETRY / 2,
         now + RETRY,
     );
@@ -328,7 +367,10 @@ fn store_says_lost_ends_the_tenure_and_a_new_grant_is_a_new_tenure() {
     assert_eq!(
         cmds,
         [
-            Command::SetDeadline(Some(deadline)),
+            Command::BeginTenure {
+                token: FencingToken(8),
+                deadline
+            },
             Command::Notify(Notification::Acquired {
                 token: FencingToken(8),
                 local_deadline: deadline
@@ -389,7 +431,10 @@ fn held_by_waits_the_retry_interval_and_reports_holder_changes() {
     assert_eq!(
         cmds,
         [
-            Command::SetDeadline(Some(deadline)),
+            Command::BeginTenure {
+                token: FencingToken(7),
+                deadline
+            },
             Command::Notify(Notification::Acquired {
                 token: FencingToken(7),
                 local_deadline: deadline

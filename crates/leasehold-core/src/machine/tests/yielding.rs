@@ -12,7 +12,10 @@ fn yielded(m: &mut LeaseMachine, t0: Instant) -> Instant {
     assert_eq!(
         cmds,
         [
-            Command::SetDeadline(None),
+            Command::EndTenure {
+                token: FencingToken(7),
+                given_up: true
+            },
             Command::Notify(Notification::Ended {
                 token: FencingToken(7)
             }),
@@ -172,7 +175,13 @@ fn yield_without_a_live_tenure_changes_nothing() {
     };
     then_wake(
         &cmds,
-        &[Command::SetDeadline(None), Command::Notify(lost)],
+        &[
+            Command::EndTenure {
+                token: FencingToken(7),
+                given_up: false,
+            },
+            Command::Notify(lost),
+        ],
         t0 + secs(28) + RETRY / 2,
         t0 + secs(28) + RETRY,
     );
@@ -187,7 +196,10 @@ fn a_lock_that_yields_only_releases() {
     assert_eq!(
         cmds,
         [
-            Command::SetDeadline(None),
+            Command::EndTenure {
+                token: FencingToken(7),
+                given_up: true
+            },
             Command::Notify(Notification::Ended {
                 token: FencingToken(7)
             }),
@@ -225,7 +237,10 @@ fn yield_while_renewing_ignores_the_late_renewal() {
     assert_eq!(
         cmds,
         [
-            Command::SetDeadline(None),
+            Command::EndTenure {
+                token: FencingToken(7),
+                given_up: true
+            },
             Command::Notify(Notification::Ended {
                 token: FencingToken(7)
             }),

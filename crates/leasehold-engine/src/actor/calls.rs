@@ -1,0 +1,178 @@
+//! The store calls of a [`LeaseActor`]'s tenure.
+
+use std::sync::Arc;
+
+use actix::prelude::*;
+use leasehold_core::{
+    Event, FencingToken, ReleaseOutcome, RenewOutcome, RequestId, StoreFailure, Term,
+};
+use leasehold_storage::RenewItem;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use super::LeaseActor;
+use super::announce::ring_after_release;
+use super::grant::GrantAsk;
+use crate::batcher::QueueRenew;
+
+impl LeaseActor {
+    /// Asks for a new tenure through the actor's [`GrantRoute`](super::grant::GrantRoute).
+    pub(super) fn grant(
+        &mut self,
+        now: Instant,
+        req: RequestId,
+        term: Term,
+        ctx: &mut Context<Self>,
+    ) {
+        tracing::trace!(
+            "{}: begin_tenure {req} as {} for {term:?}",
+            self.key,
+            self.holder
+        );
+        let ask = GrantAsk {
+            store: Arc::clone(&self.store),
+            key: self.key.clone(),
+            holder: self.holder.clone(),
+            term,
+            value: self.attached.as_ref().and_then(|a| a.value.clone()),
+            now,
+            limit: self.limit(),
+        };
+        let fut = self.grant.ask(ask);
+        ctx.spawn(
+            actix::fut::wrap_future(fut).map(move |result, act: &mut Self, ctx| {
+                act.feed(Event::AcquireResult { req, result }, ctx);
+            }),
+        );
+    }
+
+    /// Renews the live tenure: through the batch renewer, or one statement of its own.
+    pub(super) fn renew(
+        &mut self,
+        req: RequestId,
+        token: FencingToken,
+        term: Term,
+        ctx: &mut Context<Self>,
+    ) {
+        let (key, holder, store) = (
+            self.key.clone(),
+            self.holder.clone(),
+            Arc::clone(&self.store),
+        );
+
+        tracing::trace!("{key}: renew {req} of token {token}");
+        if let Some(renewer) = &self.renewer {
+            let (reply, answer) = oneshot::channel();
+            let item = RenewItem { key, token };
+            renewer.do_send(QueueRenew {
+                holder,
+                item,
+                term,
+                reply,
+            });
+            let fut = async move {
+                answer
+                    .await
+                    .unwrap_or_else(|_| Err(StoreFailure::new("the batch renewer stopped")))
+            };
+            ctx.spawn(
+                actix::fut::wrap_future(fut).map(move |result, act: &mut Self, ctx| {
+                    act.feed(Event::RenewResult { req, result }, ctx);
+                }),
+            );
+        } else {
+            let fut = async move { store.renew(&key, &holder, token, term).await };
+            self.call(ctx, "renew", fut, move |result| Event::RenewResult {
+                req,
+                result,
+            });
+        }
+    }
+
+    /// Releases a tenure: through the group commit, or one statement of its own; the doorbell
+    /// rings once the release has answered.
+    pub(super) fn release(
+        &mut self,
+        now: Instant,
+        req: RequestId,
+        token: FencingToken,
+        ctx: &mut Context<Self>,
+    ) {
+        let (key, holder, store) = (
+            self.key.clone(),
+            self.holder.clone(),
+            Arc::clone(&self.store),
+        );
+
+        tracing::trace!("{key}: release {req} of token {token}");
+        // Rung once the release has committed (or failed: then the row lapses, and a
+        // waiter woken early is only refused once).
+        let bell = self
+            .bell
+            .clone()
+            .filter(|_| std::mem::take(&mut self.rung_due));
+        if let Some(releaser) = &self.releaser {
+            let (releaser, limit) = (Arc::clone(releaser), self.limit());
+            let fut = async move {
+                let item = RenewItem {
+                    key: key.clone(),
+                    token,
+                };
+                let outcome = crate::coalescer::ask(&releaser, holder, item, now, limit).await;
+                ring_after_release(
+                    bell.as_deref(),
+                    &key,
+                    matches!(outcome, Ok(ReleaseOutcome::Released)),
+                );
+                outcome
+            };
+            ctx.spawn(
+                actix::fut::wrap_future(fut).map(move |result, act: &mut Self, ctx| {
+                    act.feed(Event::ReleaseResult { req, result }, ctx);
+                }),
+            );
+            return;
+        }
+        let fut = async move {
+            let outcome = store.release(&key, &holder, token).await;
+            ring_after_release(
+                bell.as_deref(),
+                &key,
+                matches!(outcome, Ok(ReleaseOutcome::Released)),
+            );
+            outcome
+        };
+        self.call(ctx, "release", fut, move |result| Event::ReleaseResult {
+            req,
+            result,
+        });
+    }
+
+    /// Gives a tenure up but lets its grant run until `after` has passed (a minimum hold): the
+    /// row is renewed to end then.
+    pub(super) fn release_after(
+        &mut self,
+        req: RequestId,
+        token: FencingToken,
+        after: Term,
+        ctx: &mut Context<Self>,
+    ) {
+        let (key, holder, store) = (
+            self.key.clone(),
+            self.holder.clone(),
+            Arc::clone(&self.store),
+        );
+
+        tracing::trace!("{key}: release {req} of token {token} after {after:?}");
+        let fut = async move {
+            Ok(match store.renew(&key, &holder, token, after).await? {
+                RenewOutcome::Renewed => ReleaseOutcome::Released,
+                RenewOutcome::Lost => ReleaseOutcome::NotHeld,
+            })
+        };
+        self.call(ctx, "release", fut, move |result| Event::ReleaseResult {
+            req,
+            result,
+        });
+    }
+}

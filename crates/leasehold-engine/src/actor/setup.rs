@@ -1,0 +1,129 @@
+//! How the engine builds and equips a [`LeaseActor`]: its batchers, belief, doorbell, alarms,
+//! exit signal, and the parts of locks, multi-locks and valued tasks.
+
+//! One actor per lease: it runs the lease machine's commands.
+
+use std::any::Any;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use leasehold_core::{Event, HolderId, LeaseKey};
+use leasehold_storage::{Doorbell, LeaseStore, RenewItem};
+
+use super::{GrantRoute, LeaseActor, OnExit};
+use crate::batcher::RenewBatcher;
+use crate::belief::Belief;
+use crate::coalescer::{GrantBatcher, ReleaseBatcher};
+
+impl LeaseActor {
+    /// Sends renewals through `renewer` instead of one statement each.
+    #[must_use]
+    pub fn with_renewer(self, renewer: Addr<RenewBatcher>) -> Self {
+        self.with_shared_renewer(Arc::new(renewer))
+    }
+
+    /// Like [`LeaseActor::with_renewer`], sharing one address between many actors: cloning an
+    /// `Addr` allocates a sender of its own (about 60 bytes), an `Arc` clone does not.
+    #[must_use]
+    pub fn with_shared_renewer(mut self, renewer: Arc<Addr<RenewBatcher>>) -> Self {
+        self.renewer = Some(renewer);
+        self
+    }
+
+    /// Publishes the tenure to `belief` (shared with the handles given to the application).
+    #[must_use]
+    pub fn with_belief(mut self, belief: Arc<Belief>) -> Self {
+        self.belief = belief;
+        self
+    }
+
+    /// Sends new-tenure grants through `granter` (one statement for grants asked together)
+    /// instead of one statement each.
+    #[must_use]
+    pub fn with_granter(mut self, granter: Arc<Addr<GrantBatcher>>) -> Self {
+        self.grant = Arc::new(GrantRoute::Group(granter));
+        self
+    }
+
+    /// Sends releases through `releaser` (one statement for releases asked together) instead
+    /// of one statement each.
+    #[must_use]
+    pub fn with_releaser(mut self, releaser: Arc<Addr<ReleaseBatcher>>) -> Self {
+        self.releaser = Some(releaser);
+        self
+    }
+
+    pub(crate) fn with_bell(mut self, bell: Option<Arc<dyn Doorbell>>) -> Self {
+        self.bell = bell;
+        self
+    }
+
+    /// Wakes up through `alarms` (shared by the engine's actors) instead of a timer of its own.
+    pub(crate) fn with_alarms(
+        mut self,
+        alarms: Option<Arc<crate::alarms::Alarms<LeaseActor>>>,
+    ) -> Self {
+        self.alarms = alarms;
+        self
+    }
+
+    /// Wakes up through `slot` of its alarms, registered by the engine with the address it keeps.
+    pub(crate) fn set_alarm_slot(&mut self, slot: u32) {
+        self.alarm_slot = Some(slot);
+    }
+
+    pub(crate) fn on_exit(mut self, f: OnExit) -> Self {
+        self.on_exit = Some(f);
+        self
+    }
+
+    pub(crate) fn cancel_late(&mut self, on: bool) {
+        self.cancel_late = on;
+    }
+
+    /// Sends new-tenure grants through `route`, shared with the actors of the same route.
+    pub(crate) fn route_grants(&mut self, route: Arc<GrantRoute>) {
+        self.grant = route;
+    }
+
+    pub(crate) fn keep(&mut self, keep: Option<Box<dyn Any + Send>>) {
+        if keep.is_some() || self.attached.is_some() {
+            self.attached().keep = keep;
+        }
+    }
+
+    /// Feeds `events` as soon as the actor runs, in order (a lock's single attempt).
+    pub(crate) fn begin_with(&mut self, events: Vec<Event>) {
+        self.attached().begin_with = events;
+    }
+
+    /// The value new tenures are granted with.
+    pub(crate) fn set_grant_value(&mut self, value: Option<leasehold_core::LeaseValue>) {
+        if value.is_some() || self.attached.is_some() {
+            self.attached().value = value;
+        }
+    }
+
+    pub(crate) fn belief(&self) -> &Arc<Belief> {
+        &self.belief
+    }
+
+    /// What a store call of this tenure names: the key, the holder, the store and the bound.
+    pub(crate) fn call_parts(&self) -> (LeaseKey, HolderId, Arc<dyn LeaseStore>, Duration) {
+        (
+            self.key.clone(),
+            self.holder.clone(),
+            Arc::clone(&self.store),
+            self.limit(),
+        )
+    }
+
+    /// The tenure the machine holds now, to release it by token.
+    pub(crate) fn live_tenure(&self) -> Option<RenewItem> {
+        self.machine.token().map(|token| RenewItem {
+            key: self.key.clone(),
+            token,
+        })
+    }
+}

@@ -1,0 +1,81 @@
+//! Store reads on the engine's runtime, each bounded: one row, the store's clock, purges, the
+//! namespaces used, and observers of one name.
+
+//! The engine: the actor that owns every [`LeaseActor`] of one holder, and the only book of
+//! running tenures.
+
+use actix::prelude::*;
+use leasehold_core::{DbInstant, LeaseRecord};
+use leasehold_storage::StoreError;
+use leasehold_storage::observe::LeaseObserver;
+
+use super::LeaseEngine;
+use crate::detached::detached;
+use crate::protocol::*;
+
+impl Handler<ReadRecord> for LeaseEngine {
+    type Result = ResponseFuture<Result<Option<LeaseRecord>, StoreError>>;
+
+    fn handle(&mut self, msg: ReadRecord, _ctx: &mut Context<Self>) -> Self::Result {
+        let store = self.store();
+        Box::pin(detached("get", self.limit, async move {
+            store.get(&msg.key).await
+        }))
+    }
+}
+
+impl Handler<ReadDbNow> for LeaseEngine {
+    type Result = ResponseFuture<Result<DbInstant, StoreError>>;
+
+    fn handle(&mut self, _: ReadDbNow, _ctx: &mut Context<Self>) -> Self::Result {
+        let store = self.store();
+        Box::pin(detached("db_now", self.limit, async move {
+            store.db_now().await
+        }))
+    }
+}
+
+impl Handler<PurgeRows> for LeaseEngine {
+    type Result = ResponseFuture<Result<u64, StoreError>>;
+
+    fn handle(&mut self, msg: PurgeRows, _ctx: &mut Context<Self>) -> Self::Result {
+        let store = self.store();
+        Box::pin(detached("purge", msg.limit, async move {
+            store.purge(msg.namespace.as_ref(), msg.older_than).await
+        }))
+    }
+}
+
+impl Handler<UsedNamespaces> for LeaseEngine {
+    type Result = Vec<leasehold_core::Namespace>;
+
+    fn handle(&mut self, _: UsedNamespaces, _ctx: &mut Context<Self>) -> Self::Result {
+        self.namespaces.iter().cloned().collect()
+    }
+}
+
+impl Handler<ObserveLease> for LeaseEngine {
+    type Result = MessageResult<ObserveLease>;
+
+    fn handle(&mut self, msg: ObserveLease, _ctx: &mut Context<Self>) -> Self::Result {
+        let (observer, driver) =
+            LeaseObserver::new(self.store(), self.bell.clone(), msg.key, msg.options);
+        let service = self.service.clone();
+        actix::spawn(async move {
+            let cancelled = std::pin::pin!(service.cancelled());
+            let _ = futures::future::select(cancelled, driver).await;
+        });
+        MessageResult(observer)
+    }
+}
+
+impl Handler<ListLive> for LeaseEngine {
+    type Result = ResponseFuture<Result<Vec<LeaseRecord>, StoreError>>;
+
+    fn handle(&mut self, msg: ListLive, _ctx: &mut Context<Self>) -> Self::Result {
+        let store = self.store();
+        Box::pin(detached("list_valid", self.limit, async move {
+            store.list_valid(Some(&msg.namespace), &msg.prefix).await
+        }))
+    }
+}

@@ -1,0 +1,97 @@
+//! Shutdown: every tenure ends, every actor stops, and exactly the tenures held are released.
+
+//! The engine: the actor that owns every [`LeaseActor`] of one holder, and the only book of
+//! running tenures.
+
+use std::sync::Arc;
+
+use actix::prelude::*;
+use futures::future::join_all;
+use leasehold_storage::StoreError;
+
+use super::{Entry, KnownBug, LeaseEngine, stopped};
+use crate::detached::detached;
+use crate::protocol::*;
+
+/// At shutdown, the released keys are rung one by one up to this many (beyond, waiters poll).
+const RING_AT_SHUTDOWN: usize = 1_000;
+
+impl Handler<ShutdownAll> for LeaseEngine {
+    type Result = ResponseFuture<Result<u64, StoreError>>;
+
+    fn handle(&mut self, _: ShutdownAll, _ctx: &mut Context<Self>) -> Self::Result {
+        if self.bug == Some(KnownBug::ShutdownReleasesByHolder) {
+            // The old way: abandon the tasks, leave the locks' guards believing, and release
+            // every row of the holder id.
+            self.shut_down = true;
+            self.registry.clear();
+            let actors: Vec<_> = self
+                .book
+                .values()
+                .filter(|e| !matches!(e.owner, Owner::Lock | Owner::Hold))
+                .map(|e| Addr::clone(&e.addr))
+                .collect();
+            let (store, holder) = (Arc::clone(&self.store), self.holder.clone());
+            return Box::pin(async move {
+                join_all(actors.iter().map(|a| a.send(AbandonLease))).await;
+                let released = store.release_all(&holder).await;
+                // The guards lived on (until their own deadline timers, in the old code).
+                tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+                released
+            });
+        }
+        self.shut_down = true;
+        self.service.cancel();
+        self.registry.clear();
+        for entry in self.book.values() {
+            entry.belief.finish();
+        }
+        let bell = self.bell.clone();
+        let actors: Vec<_> = self.book.values().map(|e| Addr::clone(&e.addr)).collect();
+        let settled: Vec<_> = self.book.values_mut().map(Entry::on_stop).collect();
+        let (store, holder, limit) = (Arc::clone(&self.store), self.holder.clone(), self.limit);
+        Box::pin(async move {
+            let held: Vec<_> = join_all(actors.iter().map(|a| a.send(AbandonLease)))
+                .await
+                .into_iter()
+                .filter_map(|r| r.ok().flatten())
+                .collect();
+            // Acquires in flight settle (a late grant is released) within one request timeout.
+            let settling = tokio::time::timeout(limit, join_all(settled.into_iter().map(stopped)));
+            if held.is_empty() {
+                let _ = settling.await;
+                if let Some(bell) = bell {
+                    bell.stop();
+                }
+                return Ok(0);
+            }
+            tracing::trace!("release_many of {} tenures of {holder}", held.len());
+            // One statement per few thousand rows: the bound grows with the batch.
+            let chunks = u32::try_from(held.len() / 1000).unwrap_or(u32::MAX);
+            let limit = limit.saturating_mul(chunks.saturating_add(1));
+            let items = held.clone();
+            let n = detached("release_many", limit, async move {
+                store.release_many(&holder, &items).await
+            })
+            .await;
+            // Rung after the release committed: one ring per key for a few keys (on MySQL,
+            // stopping lets every named lock go at once anyway).
+            // Awaited (bounded): the engine's runtime ends right after shutdown.
+            if let Some(bell) = bell {
+                if n.is_ok() && held.len() <= RING_AT_SHUTDOWN {
+                    let rings = join_all(held.iter().map(|item| bell.ring_now(&item.key)));
+                    let _ = tokio::time::timeout(limit, rings).await;
+                }
+                bell.stop();
+            }
+            let _ = settling.await;
+            let n = n?;
+            tracing::info!(
+                event = "shut_down",
+                released = n,
+                "shut down, released {n} leases"
+            );
+            Ok(n)
+        })
+    }
+}
