@@ -36,8 +36,10 @@ async fn measured_rate_is_within_the_default_tolerance_on_every_backend() {
             .await
             .expect("measured");
         assert_eq!(report.fit.samples, 7, "{backend}");
+        // The samples are scheduled over 600 ms from the start; a first sample sent late
+        // under load shortens the measured span by that delay, never by much.
         assert!(
-            report.fit.window >= Duration::from_millis(590),
+            report.fit.window >= Duration::from_millis(500),
             "{backend}: {report}"
         );
         assert!(report.fit.uncertainty > 0.0, "{backend}: {report}");
