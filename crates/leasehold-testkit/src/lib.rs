@@ -1,5 +1,10 @@
 //! Test support for leasehold.
 //!
+//! [`conformance`] is the suite every [`LeaseStore`](leasehold_storage::LeaseStore) passes
+//! (`leasehold check` runs it against a scratch table); [`counting::CountingStore`] wraps a store
+//! to count and time every call and to fail, hang or delay them; [`backends`] names the test
+//! databases of a run from the environment.
+//!
 //! [`FaultProxy`] sits between a lease holder and its database on loopback and, on command,
 //! passes traffic, delays it, drops every connection, or blackholes it (accepts and forwards
 //! nothing, so requests hang until the client's own timeout). Tests use it to cut a holder off
@@ -10,6 +15,9 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod backends;
+pub mod conformance;
+pub mod counting;
 pub mod history;
 
 use std::net::SocketAddr;

@@ -14,7 +14,7 @@ use leasehold_core::{
     MonotonicClock, Namespace, ReleaseOutcome, RenewOutcome, SetValueOutcome, Term,
 };
 
-use crate::{AllOutcome, BatchRenewal, LeaseStore, RenewItem, StoreError};
+use leasehold_storage::{AllOutcome, BatchRenewal, LeaseStore, RenewItem, StoreError};
 
 /// A method of [`LeaseStore`], as counted by [`CountingStore`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -82,7 +82,7 @@ impl Op {
     ///
     /// # Examples
     /// ```
-    /// use leasehold_storage::testing::Op;
+    /// use leasehold_testkit::counting::Op;
     /// assert_eq!(Op::RenewMany.name(), "renew_many");
     /// assert_eq!(Op::RenewMany.to_string(), "renew_many");
     /// ```
@@ -128,7 +128,7 @@ impl fmt::Display for Op {
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use std::sync::Arc;
-/// use leasehold_storage::testing::{CountingStore, Op, StoreCounts};
+/// use leasehold_testkit::counting::{CountingStore, Op, StoreCounts};
 /// use leasehold_storage::{LeaseStore, MemoryStore};
 ///
 /// let counts = Arc::new(StoreCounts::default());
@@ -221,7 +221,7 @@ type AnswerDelay = Arc<dyn Fn(Op) -> Duration + Send + Sync>;
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use std::sync::Arc;
 /// use std::time::Duration;
-/// use leasehold_storage::testing::{CountingStore, Op, StoreCounts};
+/// use leasehold_testkit::counting::{CountingStore, Op, StoreCounts};
 /// use leasehold_storage::{
 ///     AcquireOutcome, HolderId, LeaseKey, LeaseStore, MemoryStore, RenewItem, StoreError, Term,
 /// };
@@ -299,7 +299,7 @@ impl CountingStore {
     /// use std::sync::Arc;
     /// use std::time::Duration;
     /// use leasehold_storage::MemoryStore;
-    /// use leasehold_storage::testing::{CountingStore, Op};
+    /// use leasehold_testkit::counting::{CountingStore, Op};
     ///
     /// let slow = CountingStore::new(Arc::new(MemoryStore::new()), Arc::default())
     ///     .before_call(|op| async move {
@@ -326,7 +326,7 @@ impl CountingStore {
     /// ```
     /// use std::sync::Arc;
     /// use leasehold_storage::MemoryStore;
-    /// use leasehold_storage::testing::{CountingStore, Op};
+    /// use leasehold_testkit::counting::{CountingStore, Op};
     ///
     /// let store = CountingStore::new(Arc::new(MemoryStore::new()), Arc::default())
     ///     .after_call(|call| {
@@ -351,7 +351,7 @@ impl CountingStore {
     /// use std::sync::Arc;
     /// use std::time::Duration;
     /// use leasehold_storage::MemoryStore;
-    /// use leasehold_storage::testing::{CountingStore, Op};
+    /// use leasehold_testkit::counting::{CountingStore, Op};
     ///
     /// let late = CountingStore::new(Arc::new(MemoryStore::new()), Arc::default())
     ///     .delay_answers(|op| match op {
@@ -571,7 +571,7 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
-    use crate::MemoryStore;
+    use leasehold_storage::MemoryStore;
 
     fn store() -> (CountingStore, Arc<StoreCounts>) {
         let counts = Arc::new(StoreCounts::default());

@@ -11,7 +11,7 @@ use leasehold_core::{
 use tokio::sync::Barrier;
 
 use super::{Ctx, acquired, ensure, holder, term};
-use crate::RenewItem;
+use leasehold_storage::RenewItem;
 
 pub(super) use super::differential::batches_answer_as_single_statements;
 
@@ -829,8 +829,10 @@ pub(super) async fn begin_tenure_many_race(ctx: Ctx) -> Result<(), String> {
                 Ok::<_, String>((who, mine, got))
             }));
         }
-        let mut owner: std::collections::HashMap<LeaseKey, (crate::HolderId, FencingToken)> =
-            std::collections::HashMap::new();
+        let mut owner: std::collections::HashMap<
+            LeaseKey,
+            (leasehold_storage::HolderId, FencingToken),
+        > = std::collections::HashMap::new();
         for t in tasks {
             let (who, mine, got) = t.await.map_err(e)??;
             for (key, outcome) in mine.iter().zip(got) {
@@ -955,7 +957,7 @@ pub(super) async fn begin_tenure_all_all_or_nothing(ctx: Ctx) -> Result<(), Stri
         .await
         .map_err(e)?
     {
-        crate::AllOutcome::HeldBy {
+        leasehold_storage::AllOutcome::HeldBy {
             key, holder, token, ..
         } => ensure(key == b && holder == y && token == yt, || {
             format!("refused by {key} {holder} {token}, expected {b} y {yt}")
@@ -974,9 +976,10 @@ pub(super) async fn begin_tenure_all_all_or_nothing(ctx: Ctx) -> Result<(), Stri
         .begin_tenure_all(&x, &twice, term(LONG)?)
         .await
         .map_err(e)?;
-    ensure(matches!(out, crate::AllOutcome::HeldBy { .. }), || {
-        format!("a key named twice was granted: {out:?}")
-    })?;
+    ensure(
+        matches!(out, leasehold_storage::AllOutcome::HeldBy { .. }),
+        || format!("a key named twice was granted: {out:?}"),
+    )?;
     ensure(!is_held(&ctx, &a).await?, || "a left granted".into())?;
     ctx.store.release(&b, &y, yt).await.map_err(e)?;
     let tenures = match ctx
@@ -985,7 +988,7 @@ pub(super) async fn begin_tenure_all_all_or_nothing(ctx: Ctx) -> Result<(), Stri
         .await
         .map_err(e)?
     {
-        crate::AllOutcome::Acquired { tenures } => tenures,
+        leasehold_storage::AllOutcome::Acquired { tenures } => tenures,
         other => return Err(format!("a free set was refused: {other:?}")),
     };
     ensure(tenures.len() == 3, || {
@@ -1027,7 +1030,7 @@ pub(super) async fn begin_tenure_all_crossing_race(ctx: Ctx) -> Result<(), Strin
                 start.wait().await;
                 // Both answered: the winner finds both rows its own, the loser neither.
                 match out {
-                    crate::AllOutcome::Acquired { tenures } => {
+                    leasehold_storage::AllOutcome::Acquired { tenures } => {
                         for (k, (token, _)) in keys.iter().zip(&tenures) {
                             held_as(&ctx, k, me.as_str(), *token).await?;
                         }
