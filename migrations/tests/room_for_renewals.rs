@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use leasehold_migration::sea_orm_migration::{MigrationTrait, SchemaManager};
 use leasehold_migration::{FILLFACTOR, RoomForRenewals};
-use leasehold_storage::testing::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 use leasehold_storage::{AcquireOutcome, HolderId, LeaseKey, LeaseStore, StoreBuilder, Term};
+use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 use sea_orm::{ConnectionTrait, Database, DbBackend, Statement, TransactionTrait};
 
 const ROWS: usize = 400;

@@ -5,10 +5,10 @@
 use std::time::Duration;
 
 use leasehold_migration::sea_orm_migration::{MigrationTrait, SchemaManager};
-use leasehold_storage::testing::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 use leasehold_storage::{
     AcquireOutcome, HolderId, LeaseKey, LeaseStore, LeaseValue, StoreBuilder, StoreError, Term,
 };
+use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 use sea_orm::{ConnectionTrait, Database};
 
 async fn upgrade_keeps_rows(url: &str, prefix: &str) {

@@ -7,8 +7,8 @@
 
 use leasehold_core::clock_rate::{ClockRateOptions, ClockRateReport, ClockRateVerdict};
 use leasehold_core::{Clock, LeaseConfig, MonotonicClock};
-use leasehold_storage::testing::{self, Outcome, Report};
 use leasehold_storage::{LeaseStore, SeaOrmStore, StoreBuilder};
+use leasehold_testkit::conformance::{self, Outcome, Report};
 
 use crate::Cli;
 use crate::commands::{CLOCK_RATE, DB_ERROR, Failure};
@@ -128,7 +128,7 @@ async fn run(store: &SeaOrmStore, args: &CheckArgs) -> Result<u8, Failure> {
     let report = if args.clock_only {
         None
     } else {
-        let report = testing::run(store.clone(), "leasehold-check").await;
+        let report = conformance::run(store.clone(), "leasehold-check").await;
         if !args.json {
             println!("{report}");
         }

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use leasehold_storage::testing::{MYSQL_ENV, POSTGRES_ENV, backend_url};
+use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 use sea_orm::{ConnectionTrait, Database, DbBackend, Statement};
 
 const BAD_ARGS: i32 = 2;

@@ -6,7 +6,7 @@
 
 use std::process::Command;
 
-use leasehold_storage::testing::{MYSQL_ENV, POSTGRES_ENV, backend_url};
+use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 
 fn urls() -> Vec<String> {
     let dir = std::env::temp_dir().join(format!("leasehold-check-{}", std::process::id()));

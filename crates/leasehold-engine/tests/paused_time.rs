@@ -19,8 +19,8 @@ use leasehold_engine::{
     Belief, EngineError, LeaseEngine, Listener, Owner, Registry, RenewBatcher, ShutdownAll,
     StartTask, StopTask,
 };
-use leasehold_storage::testing::{CountingStore, Op, StoreCounts};
 use leasehold_storage::{LeaseStore, MemoryStore};
+use leasehold_testkit::counting::{CountingStore, Op, StoreCounts};
 use tokio::time::{Instant, sleep};
 
 /// Runs `test` in an actix system on a paused current-thread runtime.

@@ -3,7 +3,7 @@
 //! Holder processes (`fault-holder`, [`holder`]) compete for names, take locks and write
 //! through fences against throwaway database servers of the suite's own ([`servers`]), while
 //! the harness ([`fleet`], [`scenario`]) stops and kills the servers, blackholes connections
-//! ([`proxy`], `leasehold-testkit`'s `FaultProxy`), freezes holders with SIGSTOP, makes the
+//! (`leasehold-testkit`'s `FaultProxy`), freezes holders with SIGSTOP, makes the
 //! database read-only or full, locks rows and saturates the server. Every holder logs every
 //! belief signal on `CLOCK_MONOTONIC` ([`clock`]), so the [`oracle`] can compare beliefs across
 //! processes: overlaps, hand-over gaps, belief end after the last confirmed renewal, tokens,
@@ -16,7 +16,6 @@ pub mod clock;
 pub mod fleet;
 pub mod holder;
 pub mod oracle;
-pub mod proxy;
 pub mod record;
 pub mod scenario;
 pub mod servers;

@@ -420,9 +420,9 @@ pub fn blackhole(bin: &Path, db: &dyn Backend, heal: Heal) -> Result<Report, Ser
         }
         Heal::NewOnly => {
             let proxy = rt
-                .block_on(crate::proxy::SwitchProxy::start(upstream))
+                .block_on(leasehold_testkit::FaultProxy::start(upstream))
                 .map_err(|cause| ServerError::Io {
-                    what: "SwitchProxy".into(),
+                    what: "FaultProxy".into(),
                     cause,
                 })?;
             run.spawn(HolderSpec::new("a", &proxy.url_for(&url, upstream)))?;
@@ -430,7 +430,7 @@ pub fn blackhole(bin: &Path, db: &dyn Backend, heal: Heal) -> Result<Report, Ser
             run.spawn(HolderSpec::new("b", &url))?;
             run.sleep_ms(pace.warm_ms);
             run.note("a blackholed");
-            proxy.blackhole();
+            proxy.set(leasehold_testkit::Fault::Partition);
             run.sleep_ms(pace.fault_ms);
             proxy.heal_new_only();
             run.note("healed for new connections only");
@@ -625,9 +625,9 @@ pub fn failover(bin: &Path, replication: Replication) -> Result<Report, ServerEr
         })?;
     let up = loopback(primary.port());
     let start_proxy = |to| {
-        rt.block_on(crate::proxy::SwitchProxy::start(to))
+        rt.block_on(leasehold_testkit::FaultProxy::start(to))
             .map_err(|cause| ServerError::Io {
-                what: "SwitchProxy".into(),
+                what: "FaultProxy".into(),
                 cause,
             })
     };
@@ -687,7 +687,7 @@ pub fn failover(bin: &Path, replication: Replication) -> Result<Report, ServerEr
     run.spawn(HolderSpec::new("c", &url))?;
     run.sleep_ms(2000);
     if let Replication::Asynchronous { lag_ms } = replication {
-        wire.blackhole();
+        wire.set(leasehold_testkit::Fault::Partition);
         run.note(&format!(
             "replication connection blackholed for {lag_ms} ms"
         ));

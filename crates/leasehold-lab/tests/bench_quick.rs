@@ -71,14 +71,14 @@ fn quick_bench_on_sqlite() {
 
 #[test]
 fn quick_bench_on_postgres() {
-    if let Some(url) = leasehold_storage::testing::backend_url("LEASEHOLD_TEST_POSTGRES") {
+    if let Some(url) = leasehold_testkit::backends::backend_url("LEASEHOLD_TEST_POSTGRES") {
         bench_quick(&url);
     }
 }
 
 #[test]
 fn quick_bench_on_mysql() {
-    if let Some(url) = leasehold_storage::testing::backend_url("LEASEHOLD_TEST_MYSQL") {
+    if let Some(url) = leasehold_testkit::backends::backend_url("LEASEHOLD_TEST_MYSQL") {
         bench_quick(&url);
     }
 }

@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-use leasehold_storage::testing::{MYSQL_ENV, POSTGRES_ENV, backend_url};
+use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 
 fn capacity(url: &str, prefix: &str) -> serde_json::Value {
     let out = Command::new(env!("CARGO_BIN_EXE_leasehold-lab"))

@@ -1,6 +1,6 @@
 //! Seeds and backends from the environment, in the style of `leasehold-sim`.
 
-use leasehold_storage::testing::{MYSQL_ENV, POSTGRES_ENV, backend_url};
+use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 
 use crate::Backend;
 

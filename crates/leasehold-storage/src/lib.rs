@@ -17,9 +17,9 @@
 //!   statement, its values beside its text).
 //! - [`rewrite_placeholders`]: `?` placeholders as the backend takes them, for statements of
 //!   your own beside the lease table.
-//! - `testing` (cargo feature `testing`): the conformance suite every store passes, and
-//!   `CountingStore`, a wrapper that counts and times every call and can fail, hang or delay
-//!   them (for tests, benches and `leasehold check`).
+//!
+//! The conformance suite every store passes, and `CountingStore`, a wrapper that counts and times
+//! every call and can fail, hang or delay them, are in the `leasehold-testkit` crate.
 //!
 //! # Rules every store keeps
 //! 1. Expiry is computed and compared by the database's clock inside each statement.
@@ -70,8 +70,6 @@ mod schema;
 mod seaorm;
 mod sql;
 mod store;
-#[cfg(feature = "testing")]
-pub mod testing;
 mod tls;
 
 pub use backend::Backend;

@@ -9,11 +9,11 @@
 
 use std::time::Duration;
 
-use leasehold_storage::testing::backend_urls;
 use leasehold_storage::{
     AcquireOutcome, BatchRenewal, FencingToken, HolderId, LeaseKey, LeaseStore, RenewItem,
     SeaOrmStore, StoreBuilder, Term,
 };
+use leasehold_testkit::backends::backend_urls;
 use sea_orm::ConnectionTrait;
 
 async fn until_of(store: &SeaOrmStore, key: &LeaseKey) -> i64 {

@@ -7,11 +7,11 @@
 
 use std::time::Duration;
 
-use leasehold_storage::testing::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 use leasehold_storage::{
     AcquireOutcome, BatchRenewal, FencingToken, HolderId, LeaseKey, LeaseStore, RenewItem,
     SeaOrmStore, StoreBuilder, Term,
 };
+use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 use sea_orm::{ConnectionTrait, TransactionTrait};
 
 async fn until_of(store: &SeaOrmStore, key: &LeaseKey) -> i64 {

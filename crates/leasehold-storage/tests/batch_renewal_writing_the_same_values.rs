@@ -9,10 +9,10 @@
 
 use std::time::Duration;
 
-use leasehold_storage::testing::{MYSQL_ENV, backend_url};
 use leasehold_storage::{
     AcquireOutcome, BatchRenewal, HolderId, LeaseKey, LeaseStore, RenewItem, StoreBuilder, Term,
 };
+use leasehold_testkit::backends::{MYSQL_ENV, backend_url};
 use sea_orm::ConnectionTrait;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,8 +3,9 @@
 
 use std::time::Duration;
 
-use leasehold_storage::testing::{self, MYSQL_ENV, POSTGRES_ENV, Subject, backend_url};
 use leasehold_storage::{Backend, MemoryStore, StoreBuilder};
+use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
+use leasehold_testkit::conformance::{self, Subject};
 
 /// The server-side bound of every SQL store here: short, so the checks of statements blocked
 /// behind a locked row are quick.
@@ -12,8 +13,8 @@ const BOUND: Duration = Duration::from_secs(1);
 
 async fn check(subject: impl Into<Subject>, label: &str) {
     let subject = subject.into();
-    let expected = testing::check_count(&subject);
-    let report = testing::run(subject, &format!("conformance.{label}")).await;
+    let expected = conformance::check_count(&subject);
+    let report = conformance::run(subject, &format!("conformance.{label}")).await;
     println!("{label}:\n{report}");
     assert_eq!(report.failed(), 0, "{label}:\n{report}");
     assert_eq!(

@@ -2,10 +2,10 @@
 
 use std::time::Duration;
 
-use leasehold_storage::testing::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 use leasehold_storage::{
     AcquireOutcome, FencingToken, HolderId, LeaseKey, LeaseStore, SeaOrmStore, StoreBuilder, Term,
 };
+use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 use sea_orm::{ConnectionTrait, Statement};
 
 async fn grant(store: &SeaOrmStore, key: &LeaseKey, who: &HolderId, ms: u64) -> FencingToken {

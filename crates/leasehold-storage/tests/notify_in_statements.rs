@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use leasehold_storage::doorbell;
 use leasehold_storage::doorbell::postgres::{CHANGES, CHANNEL};
-use leasehold_storage::testing::{POSTGRES_ENV, backend_url};
 use leasehold_storage::{
     AcquireOutcome, AllOutcome, FencingToken, HolderId, LeaseKey, LeaseStore, ReleaseOutcome,
     RenewItem, SeaOrmStore, StoreBuilder, Term,
 };
+use leasehold_testkit::backends::{POSTGRES_ENV, backend_url};
 use sea_orm::sqlx::postgres::PgListener;
 
 /// Generous bound on one notification: about correctness (it comes at all), not speed.

@@ -10,13 +10,12 @@ use std::time::Duration;
 
 use leasehold_storage::doorbell::{self, Doorbell};
 use leasehold_storage::observe::{LeaseObserver, Observation, ObserveOptions};
-use leasehold_storage::testing::{
-    CountingStore, MYSQL_ENV, POSTGRES_ENV, backend_url, backend_urls,
-};
 use leasehold_storage::{
     AcquireOutcome, FencingToken, HolderId, LeaseKey, LeaseRecord, LeaseStore, RenewOutcome,
     SeaOrmStore, StoreBuilder, StoreError, Term,
 };
+use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url, backend_urls};
+use leasehold_testkit::counting::CountingStore;
 use leasehold_testkit::{Fault, FaultProxy};
 
 /// Generous bound on one event: about correctness (it comes at all), not speed.

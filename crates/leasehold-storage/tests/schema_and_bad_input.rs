@@ -3,8 +3,9 @@
 
 use std::time::Duration;
 
-use leasehold_storage::testing::{self, MYSQL_ENV, POSTGRES_ENV, backend_url};
 use leasehold_storage::{HolderId, LeaseKey, LeaseStore, StoreBuilder, StoreError, Term};
+use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
+use leasehold_testkit::conformance::{self};
 use sea_orm::{ConnectionTrait, Database};
 
 fn temp_db(tag: &str) -> (std::path::PathBuf, String) {
@@ -47,7 +48,7 @@ async fn plain_sql_accepted(url: &str, file: &str) {
         .connect()
         .await
         .expect("store on hand-made table");
-    let report = testing::run_matching(store, &format!("sqlfile.{file}"), |n| {
+    let report = conformance::run_matching(store, &format!("sqlfile.{file}"), |n| {
         matches!(
             n,
             "grant_on_empty_table"

@@ -89,7 +89,7 @@ async fn postgres_unknown_host() {
 /// names the database.
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 async fn unknown_database_fails_fast(env: &str) {
-    let Some(url) = leasehold_storage::testing::backend_url(env) else {
+    let Some(url) = leasehold_testkit::backends::backend_url(env) else {
         return;
     };
     let url = with_database(&url, "leasehold_no_such_database");
@@ -110,13 +110,13 @@ async fn unknown_database_fails_fast(env: &str) {
 #[cfg(feature = "postgres")]
 #[tokio::test]
 async fn postgres_unknown_database() {
-    unknown_database_fails_fast(leasehold_storage::testing::POSTGRES_ENV).await;
+    unknown_database_fails_fast(leasehold_testkit::backends::POSTGRES_ENV).await;
 }
 
 #[cfg(feature = "mysql")]
 #[tokio::test]
 async fn mysql_unknown_database() {
-    unknown_database_fails_fast(leasehold_storage::testing::MYSQL_ENV).await;
+    unknown_database_fails_fast(leasehold_testkit::backends::MYSQL_ENV).await;
 }
 
 /// SQLite: a file that cannot be created is as quick and as typed.

@@ -25,8 +25,8 @@ use std::time::Duration;
 use history_run::defect::BelievesHolderId;
 use history_run::process::ChildSession;
 use history_run::{Plan, Session};
-use leasehold_storage::testing::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 use leasehold_storage::{LeaseStore, SeaOrmStore, StoreBuilder};
+use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 use leasehold_testkit::history::{Answer, Op, Recorder, Report, check_history, summary};
 
 const SESSIONS: usize = 4;

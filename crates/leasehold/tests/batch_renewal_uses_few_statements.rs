@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leasehold::{EventKind, LeaseConfig, LeaseService, LeaseTaskOptions};
-use leasehold_storage::testing::{CountingStore, Op, StoreCounts};
+use leasehold_testkit::counting::{CountingStore, Op, StoreCounts};
 
 const LEASES: usize = 1000;
 

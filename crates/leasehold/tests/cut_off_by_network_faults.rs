@@ -12,7 +12,7 @@ use std::time::Duration;
 use common::unique_namespace;
 use leasehold::{LeaseConfig, LeaseService, LeaseTaskOptions};
 use leasehold_core::{Clock, MonotonicClock};
-use leasehold_storage::testing::{MYSQL_ENV, POSTGRES_ENV, backend_url};
+use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 use leasehold_testkit::{Fault, FaultProxy};
 
 const TERM: Duration = Duration::from_secs(2);

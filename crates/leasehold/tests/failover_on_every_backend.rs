@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::{DoubleHolderSampler, Doubles, sqlite_file_url, unique_namespace};
 use leasehold::{EventKind, LeaseConfig, LeaseService, LeaseTask, LeaseTaskOptions};
-use leasehold_storage::testing::{MYSQL_ENV, POSTGRES_ENV, backend_url};
+use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 
 const TERM: Duration = Duration::from_secs(2);
 const RETRY: Duration = Duration::from_millis(100);

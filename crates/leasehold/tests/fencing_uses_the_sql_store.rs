@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leasehold::{Error, LeaseService, LeaseStore, MemoryStore, StoreBuilder};
-use leasehold_storage::testing::CountingStore;
+use leasehold_testkit::counting::CountingStore;
 
 const TTL: Duration = Duration::from_secs(30);
 

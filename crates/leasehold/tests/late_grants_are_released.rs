@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use leasehold::{Clock, LeaseConfig, LeaseService, LeaseStore, LeaseTaskOptions, MonotonicClock};
 use leasehold_storage::LeaseKey;
-use leasehold_storage::testing::{CountingStore, Op, StoreCounts};
+use leasehold_testkit::counting::{CountingStore, Op, StoreCounts};
 
 use common::{backends, unique_namespace};
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use leasehold::sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement, Value};
 use leasehold::{LeaseService, StoreBuilder};
-use leasehold_storage::testing::backend_url;
+use leasehold_testkit::backends::backend_url;
 
 const CHILDREN: usize = 3;
 const PARENT_TASKS: usize = 4;

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use common::{Mode, Switch};
 use leasehold::{Clock, LeaseService, LeaseStore, MonotonicClock};
-use leasehold_storage::testing::{CountingStore, Op, backend_url};
+use leasehold_testkit::backends::backend_url;
+use leasehold_testkit::counting::{CountingStore, Op};
 
 fn urls() -> Vec<String> {
     let mut urls = vec![common::sqlite_file_url("lockhold")];

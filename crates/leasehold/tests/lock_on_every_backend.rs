@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use leasehold::sea_orm::{ConnectionTrait, DbBackend, Statement};
 use leasehold::{LeaseService, LockError, StoreBuilder};
-use leasehold_storage::testing::backend_url;
+use leasehold_testkit::backends::backend_url;
 
 fn urls() -> Vec<String> {
     let mut urls = vec![common::sqlite_file_url("locks")];

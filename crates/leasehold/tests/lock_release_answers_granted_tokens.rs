@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use leasehold::{Clock, LeaseConfig, LeaseService, LockError, MonotonicClock};
-use leasehold_storage::testing::{CountingStore, Op};
+use leasehold_testkit::counting::{CountingStore, Op};
 
 use common::{backends, unique_namespace};
 

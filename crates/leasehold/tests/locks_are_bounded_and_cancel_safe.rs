@@ -10,8 +10,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use leasehold::{Clock, LeaseConfig, LeaseService, MonotonicClock};
-use leasehold_storage::testing::{CountingStore, Op, POSTGRES_ENV, backend_url};
 use leasehold_storage::{LeaseKey, StoreBuilder};
+use leasehold_testkit::backends::{POSTGRES_ENV, backend_url};
+use leasehold_testkit::counting::{CountingStore, Op};
 
 use common::{backends, unique_namespace};
 

@@ -10,7 +10,7 @@ use leasehold::{
     LeaseConfig, LeaseKey, LeaseObserver, LeaseRecord, LeaseService, LeaseStore, LeaseTaskOptions,
     Observation, ObserveOptions, StoreBuilder,
 };
-use leasehold_storage::testing::backend_url;
+use leasehold_testkit::backends::backend_url;
 
 /// Generous bound on one event: about correctness (it comes at all), not speed.
 const EVENT_BOUND: Duration = Duration::from_secs(20);

@@ -12,7 +12,7 @@ use std::time::Duration;
 use leasehold::{
     Error, EventKind, LeaseConfig, LeaseService, LeaseTaskOptions, LossReason, ShardOptions,
 };
-use leasehold_storage::testing::{CountingStore, Op};
+use leasehold_testkit::counting::{CountingStore, Op};
 
 use common::{backends, sqlite_file_url, unique_namespace};
 

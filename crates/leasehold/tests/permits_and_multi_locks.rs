@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use leasehold::{Error, LeaseService};
-use leasehold_storage::testing::backend_url;
+use leasehold_testkit::backends::backend_url;
 
 fn urls() -> Vec<String> {
     let mut urls = vec![common::sqlite_file_url("permits")];

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use leasehold::{LeaseConfig, LeaseService, LeaseStore, Namespace, ShardOptions, StoreBuilder};
 use leasehold_ring::HostRing;
-use leasehold_storage::testing::{MYSQL_ENV, POSTGRES_ENV, backend_url};
+use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 
 const CHILD_ENV: &str = "LEASEHOLD_SHARD_CHILD";
 const TERM: Duration = Duration::from_secs(2);

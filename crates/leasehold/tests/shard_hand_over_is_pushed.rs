@@ -13,7 +13,7 @@ use std::time::Duration;
 use common::{sqlite_file_url, unique_namespace};
 use leasehold::{LeaseConfig, LeaseService, ShardOptions, ShardedTasks};
 use leasehold_ring::HostRing;
-use leasehold_storage::testing::{MYSQL_ENV, POSTGRES_ENV, backend_url};
+use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 
 /// Much longer than the whole test: no refresh timer fires while it runs.
 const REFRESH: Duration = Duration::from_secs(600);

@@ -13,7 +13,7 @@ use leasehold::{
     Error, LeaseConfig, LeaseKey, LeaseService, LeaseStore, LeaseTask, LeaseTaskOptions,
     LeaseValue, Retention, StoreBuilder,
 };
-use leasehold_storage::testing::{MYSQL_ENV, POSTGRES_ENV, backend_url};
+use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 
 fn config() -> LeaseConfig {
     LeaseConfig::default()

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use leasehold::{LeaseConfig, LeaseService, LeaseTaskOptions, ShardOptions};
-use leasehold_storage::testing::{CountingStore, Op, StoreCounts};
+use leasehold_testkit::counting::{CountingStore, Op, StoreCounts};
 
 use super::statements::{R, err};
 use super::{Ctx, Row, stopwatch};

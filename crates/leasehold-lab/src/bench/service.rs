@@ -14,7 +14,7 @@ use leasehold::{
     LeaseTaskOptions, MonotonicClock, RenewItem, RenewOutcome, Term,
 };
 use leasehold_storage::Backend;
-use leasehold_storage::testing::{CountingStore, Op, StoreCounts};
+use leasehold_testkit::counting::{CountingStore, Op, StoreCounts};
 
 use super::statements::{R, err};
 use super::{Ctx, Plan, Row, stats, stopwatch, timed};

@@ -1,6 +1,6 @@
 //! Shared test helpers: a store switch (healthy, failing, hanging), a sampler that looks for two
 //! holders of one name, unique namespaces and SQLite files. Counting stores come from
-//! `leasehold_storage::testing::CountingStore`.
+//! `leasehold_testkit::counting::CountingStore`.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::Duration;
 
 use leasehold::{DbInstant, LeaseService, LeaseStore, StoreError};
-use leasehold_storage::testing::{CountingStore, Op, backend_urls};
+use leasehold_testkit::backends::backend_urls;
+use leasehold_testkit::counting::{CountingStore, Op};
 
 /// How the stores of a [`Switch`] behave.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,107 +14,13 @@ use leasehold_core::{
     MonotonicClock, Namespace, ReleaseOutcome, RenewOutcome, SetValueOutcome, Term,
 };
 
-use crate::{AllOutcome, BatchRenewal, LeaseStore, RenewItem, StoreError};
+use leasehold_storage::{AllOutcome, BatchRenewal, LeaseStore, RenewItem, StoreError};
 
-/// A method of [`LeaseStore`], as counted by [`CountingStore`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[non_exhaustive]
-pub enum Op {
-    /// [`LeaseStore::try_acquire`].
-    TryAcquire,
-    /// [`LeaseStore::begin_tenure`].
-    BeginTenure,
-    /// [`LeaseStore::take_over_tenure`].
-    TakeOverTenure,
-    /// [`LeaseStore::renew`].
-    Renew,
-    /// [`LeaseStore::renew_many`].
-    RenewMany,
-    /// [`LeaseStore::release`].
-    Release,
-    /// [`LeaseStore::release_many`].
-    ReleaseMany,
-    /// [`LeaseStore::release_all`].
-    ReleaseAll,
-    /// [`LeaseStore::force_release`].
-    ForceRelease,
-    /// [`LeaseStore::get`].
-    Get,
-    /// [`LeaseStore::list_valid`].
-    ListValid,
-    /// [`LeaseStore::purge`].
-    Purge,
-    /// [`LeaseStore::db_now`].
-    DbNow,
-    /// [`LeaseStore::begin_tenure_many`].
-    BeginTenureMany,
-    /// [`LeaseStore::release_batch`].
-    ReleaseBatch,
-    /// [`LeaseStore::begin_tenure_all`].
-    BeginTenureAll,
-    /// [`LeaseStore::set_value`].
-    SetValue,
-}
+mod op;
+#[cfg(test)]
+mod tests;
 
-impl Op {
-    /// Every method, in the trait's order.
-    pub const ALL: [Op; 17] = [
-        Op::TryAcquire,
-        Op::BeginTenure,
-        Op::TakeOverTenure,
-        Op::Renew,
-        Op::RenewMany,
-        Op::Release,
-        Op::ReleaseMany,
-        Op::ReleaseAll,
-        Op::ForceRelease,
-        Op::Get,
-        Op::ListValid,
-        Op::Purge,
-        Op::DbNow,
-        Op::BeginTenureMany,
-        Op::ReleaseBatch,
-        Op::BeginTenureAll,
-        Op::SetValue,
-    ];
-
-    /// The method's name, e.g. `"renew_many"`.
-    ///
-    /// # Examples
-    /// ```
-    /// use leasehold_storage::testing::Op;
-    /// assert_eq!(Op::RenewMany.name(), "renew_many");
-    /// assert_eq!(Op::RenewMany.to_string(), "renew_many");
-    /// ```
-    #[must_use]
-    pub const fn name(self) -> &'static str {
-        match self {
-            Op::TryAcquire => "try_acquire",
-            Op::BeginTenure => "begin_tenure",
-            Op::TakeOverTenure => "take_over_tenure",
-            Op::Renew => "renew",
-            Op::RenewMany => "renew_many",
-            Op::Release => "release",
-            Op::ReleaseMany => "release_many",
-            Op::ReleaseAll => "release_all",
-            Op::ForceRelease => "force_release",
-            Op::Get => "get",
-            Op::ListValid => "list_valid",
-            Op::Purge => "purge",
-            Op::DbNow => "db_now",
-            Op::BeginTenureMany => "begin_tenure_many",
-            Op::ReleaseBatch => "release_batch",
-            Op::BeginTenureAll => "begin_tenure_all",
-            Op::SetValue => "set_value",
-        }
-    }
-}
-
-impl fmt::Display for Op {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+pub use op::Op;
 
 /// What a [`CountingStore`] saw: per method, the calls the inner store answered and the time
 /// they took; and the items passed to [`LeaseStore::renew_many`].
@@ -128,7 +34,7 @@ impl fmt::Display for Op {
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use std::sync::Arc;
-/// use leasehold_storage::testing::{CountingStore, Op, StoreCounts};
+/// use leasehold_testkit::counting::{CountingStore, Op, StoreCounts};
 /// use leasehold_storage::{LeaseStore, MemoryStore};
 ///
 /// let counts = Arc::new(StoreCounts::default());
@@ -221,7 +127,7 @@ type AnswerDelay = Arc<dyn Fn(Op) -> Duration + Send + Sync>;
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use std::sync::Arc;
 /// use std::time::Duration;
-/// use leasehold_storage::testing::{CountingStore, Op, StoreCounts};
+/// use leasehold_testkit::counting::{CountingStore, Op, StoreCounts};
 /// use leasehold_storage::{
 ///     AcquireOutcome, HolderId, LeaseKey, LeaseStore, MemoryStore, RenewItem, StoreError, Term,
 /// };
@@ -299,7 +205,7 @@ impl CountingStore {
     /// use std::sync::Arc;
     /// use std::time::Duration;
     /// use leasehold_storage::MemoryStore;
-    /// use leasehold_storage::testing::{CountingStore, Op};
+    /// use leasehold_testkit::counting::{CountingStore, Op};
     ///
     /// let slow = CountingStore::new(Arc::new(MemoryStore::new()), Arc::default())
     ///     .before_call(|op| async move {
@@ -326,7 +232,7 @@ impl CountingStore {
     /// ```
     /// use std::sync::Arc;
     /// use leasehold_storage::MemoryStore;
-    /// use leasehold_storage::testing::{CountingStore, Op};
+    /// use leasehold_testkit::counting::{CountingStore, Op};
     ///
     /// let store = CountingStore::new(Arc::new(MemoryStore::new()), Arc::default())
     ///     .after_call(|call| {
@@ -351,7 +257,7 @@ impl CountingStore {
     /// use std::sync::Arc;
     /// use std::time::Duration;
     /// use leasehold_storage::MemoryStore;
-    /// use leasehold_storage::testing::{CountingStore, Op};
+    /// use leasehold_testkit::counting::{CountingStore, Op};
     ///
     /// let late = CountingStore::new(Arc::new(MemoryStore::new()), Arc::default())
     ///     .delay_answers(|op| match op {
@@ -563,92 +469,5 @@ impl LeaseStore for CountingStore {
     async fn db_now(&self) -> Result<DbInstant, StoreError> {
         let call = self.inner.db_now();
         self.pass(Op::DbNow, 0, call).await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::Mutex;
-
-    use super::*;
-    use crate::MemoryStore;
-
-    fn store() -> (CountingStore, Arc<StoreCounts>) {
-        let counts = Arc::new(StoreCounts::default());
-        let store = CountingStore::new(Arc::new(MemoryStore::new()), Arc::clone(&counts));
-        (store, counts)
-    }
-
-    #[test]
-    fn op_indices_follow_all() {
-        for (i, op) in Op::ALL.iter().enumerate() {
-            assert_eq!(*op as usize, i, "{op}");
-        }
-    }
-
-    #[tokio::test]
-    async fn counts_each_method_and_renew_many_items() -> Result<(), Box<dyn std::error::Error>> {
-        let (store, counts) = store();
-        let me = HolderId::new("a")?;
-        let term = Term::new("term", Duration::from_secs(60))?;
-        let mut items = Vec::new();
-        for name in ["x", "y", "z"] {
-            let key = LeaseKey::parse("ns", name)?;
-            let AcquireOutcome::Acquired { token, .. } =
-                store.begin_tenure(&key, &me, term, None).await?
-            else {
-                return Err("not granted".into());
-            };
-            items.push(RenewItem { key, token });
-        }
-        store.renew_many(&me, &items, term).await?;
-        store.renew_many(&me, &items[..1], term).await?;
-        store.release_all(&me).await?;
-        assert_eq!(counts.calls(Op::BeginTenure), 3);
-        assert_eq!(counts.calls(Op::RenewMany), 2);
-        assert_eq!(counts.renew_many_items(), 4);
-        assert_eq!(counts.calls(Op::ReleaseAll), 1);
-        assert_eq!(counts.calls(Op::TryAcquire), 0);
-        assert_eq!(counts.time(Op::Renew), Duration::ZERO);
-        Ok(())
-    }
-
-    #[tokio::test]
-    async fn a_refused_call_is_answered_by_the_hook_and_not_counted() {
-        let (store, counts) = store();
-        let store = store.before_call(|op| async move {
-            Err(StoreError::Unexpected {
-                op: op.name(),
-                detail: "injected failure".to_owned(),
-            })
-        });
-        let err = store.db_now().await.expect_err("refused");
-        assert!(matches!(err, StoreError::Unexpected { op: "db_now", .. }));
-        assert_eq!(counts.calls(Op::DbNow), 0);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn the_observer_sees_every_answered_call() {
-        let seen: Arc<Mutex<Vec<Call>>> = Arc::default();
-        let log = Arc::clone(&seen);
-        let (store, counts) = store();
-        let store = store
-            .before_call(|_| async {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                Ok(())
-            })
-            .after_call(move |call| log.lock().expect("log").push(*call));
-        store.db_now().await.expect("answered");
-        let seen = seen.lock().expect("log").clone();
-        assert_eq!(seen.len(), 1);
-        assert_eq!(
-            (seen[0].op, seen[0].items, seen[0].ok),
-            (Op::DbNow, 0, true)
-        );
-        assert!(
-            seen[0].elapsed < Duration::from_secs(1),
-            "the hook's delay is not the store's time"
-        );
-        assert_eq!(counts.time(Op::DbNow), seen[0].elapsed);
     }
 }

@@ -4,7 +4,7 @@
 use leasehold_core::{FencingToken, ReleaseOutcome};
 
 use super::{Ctx, acquired, ensure, holder, term};
-use crate::RenewItem;
+use leasehold_storage::RenewItem;
 
 const LONG: u64 = 60_000;
 
@@ -93,16 +93,16 @@ pub(super) async fn renew_batch_two_tenures_of_one_key(ctx: Ctx) -> Result<(), S
             .map_err(e)?;
         let answer = |t: FencingToken| {
             if t == live {
-                crate::BatchRenewal::Renewed
+                leasehold_storage::BatchRenewal::Renewed
             } else {
-                crate::BatchRenewal::Lost
+                leasehold_storage::BatchRenewal::Lost
             }
         };
         let want = vec![
             answer(first),
             answer(second),
-            crate::BatchRenewal::Renewed,
-            crate::BatchRenewal::Renewed,
+            leasehold_storage::BatchRenewal::Renewed,
+            leasehold_storage::BatchRenewal::Renewed,
         ];
         ensure(got == want, || {
             format!(

@@ -1,4 +1,4 @@
-//! Checks that need a SQL store ([`crate::SeaOrmStore`]): real faults made on the store's own
+//! Checks that need a SQL store ([`leasehold_storage::SeaOrmStore`]): real faults made on the store's own
 //! database. Each is skipped where it cannot apply (reported `skipped`, never passed): an
 //! in-memory SQLite store has one connection, so nothing can hold a lock beside it.
 
@@ -15,7 +15,7 @@ use sea_orm::{
 };
 
 use super::{Ctx, acquired, ensure, holder, term};
-use crate::{Backend, BatchRenewal, RenewItem, SeaOrmStore, StoreError};
+use leasehold_storage::{Backend, BatchRenewal, RenewItem, SeaOrmStore, StoreError};
 
 pub(super) use super::sessions::batches_beside_other_sessions;
 
@@ -70,7 +70,7 @@ pub(super) async fn lock_row(
         store.table()
     );
     if store.backend() == Backend::Postgres {
-        sql = crate::sql::numbered(&sql);
+        sql = leasehold_storage::rewrite_placeholders(sea_orm::DbBackend::Postgres, &sql);
     }
     txn.query_all_raw(Statement::from_sql_and_values(
         txn.get_database_backend(),
@@ -163,7 +163,7 @@ async fn sqlite_full(ctx: &Ctx, store: &SeaOrmStore) -> Result<(), String> {
 /// Grants long rows on a full database until one fails: every grant reported must be there,
 /// and the failure must say the storage is full.
 async fn fill(ctx: &Ctx, full: &SeaOrmStore) -> Result<(), String> {
-    use crate::LeaseStore;
+    use leasehold_storage::LeaseStore;
     let who = holder(&"h".repeat(255))?;
     for i in 0..400 {
         let key = ctx.key(&format!("{i:04}{}", "x".repeat(240)))?;
@@ -189,7 +189,7 @@ async fn fill(ctx: &Ctx, full: &SeaOrmStore) -> Result<(), String> {
 
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 async fn read_only_refused(ctx: &Ctx, store: &SeaOrmStore) -> Result<(), String> {
-    use crate::LeaseStore;
+    use leasehold_storage::LeaseStore;
     let conn = read_only_connection(store).await?;
     let ro = SeaOrmStore::with_backend(conn.clone(), store.table(), store.backend());
     let (key, a, b) = (ctx.key("job")?, holder("a")?, holder("b")?);
@@ -482,7 +482,7 @@ pub(super) async fn group_commit_next_to_locked_row(ctx: Ctx) -> Result<(), Stri
     ensure(
         released
             .iter()
-            .all(|r| matches!(r, Ok(crate::ReleaseOutcome::Released))),
+            .all(|r| matches!(r, Ok(leasehold_storage::ReleaseOutcome::Released))),
         || format!("releases next to a locked row answered {released:?}"),
     )?;
     let theirs = [RenewItem {
@@ -494,7 +494,7 @@ pub(super) async fn group_commit_next_to_locked_row(ctx: Ctx) -> Result<(), Stri
     ensure(
         matches!(
             blocked[0],
-            Ok(crate::ReleaseOutcome::Released) | Err(StoreError::ServerTimeout { .. })
+            Ok(leasehold_storage::ReleaseOutcome::Released) | Err(StoreError::ServerTimeout { .. })
         ),
         || format!("the locked row's release answered {:?}", blocked[0]),
     )

@@ -1,5 +1,4 @@
-//! The conformance suite every [`LeaseStore`] passes, and [`CountingStore`], a store wrapper that
-//! counts calls and can fail, stall or observe them.
+//! The conformance suite every [`LeaseStore`] passes.
 //!
 //! Each check runs in a namespace of its own (`{base}.{check}`), so suites against one database
 //! can run side by side with each other and with real traffic. Time-dependent checks use short
@@ -8,8 +7,9 @@
 //! # Examples
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
-//! use leasehold_storage::{MemoryStore, testing};
-//! let report = testing::run(MemoryStore::new(), "doc").await;
+//! use leasehold_storage::MemoryStore;
+//! use leasehold_testkit::conformance;
+//! let report = conformance::run(MemoryStore::new(), "doc").await;
 //! assert_eq!(report.failed(), 0, "{report}");
 //! # }
 //! ```
@@ -25,16 +25,13 @@ use leasehold_core::{
     Term,
 };
 
-use crate::{LeaseStore, MemoryStore, SeaOrmStore};
+use leasehold_storage::{LeaseStore, MemoryStore, SeaOrmStore};
 
 mod batch_items;
 mod checks;
-mod counting;
 mod differential;
 mod faults;
 mod sessions;
-
-pub use counting::{Call, CountingStore, Op, StoreCounts};
 
 /// What one check showed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -141,7 +138,8 @@ impl Subject {
         }
     }
 
-    /// `store`, a wrapper around the SQL store `sql` (for example a [`CountingStore`]): the
+    /// `store`, a wrapper around the SQL store `sql` (for example a
+    /// [`CountingStore`](crate::counting::CountingStore)): the
     /// [`CHECKS`] through `store`, and the [`SQL_CHECKS`] with their faults made on `sql`.
     #[must_use]
     pub fn wrapping(store: Arc<dyn LeaseStore>, sql: SeaOrmStore) -> Self {
@@ -349,43 +347,4 @@ pub async fn run_matching(
         });
     }
     report
-}
-
-/// The environment variable naming the PostgreSQL test database.
-pub const POSTGRES_ENV: &str = "LEASEHOLD_TEST_POSTGRES";
-/// The environment variable naming the MySQL/MariaDB test database.
-pub const MYSQL_ENV: &str = "LEASEHOLD_TEST_MYSQL";
-
-/// The URL of a test database from environment variable `var`.
-///
-/// Returns `None` when the variable is unset and `CI` is not set (the caller skips that backend
-/// and says so on stderr).
-///
-/// # Panics
-/// When `CI` is set and the variable is unset or empty: in CI a missing backend is a failure,
-/// never a skip.
-#[must_use]
-pub fn backend_url(var: &str) -> Option<String> {
-    match std::env::var(var) {
-        Ok(url) if !url.trim().is_empty() => Some(url),
-        _ if std::env::var_os("CI").is_some() => {
-            panic!("CI is set but {var} is not: every backend must run in CI")
-        }
-        _ => {
-            eprintln!(
-                "SKIPPED: {var} is not set, so this backend is not tested (set it, or CI=true to make this fatal)"
-            );
-            None
-        }
-    }
-}
-
-/// Every backend of this run, labelled: `sqlite` (the URL given) always, then `postgres` and
-/// `mysql` when their variables name them ([`backend_url`]: with `CI` set a missing one fails).
-#[must_use]
-pub fn backend_urls(sqlite: String) -> Vec<(&'static str, String)> {
-    let mut all = vec![("sqlite", sqlite)];
-    all.extend(backend_url(POSTGRES_ENV).map(|url| ("postgres", url)));
-    all.extend(backend_url(MYSQL_ENV).map(|url| ("mysql", url)));
-    all
 }

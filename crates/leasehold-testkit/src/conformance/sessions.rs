@@ -21,7 +21,7 @@ use super::differential::{
 };
 use super::faults::{bound, lock_row, sql_store};
 use super::{Ctx, acquired, ensure, holder, term};
-use crate::{Backend, RenewItem, SeaOrmStore, StoreError};
+use leasehold_storage::{Backend, RenewItem, SeaOrmStore, StoreError};
 
 const LONG: u64 = 60_000;
 /// How long the other session keeps its transaction open once the call under test has started.
@@ -119,7 +119,7 @@ async fn open(
         store.table()
     );
     if store.backend() == Backend::Postgres {
-        sql = crate::sql::numbered(&sql);
+        sql = leasehold_storage::rewrite_placeholders(sea_orm::DbBackend::Postgres, &sql);
     }
     txn.execute_raw(Statement::from_sql_and_values(
         txn.get_database_backend(),
@@ -269,13 +269,13 @@ async fn filled(
 
 /// The middle item's answer of a batched renewal or release of `items`.
 async fn batch_answer(
-    store: Arc<dyn crate::LeaseStore>,
+    store: Arc<dyn leasehold_storage::LeaseStore>,
     a: &HolderId,
     items: &[RenewItem],
     release: bool,
 ) -> Result<String, String> {
     if release {
-        let got: Vec<Result<crate::ReleaseOutcome, StoreError>> =
+        let got: Vec<Result<leasehold_storage::ReleaseOutcome, StoreError>> =
             store.release_batch(a, items).await.map_err(e)?;
         ensure(got.len() == 3, || format!("{got:?} for 3 items"))?;
         Ok(format!("{:?}", got[1]))
