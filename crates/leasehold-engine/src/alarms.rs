@@ -21,7 +21,7 @@ use actix::prelude::*;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::batcher::RenewPressure;
+use crate::renew_group::RenewPressure;
 
 /// The alarm of `seq` fired (sent to the actor that set it).
 #[derive(Debug, Clone, Copy, Message)]

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use super::LeaseActor;
 use super::announce::ring_after_release;
 use super::grant::GrantAsk;
-use crate::batcher::QueueRenew;
+use crate::renew_group::QueueRenew;
 
 impl LeaseActor {
     /// Asks for a new tenure through the actor's [`GrantRoute`](super::grant::GrantRoute).
@@ -118,7 +118,7 @@ impl LeaseActor {
                     key: key.clone(),
                     token,
                 };
-                let outcome = crate::coalescer::ask(&releaser, holder, item, now, limit).await;
+                let outcome = crate::group_commit::ask(&releaser, holder, item, now, limit).await;
                 ring_after_release(
                     bell.as_deref(),
                     &key,

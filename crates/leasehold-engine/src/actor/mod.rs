@@ -36,11 +36,11 @@ use leasehold_storage::{Doorbell, LeaseStore, StoreError};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::batcher::RenewBatcher;
 use crate::belief::Belief;
-use crate::coalescer::ReleaseBatcher;
+use crate::group_commit::ReleaseGroup;
 use crate::protocol::*;
 use crate::registry::Registry;
+use crate::renew_group::RenewGroup;
 
 /// Told once, when the actor has stopped: the engine (shared, so no sender is allocated per
 /// actor) and the actor's id in its book.
@@ -50,7 +50,7 @@ pub(crate) type OnExit = (Arc<Recipient<ActorStopped>>, u64);
 /// commands that come out. It decides nothing itself.
 ///
 /// - Store requests run as tokio tasks, each abandoned at the request timeout; their results
-///   come back as events. Renewals go through the [`RenewBatcher`] when one is given.
+///   come back as events. Renewals go through the [`RenewGroup`] when one is given.
 /// - One timer at a time: each [`Command::WakeAt`] replaces the pending wake-up.
 /// - [`Command::BeginTenure`], [`Command::RenewTenure`] and [`Command::EndTenure`] go to the
 ///   [`Registry`] and the [`Belief`] in the same step: a tenure's cancellation token is cancelled
@@ -112,11 +112,11 @@ pub struct LeaseActor {
     holder: HolderId,
     machine: LeaseMachine,
     store: Arc<dyn LeaseStore>,
-    renewer: Option<Arc<Addr<RenewBatcher>>>,
+    renewer: Option<Arc<Addr<RenewGroup>>>,
     /// Where grants go: direct, group commit or a multi-lock's joint grant (shared with the
     /// engine's other actors of the same route).
     grant: Arc<GrantRoute>,
-    releaser: Option<Arc<Addr<ReleaseBatcher>>>,
+    releaser: Option<Arc<Addr<ReleaseGroup>>>,
     registry: Arc<Registry>,
     listener: Listener,
     belief: Arc<Belief>,

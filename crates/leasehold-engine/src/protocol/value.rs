@@ -42,7 +42,7 @@ pub struct SetTaskValue {
 /// refusal or a failure nothing changes here.
 #[derive(Debug, Message)]
 #[rtype(result = "ValueAnswer")]
-pub struct SetTenureValue {
+pub(crate) struct SetTenureValue {
     /// The new value (`None` clears it).
     pub value: Option<LeaseValue>,
 }

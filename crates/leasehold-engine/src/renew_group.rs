@@ -11,7 +11,7 @@ use leasehold_storage::{BatchRenewal, LeaseStore, RenewItem};
 use tokio::sync::{Semaphore, oneshot};
 use tokio::time::Instant;
 
-/// The default minimum coalescing window of [`RenewBatcher`]: 10 ms.
+/// The default minimum coalescing window of [`RenewGroup`]: 10 ms.
 pub const DEFAULT_BATCH_WINDOW: Duration = Duration::from_millis(10);
 
 /// The window also grows with the term: a renewal may wait up to `term / TERM_WINDOW_DIVISOR`
@@ -23,7 +23,7 @@ pub const DEFAULT_BATCH_WINDOW: Duration = Duration::from_millis(10);
 /// *asked* for the renewal, so a later statement only makes that deadline conservative; and with
 /// the default config a renewal that waited still goes out two thirds of a term before the
 /// deadline.
-pub const TERM_WINDOW_DIVISOR: u32 = 30;
+pub(crate) const TERM_WINDOW_DIVISOR: u32 = 30;
 
 /// A renewal statement out longer than `term / LATE_DIVISOR` (or one that failed) means the
 /// renewals are behind: the grant coalescer sends no new grants until they catch up (see
@@ -31,10 +31,10 @@ pub const TERM_WINDOW_DIVISOR: u32 = 30;
 /// deadline, so a sixth of a term is far from a loss and far above a healthy statement (a tenth
 /// was measured too tight: 5,000-lease statements queued for the renewal pool's two connections
 /// took 600–700 ms at a 6 s term on a quiet machine, and held a 100,000-lease burst back to 10 s).
-pub const LATE_DIVISOR: u32 = 6;
+pub(crate) const LATE_DIVISOR: u32 = 6;
 
-/// How the renewals of one [`RenewBatcher`] are doing, read by the grant coalescer
-/// ([`crate::Coalescer::with_renew_pressure`]): **renewals come first**. A grant costs a renewal
+/// How the renewals of one [`RenewGroup`] are doing, read by the grant coalescer
+/// ([`crate::GroupCommit::with_renew_pressure`]): **renewals come first**. A grant costs a renewal
 /// every renew interval from then on; when the statements renewing the tenures already held are
 /// late (out longer than `term / `[`LATE_DIVISOR`], or failed), starting more grants would only
 /// make them later, until held leases pass their local deadlines and their re-grants add to the
@@ -112,20 +112,20 @@ impl RenewPressure {
 }
 
 /// The most renewals in one statement (more go out as further statements at once).
-pub const RENEW_CHUNK: usize = 5_000;
+pub(crate) const RENEW_CHUNK: usize = 5_000;
 
 /// How many renewals of rows another session held locked may be out alone at once. Such a
 /// renewal may wait for the row lock up to its bound, on a connection of the renewal pool; one
 /// at a time leaves the rest of that pool (two connections for a service built from a URL) to
 /// the batches, so however many rows are locked, the other leases keep renewing.
-pub const ALONE_AT_ONCE: usize = 1;
+pub(crate) const ALONE_AT_ONCE: usize = 1;
 
 /// The answer to one [`QueueRenew`].
-pub type RenewReply = Result<RenewOutcome, StoreFailure>;
+pub(crate) type RenewReply = Result<RenewOutcome, StoreFailure>;
 
-/// Asks the [`RenewBatcher`] to renew one tenure; the answer comes back on `reply`.
+/// Asks the [`RenewGroup`] to renew one tenure; the answer comes back on `reply`.
 #[derive(Debug)]
-pub struct QueueRenew {
+pub(crate) struct QueueRenew {
     /// The holder of the tenure.
     pub holder: HolderId,
     /// The lease and the tenure's token.
@@ -161,7 +161,7 @@ type Waiting = Vec<(RenewItem, oneshot::Sender<RenewReply>)>;
 /// Waits for renewals. Lives as long as its address is held.
 /// ## Stopped
 /// Renewals still queued are dropped; their senders see the reply channel closed.
-pub struct RenewBatcher {
+pub struct RenewGroup {
     store: Arc<dyn LeaseStore>,
     window: Duration,
     queued: HashMap<(HolderId, Term), Waiting>,
@@ -171,16 +171,16 @@ pub struct RenewBatcher {
     alone: Arc<Semaphore>,
 }
 
-impl std::fmt::Debug for RenewBatcher {
+impl std::fmt::Debug for RenewGroup {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RenewBatcher")
+        f.debug_struct("RenewGroup")
             .field("window", &self.window)
             .field("queued", &self.queued.len())
             .finish_non_exhaustive()
     }
 }
 
-impl RenewBatcher {
+impl RenewGroup {
     /// A batcher renewing through `store`, coalescing over `window`.
     #[must_use]
     pub fn new(store: Arc<dyn LeaseStore>, window: Duration) -> Self {
@@ -331,11 +331,11 @@ impl AskAlone {
     }
 }
 
-impl Actor for RenewBatcher {
+impl Actor for RenewGroup {
     type Context = Context<Self>;
 }
 
-impl Handler<QueueRenew> for RenewBatcher {
+impl Handler<QueueRenew> for RenewGroup {
     type Result = ();
 
     fn handle(&mut self, msg: QueueRenew, ctx: &mut Context<Self>) {
