@@ -46,12 +46,13 @@ impl LeaseActor {
         self
     }
 
-    pub(crate) fn with_bell(mut self, bell: Option<Arc<dyn Doorbell>>) -> Self {
-        self.bell = bell;
+    pub(crate) fn with_doorbell(mut self, doorbell: Option<Arc<dyn Doorbell>>) -> Self {
+        self.doorbell = doorbell;
         self
     }
 
-    /// Wakes up through `alarms` (shared by the engine's actors) instead of a timer of its own.
+    /// Sets its alarms on `alarms` (shared by the engine's actors) instead of a timer of its
+    /// own.
     pub(crate) fn with_alarms(
         mut self,
         alarms: Option<Arc<crate::alarms::Alarms<LeaseActor>>>,
@@ -60,7 +61,8 @@ impl LeaseActor {
         self
     }
 
-    /// Wakes up through `slot` of its alarms, registered by the engine with the address it keeps.
+    /// Sets its alarms in `slot` of the shared alarms, registered by the engine with the
+    /// address it keeps.
     pub(crate) fn set_alarm_slot(&mut self, slot: u32) {
         self.alarm_slot = Some(slot);
     }

@@ -126,13 +126,13 @@ pub struct LeaseEngine {
     pub(crate) limit: Duration,
     /// The parent of every tenure's cancellation token.
     pub(crate) service: CancellationToken,
-    pub(crate) bell: Option<Arc<dyn Doorbell>>,
+    pub(crate) doorbell: Option<Arc<dyn Doorbell>>,
     shut_down: bool,
     reclaim_own: bool,
     bug: Option<KnownBug>,
     /// This engine's address, shared by every actor (an `Addr` clone allocates a sender).
     me: Option<Arc<Recipient<ActorStopped>>>,
-    /// One timer for every actor's wake-ups (started with the first actor).
+    /// One timer for every actor's alarms (started with the first actor).
     alarms: Option<Arc<crate::alarms::Alarms<LeaseActor>>>,
 }
 
@@ -182,7 +182,7 @@ impl LeaseEngine {
             started: 0,
             limit: DEFAULT_REQUEST_TIMEOUT,
             service: CancellationToken::new(),
-            bell: None,
+            doorbell: None,
             shut_down: false,
             reclaim_own: false,
             bug: None,
@@ -203,7 +203,7 @@ impl LeaseEngine {
     #[must_use]
     pub fn with_request_timeout(mut self, limit: Duration) -> Self {
         self.limit = limit;
-        self.bell = doorbell_of(self.sql.as_ref(), limit);
+        self.doorbell = doorbell_of(self.sql.as_ref(), limit);
         self
     }
 
@@ -214,7 +214,7 @@ impl LeaseEngine {
     #[must_use]
     pub fn with_sql_store(mut self, sql: Option<leasehold_storage::SeaOrmStore>) -> Self {
         self.sql = sql;
-        self.bell = doorbell_of(self.sql.as_ref(), self.limit);
+        self.doorbell = doorbell_of(self.sql.as_ref(), self.limit);
         self
     }
 
@@ -298,7 +298,7 @@ impl LeaseEngine {
         )?
         .with_shared_renewer(Arc::clone(&self.renewer))
         .with_belief(Arc::clone(&belief))
-        .with_bell(self.bell.clone())
+        .with_doorbell(self.doorbell.clone())
         .with_alarms(Some(Arc::clone(&alarms)))
         .on_exit((self.me(ctx), id));
         let (store, limit) = (Arc::clone(&self.store), self.limit);
@@ -329,7 +329,7 @@ impl LeaseEngine {
         actor.cancel_late(self.bug == Some(KnownBug::CancelAfterReleaseAnswer));
         setup(&mut actor);
         // The address the book keeps is the one the alarms slot keeps: made before the actor
-        // runs, so the slot is known before its first wake-up.
+        // runs, so the slot is known before its first alarm.
         let context = Context::new();
         let kept = Arc::new(context.address());
         actor.set_alarm_slot(alarms.register(Arc::clone(&kept)));
@@ -368,8 +368,8 @@ impl Actor for LeaseEngine {
         self.me = None;
         self.alarms = None;
         self.service.cancel();
-        if let Some(bell) = &self.bell {
-            bell.stop();
+        if let Some(doorbell) = &self.doorbell {
+            doorbell.stop();
         }
     }
 }
