@@ -1,5 +1,5 @@
-//! The batch renewer: renewals arriving within a short window go out as one `renew_many` per
-//! holder.
+//! The group commit of renewals: renewals arriving within a short window go out as one
+//! `renew_many` per holder.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -11,7 +11,7 @@ use leasehold_storage::{BatchRenewal, LeaseStore, RenewItem};
 use tokio::sync::{Semaphore, oneshot};
 use tokio::time::Instant;
 
-/// The default minimum coalescing window of [`RenewGroup`]: 10 ms.
+/// The default minimum batch window of [`RenewGroup`]: 10 ms.
 pub const DEFAULT_BATCH_WINDOW: Duration = Duration::from_millis(10);
 
 /// The window also grows with the term: a renewal may wait up to `term / TERM_WINDOW_DIVISOR`
@@ -26,15 +26,15 @@ pub const DEFAULT_BATCH_WINDOW: Duration = Duration::from_millis(10);
 pub(crate) const TERM_WINDOW_DIVISOR: u32 = 30;
 
 /// A renewal statement out longer than `term / LATE_DIVISOR` (or one that failed) means the
-/// renewals are behind: the grant coalescer sends no new grants until they catch up (see
+/// renewals are behind: the grants' group commit sends no new grants until they catch up (see
 /// [`RenewPressure`]). With the default config a renewal is sent two thirds of a term before its
 /// deadline, so a sixth of a term is far from a loss and far above a healthy statement (a tenth
 /// was measured too tight: 5,000-lease statements queued for the renewal pool's two connections
 /// took 600–700 ms at a 6 s term on a quiet machine, and held a 100,000-lease burst back to 10 s).
 pub(crate) const LATE_DIVISOR: u32 = 6;
 
-/// How the renewals of one [`RenewGroup`] are doing, read by the grant coalescer
-/// ([`crate::GroupCommit::with_renew_pressure`]): **renewals come first**. A grant costs a renewal
+/// How the renewals of one [`RenewGroup`] are doing, read by the grants' group commit
+/// ([`crate::group_commit::GroupCommit::with_renew_pressure`]): **renewals come first**. A grant costs a renewal
 /// every renew interval from then on; when the statements renewing the tenures already held are
 /// late (out longer than `term / `[`LATE_DIVISOR`], or failed), starting more grants would only
 /// make them later, until held leases pass their local deadlines and their re-grants add to the
@@ -132,7 +132,7 @@ pub(crate) struct QueueRenew {
     pub item: RenewItem,
     /// The term to ask for.
     pub term: Term,
-    /// Where the answer goes (dropped unanswered only if the batcher stops).
+    /// Where the answer goes (dropped unanswered only if the group stops).
     pub reply: oneshot::Sender<RenewReply>,
 }
 
@@ -142,9 +142,10 @@ impl Message for QueueRenew {
 
 type Waiting = Vec<(RenewItem, oneshot::Sender<RenewReply>)>;
 
-/// Coalesces renewals: the first [`QueueRenew`] opens a window (the configured minimum, default
-/// [`DEFAULT_BATCH_WINDOW`], or `term / `[`TERM_WINDOW_DIVISOR`] if longer); when it closes, every renewal queued meanwhile goes out as one
-/// [`LeaseStore::renew_many`] per holder and term, and each answer is routed back to its sender.
+/// The group commit of renewals: the first renewal queued opens a window (the configured
+/// minimum, default 10 ms, or `term / 30` if longer); when it closes, every renewal queued
+/// meanwhile goes out as one [`LeaseStore::renew_many`] per holder and term, and each answer
+/// is routed back to its sender.
 /// So 10,000 leases renewed every 10 s cost a handful of statements per renew interval.
 ///
 /// A renewal waits at most one window before it is sent; the lease machine counts the term from
@@ -153,7 +154,7 @@ type Waiting = Vec<(RenewItem, oneshot::Sender<RenewReply>)>;
 /// An item whose row another session held locked (an open fenced transaction on that lease, a
 /// rival's grant) is answered [`BatchRenewal::Unknown`] by the batch, which never waits for it:
 /// the other items are answered at once, and that item is renewed alone, within what is left of
-/// the batch's bound and at most [`ALONE_AT_ONCE`] at a time. So one locked row costs only its
+/// the batch's bound and one at a time. So one locked row costs only its
 /// own lease, and only if it stays locked up to that lease's local deadline.
 ///
 /// # Lifecycle
@@ -181,7 +182,7 @@ impl std::fmt::Debug for RenewGroup {
 }
 
 impl RenewGroup {
-    /// A batcher renewing through `store`, coalescing over `window`.
+    /// A group renewing through `store`, gathering over `window`.
     #[must_use]
     pub fn new(store: Arc<dyn LeaseStore>, window: Duration) -> Self {
         Self {
@@ -194,8 +195,8 @@ impl RenewGroup {
         }
     }
 
-    /// How this batcher's renewals are doing: give it to the grant coalescer so that grants
-    /// wait while renewals are behind ([`RenewPressure`]).
+    /// How this group's renewals are doing: give it to the grants' group commit so that grants
+    /// wait while renewals are behind.
     #[must_use]
     pub fn pressure(&self) -> Arc<RenewPressure> {
         Arc::clone(&self.pressure)

@@ -294,7 +294,7 @@ impl LeaseService {
     /// that thread (ten services of 100,000 leases sharing a 2-core machine with their
     /// PostgreSQL: 57,000 single starts in 156 s, against 90,000 in 21–32 s with this call;
     /// docs/benchmarks.md). The grants themselves go out batched either way (see
-    /// [`LeaseServiceBuilder::group_commit`](crate::LeaseServiceBuilder::group_commit)).
+    /// [`EngineTuning::group_commit`](crate::EngineTuning::group_commit)).
     ///
     /// Answers the handles in the order of `names`; a name given twice, or already running as a
     /// task, answers the running task's handle (and ignores `options` for it, as a single start

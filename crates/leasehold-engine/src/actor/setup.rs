@@ -1,4 +1,4 @@
-//! How the engine builds and equips a [`LeaseActor`]: its batchers, belief, doorbell, alarms,
+//! How the engine builds and equips a [`LeaseActor`]: its group commits, belief, doorbell, alarms,
 //! exit signal, and the parts of locks, multi-locks and valued tasks.
 
 //! One actor per lease: it runs the lease machine's commands.

@@ -159,7 +159,7 @@ pub(crate) const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 impl LeaseEngine {
     /// An engine for `holder`: requests go to `store`, renewals through `renewer`, deadlines to
     /// `registry`. Its own store calls (reads, listings, shutdown's release) are bounded by
-    /// [`DEFAULT_REQUEST_TIMEOUT`] unless [`LeaseEngine::with_request_timeout`] says otherwise.
+    /// 10 s unless [`LeaseEngine::with_request_timeout`] says otherwise.
     #[must_use]
     pub fn new(
         holder: HolderId,
@@ -238,7 +238,7 @@ impl LeaseEngine {
     }
 
     /// Whether grants and releases asked for together go out as one statement (default
-    /// `true`; see [`GrantGroup`](crate::GrantGroup), [`ReleaseGroup`](crate::ReleaseGroup)).
+    /// `true`: group commit of grants and releases).
     /// `false`: one `begin_tenure` or `release` each.
     #[must_use]
     pub fn batch_grants(mut self, batch: bool) -> Self {

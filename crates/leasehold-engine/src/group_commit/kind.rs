@@ -1,4 +1,4 @@
-//! What a coalescer batches ([`Kind`]): grants ([`Grants`]) and releases ([`Releases`]), each
+//! What a group commit groups ([`Kind`]): grants ([`Grants`]) and releases ([`Releases`]), each
 //! with its store call for one request and for many.
 
 use std::hash::Hash;
@@ -11,7 +11,7 @@ use leasehold_storage::{LeaseStore, RenewItem, StoreError};
 /// The answers of one batched store call, aligned with its items.
 pub(crate) type Answers<A> = Result<Vec<Result<A, StoreError>>, StoreError>;
 
-/// What a [`GroupCommit`](crate::GroupCommit) batches: the requests that may share a statement (a `Group`), one
+/// What a [`GroupCommit`](super::GroupCommit) batches: the requests that may share a statement (a `Group`), one
 /// request's item, its answer, and the store calls for one and for many.
 pub(crate) trait Kind: Unpin + 'static {
     /// Requests of one group may share a statement.

@@ -23,7 +23,7 @@
 //! **Admission control** (grants only): a burst larger than the machine can serve must slow down,
 //! not collapse. Three rules keep a grant from costing more than it brings:
 //! - *Renewals come first.* While the service's renewals are behind
-//!   ([`crate::RenewPressure::behind`]), no grant statement is sent; the grants wait (and the held
+//!   ([`crate::renew_group::RenewPressure::behind`]), no grant statement is sent; the grants wait (and the held
 //!   tenures keep renewing).
 //! - *No statement for a caller about to give up.* A grant that has waited in the queue for more
 //!   than half its caller's patience is answered at once with a failure instead (its machine
@@ -52,15 +52,15 @@ mod kind;
 
 pub(crate) use kind::{Answers, Grants, Kind, Releases};
 
-/// How many statements of one kind a coalescer keeps in flight at once.
+/// How many statements of one kind a group commit keeps in flight at once.
 pub(crate) const IN_FLIGHT: usize = 2;
 /// The fewest requests that go out as a statement beside one already in flight; smaller
 /// batches wait for its answer, unless it has been out [`STALLED`].
 pub(crate) const PARALLEL_BATCH: usize = 200;
 /// A statement out this long counts as stalled: requests that would wait for it go out beside
-/// it (see [`PARALLEL_BATCH`]).
+/// it (however few they are).
 pub const STALLED: Duration = Duration::from_millis(5);
-/// While renewals are behind, a grant coalescer looks again this often.
+/// While renewals are behind, the [`GrantGroup`] looks again this often.
 pub(crate) const RECHECK: Duration = Duration::from_millis(20);
 /// The most requests in one batched call (the store splits larger batches itself).
 pub(crate) const PER_BATCH: usize = 1_000;
@@ -83,7 +83,7 @@ pub(crate) struct Queue<K: Kind> {
     pub asked: Instant,
     /// How long the caller waits for the answer from `asked`.
     pub patience: Duration,
-    /// Where the answer goes (dropped unanswered only if the coalescer stops).
+    /// Where the answer goes (dropped unanswered only if the group commit stops).
     pub reply: oneshot::Sender<Reply<K>>,
 }
 
@@ -116,7 +116,7 @@ impl<K: Kind> Asked<K> {
 
 type Waiting<K> = VecDeque<Asked<K>>;
 
-/// Coalesces requests of one [`Kind`], see the module docs.
+/// The group commit of requests of one [`Kind`], see the module docs.
 ///
 /// # Lifecycle
 /// ## Started
@@ -155,7 +155,7 @@ impl<K: Kind> std::fmt::Debug for GroupCommit<K> {
 }
 
 impl<K: Kind> GroupCommit<K> {
-    /// A coalescer calling `store`, each statement bounded by `limit`.
+    /// A group commit calling `store`, each statement bounded by `limit`.
     #[must_use]
     pub fn new(store: Arc<dyn LeaseStore>, limit: Duration) -> Self {
         Self {
@@ -406,12 +406,12 @@ impl<K: Kind> Handler<Queue<K>> for GroupCommit<K> {
     }
 }
 
-/// Sends `item` through `coalescer` and waits for its answer: the caller (a lease machine) asked
-/// at `asked` and waits `limit` from then. This gives up a twentieth of `limit` earlier, so that
-/// an answer the machine would no longer take reaches the coalescer as unclaimed (and a grant is
-/// released) instead of arriving at the machine as a stale answer.
+/// Sends `item` of `group` through `commit` and waits for its answer: the caller (a lease
+/// machine) asked at `asked` and waits `limit` from then. This gives up a twentieth of `limit`
+/// earlier, so that an answer the machine would no longer take reaches the group commit as
+/// unclaimed (and a grant is released) instead of arriving at the machine as a stale answer.
 pub(crate) async fn ask<K: Kind>(
-    coalescer: &Addr<GroupCommit<K>>,
+    commit: &Addr<GroupCommit<K>>,
     group: K::Group,
     item: K::Item,
     asked: Instant,
@@ -419,7 +419,7 @@ pub(crate) async fn ask<K: Kind>(
 ) -> Reply<K> {
     let patience = crate::late::patience(limit);
     let (reply, answer) = oneshot::channel();
-    coalescer.do_send(Queue {
+    commit.do_send(Queue {
         group,
         item,
         asked,

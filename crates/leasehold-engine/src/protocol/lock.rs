@@ -136,7 +136,7 @@ pub(crate) struct SettleNow;
 pub(crate) struct HoldLock;
 
 /// Turn the lock actor of `key` into a hold in the book ([`Owner::Hold`](crate::Owner::Hold)) and tell it
-/// ([`HoldLock`]). Answers whether the key was a lock of this service.
+/// (`HoldLock`). Answers whether the key was a lock of this service.
 #[derive(Debug, Message)]
 #[rtype(result = "bool")]
 pub struct MakeHold {

@@ -25,7 +25,7 @@ pub enum ValueAnswer {
 }
 
 /// Change the value of the live tenure of the task of `key` run by `owner` (see
-/// [`SetTenureValue`]). `Err` when there is no such task.
+/// `SetTenureValue`). `Err` when there is no such task.
 #[derive(Debug, Message)]
 #[rtype(result = "Result<ValueAnswer, EngineError>")]
 pub struct SetTaskValue {
