@@ -40,7 +40,7 @@ pub(crate) enum StoreSource {
 }
 
 /// The opened stores: requests, renewals, and the SQL store under requests (fencing, the
-/// PostgreSQL bell), if any.
+/// doorbell), if any.
 type Opened = (
     Arc<dyn LeaseStore>,
     Arc<dyn LeaseStore>,
@@ -110,7 +110,7 @@ pub(crate) async fn start(
         .spawn(move || {
             let runner = System::new();
             let started = runner.block_on(async move {
-                // The layer wraps the lease calls; fencing and the bell use the SQL store itself.
+                // The layer wraps the lease calls; fencing and the doorbell use the SQL store itself.
                 let (store, renew_store, sql) = open(
                     spec.source,
                     // Not without group commit: one notifying commit per request would queue
