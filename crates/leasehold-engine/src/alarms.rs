@@ -1,12 +1,12 @@
 //! One timer for every lease actor of an engine.
 //!
-//! Each [`Command::WakeAt`](leasehold_core::Command::WakeAt) of an actor used to be a tokio timer
+//! Each [`Command::TimerAt`](leasehold_core::Command::TimerAt) of an actor used to be a tokio timer
 //! of its own (an actix `run_later`): with 100,000 leases, hundreds of thousands of timer-wheel
 //! entries, armed and dropped twice per renewal, each cascading through the wheel's levels and
 //! polled with its actor. Measured on a burst of 100,000 grants (term 6 s), the engine thread
 //! spent over 60 % of its time in tokio's timer wheel and in polling those sleeps.
 //!
-//! [`Alarms`] keeps every actor's next wake-up in one binary heap and one tokio sleep until the
+//! [`Alarms`] keeps every actor's next alarm in one binary heap and one tokio sleep until the
 //! earliest; when it fires, each due actor gets one [`AlarmFired`] message and feeds its machine
 //! [`Event::Timer`](leasehold_core::Event::Timer), exactly as the timer would have. An actor has at
 //! most one alarm: setting one replaces the previous one (stale heap entries are skipped, and the
@@ -21,7 +21,7 @@ use actix::prelude::*;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::batcher::RenewPressure;
+use crate::renew_group::RenewPressure;
 
 /// The alarm of `seq` fired (sent to the actor that set it).
 #[derive(Debug, Clone, Copy, Message)]

@@ -21,7 +21,11 @@ use std::time::Duration;
 use leasehold_storage::StoreError;
 
 /// Runs `fut` as a task of the current tokio runtime and awaits it, abandoning it after `limit`.
-pub async fn detached<T, F>(op: &'static str, limit: Duration, fut: F) -> Result<T, StoreError>
+pub(crate) async fn detached<T, F>(
+    op: &'static str,
+    limit: Duration,
+    fut: F,
+) -> Result<T, StoreError>
 where
     T: Send + 'static,
     F: Future<Output = Result<T, StoreError>> + Send + 'static,

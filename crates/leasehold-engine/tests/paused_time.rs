@@ -16,7 +16,7 @@ use leasehold_core::{
     Clock, DbInstant, HolderId, LeaseConfig, LeaseKey, MonotonicClock, Notification,
 };
 use leasehold_engine::{
-    Belief, EngineError, LeaseEngine, Listener, Owner, Registry, RenewBatcher, ShutdownAll,
+    Belief, EngineError, LeaseEngine, Listener, Owner, Registry, RenewGroup, ShutdownAll,
     StartTask, StopTask,
 };
 use leasehold_storage::{LeaseStore, MemoryStore};
@@ -85,7 +85,7 @@ where
 {
     let (store, counts) = store(hook);
     let registry = Arc::new(Registry::new(Arc::new(MonotonicClock)));
-    let renewer = RenewBatcher::new(Arc::clone(&store), Duration::from_millis(10)).start();
+    let renewer = RenewGroup::new(Arc::clone(&store), Duration::from_millis(10)).start();
     let holder = HolderId::new("paused-1").expect("holder");
     let engine = LeaseEngine::new(holder, Arc::clone(&store), renewer, Arc::clone(&registry))
         .with_request_timeout(limit)
@@ -492,7 +492,7 @@ fn grants_wait_while_renewals_are_behind() {
             }
         });
         let registry = Arc::new(Registry::new(Arc::new(MonotonicClock)));
-        let renewer = RenewBatcher::new(Arc::clone(&store), Duration::from_millis(10));
+        let renewer = RenewGroup::new(Arc::clone(&store), Duration::from_millis(10));
         let pressure = renewer.pressure();
         let engine = LeaseEngine::new(
             HolderId::new("paused-1").expect("holder"),

@@ -9,7 +9,7 @@
 //!
 //! - **Holders.** 3 to 5 processes (by default), each running one real
 //!   [`LeaseMachine`](leasehold_core::LeaseMachine) per name (1 or 2 names), exactly as the
-//!   actor does: events in, commands out; one timer per machine (each `WakeAt` replaces the last).
+//!   actor does: events in, commands out; one timer per machine (each `TimerAt` replaces the last).
 //! - **Clocks.** Each holder has its own monotonic clock, `offset + true × (1 + ρ)`, with a
 //!   constant rate error ρ drawn from `[−ε, +ε]` ([`SimConfig::max_drift_ppm`]). Machines only
 //!   ever see their own clock. A timer fires at the first true microsecond its clock reaches the

@@ -24,7 +24,7 @@ use crate::time::{LocalClock, TrueTime};
 /// Something that happens at a true instant.
 #[derive(Debug)]
 enum Step {
-    /// A machine's `WakeAt` fires (stale unless `generation` is the machine's latest).
+    /// A machine's `TimerAt` fires (stale unless `generation` is the machine's latest).
     Timer {
         holder: usize,
         incarnation: u32,
@@ -390,7 +390,7 @@ impl<'c> World<'c> {
             Command::Renew { req, token, term } => (req, Op::Renew(token, term)),
             Command::Release { req, token } => (req, Op::Release(token)),
             Command::ReleaseAfter { req, token, after } => (req, Op::ReleaseAfter(token, after)),
-            Command::WakeAt(local) => {
+            Command::TimerAt(local) => {
                 let h = &mut self.holders[holder];
                 let slot = &mut h.slots[name];
                 slot.generation += 1;
@@ -618,7 +618,7 @@ fn answer(op: &Op, req: leasehold_core::RequestId, e: StoreFailure) -> Event {
 fn show(c: &Command, base: tokio::time::Instant) -> String {
     let rel = |i: &tokio::time::Instant| format!("+{:?}", i.saturating_duration_since(base));
     match c {
-        Command::WakeAt(i) => format!("WakeAt({})", rel(i)),
+        Command::TimerAt(i) => format!("TimerAt({})", rel(i)),
         Command::BeginTenure { token, deadline } => {
             format!("BeginTenure(token {token}, deadline {})", rel(deadline))
         }

@@ -88,7 +88,7 @@ impl Holder {
             let now = sim.at_instant(now);
             for command in self.machine.handle(now, event) {
                 match command {
-                    Command::WakeAt(at) => self.wake = Some(at),
+                    Command::TimerAt(at) => self.wake = Some(at),
                     Command::TryAcquire { req, term } => {
                         let result = sim
                             .store

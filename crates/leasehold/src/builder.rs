@@ -1,14 +1,12 @@
 //! Building a [`LeaseService`].
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use leasehold_core::{LeaseConfig, Namespace};
-use leasehold_engine::DEFAULT_BATCH_WINDOW;
 use leasehold_storage::{LeaseStore, StoreBuilder};
 
 use crate::runtime::{EngineSpec, StoreLayer, StoreSource, is_memory_sqlite};
-use crate::{LeaseService, Result};
+use crate::{EngineTuning, LeaseService, Result};
 
 /// Configures and starts a [`LeaseService`]; made by [`LeaseService::builder`] or
 /// [`LeaseService::from_store`].
@@ -34,15 +32,14 @@ pub struct LeaseServiceBuilder {
     holder: Option<String>,
     namespace: String,
     config: LeaseConfig,
-    batch_window: Duration,
+    tuning: EngineTuning,
     table_prefix: String,
     layer: Option<StoreLayer>,
     renew_store: Option<Arc<dyn LeaseStore>>,
     reclaim_own_leases: bool,
-    group_commit: bool,
-    notify_in_statements: bool,
     clock_check: Option<crate::ClockRateOptions>,
     retention: Option<crate::Retention>,
+    #[cfg(feature = "known-bugs")]
     bug: Option<leasehold_engine::KnownBug>,
 }
 
@@ -52,7 +49,7 @@ impl std::fmt::Debug for LeaseServiceBuilder {
             .field("holder", &self.holder)
             .field("namespace", &self.namespace)
             .field("config", &self.config)
-            .field("batch_window", &self.batch_window)
+            .field("tuning", &self.tuning)
             .finish_non_exhaustive()
     }
 }
@@ -64,21 +61,21 @@ impl LeaseServiceBuilder {
             holder: None,
             namespace: String::new(),
             config: LeaseConfig::default(),
-            batch_window: DEFAULT_BATCH_WINDOW,
+            tuning: EngineTuning::default(),
             table_prefix: String::new(),
             layer: None,
             renew_store: None,
             reclaim_own_leases: false,
-            group_commit: true,
-            notify_in_statements: false,
             clock_check: None,
             retention: None,
+            #[cfg(feature = "known-bugs")]
             bug: None,
         }
     }
 
     /// Puts a known bug back, to show that the service simulation's oracle catches it. Tests
-    /// of the oracle only.
+    /// of the oracle only: the cargo feature `known-bugs`.
+    #[cfg(feature = "known-bugs")]
     #[doc(hidden)]
     pub fn reintroduce_bug(mut self, bug: leasehold_engine::KnownBug) -> Self {
         self.bug = Some(bug);
@@ -100,53 +97,6 @@ impl LeaseServiceBuilder {
     /// ```
     pub fn holder_id(mut self, id: impl Into<String>) -> Self {
         self.holder = Some(id.into());
-        self
-    }
-
-    /// Whether grants and releases asked for while earlier ones are in flight go out together,
-    /// one transaction and one commit for many callers (default: `true`). A lone grant or
-    /// release is always the plain statement; turning this off only makes every one of a burst
-    /// a statement of its own (the benchmark's baseline).
-    ///
-    /// # Examples
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
-    /// let service = leasehold::LeaseService::builder("sqlite::memory:")
-    ///     .group_commit(false)
-    ///     .build()
-    ///     .await?;
-    /// # service.shutdown().await?; Ok(()) }
-    /// ```
-    pub fn group_commit(mut self, on: bool) -> Self {
-        self.group_commit = on;
-        self
-    }
-
-    /// PostgreSQL: the grant and release statements of the store this service opens from its
-    /// URL send the doorbell's notifications themselves, in their own transactions, instead of
-    /// a `pg_notify` statement of the doorbell after each commit
-    /// ([`leasehold_storage::SeaOrmStore::notify_in_statements`]; default: `false`; ignored
-    /// without [`LeaseServiceBuilder::group_commit`], for a store passed in, and on the other
-    /// backends).
-    ///
-    /// Half the statements of a lock + unlock pair, so more pairs per second for one or two
-    /// services on a database. But a transaction that notifies holds PostgreSQL's
-    /// database-wide notification lock until its commit is flushed, so notifying commits of
-    /// many sessions at once stop sharing flushes and queue behind each other (the figures are
-    /// in `docs/benchmarks.md`). Turn it on only where few services write to the lease table at
-    /// once.
-    ///
-    /// # Examples
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
-    /// let service = leasehold::LeaseService::builder("sqlite::memory:")
-    ///     .notify_in_statements(true) // PostgreSQL only: nothing changes here
-    ///     .build()
-    ///     .await?;
-    /// # service.shutdown().await?; Ok(()) }
-    /// ```
-    pub fn notify_in_statements(mut self, on: bool) -> Self {
-        self.notify_in_statements = on;
         self
     }
 
@@ -258,22 +208,25 @@ impl LeaseServiceBuilder {
         self
     }
 
-    /// How long the batch renewer collects renewals before sending them as one statement
-    /// (default 10 ms).
+    /// How the engine groups its statements (default: [`EngineTuning::default`]): the batch
+    /// window of renewals, group commit of grants and releases, PostgreSQL notifications in the
+    /// statements. Tuning, not behaviour: every lease means the same whatever it is. Validated
+    /// by [`LeaseServiceBuilder::build`].
     ///
     /// # Examples
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
     /// # use leasehold::LeaseService;
     /// use std::time::Duration;
+    /// use leasehold::EngineTuning;
     /// let service = LeaseService::builder("sqlite::memory:")
-    ///     .batch_window(Duration::from_millis(20))
+    ///     .tuning(EngineTuning::new().batch_window(Duration::from_millis(20)))
     ///     .build()
     ///     .await?;
     /// # service.shutdown().await?; Ok(()) }
     /// ```
-    pub fn batch_window(mut self, window: Duration) -> Self {
-        self.batch_window = window;
+    pub fn tuning(mut self, tuning: EngineTuning) -> Self {
+        self.tuning = tuning;
         self
     }
 
@@ -344,6 +297,7 @@ impl LeaseServiceBuilder {
     /// reached; [`Error::Thread`](crate::Error::Thread) when the engine thread cannot start.
     pub async fn build(self) -> Result<LeaseService> {
         self.config.validate()?;
+        self.tuning.validate()?;
         if let Some(options) = &self.clock_check {
             options.validate()?;
         }
@@ -375,11 +329,10 @@ impl LeaseServiceBuilder {
         let spec = EngineSpec {
             source,
             holder: holder.clone(),
-            batch_window: self.batch_window,
+            tuning: self.tuning,
             layer: self.layer,
             reclaim_own_leases: self.reclaim_own_leases,
-            group_commit: self.group_commit,
-            notify_in_statements: self.notify_in_statements,
+            #[cfg(feature = "known-bugs")]
             bug: self.bug,
         };
         let service = LeaseService::start(spec, holder, namespace, self.config).await?;

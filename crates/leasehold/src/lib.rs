@@ -22,7 +22,7 @@
 //! # How it runs
 //! - Each [`LeaseService`] owns one thread running an actix `System`. Its stores are connected
 //!   there (a sqlx connection belongs to the runtime that opened it) and every actor lives there:
-//!   one [`engine::LeaseActor`] per lease task, the [`engine::RenewBatcher`], the
+//!   one [`engine::LeaseActor`] per lease task, the [`engine::RenewGroup`], the
 //!   [`engine::LeaseEngine`] that owns them. The async methods send messages to it, so they work
 //!   from any runtime: `#[tokio::main]`, actix-web, or a current-thread runtime.
 //! - Decisions are made by the pure [`leasehold_core::LeaseMachine`]; the actors only run its
@@ -57,6 +57,7 @@
 
 mod builder;
 mod clock_rate;
+pub mod engine;
 mod error;
 mod event;
 mod hand_over;
@@ -69,6 +70,7 @@ mod runtime;
 mod service;
 mod shard;
 mod task;
+mod tuning;
 
 pub use builder::LeaseServiceBuilder;
 pub use clock_rate::measure_clock_rate;
@@ -84,6 +86,7 @@ pub use retention::Retention;
 pub use service::{LeaseService, START_CHUNK};
 pub use shard::{DEFAULT_SHARD_GROUP, NameSource, ShardOptions, ShardedTasks};
 pub use task::{LeaseTask, LeaseTaskOptions};
+pub use tuning::EngineTuning;
 
 pub use leasehold_core::clock_rate::{
     ClockRateOptions, ClockRateReport, ClockRateVerdict, RateFit,
@@ -93,7 +96,7 @@ pub use leasehold_core::{
     LeaseValue, LossReason, MonotonicClock, Namespace, Notification, SetValueOutcome, State, Term,
     ValidationError,
 };
-pub use leasehold_engine as engine;
+#[cfg(feature = "known-bugs")]
 #[doc(hidden)]
 pub use leasehold_engine::KnownBug;
 pub use leasehold_engine::WorkGuard;

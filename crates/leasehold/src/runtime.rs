@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use actix::{Actor, Addr, System};
 use leasehold_core::HolderId;
-use leasehold_engine::{LeaseEngine, Registry, RenewBatcher};
+use leasehold_engine::{LeaseEngine, Registry, RenewGroup};
 use leasehold_storage::{LeaseStore, SeaOrmStore, StoreBuilder};
 use tokio::sync::oneshot;
 
@@ -40,7 +40,7 @@ pub(crate) enum StoreSource {
 }
 
 /// The opened stores: requests, renewals, and the SQL store under requests (fencing, the
-/// PostgreSQL bell), if any.
+/// doorbell), if any.
 type Opened = (
     Arc<dyn LeaseStore>,
     Arc<dyn LeaseStore>,
@@ -50,12 +50,12 @@ type Opened = (
 pub(crate) struct EngineSpec {
     pub(crate) source: StoreSource,
     pub(crate) holder: HolderId,
-    pub(crate) batch_window: Duration,
+    /// Group commit, the renewals' window, notifications in statements (with group commit
+    /// only).
+    pub(crate) tuning: crate::EngineTuning,
     pub(crate) layer: Option<StoreLayer>,
     pub(crate) reclaim_own_leases: bool,
-    pub(crate) group_commit: bool,
-    /// `LeaseServiceBuilder::notify_in_statements` (with group commit only).
-    pub(crate) notify_in_statements: bool,
+    #[cfg(feature = "known-bugs")]
     pub(crate) bug: Option<leasehold_engine::KnownBug>,
 }
 
@@ -110,20 +110,20 @@ pub(crate) async fn start(
         .spawn(move || {
             let runner = System::new();
             let started = runner.block_on(async move {
-                // The layer wraps the lease calls; fencing and the bell use the SQL store itself.
+                // The layer wraps the lease calls; fencing and the doorbell use the SQL store itself.
                 let (store, renew_store, sql) = open(
                     spec.source,
                     // Not without group commit: one notifying commit per request would queue
                     // every request behind the server's notification lock (lock pairs of 16
                     // tasks: 2,266 → 1,162/s).
-                    spec.notify_in_statements && spec.group_commit,
+                    spec.tuning.notifies_in_statements() && spec.tuning.uses_group_commit(),
                 )
                 .await?;
                 let (store, renew_store) = match &spec.layer {
                     Some(layer) => (layer(store), layer(renew_store)),
                     None => (store, renew_store),
                 };
-                let renewer = RenewBatcher::new(renew_store, spec.batch_window);
+                let renewer = RenewGroup::new(renew_store, spec.tuning.batch_window_len());
                 let pressure = renewer.pressure();
                 let engine = LeaseEngine::new(spec.holder, store, renewer.start(), registry)
                     .with_renew_pressure(pressure)
@@ -131,9 +131,10 @@ pub(crate) async fn start(
                     .with_request_timeout(request_timeout)
                     .with_sql_store(sql)
                     .reclaim_own_leases(spec.reclaim_own_leases)
-                    .batch_grants(spec.group_commit)
-                    .reintroduce_bug(spec.bug)
-                    .start();
+                    .batch_grants(spec.tuning.uses_group_commit());
+                #[cfg(feature = "known-bugs")]
+                let engine = engine.reintroduce_bug(spec.bug);
+                let engine = engine.start();
                 Ok::<_, Error>((engine, System::current()))
             });
             match started {

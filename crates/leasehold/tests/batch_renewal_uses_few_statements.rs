@@ -21,7 +21,7 @@ async fn thousand_leases_renewed_in_a_handful_of_statements() {
                 .with_term(Duration::from_secs(6))
                 .with_renew_interval(Duration::from_secs(1)),
         )
-        .batch_window(Duration::from_millis(20))
+        .tuning(leasehold::EngineTuning::new().batch_window(Duration::from_millis(20)))
         .store_layer(move |store| Arc::new(CountingStore::new(store, Arc::clone(&layer_counts))))
         .build()
         .await

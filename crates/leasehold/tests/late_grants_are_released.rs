@@ -86,7 +86,7 @@ async fn late_service(url: &str, ns: &str, op: Op, path: Path) -> Late {
         });
     let builder = match path {
         Path::GroupCommit => builder,
-        Path::GroupCommitOff => builder.group_commit(false),
+        Path::GroupCommitOff => builder.tuning(leasehold::EngineTuning::new().group_commit(false)),
         Path::ReclaimOwn => builder.reclaim_own_leases(true),
     };
     let service = builder.build().await.expect("service");

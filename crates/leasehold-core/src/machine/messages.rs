@@ -64,7 +64,7 @@ impl std::error::Error for StoreFailure {}
 pub enum Event {
     /// Begin competing for the lease (from `Idle`, or again after `Released`).
     Start,
-    /// A wake-up asked for by [`Command::WakeAt`] fired (an early or spurious one is harmless).
+    /// A wake-up asked for by [`Command::TimerAt`] fired (an early or spurious one is harmless).
     Timer,
     /// The answer to [`Command::TryAcquire`].
     AcquireResult {
@@ -178,8 +178,8 @@ pub enum Command {
         after: Term,
     },
     /// Deliver [`Event::Timer`] at this instant (at once if it has passed). The actor keeps one
-    /// timer: each `WakeAt` replaces the previous one.
-    WakeAt(Instant),
+    /// timer: each `TimerAt` replaces the previous one.
+    TimerAt(Instant),
     /// A new tenure began: publish its local deadline (for example to the registry that answers
     /// `has_lease`) first, then its token (to whoever is handed it), so that whoever is given the
     /// token finds the lease held. Comes right before [`Notification::Acquired`]. Whoever reads

@@ -129,7 +129,7 @@ use rng::XorShift;
 /// // Start: ask for the lease, and wake up if the store does not answer in time.
 /// let cmds = machine.handle(t0, Event::Start);
 /// let Command::TryAcquire { req, .. } = cmds[0] else { unreachable!() };
-/// assert_eq!(cmds[1], Command::WakeAt(t0 + secs(5)));
+/// assert_eq!(cmds[1], Command::TimerAt(t0 + secs(5)));
 ///
 /// // Granted: held until send time + term - margin, renewed one renew interval after sending.
 /// let token = FencingToken(1);
@@ -139,7 +139,7 @@ use rng::XorShift;
 /// assert_eq!(cmds, vec![
 ///     Command::BeginTenure { token, deadline },
 ///     Command::Notify(Notification::Acquired { token, local_deadline: deadline }),
-///     Command::WakeAt(t0 + secs(10)),
+///     Command::TimerAt(t0 + secs(10)),
 /// ]);
 /// assert!(machine.holds(t0 + secs(27)) && !machine.holds(deadline));
 ///
@@ -170,7 +170,7 @@ pub struct LeaseMachine {
     phase: Phase,
     last_req: u64,
     rng: XorShift,
-    /// The instant of the last `WakeAt` not yet fired.
+    /// The instant of the last `TimerAt` not yet fired.
     armed: Option<Instant>,
     /// The other holder and tenure last seen in a `HeldBy`; `None` when unknown or ours.
     seen: Option<(HolderId, FencingToken)>,
@@ -279,7 +279,7 @@ impl LeaseMachine {
 
     /// Handles one event at `now` and returns the commands to execute, in order.
     ///
-    /// `now` must not go backwards between calls. Ends with a [`Command::WakeAt`] whenever the
+    /// `now` must not go backwards between calls. Ends with a [`Command::TimerAt`] whenever the
     /// next instant the machine must act at has changed.
     pub fn handle(&mut self, now: Instant, event: Event) -> Vec<Command> {
         if event == Event::Timer {
@@ -290,7 +290,7 @@ impl LeaseMachine {
         let wake = self.next_wake();
         if wake.is_some() && wake != self.armed {
             self.armed = wake;
-            out.extend(wake.map(Command::WakeAt));
+            out.extend(wake.map(Command::TimerAt));
         }
         out
     }

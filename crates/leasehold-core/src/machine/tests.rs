@@ -87,16 +87,16 @@ fn released(req: u64, result: Result<ReleaseOutcome, StoreFailure>) -> Event {
     }
 }
 
-/// The commands are `expected` followed by one `WakeAt` within `[from, to]`; returns its instant.
+/// The commands are `expected` followed by one `TimerAt` within `[from, to]`; returns its instant.
 #[track_caller]
 fn then_wake(cmds: &[Command], expected: &[Command], from: Instant, to: Instant) -> Instant {
-    let Some((Command::WakeAt(at), rest)) = cmds.split_last() else {
-        panic!("expected a final WakeAt in {cmds:?}");
+    let Some((Command::TimerAt(at), rest)) = cmds.split_last() else {
+        panic!("expected a final TimerAt in {cmds:?}");
     };
     assert_eq!(rest, expected);
     assert!(
         *at >= from && *at <= to,
-        "WakeAt {:?} not within [{from:?}, {to:?}]",
+        "TimerAt {:?} not within [{from:?}, {to:?}]",
         at
     );
     *at
@@ -117,7 +117,7 @@ fn hold_by(m: &mut LeaseMachine, t0: Instant, start: Event) {
                 req: RequestId(1),
                 term: term()
             },
-            Command::WakeAt(t0 + TIMEOUT)
+            Command::TimerAt(t0 + TIMEOUT)
         ]
     );
     let cmds = m.handle(t0 + ms(100), acquired(1, granted(7)));
@@ -133,7 +133,7 @@ fn hold_by(m: &mut LeaseMachine, t0: Instant, start: Event) {
                 token: FencingToken(7),
                 local_deadline: deadline
             }),
-            Command::WakeAt(t0 + secs(10)),
+            Command::TimerAt(t0 + secs(10)),
         ]
     );
     assert_eq!(m.state(), State::Held);

@@ -77,15 +77,15 @@ impl LeaseActor {
 
     /// Tells observers (through the doorbell) that the live tenure changed in a way they show.
     pub(crate) fn announce_change(&self) {
-        if let Some(bell) = &self.bell {
-            bell.changed(&self.key);
+        if let Some(doorbell) = &self.doorbell {
+            doorbell.changed(&self.key);
         }
     }
 
     /// A grant begins a tenure the doorbell is told about (and ends the wait for one); a refusal
     /// of a task that competes again makes it watch the doorbell until its next grant.
     pub(super) fn doorbell_on_grant(&mut self, outcome: &AcquireOutcome, ctx: &mut Context<Self>) {
-        let Some(bell) = self.bell.clone() else {
+        let Some(doorbell) = self.doorbell.clone() else {
             return;
         };
         match outcome {
@@ -94,7 +94,7 @@ impl LeaseActor {
                     ctx.cancel_future(handle);
                 }
                 if !std::mem::replace(&mut self.rung_due, true) {
-                    bell.held(&self.key);
+                    doorbell.held(&self.key);
                 }
             }
             // A lock (single use) waits in `try_locker`, which watches by itself.
@@ -102,9 +102,9 @@ impl LeaseActor {
                 if !self.single_use
                     && self.attached.as_ref().is_none_or(|a| a.watching.is_none()) =>
             {
-                let rings = bell.watch(&self.key);
+                let rings = doorbell.watch(&self.key);
                 let stream = futures::stream::unfold(rings, |mut rx| async move {
-                    rx.recv().await.map(|()| (Ringing, rx))
+                    rx.recv().await.map(|()| (DoorbellRang, rx))
                 });
                 let watching = ctx.add_stream(stream);
                 self.attached().watching = Some(watching);
@@ -119,18 +119,18 @@ impl LeaseActor {
     /// Tells the doorbell that the tenure it was told about has ended, once.
     pub(super) fn ring(&mut self) {
         if std::mem::take(&mut self.rung_due)
-            && let Some(bell) = &self.bell
+            && let Some(doorbell) = &self.doorbell
         {
-            bell.ring(&self.key);
+            doorbell.ring(&self.key);
         }
     }
 }
 
 /// A ring of the doorbell for this task's key.
-struct Ringing;
+struct DoorbellRang;
 
-impl StreamHandler<Ringing> for LeaseActor {
-    fn handle(&mut self, _: Ringing, ctx: &mut Context<Self>) {
+impl StreamHandler<DoorbellRang> for LeaseActor {
+    fn handle(&mut self, _: DoorbellRang, ctx: &mut Context<Self>) {
         self.feed(Event::Wake, ctx);
     }
 
@@ -142,14 +142,18 @@ impl StreamHandler<Ringing> for LeaseActor {
     }
 }
 
-/// Rings `bell` (the tenure's, when it was due) once a release has answered: always, unless
+/// Rings `doorbell` (the tenure's, when it was due) once a release has answered: always, unless
 /// the release committed and its own statement rang ([`Doorbell::rings_with_releases`]). A
 /// failed or refused release still rings: its row may have ended anyway, and a waiter woken
 /// early is only refused once.
-pub(super) fn ring_after_release(bell: Option<&dyn Doorbell>, key: &LeaseKey, committed: bool) {
-    if let Some(bell) = bell
-        && !(committed && bell.rings_with_releases())
+pub(super) fn ring_doorbell_after_release(
+    doorbell: Option<&dyn Doorbell>,
+    key: &LeaseKey,
+    committed: bool,
+) {
+    if let Some(doorbell) = doorbell
+        && !(committed && doorbell.rings_with_releases())
     {
-        bell.ring(key);
+        doorbell.ring(key);
     }
 }

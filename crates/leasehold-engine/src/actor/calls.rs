@@ -11,9 +11,9 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::LeaseActor;
-use super::announce::ring_after_release;
+use super::announce::ring_doorbell_after_release;
 use super::grant::GrantAsk;
-use crate::batcher::QueueRenew;
+use crate::renew_group::QueueRenew;
 
 impl LeaseActor {
     /// Asks for a new tenure through the actor's [`GrantRoute`](super::grant::GrantRoute).
@@ -107,8 +107,8 @@ impl LeaseActor {
         tracing::trace!("{key}: release {req} of token {token}");
         // Rung once the release has committed (or failed: then the row lapses, and a
         // waiter woken early is only refused once).
-        let bell = self
-            .bell
+        let doorbell = self
+            .doorbell
             .clone()
             .filter(|_| std::mem::take(&mut self.rung_due));
         if let Some(releaser) = &self.releaser {
@@ -118,9 +118,9 @@ impl LeaseActor {
                     key: key.clone(),
                     token,
                 };
-                let outcome = crate::coalescer::ask(&releaser, holder, item, now, limit).await;
-                ring_after_release(
-                    bell.as_deref(),
+                let outcome = crate::group_commit::ask(&releaser, holder, item, now, limit).await;
+                ring_doorbell_after_release(
+                    doorbell.as_deref(),
                     &key,
                     matches!(outcome, Ok(ReleaseOutcome::Released)),
                 );
@@ -135,8 +135,8 @@ impl LeaseActor {
         }
         let fut = async move {
             let outcome = store.release(&key, &holder, token).await;
-            ring_after_release(
-                bell.as_deref(),
+            ring_doorbell_after_release(
+                doorbell.as_deref(),
                 &key,
                 matches!(outcome, Ok(ReleaseOutcome::Released)),
             );

@@ -13,7 +13,7 @@ use leasehold_core::{AcquireOutcome, HolderId, LeaseKey, LeaseValue, StoreFailur
 use leasehold_storage::LeaseStore;
 use tokio::time::Instant;
 
-use crate::coalescer::GrantBatcher;
+use crate::group_commit::GrantGroup;
 use crate::joint::JointGrant;
 
 /// Where an actor's grants go. Every route is bounded and answers what the machine
@@ -28,7 +28,7 @@ pub(crate) enum GrantRoute {
         reclaim: bool,
     },
     /// The engine's group commit: grants asked together go out as one statement.
-    Group(Arc<Addr<GrantBatcher>>),
+    Group(Arc<Addr<GrantGroup>>),
     /// Part of a multi-lock: one grant for the whole set (bounded there).
     Joint(Arc<JointGrant>),
 }
@@ -78,7 +78,7 @@ impl GrantRoute {
                 // Bounded like any store call: a batch that answers late is not waited for.
                 let granter = Arc::clone(granter);
                 Either::Right(Either::Left(async move {
-                    crate::coalescer::ask(&granter, (holder, term, value), key, now, limit).await
+                    crate::group_commit::ask(&granter, (holder, term, value), key, now, limit).await
                 }))
             }
             GrantRoute::Direct { reclaim } => {

@@ -36,11 +36,11 @@ use leasehold_storage::{Doorbell, LeaseStore, StoreError};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::batcher::RenewBatcher;
 use crate::belief::Belief;
-use crate::coalescer::ReleaseBatcher;
+use crate::group_commit::ReleaseGroup;
 use crate::protocol::*;
 use crate::registry::Registry;
+use crate::renew_group::RenewGroup;
 
 /// Told once, when the actor has stopped: the engine (shared, so no sender is allocated per
 /// actor) and the actor's id in its book.
@@ -50,8 +50,8 @@ pub(crate) type OnExit = (Arc<Recipient<ActorStopped>>, u64);
 /// commands that come out. It decides nothing itself.
 ///
 /// - Store requests run as tokio tasks, each abandoned at the request timeout; their results
-///   come back as events. Renewals go through the [`RenewBatcher`] when one is given.
-/// - One timer at a time: each [`Command::WakeAt`] replaces the pending wake-up.
+///   come back as events. Renewals go through the [`RenewGroup`] when one is given.
+/// - One timer at a time: each [`Command::TimerAt`] replaces the pending alarm.
 /// - [`Command::BeginTenure`], [`Command::RenewTenure`] and [`Command::EndTenure`] go to the
 ///   [`Registry`] and the [`Belief`] in the same step: a tenure's cancellation token is cancelled
 ///   when it ends, before any release is sent. The commands carry their own order: the actor
@@ -112,17 +112,17 @@ pub struct LeaseActor {
     holder: HolderId,
     machine: LeaseMachine,
     store: Arc<dyn LeaseStore>,
-    renewer: Option<Arc<Addr<RenewBatcher>>>,
+    renewer: Option<Arc<Addr<RenewGroup>>>,
     /// Where grants go: direct, group commit or a multi-lock's joint grant (shared with the
     /// engine's other actors of the same route).
     grant: Arc<GrantRoute>,
-    releaser: Option<Arc<Addr<ReleaseBatcher>>>,
+    releaser: Option<Arc<Addr<ReleaseGroup>>>,
     registry: Arc<Registry>,
     listener: Listener,
     belief: Arc<Belief>,
     /// The service's doorbell: told when a tenure begins and once it has ended, and watched
     /// while this task waits to apply again.
-    bell: Option<Arc<dyn Doorbell>>,
+    doorbell: Option<Arc<dyn Doorbell>>,
     /// A tenure began and the doorbell has not been told that it ended yet.
     rung_due: bool,
     /// The engine's shared alarms (one timer for all its actors), this actor's slot in them
@@ -154,7 +154,7 @@ pub struct LeaseActor {
 struct Attached {
     /// The subscription to the doorbell while waiting to apply after a refusal.
     watching: Option<SpawnHandle>,
-    /// The pending wake-up of an actor without the engine's alarms.
+    /// The pending alarm of an actor without the engine's alarms.
     timer: Option<SpawnHandle>,
     /// Signalled once the actor has stopped.
     on_stopped: Vec<oneshot::Sender<()>>,
@@ -208,7 +208,7 @@ impl LeaseActor {
             registry,
             listener,
             belief,
-            bell: None,
+            doorbell: None,
             rung_due: false,
             alarms: None,
             alarm_slot: None,
@@ -306,7 +306,7 @@ impl LeaseActor {
             Command::ReleaseAfter { req, token, after } => {
                 self.release_after(req, token, after, ctx);
             }
-            Command::WakeAt(at) => {
+            Command::TimerAt(at) => {
                 let delay = at.saturating_duration_since(now);
                 if let Some(alarms) = &self.alarms {
                     let slot = *self

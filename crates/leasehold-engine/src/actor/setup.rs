@@ -1,4 +1,4 @@
-//! How the engine builds and equips a [`LeaseActor`]: its batchers, belief, doorbell, alarms,
+//! How the engine builds and equips a [`LeaseActor`]: its group commits, belief, doorbell, alarms,
 //! exit signal, and the parts of locks, multi-locks and valued tasks.
 
 //! One actor per lease: it runs the lease machine's commands.
@@ -12,21 +12,21 @@ use leasehold_core::{Event, HolderId, LeaseKey};
 use leasehold_storage::{Doorbell, LeaseStore, RenewItem};
 
 use super::{GrantRoute, LeaseActor, OnExit};
-use crate::batcher::RenewBatcher;
 use crate::belief::Belief;
-use crate::coalescer::{GrantBatcher, ReleaseBatcher};
+use crate::group_commit::ReleaseGroup;
+use crate::renew_group::RenewGroup;
 
 impl LeaseActor {
     /// Sends renewals through `renewer` instead of one statement each.
     #[must_use]
-    pub fn with_renewer(self, renewer: Addr<RenewBatcher>) -> Self {
+    pub fn with_renewer(self, renewer: Addr<RenewGroup>) -> Self {
         self.with_shared_renewer(Arc::new(renewer))
     }
 
     /// Like [`LeaseActor::with_renewer`], sharing one address between many actors: cloning an
     /// `Addr` allocates a sender of its own (about 60 bytes), an `Arc` clone does not.
     #[must_use]
-    pub fn with_shared_renewer(mut self, renewer: Arc<Addr<RenewBatcher>>) -> Self {
+    pub fn with_shared_renewer(mut self, renewer: Arc<Addr<RenewGroup>>) -> Self {
         self.renewer = Some(renewer);
         self
     }
@@ -38,28 +38,21 @@ impl LeaseActor {
         self
     }
 
-    /// Sends new-tenure grants through `granter` (one statement for grants asked together)
-    /// instead of one statement each.
-    #[must_use]
-    pub fn with_granter(mut self, granter: Arc<Addr<GrantBatcher>>) -> Self {
-        self.grant = Arc::new(GrantRoute::Group(granter));
-        self
-    }
-
     /// Sends releases through `releaser` (one statement for releases asked together) instead
     /// of one statement each.
     #[must_use]
-    pub fn with_releaser(mut self, releaser: Arc<Addr<ReleaseBatcher>>) -> Self {
+    pub(crate) fn with_releaser(mut self, releaser: Arc<Addr<ReleaseGroup>>) -> Self {
         self.releaser = Some(releaser);
         self
     }
 
-    pub(crate) fn with_bell(mut self, bell: Option<Arc<dyn Doorbell>>) -> Self {
-        self.bell = bell;
+    pub(crate) fn with_doorbell(mut self, doorbell: Option<Arc<dyn Doorbell>>) -> Self {
+        self.doorbell = doorbell;
         self
     }
 
-    /// Wakes up through `alarms` (shared by the engine's actors) instead of a timer of its own.
+    /// Sets its alarms on `alarms` (shared by the engine's actors) instead of a timer of its
+    /// own.
     pub(crate) fn with_alarms(
         mut self,
         alarms: Option<Arc<crate::alarms::Alarms<LeaseActor>>>,
@@ -68,7 +61,8 @@ impl LeaseActor {
         self
     }
 
-    /// Wakes up through `slot` of its alarms, registered by the engine with the address it keeps.
+    /// Sets its alarms in `slot` of the shared alarms, registered by the engine with the
+    /// address it keeps.
     pub(crate) fn set_alarm_slot(&mut self, slot: u32) {
         self.alarm_slot = Some(slot);
     }

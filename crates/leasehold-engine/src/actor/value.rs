@@ -25,7 +25,7 @@ impl Handler<SetTenureValue> for LeaseActor {
             let store = Arc::clone(&store);
             store.set_value(&key, &holder, token, value.as_ref()).await
         };
-        let fut = crate::detached("set_value", limit, call);
+        let fut = crate::detached::detached("set_value", limit, call);
         Box::pin(actix::fut::wrap_future(fut).map(
             move |result, act: &mut Self, _ctx| match result {
                 Ok(SetValueOutcome::Set) => {

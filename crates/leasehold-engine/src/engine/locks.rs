@@ -140,7 +140,7 @@ impl Handler<WatchReleases> for LeaseEngine {
     type Result = Option<mpsc::Receiver<()>>;
 
     fn handle(&mut self, msg: WatchReleases, _ctx: &mut Context<Self>) -> Self::Result {
-        Some(self.bell.as_ref()?.watch(&msg.key))
+        Some(self.doorbell.as_ref()?.watch(&msg.key))
     }
 }
 

@@ -32,17 +32,19 @@ use leasehold_storage::{Doorbell, LeaseStore};
 use tokio_util::sync::CancellationToken;
 
 use crate::actor::{GrantRoute, LeaseActor};
-use crate::batcher::{RenewBatcher, RenewPressure};
 use crate::belief::Belief;
-use crate::coalescer::{GrantBatcher, ReleaseBatcher};
+use crate::group_commit::{GrantGroup, ReleaseGroup};
 use crate::protocol::*;
 use crate::registry::Registry;
+use crate::renew_group::{RenewGroup, RenewPressure};
 
 /// A known bug that a test can put back, to show that the service simulation's oracle catches
-/// it. Never set outside such tests.
+/// it. Public only with the cargo feature `known-bugs` (tests of the oracle); without it no
+/// engine is ever given one.
 #[doc(hidden)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
+#[cfg_attr(not(feature = "known-bugs"), allow(dead_code))]
 pub enum KnownBug {
     /// A tenure given up on request is ended (token cancelled, guard released) only when the
     /// release's answer arrives, not before the release is sent.
@@ -63,7 +65,7 @@ pub enum KnownBug {
 /// # Lifecycle
 /// ## Running
 /// Starts and stops lease actors on request; requests through the main store, renewals through
-/// the [`RenewBatcher`] (which may use a store of its own).
+/// the [`RenewGroup`] (which may use a store of its own).
 /// ## After [`ShutdownAll`]
 /// Every tenure has ended (tokens cancelled), every actor has stopped, and exactly the tenures
 /// the engine held were released; starts are refused.
@@ -74,14 +76,14 @@ pub enum KnownBug {
 /// use std::sync::Arc;
 /// use std::time::Duration;
 /// use actix::Actor;
-/// use leasehold_engine::{LeaseEngine, Listener, Owner, Registry, RenewBatcher, ShutdownAll, StartTask, StopTask};
+/// use leasehold_engine::{LeaseEngine, Listener, Owner, Registry, RenewGroup, ShutdownAll, StartTask, StopTask};
 /// use leasehold_core::{HolderId, LeaseConfig, LeaseKey, MonotonicClock, Notification};
 /// use leasehold_storage::{LeaseStore, MemoryStore};
 ///
 /// actix::System::new().block_on(async {
 ///     let store: Arc<dyn LeaseStore> = Arc::new(MemoryStore::new());
 ///     let registry = Arc::new(Registry::new(Arc::new(MonotonicClock)));
-///     let renewer = RenewBatcher::new(Arc::clone(&store), Duration::from_millis(10)).start();
+///     let renewer = RenewGroup::new(Arc::clone(&store), Duration::from_millis(10)).start();
 ///     let holder = HolderId::new("worker-1")?;
 ///     let engine = LeaseEngine::new(holder, store, renewer, Arc::clone(&registry)).start();
 ///
@@ -105,12 +107,12 @@ pub struct LeaseEngine {
     /// The SQL store under `store`, when the service has one: fencing and the doorbell
     /// go to it directly (see [`LeaseEngine::with_sql_store`]).
     pub(crate) sql: Option<leasehold_storage::SeaOrmStore>,
-    renewer: Arc<Addr<RenewBatcher>>,
+    renewer: Arc<Addr<RenewGroup>>,
     /// Grants of actors asked together go out as one statement (started with the engine).
     /// Where its actors' grants go (made with the first actor): the group commit, or one
     /// statement each when grants are not batched or own rows are reclaimed.
     grant_route: Option<Arc<GrantRoute>>,
-    releaser: Option<Arc<Addr<ReleaseBatcher>>>,
+    releaser: Option<Arc<Addr<ReleaseGroup>>>,
     /// How the renewer's renewals are doing: grants wait while they are behind.
     renew_pressure: Option<Arc<RenewPressure>>,
     batch_grants: bool,
@@ -124,13 +126,13 @@ pub struct LeaseEngine {
     pub(crate) limit: Duration,
     /// The parent of every tenure's cancellation token.
     pub(crate) service: CancellationToken,
-    pub(crate) bell: Option<Arc<dyn Doorbell>>,
+    pub(crate) doorbell: Option<Arc<dyn Doorbell>>,
     shut_down: bool,
     reclaim_own: bool,
     bug: Option<KnownBug>,
     /// This engine's address, shared by every actor (an `Addr` clone allocates a sender).
     me: Option<Arc<Recipient<ActorStopped>>>,
-    /// One timer for every actor's wake-ups (started with the first actor).
+    /// One timer for every actor's alarms (started with the first actor).
     alarms: Option<Arc<crate::alarms::Alarms<LeaseActor>>>,
 }
 
@@ -152,17 +154,17 @@ fn doorbell_of(
 }
 
 /// The bound of the engine's own store calls when none is configured.
-pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl LeaseEngine {
     /// An engine for `holder`: requests go to `store`, renewals through `renewer`, deadlines to
     /// `registry`. Its own store calls (reads, listings, shutdown's release) are bounded by
-    /// [`DEFAULT_REQUEST_TIMEOUT`] unless [`LeaseEngine::with_request_timeout`] says otherwise.
+    /// 10 s unless [`LeaseEngine::with_request_timeout`] says otherwise.
     #[must_use]
     pub fn new(
         holder: HolderId,
         store: Arc<dyn LeaseStore>,
-        renewer: Addr<RenewBatcher>,
+        renewer: Addr<RenewGroup>,
         registry: Arc<Registry>,
     ) -> Self {
         Self {
@@ -180,7 +182,7 @@ impl LeaseEngine {
             started: 0,
             limit: DEFAULT_REQUEST_TIMEOUT,
             service: CancellationToken::new(),
-            bell: None,
+            doorbell: None,
             shut_down: false,
             reclaim_own: false,
             bug: None,
@@ -190,7 +192,7 @@ impl LeaseEngine {
     }
 
     /// Grants wait while the renewals `pressure` measures are behind (give it the renewer's
-    /// [`RenewBatcher::pressure`]): held tenures come before new ones.
+    /// [`RenewGroup::pressure`]): held tenures come before new ones.
     #[must_use]
     pub fn with_renew_pressure(mut self, pressure: Arc<RenewPressure>) -> Self {
         self.renew_pressure = Some(pressure);
@@ -201,7 +203,7 @@ impl LeaseEngine {
     #[must_use]
     pub fn with_request_timeout(mut self, limit: Duration) -> Self {
         self.limit = limit;
-        self.bell = doorbell_of(self.sql.as_ref(), limit);
+        self.doorbell = doorbell_of(self.sql.as_ref(), limit);
         self
     }
 
@@ -212,7 +214,7 @@ impl LeaseEngine {
     #[must_use]
     pub fn with_sql_store(mut self, sql: Option<leasehold_storage::SeaOrmStore>) -> Self {
         self.sql = sql;
-        self.bell = doorbell_of(self.sql.as_ref(), self.limit);
+        self.doorbell = doorbell_of(self.sql.as_ref(), self.limit);
         self
     }
 
@@ -225,7 +227,9 @@ impl LeaseEngine {
         self
     }
 
-    /// Puts a known bug back (tests of the simulation's oracle only).
+    /// Puts a known bug back (tests of the simulation's oracle only: the cargo feature
+    /// `known-bugs`).
+    #[cfg(feature = "known-bugs")]
     #[doc(hidden)]
     #[must_use]
     pub fn reintroduce_bug(mut self, bug: Option<KnownBug>) -> Self {
@@ -234,7 +238,7 @@ impl LeaseEngine {
     }
 
     /// Whether grants and releases asked for together go out as one statement (default
-    /// `true`; see [`GrantBatcher`](crate::GrantBatcher), [`ReleaseBatcher`](crate::ReleaseBatcher)).
+    /// `true`: group commit of grants and releases).
     /// `false`: one `begin_tenure` or `release` each.
     #[must_use]
     pub fn batch_grants(mut self, batch: bool) -> Self {
@@ -294,7 +298,7 @@ impl LeaseEngine {
         )?
         .with_shared_renewer(Arc::clone(&self.renewer))
         .with_belief(Arc::clone(&belief))
-        .with_bell(self.bell.clone())
+        .with_doorbell(self.doorbell.clone())
         .with_alarms(Some(Arc::clone(&alarms)))
         .on_exit((self.me(ctx), id));
         let (store, limit) = (Arc::clone(&self.store), self.limit);
@@ -306,7 +310,7 @@ impl LeaseEngine {
                 GrantRoute::Direct { reclaim: true }
             } else if batch {
                 GrantRoute::Group(Arc::new(
-                    GrantBatcher::new(store, limit)
+                    GrantGroup::new(store, limit)
                         .with_renew_pressure(pressure)
                         .start(),
                 ))
@@ -319,13 +323,13 @@ impl LeaseEngine {
             let store = Arc::clone(&self.store);
             let releaser = self
                 .releaser
-                .get_or_insert_with(|| Arc::new(ReleaseBatcher::new(store, limit).start()));
+                .get_or_insert_with(|| Arc::new(ReleaseGroup::new(store, limit).start()));
             actor = actor.with_releaser(Arc::clone(releaser));
         }
         actor.cancel_late(self.bug == Some(KnownBug::CancelAfterReleaseAnswer));
         setup(&mut actor);
         // The address the book keeps is the one the alarms slot keeps: made before the actor
-        // runs, so the slot is known before its first wake-up.
+        // runs, so the slot is known before its first alarm.
         let context = Context::new();
         let kept = Arc::new(context.address());
         actor.set_alarm_slot(alarms.register(Arc::clone(&kept)));
@@ -364,8 +368,8 @@ impl Actor for LeaseEngine {
         self.me = None;
         self.alarms = None;
         self.service.cancel();
-        if let Some(bell) = &self.bell {
-            bell.stop();
+        if let Some(doorbell) = &self.doorbell {
+            doorbell.stop();
         }
     }
 }

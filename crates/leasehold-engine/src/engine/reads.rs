@@ -59,7 +59,7 @@ impl Handler<ObserveLease> for LeaseEngine {
 
     fn handle(&mut self, msg: ObserveLease, _ctx: &mut Context<Self>) -> Self::Result {
         let (observer, driver) =
-            LeaseObserver::new(self.store(), self.bell.clone(), msg.key, msg.options);
+            LeaseObserver::new(self.store(), self.doorbell.clone(), msg.key, msg.options);
         let service = self.service.clone();
         actix::spawn(async move {
             let cancelled = std::pin::pin!(service.cancelled());

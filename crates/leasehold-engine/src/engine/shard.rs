@@ -18,10 +18,10 @@ impl Handler<Broadcast> for LeaseEngine {
     type Result = bool;
 
     fn handle(&mut self, msg: Broadcast, _ctx: &mut Context<Self>) -> bool {
-        let Some(bell) = &self.bell else {
+        let Some(doorbell) = &self.doorbell else {
             return false;
         };
-        bell.broadcast(&msg.key);
+        doorbell.broadcast(&msg.key);
         true
     }
 }
@@ -30,7 +30,7 @@ impl Handler<WatchBroadcasts> for LeaseEngine {
     type Result = Option<mpsc::Receiver<()>>;
 
     fn handle(&mut self, msg: WatchBroadcasts, _ctx: &mut Context<Self>) -> Self::Result {
-        Some(self.bell.as_ref()?.watch_broadcasts(&msg.key))
+        Some(self.doorbell.as_ref()?.watch_broadcasts(&msg.key))
     }
 }
 

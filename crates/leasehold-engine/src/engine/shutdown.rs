@@ -14,7 +14,7 @@ use crate::detached::detached;
 use crate::protocol::*;
 
 /// At shutdown, the released keys are rung one by one up to this many (beyond, waiters poll).
-const RING_AT_SHUTDOWN: usize = 1_000;
+const DOORBELL_RINGS_AT_SHUTDOWN: usize = 1_000;
 
 impl Handler<ShutdownAll> for LeaseEngine {
     type Result = ResponseFuture<Result<u64, StoreError>>;
@@ -46,7 +46,7 @@ impl Handler<ShutdownAll> for LeaseEngine {
         for entry in self.book.values() {
             entry.belief.finish();
         }
-        let bell = self.bell.clone();
+        let doorbell = self.doorbell.clone();
         let actors: Vec<_> = self.book.values().map(|e| Addr::clone(&e.addr)).collect();
         let settled: Vec<_> = self.book.values_mut().map(Entry::on_stop).collect();
         let (store, holder, limit) = (Arc::clone(&self.store), self.holder.clone(), self.limit);
@@ -60,8 +60,8 @@ impl Handler<ShutdownAll> for LeaseEngine {
             let settling = tokio::time::timeout(limit, join_all(settled.into_iter().map(stopped)));
             if held.is_empty() {
                 let _ = settling.await;
-                if let Some(bell) = bell {
-                    bell.stop();
+                if let Some(doorbell) = doorbell {
+                    doorbell.stop();
                 }
                 return Ok(0);
             }
@@ -77,12 +77,12 @@ impl Handler<ShutdownAll> for LeaseEngine {
             // Rung after the release committed: one ring per key for a few keys (on MySQL,
             // stopping lets every named lock go at once anyway).
             // Awaited (bounded): the engine's runtime ends right after shutdown.
-            if let Some(bell) = bell {
-                if n.is_ok() && held.len() <= RING_AT_SHUTDOWN {
-                    let rings = join_all(held.iter().map(|item| bell.ring_now(&item.key)));
+            if let Some(doorbell) = doorbell {
+                if n.is_ok() && held.len() <= DOORBELL_RINGS_AT_SHUTDOWN {
+                    let rings = join_all(held.iter().map(|item| doorbell.ring_now(&item.key)));
                     let _ = tokio::time::timeout(limit, rings).await;
                 }
-                bell.stop();
+                doorbell.stop();
             }
             let _ = settling.await;
             let n = n?;

@@ -29,12 +29,12 @@ pub struct ReleaseLease;
 /// [`CompeteLease`] (a [`StartLease`] is ignored meanwhile). Answers at once.
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "()")]
-pub struct StandByLease;
+pub(crate) struct StandByLease;
 
 /// The ring assigns the lease here again: compete after [`StandByLease`]. Answers at once.
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "()")]
-pub struct CompeteLease;
+pub(crate) struct CompeteLease;
 
 /// Give the lease up for good: the tenure ends at once, released if held, then the actor
 /// stops. `done` (if any) is signalled when the actor has stopped, after the release settled.
@@ -63,13 +63,13 @@ pub struct YieldLease;
 /// End the live tenure now for `0` (see [`Event::EndTenure`](leasehold_core::Event::EndTenure)).
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "()")]
-pub struct EndTenure(pub LossReason);
+pub(crate) struct EndTenure(pub LossReason);
 
 /// The lease was released by its holder (an announcement): a task waiting to apply applies now
 /// ([`Event::Wake`](leasehold_core::Event::Wake)).
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "()")]
-pub struct WakeLease;
+pub(crate) struct WakeLease;
 
 /// Ask for the lease's current [`LeaseStatus`].
 #[derive(Debug, Clone, Copy, Message)]

@@ -133,10 +133,10 @@ pub(crate) struct SettleNow;
 /// Turn a lock into a hold: renewed by itself (every ttl/3), competing again after a loss.
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "()")]
-pub struct HoldLock;
+pub(crate) struct HoldLock;
 
 /// Turn the lock actor of `key` into a hold in the book ([`Owner::Hold`](crate::Owner::Hold)) and tell it
-/// ([`HoldLock`]). Answers whether the key was a lock of this service.
+/// (`HoldLock`). Answers whether the key was a lock of this service.
 #[derive(Debug, Message)]
 #[rtype(result = "bool")]
 pub struct MakeHold {

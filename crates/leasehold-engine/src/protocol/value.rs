@@ -25,7 +25,7 @@ pub enum ValueAnswer {
 }
 
 /// Change the value of the live tenure of the task of `key` run by `owner` (see
-/// [`SetTenureValue`]). `Err` when there is no such task.
+/// `SetTenureValue`). `Err` when there is no such task.
 #[derive(Debug, Message)]
 #[rtype(result = "Result<ValueAnswer, EngineError>")]
 pub struct SetTaskValue {
@@ -42,7 +42,7 @@ pub struct SetTaskValue {
 /// refusal or a failure nothing changes here.
 #[derive(Debug, Message)]
 #[rtype(result = "ValueAnswer")]
-pub struct SetTenureValue {
+pub(crate) struct SetTenureValue {
     /// The new value (`None` clears it).
     pub value: Option<LeaseValue>,
 }

@@ -341,7 +341,7 @@ pub(crate) async fn rows(ctx: &Ctx) -> Vec<Row> {
     // group commit, in the same run.
     let one_by_one = LeaseService::builder(ctx.url.clone())
         .table_prefix(ctx.prefix.clone())
-        .group_commit(false)
+        .tuning(leasehold::EngineTuning::new().group_commit(false))
         .build()
         .await
         .map_err(err);
@@ -351,7 +351,7 @@ pub(crate) async fn rows(ctx: &Ctx) -> Vec<Row> {
         Some(
             LeaseService::builder(ctx.url.clone())
                 .table_prefix(ctx.prefix.clone())
-                .notify_in_statements(true)
+                .tuning(leasehold::EngineTuning::new().notify_in_statements(true))
                 .build()
                 .await
                 .map_err(err),

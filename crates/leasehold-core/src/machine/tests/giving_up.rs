@@ -21,7 +21,7 @@ fn stop_with_an_acquire_outstanding_releases_a_late_grant() {
     m.handle(t0, Event::Start);
     assert_eq!(
         m.handle(t0 + ms(1), Event::Stop),
-        [Command::WakeAt(t0 + TIMEOUT * 2)],
+        [Command::TimerAt(t0 + TIMEOUT * 2)],
         "waits for the acquire's answer one request timeout past its own"
     );
     assert!(!m.is_finished());
@@ -34,7 +34,7 @@ fn stop_with_an_acquire_outstanding_releases_a_late_grant() {
                 req: RequestId(2),
                 token: FencingToken(7)
             },
-            Command::WakeAt(now + TIMEOUT),
+            Command::TimerAt(now + TIMEOUT),
         ],
         "released silently: never announced, never held"
     );
@@ -59,7 +59,7 @@ fn stop_with_an_acquire_outstanding_finishes_on_held_by_or_timeout() {
     m.handle(t0, Event::Stop);
     assert_eq!(
         m.handle(t0 + TIMEOUT, Event::Timer),
-        [Command::WakeAt(t0 + TIMEOUT * 2)]
+        [Command::TimerAt(t0 + TIMEOUT * 2)]
     );
     assert!(
         !m.is_finished(),
@@ -94,7 +94,7 @@ fn stop_while_held_clears_the_deadline_at_once_then_reports_released() {
                 req: RequestId(2),
                 token: FencingToken(7)
             },
-            Command::WakeAt(now + TIMEOUT),
+            Command::TimerAt(now + TIMEOUT),
         ]
     );
     assert_eq!(
@@ -143,7 +143,7 @@ fn failed_release_is_retried_until_the_deadline_then_abandoned() {
             );
             break;
         }
-        let Some(Command::WakeAt(at)) = cmds.last() else {
+        let Some(Command::TimerAt(at)) = cmds.last() else {
             panic!("{cmds:?}")
         };
         assert!(*at <= deadline);
@@ -175,7 +175,7 @@ fn release_then_start_competes_again_after_the_release_settles() {
                 req: RequestId(2),
                 token: FencingToken(7)
             },
-            Command::WakeAt(now + TIMEOUT),
+            Command::TimerAt(now + TIMEOUT),
         ]
     );
     assert_eq!(m.state(), State::Released);
@@ -195,7 +195,7 @@ fn release_then_start_competes_again_after_the_release_settles() {
                 req: RequestId(3),
                 term: term()
             },
-            Command::WakeAt(now + ms(2) + TIMEOUT),
+            Command::TimerAt(now + ms(2) + TIMEOUT),
         ]
     );
     assert_eq!(m.state(), State::Applying);
@@ -222,7 +222,7 @@ fn standby_drops_the_lease_and_compete_resumes() {
                 req: RequestId(3),
                 token: FencingToken(7)
             },
-            Command::WakeAt(now + TIMEOUT),
+            Command::TimerAt(now + TIMEOUT),
         ]
     );
     assert_eq!((m.state(), m.holds(now)), (State::Standby, false));
@@ -250,7 +250,7 @@ fn standby_drops_the_lease_and_compete_resumes() {
                 req: RequestId(4),
                 term: term()
             },
-            Command::WakeAt(later + TIMEOUT)
+            Command::TimerAt(later + TIMEOUT)
         ]
     );
 }
@@ -269,13 +269,13 @@ fn standby_from_idle_waits_for_compete() {
                 req: RequestId(1),
                 term: term()
             },
-            Command::WakeAt(t0 + secs(1) + TIMEOUT)
+            Command::TimerAt(t0 + secs(1) + TIMEOUT)
         ]
     );
     // Standby while applying, then stop competing again before the answer.
     assert_eq!(
         m.handle(t0 + secs(1), Event::StandBy),
-        [Command::WakeAt(t0 + secs(1) + TIMEOUT * 2)]
+        [Command::TimerAt(t0 + secs(1) + TIMEOUT * 2)]
     );
     assert_eq!(
         m.handle(t0 + secs(1), Event::Compete),
@@ -290,7 +290,7 @@ fn standby_from_idle_waits_for_compete() {
                 req: RequestId(2),
                 term: term()
             },
-            Command::WakeAt(t0 + secs(2) + TIMEOUT)
+            Command::TimerAt(t0 + secs(2) + TIMEOUT)
         ],
         "the answer of the attempt made before standby is dropped and the next one sent"
     );

@@ -51,14 +51,14 @@ fn try_once_timeout_fails_and_a_late_grant_is_released_silently() {
             Command::Notify(Notification::AttemptFailed {
                 error: StoreFailure::new("no answer within the request timeout")
             }),
-            Command::WakeAt(t0 + TIMEOUT * 2)
+            Command::TimerAt(t0 + TIMEOUT * 2)
         ],
         "the answer is awaited one more request timeout: the store call racing this bound may \
          still bring a grant"
     );
     assert_eq!(
         m.handle(t0 + TIMEOUT, Event::Timer),
-        [Command::WakeAt(t0 + TIMEOUT * 2)],
+        [Command::TimerAt(t0 + TIMEOUT * 2)],
         "still awaited"
     );
     let cmds = m.handle(t0 + TIMEOUT + ms(1), acquired(1, granted(9)));
@@ -69,7 +69,7 @@ fn try_once_timeout_fails_and_a_late_grant_is_released_silently() {
                 req: RequestId(2),
                 token: FencingToken(9)
             },
-            Command::WakeAt(t0 + TIMEOUT + ms(1) + TIMEOUT)
+            Command::TimerAt(t0 + TIMEOUT + ms(1) + TIMEOUT)
         ]
     );
     assert!(!m.holds(t0 + TIMEOUT + ms(1)));
@@ -92,7 +92,7 @@ fn a_lock_renews_only_on_request_and_is_lost_at_its_deadline() {
                 req: RequestId(1),
                 term: term()
             },
-            Command::WakeAt(t0 + TIMEOUT)
+            Command::TimerAt(t0 + TIMEOUT)
         ]
     );
     let cmds = m.handle(t0 + ms(100), acquired(1, granted(7)));
@@ -107,7 +107,7 @@ fn a_lock_renews_only_on_request_and_is_lost_at_its_deadline() {
                 token: FencingToken(7),
                 local_deadline: t0 + secs(28)
             }),
-            Command::WakeAt(t0 + secs(28))
+            Command::TimerAt(t0 + secs(28))
         ],
         "no renewal timer: only the deadline"
     );
@@ -121,7 +121,7 @@ fn a_lock_renews_only_on_request_and_is_lost_at_its_deadline() {
                 token: FencingToken(7),
                 term: term()
             },
-            Command::WakeAt(t0 + secs(5) + TIMEOUT)
+            Command::TimerAt(t0 + secs(5) + TIMEOUT)
         ]
     );
     let cmds = m.handle(t0 + secs(5), renewed(2, Ok(RenewOutcome::Renewed)));
@@ -136,7 +136,7 @@ fn a_lock_renews_only_on_request_and_is_lost_at_its_deadline() {
                 token: FencingToken(7),
                 local_deadline: t0 + secs(33)
             }),
-            Command::WakeAt(t0 + secs(33))
+            Command::TimerAt(t0 + secs(33))
         ]
     );
     // Nothing renews it again: at the deadline it is lost, and a lock does not compete again.
@@ -164,7 +164,7 @@ fn a_hold_switches_a_lock_to_automatic_renewal_at_once() {
     m.handle(t0, Event::SetAutoRenew(false));
     lock_manual(&mut m, t0);
     let cmds = m.handle(t0 + secs(1), Event::SetAutoRenew(true));
-    assert_eq!(cmds, [Command::WakeAt(t0 + secs(1))], "renew now");
+    assert_eq!(cmds, [Command::TimerAt(t0 + secs(1))], "renew now");
     let cmds = m.handle(t0 + secs(1), Event::Timer);
     assert_eq!(
         cmds,
@@ -174,7 +174,7 @@ fn a_hold_switches_a_lock_to_automatic_renewal_at_once() {
                 token: FencingToken(7),
                 term: term()
             },
-            Command::WakeAt(t0 + secs(1) + TIMEOUT)
+            Command::TimerAt(t0 + secs(1) + TIMEOUT)
         ]
     );
     let cmds = m.handle(t0 + secs(1), renewed(2, Ok(RenewOutcome::Renewed)));
@@ -189,7 +189,7 @@ fn a_hold_switches_a_lock_to_automatic_renewal_at_once() {
                 token: FencingToken(7),
                 local_deadline: t0 + secs(29)
             }),
-            Command::WakeAt(t0 + secs(11))
+            Command::TimerAt(t0 + secs(11))
         ],
         "renewed a third of the term later"
     );
@@ -209,7 +209,7 @@ fn lock_manual(m: &mut LeaseMachine, t0: Instant) {
                 token: FencingToken(7),
                 local_deadline: t0 + secs(28)
             }),
-            Command::WakeAt(t0 + secs(28))
+            Command::TimerAt(t0 + secs(28))
         ]
     );
 }
@@ -234,7 +234,7 @@ fn release_not_before_ends_the_tenure_now_and_shortens_the_grant() {
                 token: FencingToken(7),
                 after: Term::new("left", secs(5)).expect("term")
             },
-            Command::WakeAt(t0 + secs(2) + TIMEOUT)
+            Command::TimerAt(t0 + secs(2) + TIMEOUT)
         ]
     );
     assert!(!m.holds(t0 + secs(2)));
@@ -266,7 +266,7 @@ fn release_not_before_a_past_instant_is_a_plain_release() {
                 req: RequestId(2),
                 token: FencingToken(7)
             },
-            Command::WakeAt(t0 + secs(2) + TIMEOUT)
+            Command::TimerAt(t0 + secs(2) + TIMEOUT)
         ]
     );
 }
@@ -291,7 +291,7 @@ fn end_tenure_loses_at_once_releases_and_a_task_competes_again() {
                 req: RequestId(2),
                 token: FencingToken(7)
             },
-            Command::WakeAt(t0 + secs(1) + TIMEOUT)
+            Command::TimerAt(t0 + secs(1) + TIMEOUT)
         ]
     );
     let cmds = m.handle(t0 + secs(1), released(2, Ok(ReleaseOutcome::Released)));
@@ -334,7 +334,7 @@ fn a_lock_that_loses_at_the_store_rests() {
                 req: RequestId(3),
                 term: term()
             },
-            Command::WakeAt(t0 + secs(11) + TIMEOUT)
+            Command::TimerAt(t0 + secs(11) + TIMEOUT)
         ]
     );
 }
@@ -352,7 +352,7 @@ fn a_release_announcement_wakes_a_waiting_task_at_once() {
                     token: FencingToken(3),
                     ..
                 }),
-                Command::WakeAt(retry)
+                Command::TimerAt(retry)
             ] if retry > t0 + ms(5) && retry <= t0 + ms(5) + RETRY
         ),
         "{cmds:?}"
@@ -365,7 +365,7 @@ fn a_release_announcement_wakes_a_waiting_task_at_once() {
                 req: RequestId(2),
                 term: term()
             },
-            Command::WakeAt(t0 + ms(10) + TIMEOUT)
+            Command::TimerAt(t0 + ms(10) + TIMEOUT)
         ],
         "tries at once"
     );
@@ -392,13 +392,13 @@ fn an_announcement_during_an_attempt_retries_its_refusal_at_once() {
                 req: RequestId(2),
                 term: term()
             },
-            Command::WakeAt(t0 + ms(5) + TIMEOUT)
+            Command::TimerAt(t0 + ms(5) + TIMEOUT)
         ]
     );
     // Once: a second refusal without an announcement waits the retry interval.
     let cmds = m.handle(t0 + ms(9), acquired(2, held_by("other", 3)));
     assert!(
-        matches!(cmds[..], [Command::WakeAt(retry)] if retry > t0 + ms(9) && retry <= t0 + ms(9) + RETRY),
+        matches!(cmds[..], [Command::TimerAt(retry)] if retry > t0 + ms(9) && retry <= t0 + ms(9) + RETRY),
         "{cmds:?}"
     );
     assert_eq!(m.state(), State::Applying);
@@ -420,7 +420,7 @@ fn settle_now_sends_a_failed_release_again_at_once() {
     assert_eq!(m.handle(t0 + secs(1), Event::SettleNow), []);
     let cmds = m.handle(t0 + secs(1), released(2, Err(failure())));
     assert!(
-        matches!(cmds.as_slice(), [Command::WakeAt(at)] if *at > t0 + secs(1)),
+        matches!(cmds.as_slice(), [Command::TimerAt(at)] if *at > t0 + secs(1)),
         "a failed release waits for its backoff: {cmds:?}"
     );
     let cmds = m.handle(t0 + secs(1) + ms(1), Event::SettleNow);

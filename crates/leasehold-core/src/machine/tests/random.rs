@@ -37,7 +37,7 @@ fn randomized_runs_never_hold_at_or_after_the_deadline() {
                     Command::Release { req, .. } | Command::ReleaseAfter { req, .. } => {
                         asked.push(Asked::Release(*req));
                     }
-                    Command::WakeAt(at) => armed = Some(*at),
+                    Command::TimerAt(at) => armed = Some(*at),
                     Command::BeginTenure { deadline, .. }
                     | Command::RenewTenure { deadline, .. } => {
                         published = Some(*deadline);

@@ -20,7 +20,7 @@ fn renewal_moves_the_deadline_to_its_send_time() {
     hold(&mut m, t0);
     assert_eq!(
         m.handle(t0 + secs(9), Event::Timer),
-        [Command::WakeAt(t0 + secs(10))],
+        [Command::TimerAt(t0 + secs(10))],
         "early timer re-arms"
     );
     let cmds = m.handle(t0 + secs(10), Event::Timer);
@@ -29,7 +29,7 @@ fn renewal_moves_the_deadline_to_its_send_time() {
         token: FencingToken(7),
         term: term(),
     };
-    assert_eq!(cmds, [renew, Command::WakeAt(t0 + secs(13))]);
+    assert_eq!(cmds, [renew, Command::TimerAt(t0 + secs(13))]);
     assert_eq!(m.state(), State::Renewing);
     assert!(m.holds(t0 + secs(10)));
 
@@ -46,7 +46,7 @@ fn renewal_moves_the_deadline_to_its_send_time() {
                 token: FencingToken(7),
                 local_deadline: deadline
             }),
-            Command::WakeAt(t0 + secs(20)),
+            Command::TimerAt(t0 + secs(20)),
         ]
     );
     assert_eq!(
@@ -78,7 +78,7 @@ fn renew_failure_before_the_deadline_retries_with_backoff() {
         token: FencingToken(7),
         term: term(),
     };
-    assert_eq!(cmds, [renew, Command::WakeAt(at + TIMEOUT)]);
+    assert_eq!(cmds, [renew, Command::TimerAt(at + TIMEOUT)]);
     let cmds = m.handle(at + ms(10), renewed(3, Ok(RenewOutcome::Renewed)));
     assert_eq!(
         cmds,
@@ -91,7 +91,7 @@ fn renew_failure_before_the_deadline_retries_with_backoff() {
                 token: FencingToken(7),
                 local_deadline: at + secs(28)
             }),
-            Command::WakeAt(at + secs(10))
+            Command::TimerAt(at + secs(10))
         ],
         "the deadline counts from the retry's send time"
     );
@@ -106,7 +106,7 @@ fn renew_failures_until_the_deadline_lose_the_tenure_at_that_instant() {
     let mut cmds = m.handle(now, Event::Timer);
     let mut armed = None;
     loop {
-        if let Some(Command::WakeAt(at)) = cmds.last() {
+        if let Some(Command::TimerAt(at)) = cmds.last() {
             armed = Some(*at);
         }
         if let Some(Command::Renew { req, .. }) = cmds.first() {
@@ -167,7 +167,7 @@ fn unanswered_renewal_times_out_and_its_late_answer_still_renews_from_its_send_t
                 token: FencingToken(7),
                 term: term()
             },
-            Command::WakeAt(at + TIMEOUT)
+            Command::TimerAt(at + TIMEOUT)
         ]
     );
     let cmds = m.handle(at + ms(1), renewed(2, Ok(RenewOutcome::Renewed)));
@@ -184,7 +184,7 @@ fn unanswered_renewal_times_out_and_its_late_answer_still_renews_from_its_send_t
                 token: FencingToken(7),
                 local_deadline: deadline,
             }),
-            Command::WakeAt(t0 + secs(20)),
+            Command::TimerAt(t0 + secs(20)),
         ]
     );
     assert_eq!(
@@ -264,7 +264,7 @@ fn stale_or_unknown_acquire_answers_are_ignored() {
                 req: RequestId(2),
                 term: term()
             },
-            Command::WakeAt(at + TIMEOUT)
+            Command::TimerAt(at + TIMEOUT)
         ]
     );
 }
@@ -350,7 +350,7 @@ fn store_says_lost_ends_the_tenure_and_a_new_grant_is_a_new_tenure() {
         now + RETRY / 2,
         now + RETRY,
     );
-    assert_eq!(m.handle(at - ms(1), Event::Timer), [Command::WakeAt(at)]);
+    assert_eq!(m.handle(at - ms(1), Event::Timer), [Command::TimerAt(at)]);
     let cmds = m.handle(at, Event::Timer);
     assert_eq!(
         cmds,
@@ -359,7 +359,7 @@ fn store_says_lost_ends_the_tenure_and_a_new_grant_is_a_new_tenure() {
                 req: RequestId(3),
                 term: term()
             },
-            Command::WakeAt(at + TIMEOUT)
+            Command::TimerAt(at + TIMEOUT)
         ]
     );
     let cmds = m.handle(at + ms(1), acquired(3, granted(8)));
@@ -375,7 +375,7 @@ fn store_says_lost_ends_the_tenure_and_a_new_grant_is_a_new_tenure() {
                 token: FencingToken(8),
                 local_deadline: deadline
             }),
-            Command::WakeAt(at + secs(10)),
+            Command::TimerAt(at + secs(10)),
         ]
     );
 }
@@ -409,7 +409,7 @@ fn held_by_waits_the_retry_interval_and_reports_holder_changes() {
                 req: RequestId(2),
                 term: term()
             },
-            Command::WakeAt(at + TIMEOUT)
+            Command::TimerAt(at + TIMEOUT)
         ]
     );
     // The same tenure again: nothing new to report.
@@ -440,7 +440,7 @@ fn held_by_waits_the_retry_interval_and_reports_holder_changes() {
                 local_deadline: deadline
             }),
             changed(None, 7),
-            Command::WakeAt(at + secs(10)),
+            Command::TimerAt(at + secs(10)),
         ]
     );
 }

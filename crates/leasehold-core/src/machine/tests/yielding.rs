@@ -23,7 +23,7 @@ fn yielded(m: &mut LeaseMachine, t0: Instant) -> Instant {
                 req: RequestId(2),
                 token: FencingToken(7)
             },
-            Command::WakeAt(now + TIMEOUT),
+            Command::TimerAt(now + TIMEOUT),
         ],
         "belief ends before the release is sent"
     );
@@ -44,7 +44,7 @@ fn yield_releases_then_applies_again_one_retry_interval_after_the_release_settle
             Command::Notify(Notification::Released {
                 token: FencingToken(7)
             }),
-            Command::WakeAt(settled + RETRY),
+            Command::TimerAt(settled + RETRY),
         ],
         "a full retry interval, not jittered down"
     );
@@ -56,7 +56,7 @@ fn yield_releases_then_applies_again_one_retry_interval_after_the_release_settle
     let back = settled + RETRY;
     assert_eq!(
         m.handle(settled + ms(999), Event::Timer),
-        [Command::WakeAt(back)],
+        [Command::TimerAt(back)],
         "an early timer only re-arms"
     );
     let cmds = m.handle(back, Event::Timer);
@@ -67,7 +67,7 @@ fn yield_releases_then_applies_again_one_retry_interval_after_the_release_settle
                 req: RequestId(3),
                 term: term()
             },
-            Command::WakeAt(back + TIMEOUT),
+            Command::TimerAt(back + TIMEOUT),
         ]
     );
     assert_eq!(m.state(), State::Applying);
@@ -81,7 +81,7 @@ fn yield_releases_then_applies_again_one_retry_interval_after_the_release_settle
                     holder: Some(h),
                     token: FencingToken(8)
                 }),
-                Command::WakeAt(retry)
+                Command::TimerAt(retry)
             ] if h.as_str() == "other" && *retry > back + ms(5) && *retry <= back + ms(5) + RETRY
         ),
         "{cmds:?}"
@@ -97,7 +97,7 @@ fn a_failed_release_is_retried_until_the_deadline_then_the_yield_comes_back() {
     let mut cmds = m.handle(now, released(2, Err(failure())));
     // Retried (with backoff) until the tenure's deadline, then abandoned to lapse.
     for _ in 0..200 {
-        let Some(Command::WakeAt(next)) = cmds.last().cloned() else {
+        let Some(Command::TimerAt(next)) = cmds.last().cloned() else {
             break;
         };
         now = next;
@@ -112,12 +112,12 @@ fn a_failed_release_is_retried_until_the_deadline_then_the_yield_comes_back() {
         }
     }
     assert!(now >= t0 + secs(28), "given up at the deadline, not before");
-    assert_eq!(cmds.last(), Some(&Command::WakeAt(now + RETRY)));
+    assert_eq!(cmds.last(), Some(&Command::TimerAt(now + RETRY)));
     let cmds = m.handle(now + RETRY, Event::Timer);
     assert!(
         matches!(
             cmds[..],
-            [Command::TryAcquire { term: t, .. }, Command::WakeAt(at)]
+            [Command::TryAcquire { term: t, .. }, Command::TimerAt(at)]
                 if t == term() && at == now + RETRY + TIMEOUT
         ),
         "{cmds:?}"
@@ -207,7 +207,7 @@ fn a_lock_that_yields_only_releases() {
                 req: RequestId(2),
                 token: FencingToken(7)
             },
-            Command::WakeAt(t0 + secs(1) + TIMEOUT)
+            Command::TimerAt(t0 + secs(1) + TIMEOUT)
         ]
     );
     assert_eq!(m.state(), State::Released);
@@ -229,7 +229,7 @@ fn yield_while_renewing_ignores_the_late_renewal() {
                 token: FencingToken(7),
                 term: term()
             },
-            Command::WakeAt(t0 + secs(13))
+            Command::TimerAt(t0 + secs(13))
         ]
     );
     let cmds = m.handle(t0 + secs(11), Event::Yield);
@@ -248,7 +248,7 @@ fn yield_while_renewing_ignores_the_late_renewal() {
                 req,
                 token: FencingToken(7)
             },
-            Command::WakeAt(t0 + secs(14))
+            Command::TimerAt(t0 + secs(14))
         ]
     );
     assert_eq!(

@@ -1,4 +1,4 @@
-//! What a coalescer batches ([`Kind`]): grants ([`Grants`]) and releases ([`Releases`]), each
+//! What a group commit groups ([`Kind`]): grants ([`Grants`]) and releases ([`Releases`]), each
 //! with its store call for one request and for many.
 
 use std::hash::Hash;
@@ -9,11 +9,11 @@ use leasehold_core::{AcquireOutcome, HolderId, LeaseKey, LeaseValue, ReleaseOutc
 use leasehold_storage::{LeaseStore, RenewItem, StoreError};
 
 /// The answers of one batched store call, aligned with its items.
-pub type Answers<A> = Result<Vec<Result<A, StoreError>>, StoreError>;
+pub(crate) type Answers<A> = Result<Vec<Result<A, StoreError>>, StoreError>;
 
-/// What a [`Coalescer`](crate::Coalescer) batches: the requests that may share a statement (a `Group`), one
+/// What a [`GroupCommit`](super::GroupCommit) batches: the requests that may share a statement (a `Group`), one
 /// request's item, its answer, and the store calls for one and for many.
-pub trait Kind: Unpin + 'static {
+pub(crate) trait Kind: Unpin + 'static {
     /// Requests of one group may share a statement.
     type Group: Clone + Eq + Hash + Unpin + Send + 'static;
     /// One request.
@@ -53,7 +53,7 @@ pub trait Kind: Unpin + 'static {
 /// New tenures ([`LeaseStore::begin_tenure`] / [`LeaseStore::begin_tenure_many`]), grouped by
 /// holder, term and value (the tasks of one service often share a value: its address).
 #[derive(Debug)]
-pub struct Grants;
+pub(crate) struct Grants;
 
 impl Kind for Grants {
     type Group = (HolderId, Term, Option<LeaseValue>);
@@ -120,7 +120,7 @@ impl Kind for Grants {
 /// Releases of named tenures ([`LeaseStore::release`] / [`LeaseStore::release_batch`]),
 /// grouped by holder.
 #[derive(Debug)]
-pub struct Releases;
+pub(crate) struct Releases;
 
 impl Kind for Releases {
     type Group = HolderId;

@@ -23,7 +23,7 @@
 //! **Admission control** (grants only): a burst larger than the machine can serve must slow down,
 //! not collapse. Three rules keep a grant from costing more than it brings:
 //! - *Renewals come first.* While the service's renewals are behind
-//!   ([`crate::RenewPressure::behind`]), no grant statement is sent; the grants wait (and the held
+//!   ([`crate::renew_group::RenewPressure::behind`]), no grant statement is sent; the grants wait (and the held
 //!   tenures keep renewing).
 //! - *No statement for a caller about to give up.* A grant that has waited in the queue for more
 //!   than half its caller's patience is answered at once with a failure instead (its machine
@@ -46,39 +46,35 @@ use leasehold_storage::LeaseStore;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::batcher::RenewPressure;
+use crate::renew_group::RenewPressure;
 
 mod kind;
 
-pub use kind::{Answers, Grants, Kind, Releases};
+pub(crate) use kind::{Answers, Grants, Kind, Releases};
 
-/// How many statements of one kind a coalescer keeps in flight at once.
-pub const IN_FLIGHT: usize = 2;
+/// How many statements of one kind a group commit keeps in flight at once.
+pub(crate) const IN_FLIGHT: usize = 2;
 /// The fewest requests that go out as a statement beside one already in flight; smaller
 /// batches wait for its answer, unless it has been out [`STALLED`].
-pub const PARALLEL_BATCH: usize = 200;
+pub(crate) const PARALLEL_BATCH: usize = 200;
 /// A statement out this long counts as stalled: requests that would wait for it go out beside
-/// it (see [`PARALLEL_BATCH`]).
+/// it (however few they are).
 pub const STALLED: Duration = Duration::from_millis(5);
-/// While renewals are behind, a grant coalescer looks again this often.
-pub const RECHECK: Duration = Duration::from_millis(20);
+/// While renewals are behind, the [`GrantGroup`] looks again this often.
+pub(crate) const RECHECK: Duration = Duration::from_millis(20);
 /// The most requests in one batched call (the store splits larger batches itself).
-pub const PER_BATCH: usize = 1_000;
+pub(crate) const PER_BATCH: usize = 1_000;
 
-/// Coalesces grants.
-pub type GrantBatcher = Coalescer<Grants>;
-/// Coalesces releases.
-pub type ReleaseBatcher = Coalescer<Releases>;
-/// Asks the [`GrantBatcher`] for a new tenure.
-pub type QueueGrant = Queue<Grants>;
-/// Asks the [`ReleaseBatcher`] to release a tenure.
-pub type QueueRelease = Queue<Releases>;
+/// Group commit of grants.
+pub(crate) type GrantGroup = GroupCommit<Grants>;
+/// Group commit of releases.
+pub(crate) type ReleaseGroup = GroupCommit<Releases>;
 
 /// The answer to one [`Queue`] request.
-pub type Reply<K> = Result<<K as Kind>::Answer, StoreFailure>;
+pub(crate) type Reply<K> = Result<<K as Kind>::Answer, StoreFailure>;
 
-/// Asks a [`Coalescer`] for one request of `group`; the answer comes back on `reply`.
-pub struct Queue<K: Kind> {
+/// Asks a [`GroupCommit`] for one request of `group`; the answer comes back on `reply`.
+pub(crate) struct Queue<K: Kind> {
     /// Which requests it may share a statement with.
     pub group: K::Group,
     /// The request.
@@ -87,7 +83,7 @@ pub struct Queue<K: Kind> {
     pub asked: Instant,
     /// How long the caller waits for the answer from `asked`.
     pub patience: Duration,
-    /// Where the answer goes (dropped unanswered only if the coalescer stops).
+    /// Where the answer goes (dropped unanswered only if the group commit stops).
     pub reply: oneshot::Sender<Reply<K>>,
 }
 
@@ -120,14 +116,14 @@ impl<K: Kind> Asked<K> {
 
 type Waiting<K> = VecDeque<Asked<K>>;
 
-/// Coalesces requests of one [`Kind`], see the module docs.
+/// The group commit of requests of one [`Kind`], see the module docs.
 ///
 /// # Lifecycle
 /// ## Started
 /// Waits for requests. Lives as long as its address is held.
 /// ## Stopped
 /// Requests still queued are dropped; their senders see the reply channel closed.
-pub struct Coalescer<K: Kind> {
+pub(crate) struct GroupCommit<K: Kind> {
     store: Arc<dyn LeaseStore>,
     /// The bound of one statement (the lease machines stop waiting then anyway).
     limit: Duration,
@@ -145,9 +141,9 @@ pub struct Coalescer<K: Kind> {
     recheck: bool,
 }
 
-impl<K: Kind> std::fmt::Debug for Coalescer<K> {
+impl<K: Kind> std::fmt::Debug for GroupCommit<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Coalescer")
+        f.debug_struct("GroupCommit")
             .field("op", &K::OP)
             .field(
                 "queued",
@@ -158,8 +154,8 @@ impl<K: Kind> std::fmt::Debug for Coalescer<K> {
     }
 }
 
-impl<K: Kind> Coalescer<K> {
-    /// A coalescer calling `store`, each statement bounded by `limit`.
+impl<K: Kind> GroupCommit<K> {
+    /// A group commit calling `store`, each statement bounded by `limit`.
     #[must_use]
     pub fn new(store: Arc<dyn LeaseStore>, limit: Duration) -> Self {
         Self {
@@ -388,11 +384,11 @@ fn answer<K: Kind>(
     unclaimed
 }
 
-impl<K: Kind> Actor for Coalescer<K> {
+impl<K: Kind> Actor for GroupCommit<K> {
     type Context = Context<Self>;
 }
 
-impl<K: Kind> Handler<Queue<K>> for Coalescer<K> {
+impl<K: Kind> Handler<Queue<K>> for GroupCommit<K> {
     type Result = ();
 
     fn handle(&mut self, msg: Queue<K>, ctx: &mut Context<Self>) {
@@ -410,12 +406,12 @@ impl<K: Kind> Handler<Queue<K>> for Coalescer<K> {
     }
 }
 
-/// Sends `item` through `coalescer` and waits for its answer: the caller (a lease machine) asked
-/// at `asked` and waits `limit` from then. This gives up a twentieth of `limit` earlier, so that
-/// an answer the machine would no longer take reaches the coalescer as unclaimed (and a grant is
-/// released) instead of arriving at the machine as a stale answer.
+/// Sends `item` of `group` through `commit` and waits for its answer: the caller (a lease
+/// machine) asked at `asked` and waits `limit` from then. This gives up a twentieth of `limit`
+/// earlier, so that an answer the machine would no longer take reaches the group commit as
+/// unclaimed (and a grant is released) instead of arriving at the machine as a stale answer.
 pub(crate) async fn ask<K: Kind>(
-    coalescer: &Addr<Coalescer<K>>,
+    commit: &Addr<GroupCommit<K>>,
     group: K::Group,
     item: K::Item,
     asked: Instant,
@@ -423,7 +419,7 @@ pub(crate) async fn ask<K: Kind>(
 ) -> Reply<K> {
     let patience = crate::late::patience(limit);
     let (reply, answer) = oneshot::channel();
-    coalescer.do_send(Queue {
+    commit.do_send(Queue {
         group,
         item,
         asked,

@@ -1,5 +1,5 @@
-//! The batch renewer: renewals arriving within a short window go out as one `renew_many` per
-//! holder.
+//! The group commit of renewals: renewals arriving within a short window go out as one
+//! `renew_many` per holder.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -11,7 +11,7 @@ use leasehold_storage::{BatchRenewal, LeaseStore, RenewItem};
 use tokio::sync::{Semaphore, oneshot};
 use tokio::time::Instant;
 
-/// The default minimum coalescing window of [`RenewBatcher`]: 10 ms.
+/// The default minimum batch window of [`RenewGroup`]: 10 ms.
 pub const DEFAULT_BATCH_WINDOW: Duration = Duration::from_millis(10);
 
 /// The window also grows with the term: a renewal may wait up to `term / TERM_WINDOW_DIVISOR`
@@ -23,18 +23,18 @@ pub const DEFAULT_BATCH_WINDOW: Duration = Duration::from_millis(10);
 /// *asked* for the renewal, so a later statement only makes that deadline conservative; and with
 /// the default config a renewal that waited still goes out two thirds of a term before the
 /// deadline.
-pub const TERM_WINDOW_DIVISOR: u32 = 30;
+pub(crate) const TERM_WINDOW_DIVISOR: u32 = 30;
 
 /// A renewal statement out longer than `term / LATE_DIVISOR` (or one that failed) means the
-/// renewals are behind: the grant coalescer sends no new grants until they catch up (see
+/// renewals are behind: the grants' group commit sends no new grants until they catch up (see
 /// [`RenewPressure`]). With the default config a renewal is sent two thirds of a term before its
 /// deadline, so a sixth of a term is far from a loss and far above a healthy statement (a tenth
 /// was measured too tight: 5,000-lease statements queued for the renewal pool's two connections
 /// took 600–700 ms at a 6 s term on a quiet machine, and held a 100,000-lease burst back to 10 s).
-pub const LATE_DIVISOR: u32 = 6;
+pub(crate) const LATE_DIVISOR: u32 = 6;
 
-/// How the renewals of one [`RenewBatcher`] are doing, read by the grant coalescer
-/// ([`crate::Coalescer::with_renew_pressure`]): **renewals come first**. A grant costs a renewal
+/// How the renewals of one [`RenewGroup`] are doing, read by the grants' group commit
+/// ([`crate::group_commit::GroupCommit::with_renew_pressure`]): **renewals come first**. A grant costs a renewal
 /// every renew interval from then on; when the statements renewing the tenures already held are
 /// late (out longer than `term / `[`LATE_DIVISOR`], or failed), starting more grants would only
 /// make them later, until held leases pass their local deadlines and their re-grants add to the
@@ -112,27 +112,27 @@ impl RenewPressure {
 }
 
 /// The most renewals in one statement (more go out as further statements at once).
-pub const RENEW_CHUNK: usize = 5_000;
+pub(crate) const RENEW_CHUNK: usize = 5_000;
 
 /// How many renewals of rows another session held locked may be out alone at once. Such a
 /// renewal may wait for the row lock up to its bound, on a connection of the renewal pool; one
 /// at a time leaves the rest of that pool (two connections for a service built from a URL) to
 /// the batches, so however many rows are locked, the other leases keep renewing.
-pub const ALONE_AT_ONCE: usize = 1;
+pub(crate) const ALONE_AT_ONCE: usize = 1;
 
 /// The answer to one [`QueueRenew`].
-pub type RenewReply = Result<RenewOutcome, StoreFailure>;
+pub(crate) type RenewReply = Result<RenewOutcome, StoreFailure>;
 
-/// Asks the [`RenewBatcher`] to renew one tenure; the answer comes back on `reply`.
+/// Asks the [`RenewGroup`] to renew one tenure; the answer comes back on `reply`.
 #[derive(Debug)]
-pub struct QueueRenew {
+pub(crate) struct QueueRenew {
     /// The holder of the tenure.
     pub holder: HolderId,
     /// The lease and the tenure's token.
     pub item: RenewItem,
     /// The term to ask for.
     pub term: Term,
-    /// Where the answer goes (dropped unanswered only if the batcher stops).
+    /// Where the answer goes (dropped unanswered only if the group stops).
     pub reply: oneshot::Sender<RenewReply>,
 }
 
@@ -142,9 +142,10 @@ impl Message for QueueRenew {
 
 type Waiting = Vec<(RenewItem, oneshot::Sender<RenewReply>)>;
 
-/// Coalesces renewals: the first [`QueueRenew`] opens a window (the configured minimum, default
-/// [`DEFAULT_BATCH_WINDOW`], or `term / `[`TERM_WINDOW_DIVISOR`] if longer); when it closes, every renewal queued meanwhile goes out as one
-/// [`LeaseStore::renew_many`] per holder and term, and each answer is routed back to its sender.
+/// The group commit of renewals: the first renewal queued opens a window (the configured
+/// minimum, default 10 ms, or `term / 30` if longer); when it closes, every renewal queued
+/// meanwhile goes out as one [`LeaseStore::renew_many`] per holder and term, and each answer
+/// is routed back to its sender.
 /// So 10,000 leases renewed every 10 s cost a handful of statements per renew interval.
 ///
 /// A renewal waits at most one window before it is sent; the lease machine counts the term from
@@ -153,7 +154,7 @@ type Waiting = Vec<(RenewItem, oneshot::Sender<RenewReply>)>;
 /// An item whose row another session held locked (an open fenced transaction on that lease, a
 /// rival's grant) is answered [`BatchRenewal::Unknown`] by the batch, which never waits for it:
 /// the other items are answered at once, and that item is renewed alone, within what is left of
-/// the batch's bound and at most [`ALONE_AT_ONCE`] at a time. So one locked row costs only its
+/// the batch's bound and one at a time. So one locked row costs only its
 /// own lease, and only if it stays locked up to that lease's local deadline.
 ///
 /// # Lifecycle
@@ -161,7 +162,7 @@ type Waiting = Vec<(RenewItem, oneshot::Sender<RenewReply>)>;
 /// Waits for renewals. Lives as long as its address is held.
 /// ## Stopped
 /// Renewals still queued are dropped; their senders see the reply channel closed.
-pub struct RenewBatcher {
+pub struct RenewGroup {
     store: Arc<dyn LeaseStore>,
     window: Duration,
     queued: HashMap<(HolderId, Term), Waiting>,
@@ -171,17 +172,17 @@ pub struct RenewBatcher {
     alone: Arc<Semaphore>,
 }
 
-impl std::fmt::Debug for RenewBatcher {
+impl std::fmt::Debug for RenewGroup {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RenewBatcher")
+        f.debug_struct("RenewGroup")
             .field("window", &self.window)
             .field("queued", &self.queued.len())
             .finish_non_exhaustive()
     }
 }
 
-impl RenewBatcher {
-    /// A batcher renewing through `store`, coalescing over `window`.
+impl RenewGroup {
+    /// A group renewing through `store`, gathering over `window`.
     #[must_use]
     pub fn new(store: Arc<dyn LeaseStore>, window: Duration) -> Self {
         Self {
@@ -194,8 +195,8 @@ impl RenewBatcher {
         }
     }
 
-    /// How this batcher's renewals are doing: give it to the grant coalescer so that grants
-    /// wait while renewals are behind ([`RenewPressure`]).
+    /// How this group's renewals are doing: give it to the grants' group commit so that grants
+    /// wait while renewals are behind.
     #[must_use]
     pub fn pressure(&self) -> Arc<RenewPressure> {
         Arc::clone(&self.pressure)
@@ -331,11 +332,11 @@ impl AskAlone {
     }
 }
 
-impl Actor for RenewBatcher {
+impl Actor for RenewGroup {
     type Context = Context<Self>;
 }
 
-impl Handler<QueueRenew> for RenewBatcher {
+impl Handler<QueueRenew> for RenewGroup {
     type Result = ();
 
     fn handle(&mut self, msg: QueueRenew, ctx: &mut Context<Self>) {
