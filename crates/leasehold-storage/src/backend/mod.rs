@@ -9,6 +9,7 @@ use sea_orm::{DbBackend, Value};
 pub(crate) mod mysql;
 pub(crate) mod postgres;
 pub(crate) mod sqlite;
+pub(crate) mod text;
 
 /// Which database a [`crate::SeaOrmStore`] talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -38,7 +38,8 @@ use sea_orm::sqlx::Row;
 use sea_orm::sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 use tokio::sync::{Notify, mpsc};
 
-use super::named_locks::hold_forever;
+pub use super::named_locks::MAX_ARMED;
+use super::named_locks::{Op, hold_forever};
 use crate::SeaOrmStore;
 use crate::doorbell::{BACKOFF_MIN, Doorbell, Subscribers, next_backoff, payload};
 
@@ -47,8 +48,6 @@ pub const MAX_WAITING: u32 = 4;
 /// The most keys with a waiting task (taking turns on the [`MAX_WAITING`] connections); the
 /// waiters of further keys poll.
 pub const MAX_WATCHED: usize = 64;
-/// The most named locks the holder's connection takes (one per held key).
-pub const MAX_ARMED: usize = 10_000;
 /// How long one `GET_LOCK` of a waiter blocks before it looks again.
 pub const SLICE: Duration = Duration::from_secs(1);
 /// A waiting connection unused this long is closed.
@@ -61,16 +60,6 @@ pub const BELL_LOOK: Duration = Duration::from_millis(100);
 /// How long a broadcast holds the bell's named lock before letting it go (the ring): longer
 /// than a watcher's look, so that every watcher is blocked on it by then.
 pub const BELL_HOLD: Duration = Duration::from_millis(300);
-/// Named-lock calls per holder statement.
-pub(super) const BATCH: usize = 200;
-/// How often a failed `GET_LOCK` of the holder is tried again, 100 ms apart.
-pub(super) const ARM_RETRIES: u8 = 10;
-/// A ping on the holder's connection when it has been idle this long (a connection the server
-/// dropped silently would otherwise keep waiters polling until the next release).
-pub(super) const KEEPALIVE: Duration = Duration::from_secs(30);
-
-/// The named lock of a payload, computed by the server (a bind placeholder).
-pub(super) const LOCK_NAME: &str = "CONCAT('lh:', LEFT(SHA2(?, 256), 60))";
 
 /// One waiter's statement: 2 = nobody holds the named lock, 1 = it was let go (a ring), 0 = still
 /// held after the slice. Binds: the payload, the payload, the slice in seconds, the payload.
@@ -79,13 +68,6 @@ const WAIT_SQL: &str = "SELECT CASE \
      WHEN GET_LOCK(CONCAT('lh:', LEFT(SHA2(?, 256), 60)), ?) = 1 \
        THEN RELEASE_LOCK(CONCAT('lh:', LEFT(SHA2(?, 256), 60))) \
      ELSE 0 END AS rang";
-
-/// What the holder's connection is asked to do, in order.
-#[derive(Debug)]
-pub(super) enum Op {
-    Arm(String),
-    Disarm(String),
-}
 
 /// See the module docs.
 pub struct MySqlDoorbell {

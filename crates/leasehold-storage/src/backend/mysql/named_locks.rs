@@ -8,8 +8,27 @@ use sea_orm::sqlx::mysql::{MySqlConnectOptions, MySqlConnection};
 use sea_orm::sqlx::{AssertSqlSafe, ConnectOptions, Connection, Row};
 use tokio::sync::mpsc;
 
-use super::doorbell::{ARM_RETRIES, BATCH, KEEPALIVE, LOCK_NAME, MAX_ARMED, Op};
 use crate::doorbell::{BACKOFF_MIN, next_backoff};
+
+/// The most named locks the holder's connection takes (one per held key).
+pub const MAX_ARMED: usize = 10_000;
+/// Named-lock calls per holder statement.
+pub(super) const BATCH: usize = 200;
+/// How often a failed `GET_LOCK` of the holder is tried again, 100 ms apart.
+pub(super) const ARM_RETRIES: u8 = 10;
+/// A ping on the holder's connection when it has been idle this long (a connection the server
+/// dropped silently would otherwise keep waiters polling until the next release).
+pub(super) const KEEPALIVE: Duration = Duration::from_secs(30);
+
+/// The named lock of a payload, computed by the server (a bind placeholder).
+pub(super) const LOCK_NAME: &str = "CONCAT('lh:', LEFT(SHA2(?, 256), 60))";
+
+/// What the holder's connection is asked to do, in order.
+#[derive(Debug)]
+pub(super) enum Op {
+    Arm(String),
+    Disarm(String),
+}
 
 /// Keeps of `calls` (payload, arm?) those that change this connection's named locks, in order:
 /// an arm of a wanted key not armed yet, a disarm of an armed one, each judged after the calls

@@ -6,8 +6,9 @@ use std::collections::HashSet;
 use leasehold_core::{HolderId, LeaseKey, LeaseValue, Term};
 use sea_orm::{ConnectionTrait, DbErr, Statement, Value};
 
+use crate::backend::text::numbered;
 use crate::group::{Decided, OP, RELEASE_OP, chunk_keys, col, names_of};
-use crate::sql::{Sql, items_json, keys_json, numbered, value_of};
+use crate::sql::{Sql, items_json, keys_json, value_of};
 use crate::{RenewItem, SeaOrmStore, StoreError};
 
 impl Sql {

@@ -3,8 +3,8 @@
 
 use sea_orm::{DbBackend, Value};
 
+use super::text::{like_prefix, numbered};
 use super::{Dialect, Names};
-use crate::sql::{like_prefix, numbered};
 
 #[cfg(feature = "postgres")]
 pub mod doorbell;

@@ -3,7 +3,8 @@
 use leasehold_core::{Namespace, Term};
 use sea_orm::Statement;
 
-use crate::sql::{Sql, numbered};
+use crate::backend::text::numbered;
+use crate::sql::Sql;
 
 impl Sql {
     /// PostgreSQL: locks the token floor against every grant (each grant statement reads it, so
