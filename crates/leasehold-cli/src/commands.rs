@@ -97,7 +97,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             let holder = HolderId::new(holder.as_str())?;
             let ttl = Term::new("ttl", *ttl)?;
             let store = open(&cli, true).await?;
-            match store.try_acquire(&key, &holder, ttl).await? {
+            match store.begin_tenure(&key, &holder, ttl, None).await? {
                 AcquireOutcome::Acquired { token, until } => {
                     if *json {
                         println!(

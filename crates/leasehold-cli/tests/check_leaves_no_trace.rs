@@ -237,6 +237,13 @@ fn check_lock_and_unlock_print_json() {
     assert_eq!(refused["acquired"], false, "{refused}");
     assert_eq!(refused["holder"], "ops-1", "{refused}");
     assert_eq!(refused["token"], token, "{refused}");
+    // A live lock is never extended, not even for its own holder: `lock` takes a new tenure.
+    let out = leasehold(&[&lock[..], &["--holder", "ops-1"]].concat());
+    let again = json(&out);
+    assert_eq!(out.status.code(), Some(3), "{again}");
+    assert_eq!(again["acquired"], false, "{again}");
+    assert_eq!(again["holder"], "ops-1", "{again}");
+    assert_eq!(again["token"], token, "{again}");
 
     let token = token.to_string();
     let unlock = |holder: &str| {

@@ -154,7 +154,6 @@ impl FaultStore {
             }
             let out = match mode {
                 Grant::NewTenure => inner.begin_tenure(&k, &h, term, v.as_ref()).await,
-                Grant::Extend => inner.try_acquire(&k, &h, term).await,
                 Grant::TakeOver(expected) => {
                     inner
                         .take_over_tenure(&k, &h, expected, term, v.as_ref())
@@ -180,21 +179,11 @@ impl FaultStore {
 #[derive(Debug, Clone, Copy)]
 enum Grant {
     NewTenure,
-    Extend,
     TakeOver(FencingToken),
 }
 
 #[async_trait]
 impl LeaseStore for FaultStore {
-    async fn try_acquire(
-        &self,
-        key: &LeaseKey,
-        holder: &HolderId,
-        term: Term,
-    ) -> Result<AcquireOutcome, StoreError> {
-        self.grant(key, holder, term, Grant::Extend, None).await
-    }
-
     async fn begin_tenure(
         &self,
         key: &LeaseKey,

@@ -67,9 +67,8 @@ async fn exec<C: ConnectionTrait>(conn: &C, sql: String) -> Result<(), DbErr> {
 /// serialise DDL themselves.
 async fn exec_create<C: ConnectionTrait>(conn: &C, table: &str, sql: String) -> Result<(), DbErr> {
     if conn.get_database_backend() == DbBackend::Postgres {
-        let locked = format!(
-            "SELECT pg_advisory_xact_lock(hashtext('leasehold_migrate:{table}'));\n{sql}"
-        );
+        let locked =
+            format!("SELECT pg_advisory_xact_lock(hashtext('leasehold_migrate:{table}'));\n{sql}");
         return conn.execute_unprepared(&locked).await.map(|_| ());
     }
     exec(conn, sql).await

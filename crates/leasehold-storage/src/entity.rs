@@ -23,7 +23,7 @@
 //! let store = StoreBuilder::new("sqlite::memory:").connect().await?;
 //! let key = LeaseKey::parse("jobs", "nightly-report")?;
 //! let term = Term::new("term", Duration::from_secs(30))?;
-//! store.try_acquire(&key, &HolderId::new("host-a")?, term).await?;
+//! store.begin_tenure(&key, &HolderId::new("host-a")?, term, None).await?;
 //!
 //! let rows = entity::Entity::find()
 //!     .filter(entity::Column::Namespace.eq("jobs"))

@@ -88,7 +88,7 @@ impl SeaOrmStore {
     /// let key = LeaseKey::parse("jobs", "ledger")?;
     /// let me = HolderId::new("worker-1")?;
     /// let AcquireOutcome::Acquired { token, .. } =
-    ///     store.try_acquire(&key, &me, Term::new("term", Duration::from_secs(30))?).await?
+    ///     store.begin_tenure(&key, &me, Term::new("term", Duration::from_secs(30))?, None).await?
     /// else { unreachable!() };
     /// store.connection().execute_unprepared("CREATE TABLE ledger (entry TEXT)").await?;
     ///

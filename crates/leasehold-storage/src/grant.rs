@@ -1,4 +1,4 @@
-//! The single grant (`try_acquire`, `begin_tenure`, `take_over_tenure`): one statement
+//! The single grant (`begin_tenure`, `take_over_tenure`): one statement
 //! ([`crate::sql::Sql::acquire`]), and how each database answers it.
 
 use leasehold_core::{
@@ -16,24 +16,21 @@ use crate::{LeaseStore, SeaOrmStore, StoreError};
 const ACQUIRE_ATTEMPTS: usize = 16;
 
 impl SeaOrmStore {
-    /// The grant statement behind `try_acquire` (`keep`: a live grant of ours keeps its token),
-    /// `begin_tenure` (a new tenure on a free row only) and `take_over_tenure` (also over our own
-    /// live tenure `expected`).
+    /// The grant statement behind `begin_tenure` (a new tenure on a free row only) and
+    /// `take_over_tenure` (also over our own live tenure `expected`).
     pub(crate) async fn acquire(
         &self,
         key: &LeaseKey,
         holder: &HolderId,
         term: Term,
-        keep: bool,
         expected: Option<FencingToken>,
         value: Option<&LeaseValue>,
     ) -> Result<AcquireOutcome, StoreError> {
-        let op = match (keep, expected) {
-            (true, _) => "try_acquire",
-            (false, None) => "begin_tenure",
-            (false, Some(_)) => "take_over_tenure",
+        let op = match expected {
+            None => "begin_tenure",
+            Some(_) => "take_over_tenure",
         };
-        let stmt = self.sql.acquire(key, holder, term, keep, expected, value);
+        let stmt = self.sql.acquire(key, holder, term, expected, value);
         for _ in 0..ACQUIRE_ATTEMPTS {
             if let Some((row, took)) = self.upsert(op, &stmt, key).await? {
                 let got: String = get(&row, op, "holder")?;

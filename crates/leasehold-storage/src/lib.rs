@@ -40,7 +40,7 @@
 //! let key = LeaseKey::parse("jobs", "nightly-report")?;
 //! let me = HolderId::new("host-a:4242")?;
 //! let term = Term::new("term", Duration::from_secs(30))?;
-//! match store.try_acquire(&key, &me, term).await? {
+//! match store.begin_tenure(&key, &me, term, None).await? {
 //!     AcquireOutcome::Acquired { token, until } => println!("ours, token {token}, until {until}"),
 //!     AcquireOutcome::HeldBy { holder, .. } => println!("held by {holder}"),
 //! }

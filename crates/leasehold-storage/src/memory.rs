@@ -43,9 +43,9 @@ type DbClock = Arc<dyn Fn() -> DbInstant + Send + Sync>;
 /// let store = MemoryStore::new();
 /// let key = LeaseKey::parse("", "job")?;
 /// let term = Term::new("term", Duration::from_secs(5))?;
-/// let a = store.try_acquire(&key, &HolderId::new("a")?, term).await?;
+/// let a = store.begin_tenure(&key, &HolderId::new("a")?, term, None).await?;
 /// assert!(matches!(a, AcquireOutcome::Acquired { .. }));
-/// let b = store.try_acquire(&key, &HolderId::new("b")?, term).await?;
+/// let b = store.begin_tenure(&key, &HolderId::new("b")?, term, None).await?;
 /// assert!(matches!(b, AcquireOutcome::HeldBy { .. }));
 /// # Ok(()) }
 /// ```
@@ -106,14 +106,13 @@ impl MemoryStore {
         self
     }
 
-    /// `keep`: try_acquire (a live grant of ours keeps its token and is extended); otherwise a
-    /// new tenure, over our own live grant only if its token is `expected`.
+    /// A new tenure (token + 1, value `value`) on a free, released or expired row, or over our
+    /// own live grant only if its token is `expected`.
     fn acquire(
         &self,
         key: &LeaseKey,
         holder: &HolderId,
         term: Term,
-        keep: bool,
         expected: Option<FencingToken>,
         value: Option<&LeaseValue>,
     ) -> Result<AcquireOutcome, StoreError> {
@@ -130,7 +129,7 @@ impl MemoryStore {
         });
         let live = row.held && row.until > now;
         let ours = row.holder == *holder;
-        let take_own = ours && (keep || expected.is_some_and(|t| t.get() == row.version));
+        let take_own = ours && expected.is_some_and(|t| t.get() == row.version);
         if live && !take_own {
             return Ok(AcquireOutcome::HeldBy {
                 holder: row.holder.clone(),
@@ -138,10 +137,8 @@ impl MemoryStore {
                 token: FencingToken(row.version),
             });
         }
-        if !(live && keep) {
-            row.version += 1;
-            row.value = value.cloned();
-        }
+        row.version += 1;
+        row.value = value.cloned();
         row.holder = holder.clone();
         row.until = until;
         row.held = true;
@@ -182,15 +179,6 @@ impl MemoryStore {
 
 #[async_trait]
 impl LeaseStore for MemoryStore {
-    async fn try_acquire(
-        &self,
-        key: &LeaseKey,
-        holder: &HolderId,
-        term: Term,
-    ) -> Result<AcquireOutcome, StoreError> {
-        self.acquire(key, holder, term, true, None, None)
-    }
-
     async fn begin_tenure(
         &self,
         key: &LeaseKey,
@@ -198,7 +186,7 @@ impl LeaseStore for MemoryStore {
         term: Term,
         value: Option<&LeaseValue>,
     ) -> Result<AcquireOutcome, StoreError> {
-        self.acquire(key, holder, term, false, None, value)
+        self.acquire(key, holder, term, None, value)
     }
 
     async fn take_over_tenure(
@@ -209,7 +197,7 @@ impl LeaseStore for MemoryStore {
         term: Term,
         value: Option<&LeaseValue>,
     ) -> Result<AcquireOutcome, StoreError> {
-        self.acquire(key, holder, term, false, Some(expected), value)
+        self.acquire(key, holder, term, Some(expected), value)
     }
 
     async fn begin_tenure_all(

@@ -286,15 +286,6 @@ fn record(row: &QueryResult, op: &'static str) -> Result<LeaseRecord, StoreError
 
 #[async_trait]
 impl LeaseStore for SeaOrmStore {
-    async fn try_acquire(
-        &self,
-        key: &LeaseKey,
-        holder: &HolderId,
-        term: Term,
-    ) -> Result<AcquireOutcome, StoreError> {
-        self.acquire(key, holder, term, true, None, None).await
-    }
-
     async fn begin_tenure(
         &self,
         key: &LeaseKey,
@@ -302,7 +293,7 @@ impl LeaseStore for SeaOrmStore {
         term: Term,
         value: Option<&LeaseValue>,
     ) -> Result<AcquireOutcome, StoreError> {
-        self.acquire(key, holder, term, false, None, value).await
+        self.acquire(key, holder, term, None, value).await
     }
 
     async fn begin_tenure_all(
@@ -322,8 +313,7 @@ impl LeaseStore for SeaOrmStore {
         term: Term,
         value: Option<&LeaseValue>,
     ) -> Result<AcquireOutcome, StoreError> {
-        self.acquire(key, holder, term, false, Some(expected), value)
-            .await
+        self.acquire(key, holder, term, Some(expected), value).await
     }
 
     async fn set_value(

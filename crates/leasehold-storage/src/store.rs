@@ -69,23 +69,9 @@ impl From<bool> for BatchRenewal {
 /// wrong, and the caller cannot know whether a write took effect (an unknown outcome).
 #[async_trait]
 pub trait LeaseStore: Send + Sync + 'static {
-    /// Grants `key` to `holder` for `term` if the row is free, released, expired, or already held
-    /// by `holder` (then the token is kept and the grant extended). A grant to a new tenure
-    /// increases the token by exactly one (a new row starts above the table's token floor: see
-    /// [`LeaseStore::purge`]) and clears the value; an extended grant keeps its value.
-    ///
-    /// Expiry is judged by the database clock when the row is evaluated, after any wait for a
-    /// lock on it, and the end time written is one `term` after that instant (never already
-    /// past). The CLI's `lock` uses this; the lease engine uses [`LeaseStore::begin_tenure`].
-    async fn try_acquire(
-        &self,
-        key: &LeaseKey,
-        holder: &HolderId,
-        term: Term,
-    ) -> Result<AcquireOutcome, StoreError>;
-
     /// Begins a **new tenure**, only on a row that is free, released or expired (the token goes
-    /// up by exactly one). A live grant is never ended: one held by another holder, **or by
+    /// up by exactly one; a new row starts above the table's token floor: see
+    /// [`LeaseStore::purge`]). A live grant is never ended: one held by another holder, **or by
     /// `holder` itself**, answers [`AcquireOutcome::HeldBy`] with that grant's holder, token and
     /// end, and nothing changes.
     ///
@@ -99,8 +85,9 @@ pub trait LeaseStore: Send + Sync + 'static {
     /// The new tenure's value is `value` (`None`: no value), written in the same statement as
     /// the grant: nobody ever reads the new tenure without it.
     ///
-    /// Expiry is judged as in [`LeaseStore::try_acquire`]: by the database clock when the row is
-    /// evaluated, after any lock wait.
+    /// Expiry is judged by the database clock when the row is evaluated, after any wait for a
+    /// lock on it, and the end time written is one `term` after that instant (never already
+    /// past).
     async fn begin_tenure(
         &self,
         key: &LeaseKey,

@@ -27,7 +27,11 @@ async fn until_of(store: &SeaOrmStore, key: &LeaseKey) -> i64 {
 }
 
 async fn grant(store: &SeaOrmStore, key: &LeaseKey, who: &HolderId, term: Term) -> FencingToken {
-    match store.try_acquire(key, who, term).await.expect("grant") {
+    match store
+        .begin_tenure(key, who, term, None)
+        .await
+        .expect("grant")
+    {
         AcquireOutcome::Acquired { token, .. } => token,
         other => panic!("{key:?} not granted: {other:?}"),
     }

@@ -38,7 +38,7 @@ async fn locked_row_is_unknown_and_the_rest_renews(url: &str, tag: &str) {
     let mut tokens = Vec::new();
     for name in ["a", "b", "c", "d"] {
         match store
-            .try_acquire(&key(name), &me, term)
+            .begin_tenure(&key(name), &me, term, None)
             .await
             .expect("grant")
         {

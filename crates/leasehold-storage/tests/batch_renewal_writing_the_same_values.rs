@@ -36,7 +36,11 @@ async fn a_renewal_that_writes_the_same_values_is_renewed() {
     let key = |n: &str| LeaseKey::parse(&ns, n).expect("key");
     let mut items = Vec::new();
     for (name, t) in [("a", long), ("b", long), ("lapsed", short)] {
-        match store.try_acquire(&key(name), &me, t).await.expect("grant") {
+        match store
+            .begin_tenure(&key(name), &me, t, None)
+            .await
+            .expect("grant")
+        {
             AcquireOutcome::Acquired { token, .. } => items.push(RenewItem {
                 key: key(name),
                 token,

@@ -10,10 +10,11 @@ use sea_orm::{ConnectionTrait, Statement};
 
 async fn grant(store: &SeaOrmStore, key: &LeaseKey, who: &HolderId, ms: u64) -> FencingToken {
     match store
-        .try_acquire(
+        .begin_tenure(
             key,
             who,
             Term::new("term", Duration::from_millis(ms)).expect("term"),
+            None,
         )
         .await
         .expect("acquire")
@@ -157,7 +158,7 @@ async fn takeover_waits_for_open_fenced_transaction(
     tokio::time::sleep(Duration::from_millis(400)).await; // a's grant has now expired
     let takeover = tokio::spawn(async move {
         let term = Term::new("term", Duration::from_secs(60)).expect("term");
-        other.try_acquire(&key, &b, term).await
+        other.begin_tenure(&key, &b, term, None).await
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(

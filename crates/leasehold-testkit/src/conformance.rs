@@ -216,7 +216,7 @@ async fn acquired(
 ) -> Result<(FencingToken, leasehold_core::DbInstant), String> {
     match ctx
         .store
-        .try_acquire(key, who, t)
+        .begin_tenure(key, who, t, None)
         .await
         .map_err(|e| e.to_string())?
     {

@@ -145,14 +145,14 @@ type AnswerDelay = Arc<dyn Fn(Op) -> Duration + Send + Sync>;
 ///     });
 /// let (key, me) = (LeaseKey::parse("jobs", "nightly")?, HolderId::new("host-a")?);
 /// let term = Term::new("term", Duration::from_secs(30))?;
-/// let AcquireOutcome::Acquired { token, .. } = store.try_acquire(&key, &me, term).await? else {
+/// let AcquireOutcome::Acquired { token, .. } = store.begin_tenure(&key, &me, term, None).await? else {
 ///     panic!("a free lease is granted");
 /// };
 /// let items = [RenewItem { key: key.clone(), token }];
 /// assert_eq!(store.renew_many(&me, &items, term).await?, [true]);
 /// assert!(store.release(&key, &me, token).await.is_err());
 ///
-/// assert_eq!(counts.calls(Op::TryAcquire), 1);
+/// assert_eq!(counts.calls(Op::BeginTenure), 1);
 /// assert_eq!((counts.calls(Op::RenewMany), counts.renew_many_items()), (1, 1));
 /// assert_eq!(counts.calls(Op::Release), 0, "refused before the inner store");
 /// # Ok(()) }
@@ -209,7 +209,7 @@ impl CountingStore {
     ///
     /// let slow = CountingStore::new(Arc::new(MemoryStore::new()), Arc::default())
     ///     .before_call(|op| async move {
-    ///         if matches!(op, Op::TryAcquire | Op::BeginTenure) {
+    ///         if matches!(op, Op::BeginTenure) {
     ///             tokio::time::sleep(Duration::from_millis(400)).await;
     ///         }
     ///         Ok(())
@@ -306,16 +306,6 @@ impl CountingStore {
 
 #[async_trait]
 impl LeaseStore for CountingStore {
-    async fn try_acquire(
-        &self,
-        key: &LeaseKey,
-        holder: &HolderId,
-        term: Term,
-    ) -> Result<AcquireOutcome, StoreError> {
-        let call = self.inner.try_acquire(key, holder, term);
-        self.pass(Op::TryAcquire, 0, call).await
-    }
-
     async fn begin_tenure(
         &self,
         key: &LeaseKey,

@@ -171,7 +171,7 @@ async fn retention_covers_lock_and_named_namespaces(url: &str, backend: &str) {
     );
     for key in [&named_key, &other_key] {
         let leasehold::AcquireOutcome::Acquired { token, .. } = store
-            .try_acquire(key, &stranger, term)
+            .begin_tenure(key, &stranger, term, None)
             .await
             .expect("grant")
         else {

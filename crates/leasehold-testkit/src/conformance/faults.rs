@@ -204,12 +204,6 @@ async fn read_only_refused(ctx: &Ctx, store: &SeaOrmStore) -> Result<(), String>
                 .map(|o| format!("{o:?}")),
         ),
         (
-            "try_acquire",
-            ro.try_acquire(&fresh, &b, term(LONG)?)
-                .await
-                .map(|o| format!("{o:?}")),
-        ),
-        (
             "take_over",
             ro.take_over_tenure(&key, &a, t, term(LONG)?, None)
                 .await

@@ -17,14 +17,6 @@ pub struct BelievesHolderId(pub SeaOrmStore);
 
 #[async_trait]
 impl LeaseStore for BelievesHolderId {
-    async fn try_acquire(
-        &self,
-        key: &LeaseKey,
-        holder: &HolderId,
-        term: Term,
-    ) -> Result<AcquireOutcome, StoreError> {
-        self.0.try_acquire(key, holder, term).await
-    }
     async fn begin_tenure(
         &self,
         key: &LeaseKey,

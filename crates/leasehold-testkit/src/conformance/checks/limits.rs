@@ -214,7 +214,7 @@ pub(in crate::conformance) async fn race_32_tasks_200_rounds(ctx: Ctx) -> Result
                 start.wait().await;
                 let won = match ctx
                     .store
-                    .try_acquire(&key, &me, term(LONG)?)
+                    .begin_tenure(&key, &me, term(LONG)?, None)
                     .await
                     .map_err(e)?
                 {

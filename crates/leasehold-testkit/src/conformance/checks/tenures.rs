@@ -36,7 +36,7 @@ pub(in crate::conformance) async fn second_holder_refused(ctx: Ctx) -> Result<()
     let (token, until) = acquired(&ctx, &key, &holder("a")?, term(LONG)?).await?;
     match ctx
         .store
-        .try_acquire(&key, &holder("b")?, term(LONG)?)
+        .begin_tenure(&key, &holder("b")?, term(LONG)?, None)
         .await
         .map_err(e)?
     {

@@ -46,10 +46,22 @@ pub(in crate::conformance) async fn value_set_at_grant(ctx: Ctx) -> Result<(), S
             .any(|r| r.key == key && r.value == Some(v1.clone())),
         || format!("list_valid does not show the value: {listed:?}"),
     )?;
-    // try_acquire extending a's own live grant keeps the value.
-    acquired(&ctx, &key, &a, term(LONG)?).await?;
+    // A new tenure over a's own live grant is refused and leaves the grant and its value alone.
+    match ctx
+        .store
+        .begin_tenure(&key, &a, term(LONG)?, None)
+        .await
+        .map_err(e)?
+    {
+        AcquireOutcome::HeldBy { token, .. } if token == t1 => {}
+        other => {
+            return Err(format!(
+                "begin_tenure over its own live grant answered {other:?}"
+            ));
+        }
+    }
     ensure(value_of(&ctx, &key).await? == Some(v1.clone()), || {
-        "an extended grant lost its value".into()
+        "a refused grant changed the value".into()
     })?;
     // A take-over is a new tenure with its own value.
     let v2 = value("🦀 epoch 2")?;
