@@ -237,7 +237,6 @@ macro_rules! checks {
 pub const CHECKS: &[(&str, CheckFn)] = checks![checks:
     grant_on_empty_table,
     second_holder_refused,
-    reacquire_keeps_token,
     begin_tenure_new_token,
     release_many_exact,
     takeover_after_expiry,

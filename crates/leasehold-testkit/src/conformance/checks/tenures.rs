@@ -51,16 +51,6 @@ pub(in crate::conformance) async fn second_holder_refused(ctx: Ctx) -> Result<()
     }
 }
 
-pub(in crate::conformance) async fn reacquire_keeps_token(ctx: Ctx) -> Result<(), String> {
-    let key = ctx.key("job")?;
-    let a = holder("a")?;
-    let (t1, u1) = acquired(&ctx, &key, &a, term(LONG)?).await?;
-    let (t2, u2) = acquired(&ctx, &key, &a, term(LONG)?).await?;
-    ensure(t1 == t2 && u2 >= u1, || {
-        format!("re-acquire gave token {t2} until {u2}; first {t1} until {u1}")
-    })
-}
-
 pub(in crate::conformance) async fn begin_tenure_new_token(ctx: Ctx) -> Result<(), String> {
     let key = ctx.key("job")?;
     let (a, b) = (holder("a")?, holder("b")?);
