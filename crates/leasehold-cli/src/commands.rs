@@ -7,6 +7,7 @@ use leasehold_storage::{
 
 use crate::duration::human;
 use crate::{Cli, Command};
+use leasehold_storage::Grant;
 
 /// Exit code: a database error.
 pub(crate) const DB_ERROR: u8 = 1;
@@ -97,7 +98,10 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             let holder = HolderId::new(holder.as_str())?;
             let ttl = Term::new("ttl", *ttl)?;
             let store = open(&cli, true).await?;
-            match store.begin_tenure(&key, &holder, ttl, None).await? {
+            match store
+                .begin_tenure(&key, &holder, Grant::New, ttl, None)
+                .await?
+            {
                 AcquireOutcome::Acquired { token, until } => {
                     if *json {
                         println!(

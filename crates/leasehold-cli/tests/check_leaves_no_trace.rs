@@ -6,6 +6,7 @@
 use std::process::{Command, Output};
 use std::time::Duration;
 
+use leasehold_storage::Grant;
 use leasehold_storage::{
     HolderId, LeaseKey, LeaseStore, LeaseValue, Namespace, SeaOrmStore, StoreBuilder, Term,
 };
@@ -125,12 +126,12 @@ async fn real_table(url: &str, prefix: &str) -> SeaOrmStore {
     let held = LeaseKey::parse("jobs", "held").expect("key");
     let value = LeaseValue::new("10.0.0.7:8080").expect("value");
     store
-        .begin_tenure(&held, &me, term, Some(&value))
+        .begin_tenure(&held, &me, Grant::New, term, Some(&value))
         .await
         .expect("grant");
     for name in ["gone", "released"] {
         let key = LeaseKey::parse("jobs", name).expect("key");
-        let (token, _) = match store.begin_tenure(&key, &me, term, None).await {
+        let (token, _) = match store.begin_tenure(&key, &me, Grant::New, term, None).await {
             Ok(leasehold_storage::AcquireOutcome::Acquired { token, until }) => (token, until),
             other => panic!("grant {name}: {other:?}"),
         };

@@ -10,6 +10,7 @@ use leasehold_core::{
     Namespace, ReleaseOutcome, RenewOutcome, SetValueOutcome, Term,
 };
 
+use crate::Grant;
 use crate::{AllOutcome, LeaseStore, RenewItem, StoreError};
 
 #[derive(Debug, Clone)]
@@ -39,13 +40,13 @@ type DbClock = Arc<dyn Fn() -> DbInstant + Send + Sync>;
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use std::time::Duration;
-/// use leasehold_storage::{AcquireOutcome, HolderId, LeaseKey, LeaseStore, MemoryStore, Term};
+/// use leasehold_storage::{AcquireOutcome, Grant, HolderId, LeaseKey, LeaseStore, MemoryStore, Term};
 /// let store = MemoryStore::new();
 /// let key = LeaseKey::parse("", "job")?;
 /// let term = Term::new("term", Duration::from_secs(5))?;
-/// let a = store.begin_tenure(&key, &HolderId::new("a")?, term, None).await?;
+/// let a = store.begin_tenure(&key, &HolderId::new("a")?, Grant::New, term, None).await?;
 /// assert!(matches!(a, AcquireOutcome::Acquired { .. }));
-/// let b = store.begin_tenure(&key, &HolderId::new("b")?, term, None).await?;
+/// let b = store.begin_tenure(&key, &HolderId::new("b")?, Grant::New, term, None).await?;
 /// assert!(matches!(b, AcquireOutcome::HeldBy { .. }));
 /// # Ok(()) }
 /// ```
@@ -183,21 +184,11 @@ impl LeaseStore for MemoryStore {
         &self,
         key: &LeaseKey,
         holder: &HolderId,
+        grant: Grant,
         term: Term,
         value: Option<&LeaseValue>,
     ) -> Result<AcquireOutcome, StoreError> {
-        self.acquire(key, holder, term, None, value)
-    }
-
-    async fn take_over_tenure(
-        &self,
-        key: &LeaseKey,
-        holder: &HolderId,
-        expected: FencingToken,
-        term: Term,
-        value: Option<&LeaseValue>,
-    ) -> Result<AcquireOutcome, StoreError> {
-        self.acquire(key, holder, term, Some(expected), value)
+        self.acquire(key, holder, term, grant.expected(), value)
     }
 
     async fn begin_tenure_all(

@@ -12,6 +12,7 @@ use leasehold_core::{
 };
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, QueryResult, Statement};
 
+use crate::Grant;
 use crate::backend::Backend;
 pub(crate) use crate::retry::{begin_whole, retry_deadlocks};
 use crate::sql::Sql;
@@ -290,10 +291,11 @@ impl LeaseStore for SeaOrmStore {
         &self,
         key: &LeaseKey,
         holder: &HolderId,
+        grant: Grant,
         term: Term,
         value: Option<&LeaseValue>,
     ) -> Result<AcquireOutcome, StoreError> {
-        self.acquire(key, holder, term, None, value).await
+        self.acquire(key, holder, grant, term, value).await
     }
 
     async fn begin_tenure_all(
@@ -303,17 +305,6 @@ impl LeaseStore for SeaOrmStore {
         term: Term,
     ) -> Result<AllOutcome, StoreError> {
         self.begin_tenure_joint(holder, keys, term).await
-    }
-
-    async fn take_over_tenure(
-        &self,
-        key: &LeaseKey,
-        holder: &HolderId,
-        expected: FencingToken,
-        term: Term,
-        value: Option<&LeaseValue>,
-    ) -> Result<AcquireOutcome, StoreError> {
-        self.acquire(key, holder, term, Some(expected), value).await
     }
 
     async fn set_value(

@@ -109,10 +109,12 @@ impl Sql {
         }
     }
 
-    /// The grant behind `begin_tenure` (a new tenure on a free row only) and `take_over_tenure`
-    /// (also over our own live tenure `expected`); every grant is a new tenure (token + 1). PostgreSQL and SQLite return the row only when they
-    /// granted; MariaDB returns it always, with `took`; Oracle MySQL returns nothing (read it
-    /// back with [`Sql::grant_row`] in the same transaction).
+    /// The grant behind `begin_tenure`: a new tenure on a free row only (`expected` `None`,
+    /// [`crate::Grant::New`]) or also over our own live tenure `expected`
+    /// ([`crate::Grant::TakeOver`]); every grant is a new tenure (token + 1). PostgreSQL and
+    /// SQLite return the row only when they granted; MariaDB returns it always, with `took`;
+    /// Oracle MySQL returns nothing (read it back with [`Sql::grant_row`] in the same
+    /// transaction).
     pub(crate) fn acquire(
         &self,
         key: &LeaseKey,

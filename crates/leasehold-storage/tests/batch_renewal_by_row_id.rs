@@ -9,6 +9,7 @@
 
 use std::time::Duration;
 
+use leasehold_storage::Grant;
 use leasehold_storage::{
     AcquireOutcome, BatchRenewal, FencingToken, HolderId, LeaseKey, LeaseStore, RenewItem,
     SeaOrmStore, StoreBuilder, Term,
@@ -28,7 +29,7 @@ async fn until_of(store: &SeaOrmStore, key: &LeaseKey) -> i64 {
 
 async fn grant(store: &SeaOrmStore, key: &LeaseKey, who: &HolderId, term: Term) -> FencingToken {
     match store
-        .begin_tenure(key, who, term, None)
+        .begin_tenure(key, who, Grant::New, term, None)
         .await
         .expect("grant")
     {

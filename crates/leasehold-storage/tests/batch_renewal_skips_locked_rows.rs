@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use leasehold_storage::Grant;
 use leasehold_storage::{
     AcquireOutcome, BatchRenewal, FencingToken, HolderId, LeaseKey, LeaseStore, RenewItem,
     SeaOrmStore, StoreBuilder, Term,
@@ -38,7 +39,7 @@ async fn locked_row_is_unknown_and_the_rest_renews(url: &str, tag: &str) {
     let mut tokens = Vec::new();
     for name in ["a", "b", "c", "d"] {
         match store
-            .begin_tenure(&key(name), &me, term, None)
+            .begin_tenure(&key(name), &me, Grant::New, term, None)
             .await
             .expect("grant")
         {

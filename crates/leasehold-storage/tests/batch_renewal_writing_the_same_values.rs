@@ -9,6 +9,7 @@
 
 use std::time::Duration;
 
+use leasehold_storage::Grant;
 use leasehold_storage::{
     AcquireOutcome, BatchRenewal, HolderId, LeaseKey, LeaseStore, RenewItem, StoreBuilder, Term,
 };
@@ -37,7 +38,7 @@ async fn a_renewal_that_writes_the_same_values_is_renewed() {
     let mut items = Vec::new();
     for (name, t) in [("a", long), ("b", long), ("lapsed", short)] {
         match store
-            .begin_tenure(&key(name), &me, t, None)
+            .begin_tenure(&key(name), &me, Grant::New, t, None)
             .await
             .expect("grant")
         {

@@ -9,6 +9,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use leasehold_storage::Grant;
 use leasehold_storage::{AcquireOutcome, HolderId, LeaseKey, LeaseStore, StoreBuilder, Term};
 use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 use leasehold_testkit::{Fault, FaultProxy};
@@ -40,7 +41,7 @@ async fn cancelled_begin_leaves_nothing_open(url: &str, tag: &str) {
     let term = Term::new("term", Duration::from_secs(30)).expect("term");
     let key = LeaseKey::parse(&ns, "fenced").expect("key");
     let AcquireOutcome::Acquired { token, .. } = store
-        .begin_tenure(&key, &me, term, None)
+        .begin_tenure(&key, &me, Grant::New, term, None)
         .await
         .expect("acquire")
     else {
@@ -63,7 +64,7 @@ async fn cancelled_begin_leaves_nothing_open(url: &str, tag: &str) {
     let second = LeaseKey::parse(&ns, "second").expect("key");
     let granted = tokio::time::timeout(
         Duration::from_secs(10),
-        store.begin_tenure(&second, &me, term, None),
+        store.begin_tenure(&second, &me, Grant::New, term, None),
     )
     .await
     .expect("bounded")

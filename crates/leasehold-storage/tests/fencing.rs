@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use leasehold_storage::Grant;
 use leasehold_storage::{
     AcquireOutcome, FencingToken, HolderId, LeaseKey, LeaseStore, SeaOrmStore, StoreBuilder, Term,
 };
@@ -13,6 +14,7 @@ async fn grant(store: &SeaOrmStore, key: &LeaseKey, who: &HolderId, ms: u64) -> 
         .begin_tenure(
             key,
             who,
+            Grant::New,
             Term::new("term", Duration::from_millis(ms)).expect("term"),
             None,
         )
@@ -158,7 +160,7 @@ async fn takeover_waits_for_open_fenced_transaction(
     tokio::time::sleep(Duration::from_millis(400)).await; // a's grant has now expired
     let takeover = tokio::spawn(async move {
         let term = Term::new("term", Duration::from_secs(60)).expect("term");
-        other.begin_tenure(&key, &b, term, None).await
+        other.begin_tenure(&key, &b, Grant::New, term, None).await
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(

@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use leasehold_storage::Grant;
 use leasehold_storage::doorbell;
 use leasehold_storage::doorbell::postgres::{CHANGES, CHANNEL};
 use leasehold_storage::{
@@ -71,13 +72,13 @@ async fn postgres_grants_and_releases_notify_exactly_the_rows_they_changed() {
     // A single grant; the same key refused to another holder.
     let t_one = token(
         &store
-            .begin_tenure(&one, &a, term(), None)
+            .begin_tenure(&one, &a, Grant::New, term(), None)
             .await
             .expect("grant"),
     );
     expected.push((CHANGES, one.clone()));
     let refused = store
-        .begin_tenure(&one, &b, term(), None)
+        .begin_tenure(&one, &b, Grant::New, term(), None)
         .await
         .expect("grant");
     assert!(
@@ -142,7 +143,7 @@ async fn postgres_grants_and_releases_notify_exactly_the_rows_they_changed() {
     bell.held(&five);
     let t_five = token(
         &store
-            .begin_tenure(&five, &a, term(), None)
+            .begin_tenure(&five, &a, Grant::New, term(), None)
             .await
             .expect("grant"),
     );

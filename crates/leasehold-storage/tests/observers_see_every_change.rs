@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use leasehold_storage::Grant;
 use leasehold_storage::doorbell::{self, Doorbell};
 use leasehold_storage::observe::{LeaseObserver, Observation, ObserveOptions};
 use leasehold_storage::{
@@ -86,7 +87,11 @@ fn same(a: Option<&LeaseRecord>, b: Option<&LeaseRecord>) -> bool {
 }
 
 async fn grant(store: &dyn LeaseStore, key: &LeaseKey, who: &HolderId, t: Term) -> FencingToken {
-    match store.begin_tenure(key, who, t, None).await.expect("grant") {
+    match store
+        .begin_tenure(key, who, Grant::New, t, None)
+        .await
+        .expect("grant")
+    {
         AcquireOutcome::Acquired { token, .. } => token,
         other => panic!("not granted: {other:?}"),
     }

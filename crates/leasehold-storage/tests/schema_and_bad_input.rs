@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use leasehold_storage::Grant;
 use leasehold_storage::{HolderId, LeaseKey, LeaseStore, StoreBuilder, StoreError, Term};
 use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 use leasehold_testkit::conformance::{self};
@@ -126,7 +127,7 @@ async fn read_only_sqlite_refuses_writes_and_keeps_rows() {
     let term = Term::new("term", Duration::from_secs(60)).expect("term");
     let writer = StoreBuilder::new(&url).connect().await.expect("writer");
     writer
-        .begin_tenure(&key, &a, term, None)
+        .begin_tenure(&key, &a, Grant::New, term, None)
         .await
         .expect("grant");
     let before = writer.get(&key).await.expect("get").expect("row");
@@ -138,7 +139,13 @@ async fn read_only_sqlite_refuses_writes_and_keeps_rows() {
         .expect("read-only open works for reads");
     assert_eq!(ro.list_valid(None, "").await.expect("reads work").len(), 1);
     let err = ro
-        .begin_tenure(&key, &HolderId::new("b").expect("holder"), term, None)
+        .begin_tenure(
+            &key,
+            &HolderId::new("b").expect("holder"),
+            Grant::New,
+            term,
+            None,
+        )
         .await
         .expect_err("write refused");
     assert!(

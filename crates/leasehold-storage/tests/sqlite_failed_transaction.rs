@@ -9,6 +9,7 @@
 
 use std::time::Duration;
 
+use leasehold_storage::Grant;
 use leasehold_storage::{
     AcquireOutcome, HolderId, LeaseKey, LeaseStore, ReleaseOutcome, SeaOrmStore, StoreBuilder, Term,
 };
@@ -50,7 +51,7 @@ async fn a_transaction_sqlite_rolled_back_itself_leaves_no_open_transaction_behi
     let me = HolderId::new("a").expect("holder");
     let key = LeaseKey::parse("full", "ledger").expect("key");
     let AcquireOutcome::Acquired { token, .. } = store
-        .begin_tenure(&key, &me, term(), None)
+        .begin_tenure(&key, &me, Grant::New, term(), None)
         .await
         .expect("acquire")
     else {
@@ -90,7 +91,7 @@ async fn a_transaction_sqlite_rolled_back_itself_leaves_no_open_transaction_behi
     let second = LeaseKey::parse("full", "second").expect("key");
     assert!(matches!(
         store
-            .begin_tenure(&second, &me, term(), None)
+            .begin_tenure(&second, &me, Grant::New, term(), None)
             .await
             .expect("acquire"),
         AcquireOutcome::Acquired { .. }

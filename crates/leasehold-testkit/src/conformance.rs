@@ -25,6 +25,7 @@ use leasehold_core::{
     Term,
 };
 
+use leasehold_storage::Grant;
 use leasehold_storage::{LeaseStore, MemoryStore, SeaOrmStore};
 
 mod batch_items;
@@ -216,7 +217,7 @@ async fn acquired(
 ) -> Result<(FencingToken, leasehold_core::DbInstant), String> {
     match ctx
         .store
-        .begin_tenure(key, who, t, None)
+        .begin_tenure(key, who, Grant::New, t, None)
         .await
         .map_err(|e| e.to_string())?
     {

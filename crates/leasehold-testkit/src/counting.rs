@@ -14,6 +14,7 @@ use leasehold_core::{
     MonotonicClock, Namespace, ReleaseOutcome, RenewOutcome, SetValueOutcome, Term,
 };
 
+use leasehold_storage::Grant;
 use leasehold_storage::{AllOutcome, BatchRenewal, LeaseStore, RenewItem, StoreError};
 
 mod op;
@@ -129,7 +130,8 @@ type AnswerDelay = Arc<dyn Fn(Op) -> Duration + Send + Sync>;
 /// use std::time::Duration;
 /// use leasehold_testkit::counting::{CountingStore, Op, StoreCounts};
 /// use leasehold_storage::{
-///     AcquireOutcome, HolderId, LeaseKey, LeaseStore, MemoryStore, RenewItem, StoreError, Term,
+///     AcquireOutcome, Grant, HolderId, LeaseKey, LeaseStore, MemoryStore, RenewItem, StoreError,
+///     Term,
 /// };
 ///
 /// let counts = Arc::new(StoreCounts::default());
@@ -145,7 +147,7 @@ type AnswerDelay = Arc<dyn Fn(Op) -> Duration + Send + Sync>;
 ///     });
 /// let (key, me) = (LeaseKey::parse("jobs", "nightly")?, HolderId::new("host-a")?);
 /// let term = Term::new("term", Duration::from_secs(30))?;
-/// let AcquireOutcome::Acquired { token, .. } = store.begin_tenure(&key, &me, term, None).await? else {
+/// let AcquireOutcome::Acquired { token, .. } = store.begin_tenure(&key, &me, Grant::New, term, None).await? else {
 ///     panic!("a free lease is granted");
 /// };
 /// let items = [RenewItem { key: key.clone(), token }];
@@ -310,11 +312,16 @@ impl LeaseStore for CountingStore {
         &self,
         key: &LeaseKey,
         holder: &HolderId,
+        grant: Grant,
         term: Term,
         value: Option<&LeaseValue>,
     ) -> Result<AcquireOutcome, StoreError> {
-        let call = self.inner.begin_tenure(key, holder, term, value);
-        self.pass(Op::BeginTenure, 0, call).await
+        let op = match grant {
+            Grant::New => Op::BeginTenure,
+            Grant::TakeOver(_) => Op::TakeOverTenure,
+        };
+        let call = self.inner.begin_tenure(key, holder, grant, term, value);
+        self.pass(op, 0, call).await
     }
 
     async fn begin_tenure_many(
@@ -336,20 +343,6 @@ impl LeaseStore for CountingStore {
     ) -> Result<AllOutcome, StoreError> {
         let call = self.inner.begin_tenure_all(holder, keys, term);
         self.pass(Op::BeginTenureAll, keys.len(), call).await
-    }
-
-    async fn take_over_tenure(
-        &self,
-        key: &LeaseKey,
-        holder: &HolderId,
-        expected: FencingToken,
-        term: Term,
-        value: Option<&LeaseValue>,
-    ) -> Result<AcquireOutcome, StoreError> {
-        let call = self
-            .inner
-            .take_over_tenure(key, holder, expected, term, value);
-        self.pass(Op::TakeOverTenure, 0, call).await
     }
 
     async fn set_value(

@@ -9,6 +9,7 @@ mod common;
 use std::time::Duration;
 
 use common::{sqlite_file_url, unique_namespace};
+use leasehold::Grant;
 use leasehold::{
     Error, LeaseConfig, LeaseKey, LeaseService, LeaseStore, LeaseTask, LeaseTaskOptions,
     LeaseValue, Retention, StoreBuilder,
@@ -171,7 +172,7 @@ async fn retention_covers_lock_and_named_namespaces(url: &str, backend: &str) {
     );
     for key in [&named_key, &other_key] {
         let leasehold::AcquireOutcome::Acquired { token, .. } = store
-            .begin_tenure(key, &stranger, term, None)
+            .begin_tenure(key, &stranger, Grant::New, term, None)
             .await
             .expect("grant")
         else {

@@ -15,6 +15,7 @@ use sea_orm::sqlx::postgres::PgAdvisoryLock;
 
 use super::statements::{R, Raw, Stmts, capture, err};
 use super::{Ctx, Plan, Row, micros, stats, stopwatch, timed};
+use leasehold_storage::Grant;
 
 const TASKS: usize = 16;
 const SPREAD_NAMES: usize = 1_000;
@@ -90,7 +91,11 @@ impl Run {
 async fn try_pair(kind: &Kind, key: &LeaseKey, me: &HolderId, term: Term) -> R<Option<Duration>> {
     let start = stopwatch();
     match kind {
-        Kind::Store(store) => match store.begin_tenure(key, me, term, None).await.map_err(err)? {
+        Kind::Store(store) => match store
+            .begin_tenure(key, me, Grant::New, term, None)
+            .await
+            .map_err(err)?
+        {
             AcquireOutcome::Acquired { token, .. } => {
                 match store.release(key, me, token).await.map_err(err)? {
                     ReleaseOutcome::Released => Ok(Some(start.elapsed())),

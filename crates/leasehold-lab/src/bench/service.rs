@@ -18,6 +18,7 @@ use leasehold_testkit::counting::{CountingStore, Op, StoreCounts};
 
 use super::statements::{R, err};
 use super::{Ctx, Plan, Row, stats, stopwatch, timed};
+use leasehold_storage::Grant;
 
 /// Rows per batched renewal statement on MySQL/MariaDB, which spends an UPDATE and a SELECT on
 /// each chunk (see `renew_many` in the storage crate).
@@ -231,7 +232,7 @@ async fn single_renew_cost(ctx: &Ctx, sample: usize) -> R<f64> {
             async move {
                 let key = LeaseKey::parse(ns, &format!("loop-{i:06}")).map_err(err)?;
                 match store
-                    .begin_tenure(&key, me, term, None)
+                    .begin_tenure(&key, me, Grant::New, term, None)
                     .await
                     .map_err(err)?
                 {

@@ -15,6 +15,7 @@ use leasehold_storage::{
 use sea_orm::sqlx::{self, Row as _};
 
 use super::{Ctx, Row, micros, stats, timed};
+use leasehold_storage::Grant;
 
 /// Names cycled through by the grant/renew/release loop (per side).
 const NAMES: usize = 8;
@@ -226,7 +227,11 @@ pub(crate) async fn capture(store: &SeaOrmStore, ns: &str) -> R<Stmts> {
         Ok(Stmt { sql, params })
     };
     seen.lock().unwrap_or_else(PoisonError::into_inner).clear();
-    let token = match spy.begin_tenure(&key, &me, term, None).await.map_err(err)? {
+    let token = match spy
+        .begin_tenure(&key, &me, Grant::New, term, None)
+        .await
+        .map_err(err)?
+    {
         AcquireOutcome::Acquired { token, .. } => token,
         other => return Err(format!("capture grant refused: {other:?}")),
     };
@@ -248,7 +253,7 @@ async fn store_cycle(
     me: &HolderId,
     term: Term,
 ) -> R<[Duration; 3]> {
-    let (out, grant) = timed(store.begin_tenure(key, me, term, None)).await;
+    let (out, grant) = timed(store.begin_tenure(key, me, Grant::New, term, None)).await;
     let token = match out.map_err(err)? {
         AcquireOutcome::Acquired { token, .. } => token,
         other => return Err(format!("store grant refused: {other:?}")),

@@ -104,7 +104,7 @@ pub(crate) trait Dialect: Send + Sync + std::fmt::Debug {
         format!("(COALESCE((SELECT f.version FROM {floor} f WHERE f.id = 1), 0) + 1)")
     }
 
-    /// The grant behind `begin_tenure` and `take_over_tenure` (see
+    /// The grant behind `begin_tenure`, either `Grant` (see
     /// [`crate::sql::Sql::acquire`]); `fresh` is [`Dialect::fresh_version`], `announce` the
     /// `RETURNING` item announcing the grant (or nothing).
     fn acquire(&self, n: &Names<'_>, fresh: &str, announce: &str) -> String {

@@ -3,15 +3,15 @@
 use std::fmt;
 
 #[cfg(doc)]
-use leasehold_storage::LeaseStore;
+use leasehold_storage::{Grant, LeaseStore};
 
 /// A method of [`LeaseStore`], as counted by [`CountingStore`](super::CountingStore).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum Op {
-    /// [`LeaseStore::begin_tenure`].
+    /// [`LeaseStore::begin_tenure`] with [`Grant::New`].
     BeginTenure,
-    /// [`LeaseStore::take_over_tenure`].
+    /// [`LeaseStore::begin_tenure`] with [`Grant::TakeOver`] (named after the method it was).
     TakeOverTenure,
     /// [`LeaseStore::renew`].
     Renew,

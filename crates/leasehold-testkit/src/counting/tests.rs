@@ -3,6 +3,7 @@
 use std::sync::Mutex;
 
 use super::*;
+use leasehold_storage::Grant;
 use leasehold_storage::MemoryStore;
 
 fn store() -> (CountingStore, Arc<StoreCounts>) {
@@ -26,8 +27,9 @@ async fn counts_each_method_and_renew_many_items() -> Result<(), Box<dyn std::er
     let mut items = Vec::new();
     for name in ["x", "y", "z"] {
         let key = LeaseKey::parse("ns", name)?;
-        let AcquireOutcome::Acquired { token, .. } =
-            store.begin_tenure(&key, &me, term, None).await?
+        let AcquireOutcome::Acquired { token, .. } = store
+            .begin_tenure(&key, &me, Grant::New, term, None)
+            .await?
         else {
             return Err("not granted".into());
         };

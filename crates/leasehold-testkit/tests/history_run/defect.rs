@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use leasehold_storage::Grant;
 use leasehold_storage::{
     AcquireOutcome, AllOutcome, BatchRenewal, DbInstant, FencingToken, HolderId, LeaseKey,
     LeaseRecord, LeaseStore, LeaseValue, Namespace, ReleaseOutcome, RenewItem, RenewOutcome,
@@ -21,10 +22,11 @@ impl LeaseStore for BelievesHolderId {
         &self,
         key: &LeaseKey,
         holder: &HolderId,
+        grant: Grant,
         term: Term,
         value: Option<&LeaseValue>,
     ) -> Result<AcquireOutcome, StoreError> {
-        self.0.begin_tenure(key, holder, term, value).await
+        self.0.begin_tenure(key, holder, grant, term, value).await
     }
     async fn begin_tenure_many(
         &self,
@@ -53,18 +55,6 @@ impl LeaseStore for BelievesHolderId {
         term: Term,
     ) -> Result<AllOutcome, StoreError> {
         self.0.begin_tenure_all(holder, keys, term).await
-    }
-    async fn take_over_tenure(
-        &self,
-        key: &LeaseKey,
-        holder: &HolderId,
-        expected: FencingToken,
-        term: Term,
-        value: Option<&LeaseValue>,
-    ) -> Result<AcquireOutcome, StoreError> {
-        self.0
-            .take_over_tenure(key, holder, expected, term, value)
-            .await
     }
     async fn set_value(
         &self,

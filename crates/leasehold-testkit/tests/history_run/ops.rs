@@ -11,6 +11,7 @@ use leasehold_testkit::history::{Answer, Call, EVERY_KEY, Op};
 use rand::RngExt;
 
 use super::{Worker, bounded, term};
+use leasehold_storage::Grant;
 
 fn grant_answer(a: AcquireOutcome) -> Answer {
     match a {
@@ -43,7 +44,12 @@ impl Worker {
         let (key, holder) = (self.key(), self.holder());
         let h = HolderId::new(&holder).expect("holder");
         let t0 = self.rec.now();
-        let answer = bounded(self.session.store.begin_tenure(&key, &h, term(), None)).await;
+        let answer = bounded(
+            self.session
+                .store
+                .begin_tenure(&key, &h, Grant::New, term(), None),
+        )
+        .await;
         let t1 = self.rec.now();
         let answer = answer.map_or(Answer::Unknown, grant_answer);
         self.record(

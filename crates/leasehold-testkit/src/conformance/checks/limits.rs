@@ -13,6 +13,7 @@ use crate::conformance::{Ctx, acquired, ensure, holder, term};
 use leasehold_storage::RenewItem;
 
 use super::{LONG, e};
+use leasehold_storage::Grant;
 
 pub(in crate::conformance) async fn renew_many_1000(ctx: Ctx) -> Result<(), String> {
     let (a, b) = (holder("a")?, holder("b")?);
@@ -218,7 +219,7 @@ pub(in crate::conformance) async fn race_32_tasks_200_rounds(ctx: Ctx) -> Result
                 start.wait().await;
                 let won = match ctx
                     .store
-                    .begin_tenure(&key, &me, term(LONG)?, None)
+                    .begin_tenure(&key, &me, Grant::New, term(LONG)?, None)
                     .await
                     .map_err(e)?
                 {

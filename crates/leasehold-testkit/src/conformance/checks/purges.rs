@@ -8,6 +8,7 @@ use leasehold_core::{AcquireOutcome, FencingToken};
 use crate::conformance::{Ctx, acquired, ensure, holder, term};
 
 use super::{LONG, e};
+use leasehold_storage::Grant;
 
 pub(in crate::conformance) async fn purge_by_age(ctx: Ctx) -> Result<(), String> {
     let a = holder("a")?;
@@ -82,7 +83,7 @@ pub(in crate::conformance) async fn purge_never_resets_token(ctx: Ctx) -> Result
             // On a free row a take-over grants as `begin_tenure` does, whatever token it names.
             "take_over_tenure" => match ctx
                 .store
-                .take_over_tenure(&key, &a, last, term(LONG)?, None)
+                .begin_tenure(&key, &a, Grant::TakeOver(last), term(LONG)?, None)
                 .await
                 .map_err(e)?
             {
@@ -91,7 +92,7 @@ pub(in crate::conformance) async fn purge_never_resets_token(ctx: Ctx) -> Result
             },
             "begin_tenure" => match ctx
                 .store
-                .begin_tenure(&key, &a, term(LONG)?, None)
+                .begin_tenure(&key, &a, Grant::New, term(LONG)?, None)
                 .await
                 .map_err(e)?
             {
@@ -148,7 +149,10 @@ pub(in crate::conformance) async fn purge_grant_race(ctx: Ctx) -> Result<(), Str
         handles.push(tokio::spawn(async move {
             let mut tokens = Vec::new();
             for _ in 0..ROUNDS {
-                let got = ctx.store.begin_tenure(&key, &me, term(LONG)?, None).await;
+                let got = ctx
+                    .store
+                    .begin_tenure(&key, &me, Grant::New, term(LONG)?, None)
+                    .await;
                 if let AcquireOutcome::Acquired { token, .. } = got.map_err(e)? {
                     tokens.push(token);
                     ctx.store.release(&key, &me, token).await.map_err(e)?;

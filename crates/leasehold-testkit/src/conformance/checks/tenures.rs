@@ -6,6 +6,7 @@ use crate::conformance::{Ctx, acquired, ensure, holder, term};
 use leasehold_storage::RenewItem;
 
 use super::{LONG, PAST_SHORT, SHORT, e};
+use leasehold_storage::Grant;
 
 pub(in crate::conformance) async fn grant_on_empty_table(ctx: Ctx) -> Result<(), String> {
     let key = ctx.key("job")?;
@@ -36,7 +37,7 @@ pub(in crate::conformance) async fn second_holder_refused(ctx: Ctx) -> Result<()
     let (token, until) = acquired(&ctx, &key, &holder("a")?, term(LONG)?).await?;
     match ctx
         .store
-        .begin_tenure(&key, &holder("b")?, term(LONG)?, None)
+        .begin_tenure(&key, &holder("b")?, Grant::New, term(LONG)?, None)
         .await
         .map_err(e)?
     {
@@ -58,7 +59,7 @@ pub(in crate::conformance) async fn begin_tenure_new_token(ctx: Ctx) -> Result<(
     // b cannot begin a tenure on a's live grant.
     let refused = ctx
         .store
-        .begin_tenure(&key, &b, term(LONG)?, None)
+        .begin_tenure(&key, &b, Grant::New, term(LONG)?, None)
         .await
         .map_err(e)?;
     ensure(
@@ -68,7 +69,7 @@ pub(in crate::conformance) async fn begin_tenure_new_token(ctx: Ctx) -> Result<(
     // a's begin_tenure over its own live grant (a stale or duplicated request) changes nothing.
     let again = ctx
         .store
-        .begin_tenure(&key, &a, term(LONG)?, None)
+        .begin_tenure(&key, &a, Grant::New, term(LONG)?, None)
         .await
         .map_err(e)?;
     ensure(
@@ -78,7 +79,13 @@ pub(in crate::conformance) async fn begin_tenure_new_token(ctx: Ctx) -> Result<(
     // Taking over one's own live tenure needs its token: a wrong one changes nothing ...
     let wrong = ctx
         .store
-        .take_over_tenure(&key, &a, FencingToken(t1.get() + 7), term(LONG)?, None)
+        .begin_tenure(
+            &key,
+            &a,
+            Grant::TakeOver(FencingToken(t1.get() + 7)),
+            term(LONG)?,
+            None,
+        )
         .await
         .map_err(e)?;
     ensure(
@@ -88,7 +95,7 @@ pub(in crate::conformance) async fn begin_tenure_new_token(ctx: Ctx) -> Result<(
     // ... b cannot take a's tenure even naming its token ...
     let by_b = ctx
         .store
-        .take_over_tenure(&key, &b, t1, term(LONG)?, None)
+        .begin_tenure(&key, &b, Grant::TakeOver(t1), term(LONG)?, None)
         .await
         .map_err(e)?;
     ensure(
@@ -98,7 +105,7 @@ pub(in crate::conformance) async fn begin_tenure_new_token(ctx: Ctx) -> Result<(
     // ... and naming it gives a new tenure with the next token.
     let t2 = match ctx
         .store
-        .take_over_tenure(&key, &a, t1, term(LONG)?, None)
+        .begin_tenure(&key, &a, Grant::TakeOver(t1), term(LONG)?, None)
         .await
         .map_err(e)?
     {
@@ -111,7 +118,7 @@ pub(in crate::conformance) async fn begin_tenure_new_token(ctx: Ctx) -> Result<(
     // A late copy of that same take-over finds the newer tenure and does nothing.
     let late = ctx
         .store
-        .take_over_tenure(&key, &a, t1, term(LONG)?, None)
+        .begin_tenure(&key, &a, Grant::TakeOver(t1), term(LONG)?, None)
         .await
         .map_err(e)?;
     ensure(

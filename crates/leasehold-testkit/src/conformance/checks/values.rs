@@ -5,6 +5,7 @@ use leasehold_core::{AcquireOutcome, FencingToken, LeaseKey, LeaseValue, SetValu
 use crate::conformance::{Ctx, acquired, ensure, holder, term};
 
 use super::{LONG, PAST_SHORT, SHORT, e};
+use leasehold_storage::Grant;
 
 fn value(s: &str) -> Result<LeaseValue, String> {
     LeaseValue::new(s).map_err(e)
@@ -29,7 +30,7 @@ pub(in crate::conformance) async fn value_set_at_grant(ctx: Ctx) -> Result<(), S
     let v1 = value("10.0.0.1:80")?;
     let t1 = match ctx
         .store
-        .begin_tenure(&key, &a, term(LONG)?, Some(&v1))
+        .begin_tenure(&key, &a, Grant::New, term(LONG)?, Some(&v1))
         .await
         .map_err(e)?
     {
@@ -49,7 +50,7 @@ pub(in crate::conformance) async fn value_set_at_grant(ctx: Ctx) -> Result<(), S
     // A new tenure over a's own live grant is refused and leaves the grant and its value alone.
     match ctx
         .store
-        .begin_tenure(&key, &a, term(LONG)?, None)
+        .begin_tenure(&key, &a, Grant::New, term(LONG)?, None)
         .await
         .map_err(e)?
     {
@@ -67,7 +68,7 @@ pub(in crate::conformance) async fn value_set_at_grant(ctx: Ctx) -> Result<(), S
     let v2 = value("🦀 epoch 2")?;
     let t2 = match ctx
         .store
-        .take_over_tenure(&key, &a, t1, term(LONG)?, Some(&v2))
+        .begin_tenure(&key, &a, Grant::TakeOver(t1), term(LONG)?, Some(&v2))
         .await
         .map_err(e)?
     {
@@ -84,7 +85,7 @@ pub(in crate::conformance) async fn value_set_at_grant(ctx: Ctx) -> Result<(), S
         "a released row lost its last tenure's value".into()
     })?;
     ctx.store
-        .begin_tenure(&key, &b, term(LONG)?, None)
+        .begin_tenure(&key, &b, Grant::New, term(LONG)?, None)
         .await
         .map_err(e)?;
     ensure(value_of(&ctx, &key).await?.is_none(), || {
