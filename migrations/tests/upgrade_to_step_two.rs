@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use leasehold_migration::sea_orm_migration::{MigrationTrait, SchemaManager};
-use leasehold_storage::Grant;
 use leasehold_storage::{
-    AcquireOutcome, HolderId, LeaseKey, LeaseStore, LeaseValue, StoreBuilder, StoreError, Term,
+    AcquireOutcome, Grant, HolderId, LeaseKey, LeaseStore, LeaseValue, StoreBuilder, StoreError,
+    Term,
 };
 use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 use sea_orm::{ConnectionTrait, Database};

@@ -1,13 +1,12 @@
 //! The subcommands' work. Each returns the process exit code.
 
 use leasehold_storage::{
-    AcquireOutcome, FencingToken, HolderId, LeaseKey, LeaseRecord, LeaseStore, Namespace,
+    AcquireOutcome, FencingToken, Grant, HolderId, LeaseKey, LeaseRecord, LeaseStore, Namespace,
     ReleaseOutcome, SeaOrmStore, StoreBuilder, StoreError, Term, ValidationError,
 };
 
 use crate::duration::human;
 use crate::{Cli, Command};
-use leasehold_storage::Grant;
 
 /// Exit code: a database error.
 pub(crate) const DB_ERROR: u8 = 1;

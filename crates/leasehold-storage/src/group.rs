@@ -35,9 +35,8 @@ use leasehold_core::{
 };
 use sea_orm::{ConnectionTrait, DbErr, QueryResult, Statement};
 
-use crate::Grant;
 use crate::seaorm::retry_deadlocks;
-use crate::{Backend, LeaseStore, RenewItem, SeaOrmStore, StoreError};
+use crate::{Backend, Grant, LeaseStore, RenewItem, SeaOrmStore, StoreError};
 
 /// Items per grant transaction (MySQL binds five values per item).
 pub(crate) const GRANT_CHUNK: usize = 1_000;

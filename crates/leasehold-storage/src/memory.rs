@@ -10,8 +10,7 @@ use leasehold_core::{
     Namespace, ReleaseOutcome, RenewOutcome, SetValueOutcome, Term,
 };
 
-use crate::Grant;
-use crate::{AllOutcome, LeaseStore, RenewItem, StoreError};
+use crate::{AllOutcome, Grant, LeaseStore, RenewItem, StoreError};
 
 #[derive(Debug, Clone)]
 struct Row {

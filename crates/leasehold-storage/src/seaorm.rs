@@ -12,11 +12,10 @@ use leasehold_core::{
 };
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, QueryResult, Statement};
 
-use crate::Grant;
 use crate::backend::Backend;
 pub(crate) use crate::retry::{begin_whole, retry_deadlocks};
 use crate::sql::Sql;
-use crate::{AllOutcome, BatchRenewal, LeaseStore, RenewItem, StoreError};
+use crate::{AllOutcome, BatchRenewal, Grant, LeaseStore, RenewItem, StoreError};
 
 /// Rows per batched renewal statement on MySQL (three placeholders each, far below the 65,535
 /// placeholder limit). SQLite and PostgreSQL take every item in one statement.

@@ -9,9 +9,8 @@
 
 use std::time::Duration;
 
-use leasehold_storage::Grant;
 use leasehold_storage::{
-    AcquireOutcome, BatchRenewal, FencingToken, HolderId, LeaseKey, LeaseStore, RenewItem,
+    AcquireOutcome, BatchRenewal, FencingToken, Grant, HolderId, LeaseKey, LeaseStore, RenewItem,
     SeaOrmStore, StoreBuilder, Term,
 };
 use leasehold_testkit::backends::backend_urls;

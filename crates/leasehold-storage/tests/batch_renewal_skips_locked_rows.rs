@@ -7,9 +7,8 @@
 
 use std::time::Duration;
 
-use leasehold_storage::Grant;
 use leasehold_storage::{
-    AcquireOutcome, BatchRenewal, FencingToken, HolderId, LeaseKey, LeaseStore, RenewItem,
+    AcquireOutcome, BatchRenewal, FencingToken, Grant, HolderId, LeaseKey, LeaseStore, RenewItem,
     SeaOrmStore, StoreBuilder, Term,
 };
 use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};

@@ -9,9 +9,9 @@
 
 use std::time::Duration;
 
-use leasehold_storage::Grant;
 use leasehold_storage::{
-    AcquireOutcome, BatchRenewal, HolderId, LeaseKey, LeaseStore, RenewItem, StoreBuilder, Term,
+    AcquireOutcome, BatchRenewal, Grant, HolderId, LeaseKey, LeaseStore, RenewItem, StoreBuilder,
+    Term,
 };
 use leasehold_testkit::backends::{MYSQL_ENV, backend_url};
 use sea_orm::ConnectionTrait;

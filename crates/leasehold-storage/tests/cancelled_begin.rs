@@ -9,8 +9,9 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use leasehold_storage::Grant;
-use leasehold_storage::{AcquireOutcome, HolderId, LeaseKey, LeaseStore, StoreBuilder, Term};
+use leasehold_storage::{
+    AcquireOutcome, Grant, HolderId, LeaseKey, LeaseStore, StoreBuilder, Term,
+};
 use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 use leasehold_testkit::{Fault, FaultProxy};
 use sea_orm::{ConnectionTrait, Statement};

@@ -2,8 +2,9 @@
 //! first run succeeds and they end up sharing one table (PostgreSQL's `CREATE TABLE IF NOT
 //! EXISTS` alone lets the second of two concurrent runs fail on the catalog's unique key).
 
-use leasehold_storage::Grant;
-use leasehold_storage::{AcquireOutcome, HolderId, LeaseKey, LeaseStore, StoreBuilder, Term};
+use leasehold_storage::{
+    AcquireOutcome, Grant, HolderId, LeaseKey, LeaseStore, StoreBuilder, Term,
+};
 use leasehold_testkit::backends::backend_urls;
 use sea_orm::{ConnectionTrait, Database};
 

@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
-use leasehold_storage::Grant;
 use leasehold_storage::{
-    AcquireOutcome, FencingToken, HolderId, LeaseKey, LeaseStore, SeaOrmStore, StoreBuilder, Term,
+    AcquireOutcome, FencingToken, Grant, HolderId, LeaseKey, LeaseStore, SeaOrmStore, StoreBuilder,
+    Term,
 };
 use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 use sea_orm::{ConnectionTrait, Statement};

@@ -6,12 +6,11 @@
 
 use std::time::Duration;
 
-use leasehold_storage::Grant;
 use leasehold_storage::doorbell;
 use leasehold_storage::doorbell::postgres::{CHANGES, CHANNEL};
 use leasehold_storage::{
-    AcquireOutcome, AllOutcome, FencingToken, HolderId, LeaseKey, LeaseStore, ReleaseOutcome,
-    RenewItem, SeaOrmStore, StoreBuilder, Term,
+    AcquireOutcome, AllOutcome, FencingToken, Grant, HolderId, LeaseKey, LeaseStore,
+    ReleaseOutcome, RenewItem, SeaOrmStore, StoreBuilder, Term,
 };
 use leasehold_testkit::backends::{POSTGRES_ENV, backend_url};
 use sea_orm::sqlx::postgres::PgListener;

@@ -8,11 +8,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use leasehold_storage::Grant;
 use leasehold_storage::doorbell::{self, Doorbell};
 use leasehold_storage::observe::{LeaseObserver, Observation, ObserveOptions};
 use leasehold_storage::{
-    AcquireOutcome, FencingToken, HolderId, LeaseKey, LeaseRecord, LeaseStore, RenewOutcome,
+    AcquireOutcome, FencingToken, Grant, HolderId, LeaseKey, LeaseRecord, LeaseStore, RenewOutcome,
     SeaOrmStore, StoreBuilder, StoreError, Term,
 };
 use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url, backend_urls};

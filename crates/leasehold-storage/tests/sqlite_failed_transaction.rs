@@ -9,9 +9,9 @@
 
 use std::time::Duration;
 
-use leasehold_storage::Grant;
 use leasehold_storage::{
-    AcquireOutcome, HolderId, LeaseKey, LeaseStore, ReleaseOutcome, SeaOrmStore, StoreBuilder, Term,
+    AcquireOutcome, Grant, HolderId, LeaseKey, LeaseStore, ReleaseOutcome, SeaOrmStore,
+    StoreBuilder, Term,
 };
 use sea_orm::{ConnectionTrait, Statement};
 

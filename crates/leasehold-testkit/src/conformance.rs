@@ -25,8 +25,7 @@ use leasehold_core::{
     Term,
 };
 
-use leasehold_storage::Grant;
-use leasehold_storage::{LeaseStore, MemoryStore, SeaOrmStore};
+use leasehold_storage::{Grant, LeaseStore, MemoryStore, SeaOrmStore};
 
 mod batch_items;
 mod checks;

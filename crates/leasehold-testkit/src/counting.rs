@@ -14,8 +14,7 @@ use leasehold_core::{
     MonotonicClock, Namespace, ReleaseOutcome, RenewOutcome, SetValueOutcome, Term,
 };
 
-use leasehold_storage::Grant;
-use leasehold_storage::{AllOutcome, BatchRenewal, LeaseStore, RenewItem, StoreError};
+use leasehold_storage::{AllOutcome, BatchRenewal, Grant, LeaseStore, RenewItem, StoreError};
 
 mod op;
 #[cfg(test)]

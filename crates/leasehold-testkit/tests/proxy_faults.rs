@@ -5,8 +5,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use leasehold_core::{HolderId, LeaseKey, Term};
-use leasehold_storage::Grant;
-use leasehold_storage::{AcquireOutcome, LeaseStore, StoreBuilder, StoreError};
+use leasehold_storage::{AcquireOutcome, Grant, LeaseStore, StoreBuilder, StoreError};
 use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 use leasehold_testkit::{Fault, FaultProxy};
 

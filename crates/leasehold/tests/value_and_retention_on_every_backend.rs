@@ -9,9 +9,8 @@ mod common;
 use std::time::Duration;
 
 use common::{sqlite_file_url, unique_namespace};
-use leasehold::Grant;
 use leasehold::{
-    Error, LeaseConfig, LeaseKey, LeaseService, LeaseStore, LeaseTask, LeaseTaskOptions,
+    Error, Grant, LeaseConfig, LeaseKey, LeaseService, LeaseStore, LeaseTask, LeaseTaskOptions,
     LeaseValue, Retention, StoreBuilder,
 };
 use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};

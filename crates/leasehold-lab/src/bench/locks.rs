@@ -9,13 +9,13 @@ use std::time::Duration;
 use futures::future::join_all;
 use leasehold::LeaseService;
 use leasehold_storage::{
-    AcquireOutcome, Backend, HolderId, LeaseKey, LeaseStore, ReleaseOutcome, SeaOrmStore, Term,
+    AcquireOutcome, Backend, Grant, HolderId, LeaseKey, LeaseStore, ReleaseOutcome, SeaOrmStore,
+    Term,
 };
 use sea_orm::sqlx::postgres::PgAdvisoryLock;
 
 use super::statements::{R, Raw, Stmts, capture, err};
 use super::{Ctx, Plan, Row, micros, stats, stopwatch, timed};
-use leasehold_storage::Grant;
 
 const TASKS: usize = 16;
 const SPREAD_NAMES: usize = 1_000;

@@ -6,12 +6,11 @@ use std::time::Duration;
 
 use leasehold_storage::observe::{LeaseObserver, Observation, ObserveOptions};
 use leasehold_storage::{
-    AcquireOutcome, Backend, Doorbell, HolderId, LeaseKey, LeaseStore, SeaOrmStore, StoreBuilder,
-    Term, doorbell,
+    AcquireOutcome, Backend, Doorbell, Grant, HolderId, LeaseKey, LeaseStore, SeaOrmStore,
+    StoreBuilder, Term, doorbell,
 };
 
 use super::{Ctx, Row, micros, stats, stopwatch, timed};
-use leasehold_storage::Grant;
 
 /// The observer's poll interval in the delay rows (its default).
 const POLL: Duration = leasehold_storage::observe::DEFAULT_POLL;

@@ -13,12 +13,11 @@ use leasehold::{
     AcquireOutcome, Clock, HolderId, LeaseConfig, LeaseKey, LeaseService, LeaseStore,
     LeaseTaskOptions, MonotonicClock, RenewItem, RenewOutcome, Term,
 };
-use leasehold_storage::Backend;
+use leasehold_storage::{Backend, Grant};
 use leasehold_testkit::counting::{CountingStore, Op, StoreCounts};
 
 use super::statements::{R, err};
 use super::{Ctx, Plan, Row, stats, stopwatch, timed};
-use leasehold_storage::Grant;
 
 /// Rows per batched renewal statement on MySQL/MariaDB, which spends an UPDATE and a SELECT on
 /// each chunk (see `renew_many` in the storage crate).

@@ -9,13 +9,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use leasehold_storage::{
-    AcquireOutcome, Backend, HolderId, LeaseKey, LeaseStore, ReleaseOutcome, RenewOutcome,
+    AcquireOutcome, Backend, Grant, HolderId, LeaseKey, LeaseStore, ReleaseOutcome, RenewOutcome,
     SeaOrmStore, Term,
 };
 use sea_orm::sqlx::{self, Row as _};
 
 use super::{Ctx, Row, micros, stats, timed};
-use leasehold_storage::Grant;
 
 /// Names cycled through by the grant/renew/release loop (per side).
 const NAMES: usize = 8;

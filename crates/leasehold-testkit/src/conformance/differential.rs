@@ -22,8 +22,7 @@ use leasehold_core::{
 };
 
 use super::{Ctx, acquired, ensure, holder, term};
-use leasehold_storage::Grant;
-use leasehold_storage::{AllOutcome, BatchRenewal, RenewItem, StoreError};
+use leasehold_storage::{AllOutcome, BatchRenewal, Grant, RenewItem, StoreError};
 
 const LONG: u64 = 60_000;
 const SHORT: u64 = 150;

@@ -21,8 +21,7 @@ use super::differential::{
 };
 use super::faults::{bound, lock_row, sql_store};
 use super::{Ctx, acquired, ensure, holder, term};
-use leasehold_storage::Grant;
-use leasehold_storage::{Backend, RenewItem, SeaOrmStore, StoreError};
+use leasehold_storage::{Backend, Grant, RenewItem, SeaOrmStore, StoreError};
 
 const LONG: u64 = 60_000;
 /// How long the other session keeps its transaction open once the call under test has started.

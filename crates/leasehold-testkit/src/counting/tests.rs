@@ -3,8 +3,7 @@
 use std::sync::Mutex;
 
 use super::*;
-use leasehold_storage::Grant;
-use leasehold_storage::MemoryStore;
+use leasehold_storage::{Grant, MemoryStore};
 
 fn store() -> (CountingStore, Arc<StoreCounts>) {
     let counts = Arc::new(StoreCounts::default());

@@ -6,9 +6,8 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use leasehold_storage::Grant;
 use leasehold_storage::{
-    AcquireOutcome, AllOutcome, BatchRenewal, DbInstant, FencingToken, HolderId, LeaseKey,
+    AcquireOutcome, AllOutcome, BatchRenewal, DbInstant, FencingToken, Grant, HolderId, LeaseKey,
     LeaseRecord, LeaseStore, LeaseValue, Namespace, ReleaseOutcome, RenewItem, RenewOutcome,
     SeaOrmStore, SetValueOutcome, StoreError, Term,
 };

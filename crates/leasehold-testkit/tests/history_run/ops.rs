@@ -4,14 +4,13 @@
 use std::time::Duration;
 
 use leasehold_storage::{
-    AcquireOutcome, AllOutcome, BatchRenewal, FencingToken, HolderId, ReleaseOutcome, RenewItem,
-    RenewOutcome,
+    AcquireOutcome, AllOutcome, BatchRenewal, FencingToken, Grant, HolderId, ReleaseOutcome,
+    RenewItem, RenewOutcome,
 };
 use leasehold_testkit::history::{Answer, Call, EVERY_KEY, Op};
 use rand::RngExt;
 
 use super::{Worker, bounded, term};
-use leasehold_storage::Grant;
 
 fn grant_answer(a: AcquireOutcome) -> Answer {
     match a {

@@ -10,10 +10,9 @@ use leasehold_core::{
 use tokio::sync::Barrier;
 
 use crate::conformance::{Ctx, acquired, ensure, holder, term};
-use leasehold_storage::RenewItem;
+use leasehold_storage::{Grant, RenewItem};
 
 use super::{LONG, e};
-use leasehold_storage::Grant;
 
 pub(in crate::conformance) async fn renew_many_1000(ctx: Ctx) -> Result<(), String> {
     let (a, b) = (holder("a")?, holder("b")?);

@@ -4,11 +4,11 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use leasehold_core::{AcquireOutcome, FencingToken};
+use leasehold_storage::Grant;
 
 use crate::conformance::{Ctx, acquired, ensure, holder, term};
 
 use super::{LONG, e};
-use leasehold_storage::Grant;
 
 pub(in crate::conformance) async fn purge_by_age(ctx: Ctx) -> Result<(), String> {
     let a = holder("a")?;

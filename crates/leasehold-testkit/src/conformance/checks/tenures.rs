@@ -3,10 +3,9 @@
 use leasehold_core::{AcquireOutcome, FencingToken, ReleaseOutcome, RenewOutcome};
 
 use crate::conformance::{Ctx, acquired, ensure, holder, term};
-use leasehold_storage::RenewItem;
+use leasehold_storage::{Grant, RenewItem};
 
 use super::{LONG, PAST_SHORT, SHORT, e};
-use leasehold_storage::Grant;
 
 pub(in crate::conformance) async fn grant_on_empty_table(ctx: Ctx) -> Result<(), String> {
     let key = ctx.key("job")?;

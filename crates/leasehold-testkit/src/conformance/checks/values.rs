@@ -1,11 +1,11 @@
 //! The value a holder keeps on its lease: set at grant, changed while held.
 
 use leasehold_core::{AcquireOutcome, FencingToken, LeaseKey, LeaseValue, SetValueOutcome};
+use leasehold_storage::Grant;
 
 use crate::conformance::{Ctx, acquired, ensure, holder, term};
 
 use super::{LONG, PAST_SHORT, SHORT, e};
-use leasehold_storage::Grant;
 
 fn value(s: &str) -> Result<LeaseValue, String> {
     LeaseValue::new(s).map_err(e)
