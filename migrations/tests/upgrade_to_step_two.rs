@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use leasehold_migration::sea_orm_migration::{MigrationTrait, SchemaManager};
 use leasehold_storage::{
-    AcquireOutcome, HolderId, LeaseKey, LeaseStore, LeaseValue, StoreBuilder, StoreError, Term,
+    AcquireOutcome, Grant, HolderId, LeaseKey, LeaseStore, LeaseValue, StoreBuilder, StoreError,
+    Term,
 };
 use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 use sea_orm::{ConnectionTrait, Database};
@@ -58,7 +59,7 @@ async fn upgrade_keeps_rows(url: &str, prefix: &str) {
     let v = LeaseValue::new("10.1.2.3:99").expect("value");
     let term = Term::new("term", Duration::from_secs(30)).expect("term");
     match store
-        .begin_tenure(&key, &me, term, Some(&v))
+        .begin_tenure(&key, &me, Grant::New, term, Some(&v))
         .await
         .expect("grant")
     {

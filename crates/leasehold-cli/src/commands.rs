@@ -1,7 +1,7 @@
 //! The subcommands' work. Each returns the process exit code.
 
 use leasehold_storage::{
-    AcquireOutcome, FencingToken, HolderId, LeaseKey, LeaseRecord, LeaseStore, Namespace,
+    AcquireOutcome, FencingToken, Grant, HolderId, LeaseKey, LeaseRecord, LeaseStore, Namespace,
     ReleaseOutcome, SeaOrmStore, StoreBuilder, StoreError, Term, ValidationError,
 };
 
@@ -97,7 +97,10 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             let holder = HolderId::new(holder.as_str())?;
             let ttl = Term::new("ttl", *ttl)?;
             let store = open(&cli, true).await?;
-            match store.try_acquire(&key, &holder, ttl).await? {
+            match store
+                .begin_tenure(&key, &holder, Grant::New, ttl, None)
+                .await?
+            {
                 AcquireOutcome::Acquired { token, until } => {
                     if *json {
                         println!(

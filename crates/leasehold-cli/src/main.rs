@@ -57,7 +57,8 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Take a lock once: prints the fencing token (exit 0), or the holder and time left (exit 3).
+    /// Take a lock once, as a new tenure: prints the fencing token (exit 0), or, when it is held
+    /// (by HOLDER too: a live lock is never extended), its holder, token and time left (exit 3).
     #[command(
         after_help = "Example:\n  leasehold lock jobs nightly-report --holder ops-1 --ttl 30s"
     )]

@@ -7,7 +7,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use leasehold_storage::{
-    HolderId, LeaseKey, LeaseStore, LeaseValue, Namespace, SeaOrmStore, StoreBuilder, Term,
+    Grant, HolderId, LeaseKey, LeaseStore, LeaseValue, Namespace, SeaOrmStore, StoreBuilder, Term,
 };
 use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 use sea_orm::{ConnectionTrait, Statement};
@@ -125,12 +125,12 @@ async fn real_table(url: &str, prefix: &str) -> SeaOrmStore {
     let held = LeaseKey::parse("jobs", "held").expect("key");
     let value = LeaseValue::new("10.0.0.7:8080").expect("value");
     store
-        .begin_tenure(&held, &me, term, Some(&value))
+        .begin_tenure(&held, &me, Grant::New, term, Some(&value))
         .await
         .expect("grant");
     for name in ["gone", "released"] {
         let key = LeaseKey::parse("jobs", name).expect("key");
-        let (token, _) = match store.begin_tenure(&key, &me, term, None).await {
+        let (token, _) = match store.begin_tenure(&key, &me, Grant::New, term, None).await {
             Ok(leasehold_storage::AcquireOutcome::Acquired { token, until }) => (token, until),
             other => panic!("grant {name}: {other:?}"),
         };
@@ -237,6 +237,13 @@ fn check_lock_and_unlock_print_json() {
     assert_eq!(refused["acquired"], false, "{refused}");
     assert_eq!(refused["holder"], "ops-1", "{refused}");
     assert_eq!(refused["token"], token, "{refused}");
+    // A live lock is never extended, not even for its own holder: `lock` takes a new tenure.
+    let out = leasehold(&[&lock[..], &["--holder", "ops-1"]].concat());
+    let again = json(&out);
+    assert_eq!(out.status.code(), Some(3), "{again}");
+    assert_eq!(again["acquired"], false, "{again}");
+    assert_eq!(again["holder"], "ops-1", "{again}");
+    assert_eq!(again["token"], token, "{again}");
 
     let token = token.to_string();
     let unlock = |holder: &str| {

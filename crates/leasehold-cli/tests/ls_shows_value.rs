@@ -4,7 +4,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use leasehold_storage::{HolderId, LeaseKey, LeaseStore, LeaseValue, StoreBuilder, Term};
+use leasehold_storage::{Grant, HolderId, LeaseKey, LeaseStore, LeaseValue, StoreBuilder, Term};
 use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 
 fn ls(db: &str, prefix: &str, ns: &str, json: bool) -> String {
@@ -43,17 +43,17 @@ async fn shows_value(db: &str, prefix: &str) {
     let valued = LeaseKey::parse(&ns, "valued").expect("key");
     let long = LeaseKey::parse(&ns, "long").expect("key");
     store
-        .begin_tenure(&plain, &me, term, None)
+        .begin_tenure(&plain, &me, Grant::New, term, None)
         .await
         .expect("grant");
     let v = LeaseValue::new("10.0.0.7:8080\tepoch=3").expect("value");
     store
-        .begin_tenure(&valued, &me, term, Some(&v))
+        .begin_tenure(&valued, &me, Grant::New, term, Some(&v))
         .await
         .expect("grant");
     let big = LeaseValue::new("z".repeat(1024)).expect("value");
     store
-        .begin_tenure(&long, &me, term, Some(&big))
+        .begin_tenure(&long, &me, Grant::New, term, Some(&big))
         .await
         .expect("grant");
     let table = ls(db, prefix, &ns, false);

@@ -209,7 +209,13 @@ mod tests {
         let store: Arc<dyn LeaseStore> = Arc::new(MemoryStore::new());
         let other = HolderId::new("other").expect("holder");
         store
-            .begin_tenure(&key("b"), &other, term(), None)
+            .begin_tenure(
+                &key("b"),
+                &other,
+                leasehold_storage::Grant::New,
+                term(),
+                None,
+            )
             .await
             .expect("grant");
         let j = joint(Arc::clone(&store), &["a", "b"]);

@@ -7,7 +7,7 @@
 //! | row | measured | baseline |
 //! |---|---|---|
 //! | `grant`, `renew`, `release` | `SeaOrmStore`, µs per statement | the identical SQL through raw sqlx on the same pool |
-//! | `lock_spread` | store lock pairs (try_acquire + release), 1,000 names × 16 tasks | `PgAdvisoryLock` pairs on PostgreSQL, raw sqlx of the same SQL elsewhere |
+//! | `lock_spread` | store lock pairs (begin_tenure + release), 1,000 names × 16 tasks | `PgAdvisoryLock` pairs on PostgreSQL, raw sqlx of the same SQL elsewhere |
 //! | `lock_hot` | the same on one name | the same |
 //! | `lock_spread_facade`, `lock_hot_facade` | the facade's `lock` + `LockGuard::unlock` | as `lock_spread` / `lock_hot` |
 //! | `lock_all_spread_facade` | the facade's `Locks::acquire_all` of two names + `MultiLockGuard::unlock`, spread names | the same two names as two facade locks in key order |

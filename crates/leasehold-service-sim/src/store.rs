@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use leasehold::{
-    AcquireOutcome, AllOutcome, DbInstant, FencingToken, HolderId, LeaseKey, LeaseRecord,
+    AcquireOutcome, AllOutcome, DbInstant, FencingToken, Grant, HolderId, LeaseKey, LeaseRecord,
     LeaseStore, LeaseValue, Namespace, ReleaseOutcome, RenewItem, RenewOutcome, SetValueOutcome,
     StoreError, Term,
 };
@@ -152,15 +152,7 @@ impl FaultStore {
                 // tenure the request was made for.
                 let _ = inner.force_release(&k).await;
             }
-            let out = match mode {
-                Grant::NewTenure => inner.begin_tenure(&k, &h, term, v.as_ref()).await,
-                Grant::Extend => inner.try_acquire(&k, &h, term).await,
-                Grant::TakeOver(expected) => {
-                    inner
-                        .take_over_tenure(&k, &h, expected, term, v.as_ref())
-                        .await
-                }
-            };
+            let out = inner.begin_tenure(&k, &h, mode, term, v.as_ref()).await;
             rec.acquired(&k, &h, &out);
             out
         };
@@ -176,45 +168,17 @@ impl FaultStore {
     }
 }
 
-/// Which grant statement a grant is.
-#[derive(Debug, Clone, Copy)]
-enum Grant {
-    NewTenure,
-    Extend,
-    TakeOver(FencingToken),
-}
-
 #[async_trait]
 impl LeaseStore for FaultStore {
-    async fn try_acquire(
-        &self,
-        key: &LeaseKey,
-        holder: &HolderId,
-        term: Term,
-    ) -> Result<AcquireOutcome, StoreError> {
-        self.grant(key, holder, term, Grant::Extend, None).await
-    }
-
     async fn begin_tenure(
         &self,
         key: &LeaseKey,
         holder: &HolderId,
+        grant: Grant,
         term: Term,
         value: Option<&LeaseValue>,
     ) -> Result<AcquireOutcome, StoreError> {
-        self.grant(key, holder, term, Grant::NewTenure, value).await
-    }
-
-    async fn take_over_tenure(
-        &self,
-        key: &LeaseKey,
-        holder: &HolderId,
-        expected: FencingToken,
-        term: Term,
-        value: Option<&LeaseValue>,
-    ) -> Result<AcquireOutcome, StoreError> {
-        self.grant(key, holder, term, Grant::TakeOver(expected), value)
-            .await
+        self.grant(key, holder, term, grant, value).await
     }
 
     async fn begin_tenure_many(

@@ -10,7 +10,7 @@ use leasehold_core::{
     AcquireOutcome, Command, Event, HolderId, LeaseConfig, LeaseKey, LeaseMachine, LeaseRecord,
     Notification, RenewOutcome, StoreFailure,
 };
-use leasehold_storage::{LeaseStore, MemoryStore, StoreError};
+use leasehold_storage::{Grant, LeaseStore, MemoryStore, StoreError};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
@@ -474,7 +474,10 @@ impl<'c> World<'c> {
         let key = &self.keys[r.name];
         let result: Result<Outcome, StoreError> = match &r.op {
             Op::Acquire(term) => {
-                now(self.store.begin_tenure(key, &r.holder_id, *term, None)).map(Outcome::Acquire)
+                now(self
+                    .store
+                    .begin_tenure(key, &r.holder_id, Grant::New, *term, None))
+                .map(Outcome::Acquire)
             }
             Op::Renew(token, term) => {
                 now(self.store.renew(key, &r.holder_id, *token, *term)).map(Outcome::Renew)

@@ -27,7 +27,7 @@ use leasehold_core::{
     Clock, Command, Event, HolderId, LeaseConfig, LeaseKey, LeaseMachine, MonotonicClock,
     StoreFailure,
 };
-use leasehold_storage::{DbInstant, LeaseStore, MemoryStore};
+use leasehold_storage::{DbInstant, Grant, LeaseStore, MemoryStore};
 use tokio::time::Instant;
 
 const T0_MS: i64 = 1_700_000_000_000;
@@ -92,7 +92,7 @@ impl Holder {
                     Command::TryAcquire { req, term } => {
                         let result = sim
                             .store
-                            .begin_tenure(&sim.key, &self.id, term, None)
+                            .begin_tenure(&sim.key, &self.id, Grant::New, term, None)
                             .now_or_never()
                             .expect("ready")
                             .map_err(|e| StoreFailure::new(e.to_string()));

@@ -17,13 +17,13 @@
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
-//! use leasehold_storage::{entity, HolderId, LeaseKey, LeaseStore, StoreBuilder, Term};
+//! use leasehold_storage::{entity, Grant, HolderId, LeaseKey, LeaseStore, StoreBuilder, Term};
 //! use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 //!
 //! let store = StoreBuilder::new("sqlite::memory:").connect().await?;
 //! let key = LeaseKey::parse("jobs", "nightly-report")?;
 //! let term = Term::new("term", Duration::from_secs(30))?;
-//! store.try_acquire(&key, &HolderId::new("host-a")?, term).await?;
+//! store.begin_tenure(&key, &HolderId::new("host-a")?, Grant::New, term, None).await?;
 //!
 //! let rows = entity::Entity::find()
 //!     .filter(entity::Column::Namespace.eq("jobs"))

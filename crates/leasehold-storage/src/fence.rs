@@ -81,14 +81,14 @@ impl SeaOrmStore {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// use std::time::Duration;
-    /// use leasehold_storage::{AcquireOutcome, HolderId, LeaseKey, LeaseStore, StoreBuilder, Term};
+    /// use leasehold_storage::{AcquireOutcome, Grant, HolderId, LeaseKey, LeaseStore, StoreBuilder, Term};
     /// use sea_orm::ConnectionTrait;
     ///
     /// let store = StoreBuilder::new("sqlite::memory:").connect().await?;
     /// let key = LeaseKey::parse("jobs", "ledger")?;
     /// let me = HolderId::new("worker-1")?;
     /// let AcquireOutcome::Acquired { token, .. } =
-    ///     store.try_acquire(&key, &me, Term::new("term", Duration::from_secs(30))?).await?
+    ///     store.begin_tenure(&key, &me, Grant::New, Term::new("term", Duration::from_secs(30))?, None).await?
     /// else { unreachable!() };
     /// store.connection().execute_unprepared("CREATE TABLE ledger (entry TEXT)").await?;
     ///

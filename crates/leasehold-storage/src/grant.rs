@@ -1,4 +1,4 @@
-//! The single grant (`try_acquire`, `begin_tenure`, `take_over_tenure`): one statement
+//! The single grant (`begin_tenure`, either [`Grant`]): one statement
 //! ([`crate::sql::Sql::acquire`]), and how each database answers it.
 
 use leasehold_core::{
@@ -9,31 +9,29 @@ use sea_orm::{ConnectionTrait, DbErr, QueryResult, Statement, TransactionOptions
 use crate::backend::GrantAnswer;
 use crate::retry::{begin_whole, retry_deadlocks};
 use crate::seaorm::get;
-use crate::{LeaseStore, SeaOrmStore, StoreError};
+use crate::{Grant, LeaseStore, SeaOrmStore, StoreError};
 
 /// How many times a grant is retried when the row changes between the upsert and the read that
 /// explains a refusal. Each retry needs another holder's release to land in that gap.
 const ACQUIRE_ATTEMPTS: usize = 16;
 
 impl SeaOrmStore {
-    /// The grant statement behind `try_acquire` (`keep`: a live grant of ours keeps its token),
-    /// `begin_tenure` (a new tenure on a free row only) and `take_over_tenure` (also over our own
-    /// live tenure `expected`).
+    /// The grant statement behind `begin_tenure`: [`Grant::New`] (a new tenure on a free row
+    /// only) or [`Grant::TakeOver`] (also over our own live tenure of that token).
     pub(crate) async fn acquire(
         &self,
         key: &LeaseKey,
         holder: &HolderId,
+        grant: Grant,
         term: Term,
-        keep: bool,
-        expected: Option<FencingToken>,
         value: Option<&LeaseValue>,
     ) -> Result<AcquireOutcome, StoreError> {
-        let op = match (keep, expected) {
-            (true, _) => "try_acquire",
-            (false, None) => "begin_tenure",
-            (false, Some(_)) => "take_over_tenure",
+        // A take-over keeps the name its errors always had.
+        let op = match grant {
+            Grant::New => "begin_tenure",
+            Grant::TakeOver(_) => "take_over_tenure",
         };
-        let stmt = self.sql.acquire(key, holder, term, keep, expected, value);
+        let stmt = self.sql.acquire(key, holder, term, grant.expected(), value);
         for _ in 0..ACQUIRE_ATTEMPTS {
             if let Some((row, took)) = self.upsert(op, &stmt, key).await? {
                 let got: String = get(&row, op, "holder")?;

@@ -36,7 +36,7 @@ use leasehold_core::{
 use sea_orm::{ConnectionTrait, DbErr, QueryResult, Statement};
 
 use crate::seaorm::retry_deadlocks;
-use crate::{Backend, LeaseStore, RenewItem, SeaOrmStore, StoreError};
+use crate::{Backend, Grant, LeaseStore, RenewItem, SeaOrmStore, StoreError};
 
 /// Items per grant transaction (MySQL binds five values per item).
 pub(crate) const GRANT_CHUNK: usize = 1_000;
@@ -121,7 +121,10 @@ impl SeaOrmStore {
         if keys.len() <= 1 {
             let mut out = Vec::with_capacity(keys.len());
             for key in keys {
-                out.push(self.begin_tenure(key, holder, term, value).await);
+                out.push(
+                    self.begin_tenure(key, holder, Grant::New, term, value)
+                        .await,
+                );
             }
             return Ok(out);
         }
@@ -174,7 +177,10 @@ impl SeaOrmStore {
             }
         }
         for i in alone {
-            out[i] = Some(self.begin_tenure(&keys[i], holder, term, value).await);
+            out[i] = Some(
+                self.begin_tenure(&keys[i], holder, Grant::New, term, value)
+                    .await,
+            );
         }
         for (i, f) in repeats {
             out[i] = Some(match &out[f] {
@@ -183,7 +189,10 @@ impl SeaOrmStore {
                     until: *until,
                     token: *token,
                 }),
-                _ => self.begin_tenure(&keys[i], holder, term, value).await,
+                _ => {
+                    self.begin_tenure(&keys[i], holder, Grant::New, term, value)
+                        .await
+                }
             });
         }
         Ok(out

@@ -102,7 +102,7 @@ impl SeaOrmStore {
         holder: &HolderId,
         term: Term,
     ) -> Result<Step, DbErr> {
-        let stmt = self.sql.acquire(key, holder, term, false, None, None);
+        let stmt = self.sql.acquire(key, holder, term, None, None);
         let row = match self.sql.grant_answer() {
             GrantAnswer::WhenGranted => {
                 if let Some(row) = txn.query_all_raw(stmt).await?.into_iter().next() {

@@ -34,13 +34,13 @@
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
-//! use leasehold_storage::{AcquireOutcome, HolderId, LeaseKey, LeaseStore, StoreBuilder, Term};
+//! use leasehold_storage::{AcquireOutcome, Grant, HolderId, LeaseKey, LeaseStore, StoreBuilder, Term};
 //!
 //! let store = StoreBuilder::new("sqlite::memory:").connect().await?;
 //! let key = LeaseKey::parse("jobs", "nightly-report")?;
 //! let me = HolderId::new("host-a:4242")?;
 //! let term = Term::new("term", Duration::from_secs(30))?;
-//! match store.try_acquire(&key, &me, term).await? {
+//! match store.begin_tenure(&key, &me, Grant::New, term, None).await? {
 //!     AcquireOutcome::Acquired { token, until } => println!("ours, token {token}, until {until}"),
 //!     AcquireOutcome::HeldBy { holder, .. } => println!("held by {holder}"),
 //! }
@@ -85,5 +85,5 @@ pub use leasehold_core::{
 pub use memory::MemoryStore;
 pub use seaorm::SeaOrmStore;
 pub use sql::rewrite_placeholders;
-pub use store::{AllOutcome, BatchRenewal, LeaseStore, RenewItem};
+pub use store::{AllOutcome, BatchRenewal, Grant, LeaseStore, RenewItem};
 pub use tls::TlsProblem;

@@ -10,7 +10,7 @@ use leasehold_core::{
     Namespace, ReleaseOutcome, RenewOutcome, SetValueOutcome, Term,
 };
 
-use crate::{AllOutcome, LeaseStore, RenewItem, StoreError};
+use crate::{AllOutcome, Grant, LeaseStore, RenewItem, StoreError};
 
 #[derive(Debug, Clone)]
 struct Row {
@@ -39,13 +39,13 @@ type DbClock = Arc<dyn Fn() -> DbInstant + Send + Sync>;
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use std::time::Duration;
-/// use leasehold_storage::{AcquireOutcome, HolderId, LeaseKey, LeaseStore, MemoryStore, Term};
+/// use leasehold_storage::{AcquireOutcome, Grant, HolderId, LeaseKey, LeaseStore, MemoryStore, Term};
 /// let store = MemoryStore::new();
 /// let key = LeaseKey::parse("", "job")?;
 /// let term = Term::new("term", Duration::from_secs(5))?;
-/// let a = store.try_acquire(&key, &HolderId::new("a")?, term).await?;
+/// let a = store.begin_tenure(&key, &HolderId::new("a")?, Grant::New, term, None).await?;
 /// assert!(matches!(a, AcquireOutcome::Acquired { .. }));
-/// let b = store.try_acquire(&key, &HolderId::new("b")?, term).await?;
+/// let b = store.begin_tenure(&key, &HolderId::new("b")?, Grant::New, term, None).await?;
 /// assert!(matches!(b, AcquireOutcome::HeldBy { .. }));
 /// # Ok(()) }
 /// ```
@@ -106,14 +106,13 @@ impl MemoryStore {
         self
     }
 
-    /// `keep`: try_acquire (a live grant of ours keeps its token and is extended); otherwise a
-    /// new tenure, over our own live grant only if its token is `expected`.
+    /// A new tenure (token + 1, value `value`) on a free, released or expired row, or over our
+    /// own live grant only if its token is `expected`.
     fn acquire(
         &self,
         key: &LeaseKey,
         holder: &HolderId,
         term: Term,
-        keep: bool,
         expected: Option<FencingToken>,
         value: Option<&LeaseValue>,
     ) -> Result<AcquireOutcome, StoreError> {
@@ -130,7 +129,7 @@ impl MemoryStore {
         });
         let live = row.held && row.until > now;
         let ours = row.holder == *holder;
-        let take_own = ours && (keep || expected.is_some_and(|t| t.get() == row.version));
+        let take_own = ours && expected.is_some_and(|t| t.get() == row.version);
         if live && !take_own {
             return Ok(AcquireOutcome::HeldBy {
                 holder: row.holder.clone(),
@@ -138,10 +137,8 @@ impl MemoryStore {
                 token: FencingToken(row.version),
             });
         }
-        if !(live && keep) {
-            row.version += 1;
-            row.value = value.cloned();
-        }
+        row.version += 1;
+        row.value = value.cloned();
         row.holder = holder.clone();
         row.until = until;
         row.held = true;
@@ -182,34 +179,15 @@ impl MemoryStore {
 
 #[async_trait]
 impl LeaseStore for MemoryStore {
-    async fn try_acquire(
-        &self,
-        key: &LeaseKey,
-        holder: &HolderId,
-        term: Term,
-    ) -> Result<AcquireOutcome, StoreError> {
-        self.acquire(key, holder, term, true, None, None)
-    }
-
     async fn begin_tenure(
         &self,
         key: &LeaseKey,
         holder: &HolderId,
+        grant: Grant,
         term: Term,
         value: Option<&LeaseValue>,
     ) -> Result<AcquireOutcome, StoreError> {
-        self.acquire(key, holder, term, false, None, value)
-    }
-
-    async fn take_over_tenure(
-        &self,
-        key: &LeaseKey,
-        holder: &HolderId,
-        expected: FencingToken,
-        term: Term,
-        value: Option<&LeaseValue>,
-    ) -> Result<AcquireOutcome, StoreError> {
-        self.acquire(key, holder, term, false, Some(expected), value)
+        self.acquire(key, holder, term, grant.expected(), value)
     }
 
     async fn begin_tenure_all(

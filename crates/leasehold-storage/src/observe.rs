@@ -136,7 +136,7 @@ impl ObserveOptions {
 /// use std::sync::Arc;
 /// use std::time::Duration;
 /// use leasehold_storage::observe::{LeaseObserver, Observation, ObserveOptions};
-/// use leasehold_storage::{HolderId, LeaseKey, LeaseStore, MemoryStore, Term};
+/// use leasehold_storage::{Grant, HolderId, LeaseKey, LeaseStore, MemoryStore, Term};
 ///
 /// let store = Arc::new(MemoryStore::new());
 /// let key = LeaseKey::parse("jobs", "report")?;
@@ -145,7 +145,7 @@ impl ObserveOptions {
 /// assert_eq!(observer.next().await, Some(Observation::State(None)), "nobody yet");
 ///
 /// let me = HolderId::new("host-a")?;
-/// store.begin_tenure(&key, &me, Term::new("term", Duration::from_secs(30))?, None).await?;
+/// store.begin_tenure(&key, &me, Grant::New, Term::new("term", Duration::from_secs(30))?, None).await?;
 /// let seen = observer.next().await.expect("running");
 /// assert_eq!(seen.holder().map(|r| &r.holder), Some(&me));
 /// # Ok(()) }
@@ -356,7 +356,7 @@ async fn ring(rings: &mut Option<mpsc::Receiver<()>>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::MemoryStore;
+    use crate::{Grant, MemoryStore};
     use leasehold_core::{HolderId, Term};
 
     fn term() -> Term {
@@ -379,7 +379,7 @@ mod tests {
             HolderId::new("b").expect("id"),
         );
         let AcquireOutcome::Acquired { token, .. } = store
-            .begin_tenure(&key, &a, term(), None)
+            .begin_tenure(&key, &a, Grant::New, term(), None)
             .await
             .expect("grant")
         else {
@@ -389,7 +389,7 @@ mod tests {
         store.release(&key, &a, token).await.expect("release");
         tokio::time::sleep(Duration::from_millis(50)).await;
         store
-            .begin_tenure(&key, &b, term(), None)
+            .begin_tenure(&key, &b, Grant::New, term(), None)
             .await
             .expect("grant");
         tokio::time::sleep(Duration::from_millis(50)).await;

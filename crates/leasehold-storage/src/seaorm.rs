@@ -15,7 +15,7 @@ use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, QueryResult, State
 use crate::backend::Backend;
 pub(crate) use crate::retry::{begin_whole, retry_deadlocks};
 use crate::sql::Sql;
-use crate::{AllOutcome, BatchRenewal, LeaseStore, RenewItem, StoreError};
+use crate::{AllOutcome, BatchRenewal, Grant, LeaseStore, RenewItem, StoreError};
 
 /// Rows per batched renewal statement on MySQL (three placeholders each, far below the 65,535
 /// placeholder limit). SQLite and PostgreSQL take every item in one statement.
@@ -286,23 +286,15 @@ fn record(row: &QueryResult, op: &'static str) -> Result<LeaseRecord, StoreError
 
 #[async_trait]
 impl LeaseStore for SeaOrmStore {
-    async fn try_acquire(
-        &self,
-        key: &LeaseKey,
-        holder: &HolderId,
-        term: Term,
-    ) -> Result<AcquireOutcome, StoreError> {
-        self.acquire(key, holder, term, true, None, None).await
-    }
-
     async fn begin_tenure(
         &self,
         key: &LeaseKey,
         holder: &HolderId,
+        grant: Grant,
         term: Term,
         value: Option<&LeaseValue>,
     ) -> Result<AcquireOutcome, StoreError> {
-        self.acquire(key, holder, term, false, None, value).await
+        self.acquire(key, holder, grant, term, value).await
     }
 
     async fn begin_tenure_all(
@@ -312,18 +304,6 @@ impl LeaseStore for SeaOrmStore {
         term: Term,
     ) -> Result<AllOutcome, StoreError> {
         self.begin_tenure_joint(holder, keys, term).await
-    }
-
-    async fn take_over_tenure(
-        &self,
-        key: &LeaseKey,
-        holder: &HolderId,
-        expected: FencingToken,
-        term: Term,
-        value: Option<&LeaseValue>,
-    ) -> Result<AcquireOutcome, StoreError> {
-        self.acquire(key, holder, term, false, Some(expected), value)
-            .await
     }
 
     async fn set_value(

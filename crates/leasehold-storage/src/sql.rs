@@ -110,17 +110,17 @@ impl Sql {
         }
     }
 
-    /// The grant behind `try_acquire` (`keep`: a live grant of ours keeps its token and is
-    /// extended), `begin_tenure` (a new tenure on a free row only) and `take_over_tenure` (also
-    /// over our own live tenure `expected`). PostgreSQL and SQLite return the row only when they
-    /// granted; MariaDB returns it always, with `took`; Oracle MySQL returns nothing (read it
-    /// back with [`Sql::grant_row`] in the same transaction).
+    /// The grant behind `begin_tenure`: a new tenure on a free row only (`expected` `None`,
+    /// [`crate::Grant::New`]) or also over our own live tenure `expected`
+    /// ([`crate::Grant::TakeOver`]); every grant is a new tenure (token + 1). PostgreSQL and
+    /// SQLite return the row only when they granted; MariaDB returns it always, with `took`;
+    /// Oracle MySQL returns nothing (read it back with [`Sql::grant_row`] in the same
+    /// transaction).
     pub(crate) fn acquire(
         &self,
         key: &LeaseKey,
         holder: &HolderId,
         term: Term,
-        keep: bool,
         expected: Option<FencingToken>,
         value: Option<&LeaseValue>,
     ) -> Statement {
@@ -131,7 +131,6 @@ impl Sql {
             holder: holder.as_str().into(),
             term: term.as_millis_i64().into(),
             value: value_of(value),
-            keep: i32::from(keep).into(),
             expected: expected.map_or(-1, FencingToken::get).into(),
         });
         self.statement(&self.text.acquire, values)

@@ -10,6 +10,54 @@ use leasehold_core::{
 
 use crate::StoreError;
 
+/// Which grant [`LeaseStore::begin_tenure`] makes: a new tenure on a free row only, or also the
+/// take-over of the holder's own live tenure named by its token.
+///
+/// Either way the grant is a **new tenure** (the token goes up by exactly one) and writes its
+/// value; no grant ever extends a live tenure.
+///
+/// # Examples
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::time::Duration;
+/// use leasehold_storage::{AcquireOutcome, Grant, HolderId, LeaseKey, LeaseStore, MemoryStore, Term};
+/// let store = MemoryStore::new();
+/// let (key, me) = (LeaseKey::parse("", "job")?, HolderId::new("a")?);
+/// let term = Term::new("term", Duration::from_secs(5))?;
+/// let AcquireOutcome::Acquired { token, .. } = store.begin_tenure(&key, &me, Grant::New, term, None).await?
+/// else { unreachable!() };
+/// // Our own live tenure is refused to a new grant ...
+/// let again = store.begin_tenure(&key, &me, Grant::New, term, None).await?;
+/// assert!(matches!(again, AcquireOutcome::HeldBy { token: t, .. } if t == token));
+/// // ... and replaced by a take-over naming its token.
+/// let next = store.begin_tenure(&key, &me, Grant::TakeOver(token), term, None).await?;
+/// assert!(matches!(next, AcquireOutcome::Acquired { token: t, .. } if t.get() == token.get() + 1));
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Grant {
+    /// A new tenure only on a row that is free, released or expired: a live row, `holder`'s own
+    /// included, answers [`AcquireOutcome::HeldBy`] and nothing changes. The lease engine's
+    /// grant, and `leasehold lock`'s.
+    New,
+    /// As [`Grant::New`], and also over `holder`'s own **live** tenure if, and only if, its token
+    /// is this one (compare-and-set): the new tenure's token is then this one + 1. A live row of
+    /// `holder` with another token, or of another holder, answers [`AcquireOutcome::HeldBy`] and
+    /// nothing changes; a free, released or expired row is granted as by [`Grant::New`] (its
+    /// token + 1, whatever token is named).
+    TakeOver(FencingToken),
+}
+
+impl Grant {
+    /// The token of the own live tenure this grant may replace (`None` for [`Grant::New`]).
+    pub(crate) fn expected(self) -> Option<FencingToken> {
+        match self {
+            Grant::New => None,
+            Grant::TakeOver(token) => Some(token),
+        }
+    }
+}
+
 /// The answer of [`LeaseStore::begin_tenure_all`]: every key granted, or none.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -69,23 +117,9 @@ impl From<bool> for BatchRenewal {
 /// wrong, and the caller cannot know whether a write took effect (an unknown outcome).
 #[async_trait]
 pub trait LeaseStore: Send + Sync + 'static {
-    /// Grants `key` to `holder` for `term` if the row is free, released, expired, or already held
-    /// by `holder` (then the token is kept and the grant extended). A grant to a new tenure
-    /// increases the token by exactly one (a new row starts above the table's token floor: see
-    /// [`LeaseStore::purge`]) and clears the value; an extended grant keeps its value.
-    ///
-    /// Expiry is judged by the database clock when the row is evaluated, after any wait for a
-    /// lock on it, and the end time written is one `term` after that instant (never already
-    /// past). The CLI's `lock` uses this; the lease engine uses [`LeaseStore::begin_tenure`].
-    async fn try_acquire(
-        &self,
-        key: &LeaseKey,
-        holder: &HolderId,
-        term: Term,
-    ) -> Result<AcquireOutcome, StoreError>;
-
     /// Begins a **new tenure**, only on a row that is free, released or expired (the token goes
-    /// up by exactly one). A live grant is never ended: one held by another holder, **or by
+    /// up by exactly one; a new row starts above the table's token floor: see
+    /// [`LeaseStore::purge`]). A live grant is never ended: one held by another holder, **or by
     /// `holder` itself**, answers [`AcquireOutcome::HeldBy`] with that grant's holder, token and
     /// end, and nothing changes.
     ///
@@ -94,17 +128,19 @@ pub trait LeaseStore: Send + Sync + 'static {
     /// grants included; a delayed or duplicated grant request finds the newer live tenure and does
     /// nothing, and with a new token for every tenure a late renew or release of an old tenure
     /// never touches the next one. To replace one's own live tenure, name it:
-    /// [`LeaseStore::take_over_tenure`].
+    /// [`Grant::TakeOver`] (see [`Grant`]).
     ///
     /// The new tenure's value is `value` (`None`: no value), written in the same statement as
     /// the grant: nobody ever reads the new tenure without it.
     ///
-    /// Expiry is judged as in [`LeaseStore::try_acquire`]: by the database clock when the row is
-    /// evaluated, after any lock wait.
+    /// Expiry is judged by the database clock when the row is evaluated, after any wait for a
+    /// lock on it, and the end time written is one `term` after that instant (never already
+    /// past).
     async fn begin_tenure(
         &self,
         key: &LeaseKey,
         holder: &HolderId,
+        grant: Grant,
         term: Term,
         value: Option<&LeaseValue>,
     ) -> Result<AcquireOutcome, StoreError>;
@@ -130,7 +166,10 @@ pub trait LeaseStore: Send + Sync + 'static {
     ) -> Result<Vec<Result<AcquireOutcome, StoreError>>, StoreError> {
         let mut out = Vec::with_capacity(keys.len());
         for key in keys {
-            out.push(self.begin_tenure(key, holder, term, value).await);
+            out.push(
+                self.begin_tenure(key, holder, Grant::New, term, value)
+                    .await,
+            );
         }
         Ok(out)
     }
@@ -161,7 +200,10 @@ pub trait LeaseStore: Send + Sync + 'static {
         order.sort_by(|&a, &b| keys[a].cmp(&keys[b]));
         let mut granted: Vec<Option<(FencingToken, DbInstant)>> = vec![None; keys.len()];
         for &i in &order {
-            let refused = match self.begin_tenure(&keys[i], holder, term, None).await {
+            let refused = match self
+                .begin_tenure(&keys[i], holder, Grant::New, term, None)
+                .await
+            {
                 Ok(AcquireOutcome::Acquired { token, until }) => {
                     granted[i] = Some((token, until));
                     continue;
@@ -189,21 +231,6 @@ pub trait LeaseStore: Send + Sync + 'static {
             tenures: granted.into_iter().flatten().collect(),
         })
     }
-
-    /// Like [`LeaseStore::begin_tenure`], but may also replace `holder`'s own **live** tenure
-    /// if, and only if, its token is `expected` (compare-and-set): the new tenure's token is then
-    /// `expected + 1`. A live row of `holder` with another token, or of another holder, answers
-    /// [`AcquireOutcome::HeldBy`] and changes nothing; a free, released or expired row is granted
-    /// as by `begin_tenure` (its token plus one, whatever `expected` is). The new tenure's value
-    /// is `value`.
-    async fn take_over_tenure(
-        &self,
-        key: &LeaseKey,
-        holder: &HolderId,
-        expected: FencingToken,
-        term: Term,
-        value: Option<&LeaseValue>,
-    ) -> Result<AcquireOutcome, StoreError>;
 
     /// Changes the value of the live tenure `holder`/`token` to `value` (`None` clears it), in
     /// one fenced statement: [`SetValueOutcome::Set`] once committed,

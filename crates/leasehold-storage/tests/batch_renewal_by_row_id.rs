@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use leasehold_storage::{
-    AcquireOutcome, BatchRenewal, FencingToken, HolderId, LeaseKey, LeaseStore, RenewItem,
+    AcquireOutcome, BatchRenewal, FencingToken, Grant, HolderId, LeaseKey, LeaseStore, RenewItem,
     SeaOrmStore, StoreBuilder, Term,
 };
 use leasehold_testkit::backends::backend_urls;
@@ -27,7 +27,11 @@ async fn until_of(store: &SeaOrmStore, key: &LeaseKey) -> i64 {
 }
 
 async fn grant(store: &SeaOrmStore, key: &LeaseKey, who: &HolderId, term: Term) -> FencingToken {
-    match store.try_acquire(key, who, term).await.expect("grant") {
+    match store
+        .begin_tenure(key, who, Grant::New, term, None)
+        .await
+        .expect("grant")
+    {
         AcquireOutcome::Acquired { token, .. } => token,
         other => panic!("{key:?} not granted: {other:?}"),
     }

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use leasehold_storage::{
-    AcquireOutcome, BatchRenewal, FencingToken, HolderId, LeaseKey, LeaseStore, RenewItem,
+    AcquireOutcome, BatchRenewal, FencingToken, Grant, HolderId, LeaseKey, LeaseStore, RenewItem,
     SeaOrmStore, StoreBuilder, Term,
 };
 use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
@@ -38,7 +38,7 @@ async fn locked_row_is_unknown_and_the_rest_renews(url: &str, tag: &str) {
     let mut tokens = Vec::new();
     for name in ["a", "b", "c", "d"] {
         match store
-            .try_acquire(&key(name), &me, term)
+            .begin_tenure(&key(name), &me, Grant::New, term, None)
             .await
             .expect("grant")
         {

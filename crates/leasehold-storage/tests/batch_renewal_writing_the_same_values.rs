@@ -10,7 +10,8 @@
 use std::time::Duration;
 
 use leasehold_storage::{
-    AcquireOutcome, BatchRenewal, HolderId, LeaseKey, LeaseStore, RenewItem, StoreBuilder, Term,
+    AcquireOutcome, BatchRenewal, Grant, HolderId, LeaseKey, LeaseStore, RenewItem, StoreBuilder,
+    Term,
 };
 use leasehold_testkit::backends::{MYSQL_ENV, backend_url};
 use sea_orm::ConnectionTrait;
@@ -36,7 +37,11 @@ async fn a_renewal_that_writes_the_same_values_is_renewed() {
     let key = |n: &str| LeaseKey::parse(&ns, n).expect("key");
     let mut items = Vec::new();
     for (name, t) in [("a", long), ("b", long), ("lapsed", short)] {
-        match store.try_acquire(&key(name), &me, t).await.expect("grant") {
+        match store
+            .begin_tenure(&key(name), &me, Grant::New, t, None)
+            .await
+            .expect("grant")
+        {
             AcquireOutcome::Acquired { token, .. } => items.push(RenewItem {
                 key: key(name),
                 token,

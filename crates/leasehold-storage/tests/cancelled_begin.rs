@@ -9,7 +9,9 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use leasehold_storage::{AcquireOutcome, HolderId, LeaseKey, LeaseStore, StoreBuilder, Term};
+use leasehold_storage::{
+    AcquireOutcome, Grant, HolderId, LeaseKey, LeaseStore, StoreBuilder, Term,
+};
 use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 use leasehold_testkit::{Fault, FaultProxy};
 use sea_orm::{ConnectionTrait, Statement};
@@ -39,8 +41,10 @@ async fn cancelled_begin_leaves_nothing_open(url: &str, tag: &str) {
     let me = HolderId::new("a").expect("holder");
     let term = Term::new("term", Duration::from_secs(30)).expect("term");
     let key = LeaseKey::parse(&ns, "fenced").expect("key");
-    let AcquireOutcome::Acquired { token, .. } =
-        store.try_acquire(&key, &me, term).await.expect("acquire")
+    let AcquireOutcome::Acquired { token, .. } = store
+        .begin_tenure(&key, &me, Grant::New, term, None)
+        .await
+        .expect("acquire")
     else {
         panic!("not granted");
     };
@@ -61,7 +65,7 @@ async fn cancelled_begin_leaves_nothing_open(url: &str, tag: &str) {
     let second = LeaseKey::parse(&ns, "second").expect("key");
     let granted = tokio::time::timeout(
         Duration::from_secs(10),
-        store.try_acquire(&second, &me, term),
+        store.begin_tenure(&second, &me, Grant::New, term, None),
     )
     .await
     .expect("bounded")

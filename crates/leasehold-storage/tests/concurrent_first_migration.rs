@@ -2,7 +2,9 @@
 //! first run succeeds and they end up sharing one table (PostgreSQL's `CREATE TABLE IF NOT
 //! EXISTS` alone lets the second of two concurrent runs fail on the catalog's unique key).
 
-use leasehold_storage::{AcquireOutcome, HolderId, LeaseKey, LeaseStore, StoreBuilder, Term};
+use leasehold_storage::{
+    AcquireOutcome, Grant, HolderId, LeaseKey, LeaseStore, StoreBuilder, Term,
+};
 use leasehold_testkit::backends::backend_urls;
 use sea_orm::{ConnectionTrait, Database};
 
@@ -50,7 +52,7 @@ async fn concurrent_first_migrations_all_succeed() {
         let a = HolderId::new("a").expect("holder");
         let term = Term::new("term", std::time::Duration::from_secs(30)).expect("term");
         let granted = stores[0]
-            .begin_tenure(&key, &a, term, None)
+            .begin_tenure(&key, &a, Grant::New, term, None)
             .await
             .expect("grant");
         assert!(

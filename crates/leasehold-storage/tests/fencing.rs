@@ -3,17 +3,20 @@
 use std::time::Duration;
 
 use leasehold_storage::{
-    AcquireOutcome, FencingToken, HolderId, LeaseKey, LeaseStore, SeaOrmStore, StoreBuilder, Term,
+    AcquireOutcome, FencingToken, Grant, HolderId, LeaseKey, LeaseStore, SeaOrmStore, StoreBuilder,
+    Term,
 };
 use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 use sea_orm::{ConnectionTrait, Statement};
 
 async fn grant(store: &SeaOrmStore, key: &LeaseKey, who: &HolderId, ms: u64) -> FencingToken {
     match store
-        .try_acquire(
+        .begin_tenure(
             key,
             who,
+            Grant::New,
             Term::new("term", Duration::from_millis(ms)).expect("term"),
+            None,
         )
         .await
         .expect("acquire")
@@ -157,7 +160,7 @@ async fn takeover_waits_for_open_fenced_transaction(
     tokio::time::sleep(Duration::from_millis(400)).await; // a's grant has now expired
     let takeover = tokio::spawn(async move {
         let term = Term::new("term", Duration::from_secs(60)).expect("term");
-        other.try_acquire(&key, &b, term).await
+        other.begin_tenure(&key, &b, Grant::New, term, None).await
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(

@@ -9,8 +9,8 @@ use std::time::Duration;
 use leasehold_storage::doorbell;
 use leasehold_storage::doorbell::postgres::{CHANGES, CHANNEL};
 use leasehold_storage::{
-    AcquireOutcome, AllOutcome, FencingToken, HolderId, LeaseKey, LeaseStore, ReleaseOutcome,
-    RenewItem, SeaOrmStore, StoreBuilder, Term,
+    AcquireOutcome, AllOutcome, FencingToken, Grant, HolderId, LeaseKey, LeaseStore,
+    ReleaseOutcome, RenewItem, SeaOrmStore, StoreBuilder, Term,
 };
 use leasehold_testkit::backends::{POSTGRES_ENV, backend_url};
 use sea_orm::sqlx::postgres::PgListener;
@@ -71,13 +71,13 @@ async fn postgres_grants_and_releases_notify_exactly_the_rows_they_changed() {
     // A single grant; the same key refused to another holder.
     let t_one = token(
         &store
-            .begin_tenure(&one, &a, term(), None)
+            .begin_tenure(&one, &a, Grant::New, term(), None)
             .await
             .expect("grant"),
     );
     expected.push((CHANGES, one.clone()));
     let refused = store
-        .begin_tenure(&one, &b, term(), None)
+        .begin_tenure(&one, &b, Grant::New, term(), None)
         .await
         .expect("grant");
     assert!(
@@ -142,7 +142,7 @@ async fn postgres_grants_and_releases_notify_exactly_the_rows_they_changed() {
     bell.held(&five);
     let t_five = token(
         &store
-            .begin_tenure(&five, &a, term(), None)
+            .begin_tenure(&five, &a, Grant::New, term(), None)
             .await
             .expect("grant"),
     );

@@ -11,7 +11,7 @@ use std::time::Duration;
 use leasehold_storage::doorbell::{self, Doorbell};
 use leasehold_storage::observe::{LeaseObserver, Observation, ObserveOptions};
 use leasehold_storage::{
-    AcquireOutcome, FencingToken, HolderId, LeaseKey, LeaseRecord, LeaseStore, RenewOutcome,
+    AcquireOutcome, FencingToken, Grant, HolderId, LeaseKey, LeaseRecord, LeaseStore, RenewOutcome,
     SeaOrmStore, StoreBuilder, StoreError, Term,
 };
 use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url, backend_urls};
@@ -86,7 +86,11 @@ fn same(a: Option<&LeaseRecord>, b: Option<&LeaseRecord>) -> bool {
 }
 
 async fn grant(store: &dyn LeaseStore, key: &LeaseKey, who: &HolderId, t: Term) -> FencingToken {
-    match store.begin_tenure(key, who, t, None).await.expect("grant") {
+    match store
+        .begin_tenure(key, who, Grant::New, t, None)
+        .await
+        .expect("grant")
+    {
         AcquireOutcome::Acquired { token, .. } => token,
         other => panic!("not granted: {other:?}"),
     }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use leasehold_storage::{HolderId, LeaseKey, LeaseStore, StoreBuilder, StoreError, Term};
+use leasehold_storage::{Grant, HolderId, LeaseKey, LeaseStore, StoreBuilder, StoreError, Term};
 use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 use leasehold_testkit::conformance::{self};
 use sea_orm::{ConnectionTrait, Database};
@@ -125,7 +125,10 @@ async fn read_only_sqlite_refuses_writes_and_keeps_rows() {
     let a = HolderId::new("a").expect("holder");
     let term = Term::new("term", Duration::from_secs(60)).expect("term");
     let writer = StoreBuilder::new(&url).connect().await.expect("writer");
-    writer.try_acquire(&key, &a, term).await.expect("grant");
+    writer
+        .begin_tenure(&key, &a, Grant::New, term, None)
+        .await
+        .expect("grant");
     let before = writer.get(&key).await.expect("get").expect("row");
     writer.connection().clone().close().await.expect("close");
     let ro_url = url.replace("mode=rwc", "mode=ro");
@@ -135,14 +138,20 @@ async fn read_only_sqlite_refuses_writes_and_keeps_rows() {
         .expect("read-only open works for reads");
     assert_eq!(ro.list_valid(None, "").await.expect("reads work").len(), 1);
     let err = ro
-        .try_acquire(&key, &HolderId::new("b").expect("holder"), term)
+        .begin_tenure(
+            &key,
+            &HolderId::new("b").expect("holder"),
+            Grant::New,
+            term,
+            None,
+        )
         .await
         .expect_err("write refused");
     assert!(
         matches!(
             err,
             StoreError::ReadOnly {
-                op: "try_acquire",
+                op: "begin_tenure",
                 ..
             }
         ),

@@ -10,7 +10,8 @@
 use std::time::Duration;
 
 use leasehold_storage::{
-    AcquireOutcome, HolderId, LeaseKey, LeaseStore, ReleaseOutcome, SeaOrmStore, StoreBuilder, Term,
+    AcquireOutcome, Grant, HolderId, LeaseKey, LeaseStore, ReleaseOutcome, SeaOrmStore,
+    StoreBuilder, Term,
 };
 use sea_orm::{ConnectionTrait, Statement};
 
@@ -49,8 +50,10 @@ async fn a_transaction_sqlite_rolled_back_itself_leaves_no_open_transaction_behi
         .expect("create");
     let me = HolderId::new("a").expect("holder");
     let key = LeaseKey::parse("full", "ledger").expect("key");
-    let AcquireOutcome::Acquired { token, .. } =
-        store.try_acquire(&key, &me, term()).await.expect("acquire")
+    let AcquireOutcome::Acquired { token, .. } = store
+        .begin_tenure(&key, &me, Grant::New, term(), None)
+        .await
+        .expect("acquire")
     else {
         panic!("not granted");
     };
@@ -88,7 +91,7 @@ async fn a_transaction_sqlite_rolled_back_itself_leaves_no_open_transaction_behi
     let second = LeaseKey::parse("full", "second").expect("key");
     assert!(matches!(
         store
-            .try_acquire(&second, &me, term())
+            .begin_tenure(&second, &me, Grant::New, term(), None)
             .await
             .expect("acquire"),
         AcquireOutcome::Acquired { .. }

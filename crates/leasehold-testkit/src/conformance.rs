@@ -25,7 +25,7 @@ use leasehold_core::{
     Term,
 };
 
-use leasehold_storage::{LeaseStore, MemoryStore, SeaOrmStore};
+use leasehold_storage::{Grant, LeaseStore, MemoryStore, SeaOrmStore};
 
 mod batch_items;
 mod checks;
@@ -216,7 +216,7 @@ async fn acquired(
 ) -> Result<(FencingToken, leasehold_core::DbInstant), String> {
     match ctx
         .store
-        .try_acquire(key, who, t)
+        .begin_tenure(key, who, Grant::New, t, None)
         .await
         .map_err(|e| e.to_string())?
     {
@@ -237,7 +237,6 @@ macro_rules! checks {
 pub const CHECKS: &[(&str, CheckFn)] = checks![checks:
     grant_on_empty_table,
     second_holder_refused,
-    reacquire_keeps_token,
     begin_tenure_new_token,
     release_many_exact,
     takeover_after_expiry,

@@ -14,7 +14,7 @@ use leasehold_core::{
     MonotonicClock, Namespace, ReleaseOutcome, RenewOutcome, SetValueOutcome, Term,
 };
 
-use leasehold_storage::{AllOutcome, BatchRenewal, LeaseStore, RenewItem, StoreError};
+use leasehold_storage::{AllOutcome, BatchRenewal, Grant, LeaseStore, RenewItem, StoreError};
 
 mod op;
 #[cfg(test)]
@@ -129,7 +129,8 @@ type AnswerDelay = Arc<dyn Fn(Op) -> Duration + Send + Sync>;
 /// use std::time::Duration;
 /// use leasehold_testkit::counting::{CountingStore, Op, StoreCounts};
 /// use leasehold_storage::{
-///     AcquireOutcome, HolderId, LeaseKey, LeaseStore, MemoryStore, RenewItem, StoreError, Term,
+///     AcquireOutcome, Grant, HolderId, LeaseKey, LeaseStore, MemoryStore, RenewItem, StoreError,
+///     Term,
 /// };
 ///
 /// let counts = Arc::new(StoreCounts::default());
@@ -145,14 +146,14 @@ type AnswerDelay = Arc<dyn Fn(Op) -> Duration + Send + Sync>;
 ///     });
 /// let (key, me) = (LeaseKey::parse("jobs", "nightly")?, HolderId::new("host-a")?);
 /// let term = Term::new("term", Duration::from_secs(30))?;
-/// let AcquireOutcome::Acquired { token, .. } = store.try_acquire(&key, &me, term).await? else {
+/// let AcquireOutcome::Acquired { token, .. } = store.begin_tenure(&key, &me, Grant::New, term, None).await? else {
 ///     panic!("a free lease is granted");
 /// };
 /// let items = [RenewItem { key: key.clone(), token }];
 /// assert_eq!(store.renew_many(&me, &items, term).await?, [true]);
 /// assert!(store.release(&key, &me, token).await.is_err());
 ///
-/// assert_eq!(counts.calls(Op::TryAcquire), 1);
+/// assert_eq!(counts.calls(Op::BeginTenure), 1);
 /// assert_eq!((counts.calls(Op::RenewMany), counts.renew_many_items()), (1, 1));
 /// assert_eq!(counts.calls(Op::Release), 0, "refused before the inner store");
 /// # Ok(()) }
@@ -209,7 +210,7 @@ impl CountingStore {
     ///
     /// let slow = CountingStore::new(Arc::new(MemoryStore::new()), Arc::default())
     ///     .before_call(|op| async move {
-    ///         if matches!(op, Op::TryAcquire | Op::BeginTenure) {
+    ///         if matches!(op, Op::BeginTenure) {
     ///             tokio::time::sleep(Duration::from_millis(400)).await;
     ///         }
     ///         Ok(())
@@ -306,25 +307,20 @@ impl CountingStore {
 
 #[async_trait]
 impl LeaseStore for CountingStore {
-    async fn try_acquire(
-        &self,
-        key: &LeaseKey,
-        holder: &HolderId,
-        term: Term,
-    ) -> Result<AcquireOutcome, StoreError> {
-        let call = self.inner.try_acquire(key, holder, term);
-        self.pass(Op::TryAcquire, 0, call).await
-    }
-
     async fn begin_tenure(
         &self,
         key: &LeaseKey,
         holder: &HolderId,
+        grant: Grant,
         term: Term,
         value: Option<&LeaseValue>,
     ) -> Result<AcquireOutcome, StoreError> {
-        let call = self.inner.begin_tenure(key, holder, term, value);
-        self.pass(Op::BeginTenure, 0, call).await
+        let op = match grant {
+            Grant::New => Op::BeginTenure,
+            Grant::TakeOver(_) => Op::TakeOverTenure,
+        };
+        let call = self.inner.begin_tenure(key, holder, grant, term, value);
+        self.pass(op, 0, call).await
     }
 
     async fn begin_tenure_many(
@@ -346,20 +342,6 @@ impl LeaseStore for CountingStore {
     ) -> Result<AllOutcome, StoreError> {
         let call = self.inner.begin_tenure_all(holder, keys, term);
         self.pass(Op::BeginTenureAll, keys.len(), call).await
-    }
-
-    async fn take_over_tenure(
-        &self,
-        key: &LeaseKey,
-        holder: &HolderId,
-        expected: FencingToken,
-        term: Term,
-        value: Option<&LeaseValue>,
-    ) -> Result<AcquireOutcome, StoreError> {
-        let call = self
-            .inner
-            .take_over_tenure(key, holder, expected, term, value);
-        self.pass(Op::TakeOverTenure, 0, call).await
     }
 
     async fn set_value(

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use leasehold_core::{HolderId, LeaseKey, Term};
-use leasehold_storage::{AcquireOutcome, LeaseStore, StoreBuilder, StoreError};
+use leasehold_storage::{AcquireOutcome, Grant, LeaseStore, StoreBuilder, StoreError};
 use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 use leasehold_testkit::{Fault, FaultProxy};
 
@@ -48,8 +48,10 @@ async fn cut_and_restore(url: &str) {
     let key = LeaseKey::parse(&format!("proxy.{}", std::process::id()), "job").expect("key");
     let me = HolderId::new("a").expect("holder");
     let term = Term::new("term", Duration::from_secs(30)).expect("term");
-    let AcquireOutcome::Acquired { token, .. } =
-        store.try_acquire(&key, &me, term).await.expect("grant")
+    let AcquireOutcome::Acquired { token, .. } = store
+        .begin_tenure(&key, &me, Grant::New, term, None)
+        .await
+        .expect("grant")
     else {
         panic!("not granted")
     };

@@ -103,7 +103,7 @@ pub use leasehold_engine::WorkGuard;
 pub use leasehold_local as local;
 pub use leasehold_storage::observe::{LeaseObserver, Observation, ObserveOptions};
 pub use leasehold_storage::{
-    AcquireOutcome, AllOutcome, FencedTransaction, LeaseStore, MemoryStore, ReleaseOutcome,
+    AcquireOutcome, AllOutcome, FencedTransaction, Grant, LeaseStore, MemoryStore, ReleaseOutcome,
     RenewItem, RenewOutcome, SeaOrmStore, StoreBuilder, StoreError, TlsProblem,
 };
 pub use sea_orm;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::{sqlite_file_url, unique_namespace};
 use leasehold::{
-    Error, LeaseConfig, LeaseKey, LeaseService, LeaseStore, LeaseTask, LeaseTaskOptions,
+    Error, Grant, LeaseConfig, LeaseKey, LeaseService, LeaseStore, LeaseTask, LeaseTaskOptions,
     LeaseValue, Retention, StoreBuilder,
 };
 use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
@@ -171,7 +171,7 @@ async fn retention_covers_lock_and_named_namespaces(url: &str, backend: &str) {
     );
     for key in [&named_key, &other_key] {
         let leasehold::AcquireOutcome::Acquired { token, .. } = store
-            .try_acquire(key, &stranger, term)
+            .begin_tenure(key, &stranger, Grant::New, term, None)
             .await
             .expect("grant")
         else {

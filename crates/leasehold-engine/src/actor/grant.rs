@@ -10,7 +10,7 @@ use std::time::Duration;
 use actix::Addr;
 use futures::future::Either;
 use leasehold_core::{AcquireOutcome, HolderId, LeaseKey, LeaseValue, StoreFailure, Term};
-use leasehold_storage::LeaseStore;
+use leasehold_storage::{Grant, LeaseStore};
 use tokio::time::Instant;
 
 use crate::group_commit::GrantGroup;
@@ -88,7 +88,7 @@ impl GrantRoute {
                 let failed_key = key.clone();
                 let grant = async move {
                     let outcome = store
-                        .begin_tenure(&key, &holder, term, value.as_ref())
+                        .begin_tenure(&key, &holder, Grant::New, term, value.as_ref())
                         .await?;
                     match outcome {
                         // A live row of this holder id that this actor does not believe in: a
@@ -100,7 +100,13 @@ impl GrantRoute {
                             ..
                         } if reclaim && *seen == holder => {
                             store
-                                .take_over_tenure(&key, &holder, token, term, value.as_ref())
+                                .begin_tenure(
+                                    &key,
+                                    &holder,
+                                    Grant::TakeOver(token),
+                                    term,
+                                    value.as_ref(),
+                                )
                                 .await
                         }
                         other => Ok(other),

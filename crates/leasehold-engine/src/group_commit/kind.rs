@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use leasehold_core::{AcquireOutcome, HolderId, LeaseKey, LeaseValue, ReleaseOutcome, Term};
-use leasehold_storage::{LeaseStore, RenewItem, StoreError};
+use leasehold_storage::{Grant, LeaseStore, RenewItem, StoreError};
 
 /// The answers of one batched store call, aligned with its items.
 pub(crate) type Answers<A> = Result<Vec<Result<A, StoreError>>, StoreError>;
@@ -69,7 +69,7 @@ impl Kind for Grants {
     ) -> BoxFuture<'static, Result<AcquireOutcome, StoreError>> {
         Box::pin(async move {
             store
-                .begin_tenure(&key, &holder, term, value.as_ref())
+                .begin_tenure(&key, &holder, Grant::New, term, value.as_ref())
                 .await
         })
     }

@@ -1,4 +1,4 @@
-//! Lock + unlock pairs per second: the store-level lock (`try_acquire` + `release` through
+//! Lock + unlock pairs per second: the store-level lock (`begin_tenure` + `release` through
 //! `SeaOrmStore`) on 1,000 names × 16 tasks and on one hot name, next to `PgAdvisoryLock` on
 //! PostgreSQL and the same SQL through raw sqlx elsewhere.
 
@@ -9,7 +9,8 @@ use std::time::Duration;
 use futures::future::join_all;
 use leasehold::LeaseService;
 use leasehold_storage::{
-    AcquireOutcome, Backend, HolderId, LeaseKey, LeaseStore, ReleaseOutcome, SeaOrmStore, Term,
+    AcquireOutcome, Backend, Grant, HolderId, LeaseKey, LeaseStore, ReleaseOutcome, SeaOrmStore,
+    Term,
 };
 use sea_orm::sqlx::postgres::PgAdvisoryLock;
 
@@ -90,7 +91,11 @@ impl Run {
 async fn try_pair(kind: &Kind, key: &LeaseKey, me: &HolderId, term: Term) -> R<Option<Duration>> {
     let start = stopwatch();
     match kind {
-        Kind::Store(store) => match store.try_acquire(key, me, term).await.map_err(err)? {
+        Kind::Store(store) => match store
+            .begin_tenure(key, me, Grant::New, term, None)
+            .await
+            .map_err(err)?
+        {
             AcquireOutcome::Acquired { token, .. } => {
                 match store.release(key, me, token).await.map_err(err)? {
                     ReleaseOutcome::Released => Ok(Some(start.elapsed())),
@@ -526,7 +531,7 @@ pub(crate) async fn rows(ctx: &Ctx) -> Vec<Row> {
             base_name,
             spread_ours,
             spread_base.clone(),
-            format!("{spread_note}, try_acquire+release via SeaOrmStore"),
+            format!("{spread_note}, begin_tenure+release via SeaOrmStore"),
         ),
         row(
             "lock_hot",

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use leasehold_storage::observe::{LeaseObserver, Observation, ObserveOptions};
 use leasehold_storage::{
-    AcquireOutcome, Backend, Doorbell, HolderId, LeaseKey, LeaseStore, SeaOrmStore, StoreBuilder,
-    Term, doorbell,
+    AcquireOutcome, Backend, Doorbell, Grant, HolderId, LeaseKey, LeaseStore, SeaOrmStore,
+    StoreBuilder, Term, doorbell,
 };
 
 use super::{Ctx, Row, micros, stats, stopwatch, timed};
@@ -92,7 +92,7 @@ async fn handovers(
     // One hand-over more than timed: the first warms up the doorbells' connections and sockets.
     for i in 0..=n {
         let Ok(AcquireOutcome::Acquired { token: ta, .. }) =
-            store.begin_tenure(&key, &a, term, None).await
+            store.begin_tenure(&key, &a, Grant::New, term, None).await
         else {
             continue;
         };
@@ -109,7 +109,7 @@ async fn handovers(
             bell.ring(&key);
         }
         let Ok(AcquireOutcome::Acquired { token: tb, .. }) =
-            store.begin_tenure(&key, &b, term, None).await
+            store.begin_tenure(&key, &b, Grant::New, term, None).await
         else {
             continue;
         };
@@ -216,7 +216,7 @@ async fn cycle(
         let Ok(key) = LeaseKey::parse(ns, &format!("t{block}-{i}")) else {
             continue;
         };
-        let (granted, g) = timed(store.begin_tenure(&key, holder, term, None)).await;
+        let (granted, g) = timed(store.begin_tenure(&key, holder, Grant::New, term, None)).await;
         let Ok(AcquireOutcome::Acquired { token, .. }) = granted else {
             continue;
         };

@@ -13,7 +13,7 @@ use leasehold::{
     AcquireOutcome, Clock, HolderId, LeaseConfig, LeaseKey, LeaseService, LeaseStore,
     LeaseTaskOptions, MonotonicClock, RenewItem, RenewOutcome, Term,
 };
-use leasehold_storage::Backend;
+use leasehold_storage::{Backend, Grant};
 use leasehold_testkit::counting::{CountingStore, Op, StoreCounts};
 
 use super::statements::{R, err};
@@ -230,7 +230,11 @@ async fn single_renew_cost(ctx: &Ctx, sample: usize) -> R<f64> {
             let (ns, me) = (&ns, &me);
             async move {
                 let key = LeaseKey::parse(ns, &format!("loop-{i:06}")).map_err(err)?;
-                match store.try_acquire(&key, me, term).await.map_err(err)? {
+                match store
+                    .begin_tenure(&key, me, Grant::New, term, None)
+                    .await
+                    .map_err(err)?
+                {
                     AcquireOutcome::Acquired { token, .. } => Ok(RenewItem { key, token }),
                     other => Err(format!("loop grant refused: {other:?}")),
                 }

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use leasehold_storage::{
-    AcquireOutcome, Backend, HolderId, LeaseKey, LeaseStore, ReleaseOutcome, RenewOutcome,
+    AcquireOutcome, Backend, Grant, HolderId, LeaseKey, LeaseStore, ReleaseOutcome, RenewOutcome,
     SeaOrmStore, Term,
 };
 use sea_orm::sqlx::{self, Row as _};
@@ -226,7 +226,11 @@ pub(crate) async fn capture(store: &SeaOrmStore, ns: &str) -> R<Stmts> {
         Ok(Stmt { sql, params })
     };
     seen.lock().unwrap_or_else(PoisonError::into_inner).clear();
-    let token = match spy.try_acquire(&key, &me, term).await.map_err(err)? {
+    let token = match spy
+        .begin_tenure(&key, &me, Grant::New, term, None)
+        .await
+        .map_err(err)?
+    {
         AcquireOutcome::Acquired { token, .. } => token,
         other => return Err(format!("capture grant refused: {other:?}")),
     };
@@ -248,7 +252,7 @@ async fn store_cycle(
     me: &HolderId,
     term: Term,
 ) -> R<[Duration; 3]> {
-    let (out, grant) = timed(store.try_acquire(key, me, term)).await;
+    let (out, grant) = timed(store.begin_tenure(key, me, Grant::New, term, None)).await;
     let token = match out.map_err(err)? {
         AcquireOutcome::Acquired { token, .. } => token,
         other => return Err(format!("store grant refused: {other:?}")),

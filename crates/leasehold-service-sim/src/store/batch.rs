@@ -30,7 +30,7 @@ impl FaultStore {
             // Those bugs are put back on the single grant: a batch goes through it key by key.
             let mut out = Vec::with_capacity(keys.len());
             for key in keys {
-                out.push(self.grant(key, holder, term, Grant::NewTenure, value).await);
+                out.push(self.grant(key, holder, term, Grant::New, value).await);
             }
             return Ok(out);
         }

@@ -65,8 +65,6 @@ pub(crate) struct GrantValues {
     pub term: Value,
     /// The new tenure's value.
     pub value: Value,
-    /// 1: `try_acquire` keeps the token of a live grant of ours; 0: a new tenure.
-    pub keep: Value,
     /// The token of our own live tenure a take-over may replace; -1 for none.
     pub expected: Value,
 }
@@ -107,7 +105,7 @@ pub(crate) trait Dialect: Send + Sync + std::fmt::Debug {
         format!("(COALESCE((SELECT f.version FROM {floor} f WHERE f.id = 1), 0) + 1)")
     }
 
-    /// The grant behind `try_acquire`, `begin_tenure` and `take_over_tenure` (see
+    /// The grant behind `begin_tenure`, either `Grant` (see
     /// [`crate::sql::Sql::acquire`]); `fresh` is [`Dialect::fresh_version`], `announce` the
     /// `RETURNING` item announcing the grant (or nothing).
     fn acquire(&self, n: &Names<'_>, fresh: &str, announce: &str) -> String {
@@ -118,13 +116,10 @@ pub(crate) trait Dialect: Send + Sync + std::fmt::Debug {
             "INSERT INTO {t} AS l (namespace, lease_name, holder, lease_end_time, status, version, lease_value, gmt_create, gmt_modified) \
              VALUES (?, ?, ?, {now} + ?, 1, {fresh}, ?, {now}, {now}) \
              ON CONFLICT (namespace, lease_name) DO UPDATE SET \
-             version = CASE WHEN ? = 1 AND l.status = 1 AND l.holder = excluded.holder AND l.lease_end_time > {now} \
-               THEN l.version ELSE l.version + 1 END, \
-             lease_value = CASE WHEN ? = 1 AND l.status = 1 AND l.holder = excluded.holder AND l.lease_end_time > {now} \
-               THEN l.lease_value ELSE excluded.lease_value END, \
+             version = l.version + 1, lease_value = excluded.lease_value, \
              holder = excluded.holder, lease_end_time = {now} + ?, status = 1, gmt_modified = {now} \
              WHERE l.status = 0 OR l.lease_end_time <= {now} \
-               OR (l.holder = excluded.holder AND (? = 1 OR l.version = ?)) \
+               OR (l.holder = excluded.holder AND l.version = ?) \
              RETURNING holder, version, lease_end_time{announce}"
         )
     }
@@ -142,21 +137,9 @@ pub(crate) trait Dialect: Send + Sync + std::fmt::Debug {
             holder,
             term,
             value,
-            keep,
             expected,
         } = v;
-        vec![
-            ns,
-            name,
-            holder,
-            term.clone(),
-            value,
-            keep.clone(),
-            keep.clone(),
-            term,
-            keep,
-            expected,
-        ]
+        vec![ns, name, holder, term.clone(), value, term, expected]
     }
 
     /// How the fence locks the row of its tenure until the transaction ends.

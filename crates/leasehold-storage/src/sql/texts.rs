@@ -27,12 +27,11 @@ impl Texts {
         let now = dialect.now();
         let t = table;
         let fresh = dialect.fresh_version(floor);
-        // Parameters of every grant: namespace, name, holder, term (ms), then `keep` (1:
-        // try_acquire keeps the token of a live grant of ours and may extend it; 0: a new
-        // tenure), then `expected` (the token of our own live tenure a take-over may replace; -1
-        // for none), and the new tenure's value. The order differs per dialect: see
-        // `Dialect::acquire_values`. A row inserted starts one above the token floor (`fresh`);
-        // a new tenure writes its value, a kept grant keeps the value it has.
+        // Parameters of every grant: namespace, name, holder, term (ms), `expected` (the token
+        // of our own live tenure a take-over may replace; -1 for none), and the new tenure's
+        // value. The order differs per dialect: see `Dialect::acquire_values`. A row inserted
+        // starts one above the token floor (`fresh`); every grant is a new tenure (token + 1)
+        // and writes its value.
         // PostgreSQL with `notify`: each row granted announces itself, each row released rings.
         let announce = postgres::notify_item(notify, table, crate::ddl::CHANGES_CHANNEL, "");
         let ring = match postgres::notify_item(notify, table, postgres::RELEASED_CHANNEL, "") {

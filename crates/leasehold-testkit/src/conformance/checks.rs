@@ -23,8 +23,8 @@ pub(super) use releases::{
     token_grows_after_release,
 };
 pub(super) use tenures::{
-    begin_tenure_new_token, grant_on_empty_table, reacquire_keeps_token, renew_extends,
-    renew_refused_after_lapse, second_holder_refused, stale_token_refused, takeover_after_expiry,
+    begin_tenure_new_token, grant_on_empty_table, renew_extends, renew_refused_after_lapse,
+    second_holder_refused, stale_token_refused, takeover_after_expiry,
 };
 pub(super) use values::{value_change_while_held, value_set_at_grant};
 

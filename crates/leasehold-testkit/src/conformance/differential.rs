@@ -22,7 +22,7 @@ use leasehold_core::{
 };
 
 use super::{Ctx, acquired, ensure, holder, term};
-use leasehold_storage::{AllOutcome, BatchRenewal, RenewItem, StoreError};
+use leasehold_storage::{AllOutcome, BatchRenewal, Grant, RenewItem, StoreError};
 
 const LONG: u64 = 60_000;
 const SHORT: u64 = 150;
@@ -226,7 +226,10 @@ pub(super) async fn batches_answer_as_single_statements(ctx: Ctx) -> Result<(), 
         format!("{} answers for {} keys", batch.len(), keys.len())
     })?;
     for ((state, s, b), got) in prepared.iter().zip(&batch) {
-        let single = ctx.store.begin_tenure(&s.key, &a, long, None).await;
+        let single = ctx
+            .store
+            .begin_tenure(&s.key, &a, Grant::New, long, None)
+            .await;
         compare(
             &mut diffs,
             "begin_tenure_many",
@@ -240,7 +243,10 @@ pub(super) async fn batches_answer_as_single_statements(ctx: Ctx) -> Result<(), 
     // alone is, and refused naming that key's holder when it is not.
     let prepared = prepare_all(&ctx, "all").await?;
     for (i, (state, s, b)) in prepared.iter().enumerate() {
-        let single = ctx.store.begin_tenure(&s.key, &a, long, None).await;
+        let single = ctx
+            .store
+            .begin_tenure(&s.key, &a, Grant::New, long, None)
+            .await;
         let filler = ctx.key(&format!("all-filler-{i}"))?;
         let all = ctx
             .store

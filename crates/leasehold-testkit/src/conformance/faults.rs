@@ -15,7 +15,7 @@ use sea_orm::{
 };
 
 use super::{Ctx, acquired, ensure, holder, term};
-use leasehold_storage::{Backend, BatchRenewal, RenewItem, SeaOrmStore, StoreError};
+use leasehold_storage::{Backend, BatchRenewal, Grant, RenewItem, SeaOrmStore, StoreError};
 
 pub(super) use super::sessions::batches_beside_other_sessions;
 
@@ -167,7 +167,10 @@ async fn fill(ctx: &Ctx, full: &SeaOrmStore) -> Result<(), String> {
     let who = holder(&"h".repeat(255))?;
     for i in 0..400 {
         let key = ctx.key(&format!("{i:04}{}", "x".repeat(240)))?;
-        match full.begin_tenure(&key, &who, term(LONG)?, None).await {
+        match full
+            .begin_tenure(&key, &who, Grant::New, term(LONG)?, None)
+            .await
+        {
             Ok(AcquireOutcome::Acquired { token, .. }) => {
                 let rec = ctx.store.get(&key).await.map_err(e)?;
                 ensure(rec.is_some_and(|r| r.held && r.token == token), || {
@@ -199,19 +202,13 @@ async fn read_only_refused(ctx: &Ctx, store: &SeaOrmStore) -> Result<(), String>
     let answers = [
         (
             "begin_tenure",
-            ro.begin_tenure(&fresh, &b, term(LONG)?, None)
-                .await
-                .map(|o| format!("{o:?}")),
-        ),
-        (
-            "try_acquire",
-            ro.try_acquire(&fresh, &b, term(LONG)?)
+            ro.begin_tenure(&fresh, &b, Grant::New, term(LONG)?, None)
                 .await
                 .map(|o| format!("{o:?}")),
         ),
         (
             "take_over",
-            ro.take_over_tenure(&key, &a, t, term(LONG)?, None)
+            ro.begin_tenure(&key, &a, Grant::TakeOver(t), term(LONG)?, None)
                 .await
                 .map(|o| format!("{o:?}")),
         ),
@@ -296,7 +293,10 @@ pub(super) async fn blocked_statement_gives_up(ctx: Ctx) -> Result<(), String> {
     let txn = lock_row(store, &key).await?;
     let clock = MonotonicClock;
     let start = clock.now();
-    let grant = ctx.store.begin_tenure(&key, &b, term(LONG)?, None).await;
+    let grant = ctx
+        .store
+        .begin_tenure(&key, &b, Grant::New, term(LONG)?, None)
+        .await;
     let took = clock.now() - start;
     let renew = ctx.store.renew(&key, &a, t, term(LONG)?).await;
     let release = ctx.store.release(&key, &a, t).await;

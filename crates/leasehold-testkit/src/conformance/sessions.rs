@@ -21,7 +21,7 @@ use super::differential::{
 };
 use super::faults::{bound, lock_row, sql_store};
 use super::{Ctx, acquired, ensure, holder, term};
-use leasehold_storage::{Backend, RenewItem, SeaOrmStore, StoreError};
+use leasehold_storage::{Backend, Grant, RenewItem, SeaOrmStore, StoreError};
 
 const LONG: u64 = 60_000;
 /// How long the other session keeps its transaction open once the call under test has started.
@@ -175,7 +175,7 @@ pub(super) async fn batches_beside_other_sessions(ctx: Ctx) -> Result<(), String
         let b = prepare(&ctx, &ctx.key(&format!("grant-batch-{other:?}"))?, other).await?;
         let (st, key, who) = (ctx.store.clone(), s.key.clone(), a.clone());
         let single = beside(&store, &s.key, other, async move {
-            st.begin_tenure(&key, &who, long, None).await
+            st.begin_tenure(&key, &who, Grant::New, long, None).await
         })
         .await?;
         let (c, key, who, tag) = (ctx.clone(), b.key.clone(), a.clone(), format!("{other:?}"));

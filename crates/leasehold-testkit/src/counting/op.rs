@@ -3,17 +3,15 @@
 use std::fmt;
 
 #[cfg(doc)]
-use leasehold_storage::LeaseStore;
+use leasehold_storage::{Grant, LeaseStore};
 
 /// A method of [`LeaseStore`], as counted by [`CountingStore`](super::CountingStore).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum Op {
-    /// [`LeaseStore::try_acquire`].
-    TryAcquire,
-    /// [`LeaseStore::begin_tenure`].
+    /// [`LeaseStore::begin_tenure`] with [`Grant::New`].
     BeginTenure,
-    /// [`LeaseStore::take_over_tenure`].
+    /// [`LeaseStore::begin_tenure`] with [`Grant::TakeOver`] (named after the method it was).
     TakeOverTenure,
     /// [`LeaseStore::renew`].
     Renew,
@@ -47,8 +45,7 @@ pub enum Op {
 
 impl Op {
     /// Every method, in the trait's order.
-    pub const ALL: [Op; 17] = [
-        Op::TryAcquire,
+    pub const ALL: [Op; 16] = [
         Op::BeginTenure,
         Op::TakeOverTenure,
         Op::Renew,
@@ -78,7 +75,6 @@ impl Op {
     #[must_use]
     pub const fn name(self) -> &'static str {
         match self {
-            Op::TryAcquire => "try_acquire",
             Op::BeginTenure => "begin_tenure",
             Op::TakeOverTenure => "take_over_tenure",
             Op::Renew => "renew",

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use leasehold_storage::{
-    AcquireOutcome, AllOutcome, BatchRenewal, DbInstant, FencingToken, HolderId, LeaseKey,
+    AcquireOutcome, AllOutcome, BatchRenewal, DbInstant, FencingToken, Grant, HolderId, LeaseKey,
     LeaseRecord, LeaseStore, LeaseValue, Namespace, ReleaseOutcome, RenewItem, RenewOutcome,
     SeaOrmStore, SetValueOutcome, StoreError, Term,
 };
@@ -17,22 +17,15 @@ pub struct BelievesHolderId(pub SeaOrmStore);
 
 #[async_trait]
 impl LeaseStore for BelievesHolderId {
-    async fn try_acquire(
-        &self,
-        key: &LeaseKey,
-        holder: &HolderId,
-        term: Term,
-    ) -> Result<AcquireOutcome, StoreError> {
-        self.0.try_acquire(key, holder, term).await
-    }
     async fn begin_tenure(
         &self,
         key: &LeaseKey,
         holder: &HolderId,
+        grant: Grant,
         term: Term,
         value: Option<&LeaseValue>,
     ) -> Result<AcquireOutcome, StoreError> {
-        self.0.begin_tenure(key, holder, term, value).await
+        self.0.begin_tenure(key, holder, grant, term, value).await
     }
     async fn begin_tenure_many(
         &self,
@@ -61,18 +54,6 @@ impl LeaseStore for BelievesHolderId {
         term: Term,
     ) -> Result<AllOutcome, StoreError> {
         self.0.begin_tenure_all(holder, keys, term).await
-    }
-    async fn take_over_tenure(
-        &self,
-        key: &LeaseKey,
-        holder: &HolderId,
-        expected: FencingToken,
-        term: Term,
-        value: Option<&LeaseValue>,
-    ) -> Result<AcquireOutcome, StoreError> {
-        self.0
-            .take_over_tenure(key, holder, expected, term, value)
-            .await
     }
     async fn set_value(
         &self,

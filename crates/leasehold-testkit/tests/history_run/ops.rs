@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use leasehold_storage::{
-    AcquireOutcome, AllOutcome, BatchRenewal, FencingToken, HolderId, ReleaseOutcome, RenewItem,
-    RenewOutcome,
+    AcquireOutcome, AllOutcome, BatchRenewal, FencingToken, Grant, HolderId, ReleaseOutcome,
+    RenewItem, RenewOutcome,
 };
 use leasehold_testkit::history::{Answer, Call, EVERY_KEY, Op};
 use rand::RngExt;
@@ -43,7 +43,12 @@ impl Worker {
         let (key, holder) = (self.key(), self.holder());
         let h = HolderId::new(&holder).expect("holder");
         let t0 = self.rec.now();
-        let answer = bounded(self.session.store.begin_tenure(&key, &h, term(), None)).await;
+        let answer = bounded(
+            self.session
+                .store
+                .begin_tenure(&key, &h, Grant::New, term(), None),
+        )
+        .await;
         let t1 = self.rec.now();
         let answer = answer.map_or(Answer::Unknown, grant_answer);
         self.record(

@@ -43,7 +43,7 @@ impl Switch {
                 match mode {
                     1 => Err(StoreError::Unexpected {
                         op: match op {
-                            Op::TryAcquire | Op::BeginTenure | Op::BeginTenureMany => "acquire",
+                            Op::BeginTenure | Op::BeginTenureMany => "acquire",
                             other => other.name(),
                         },
                         detail: "injected failure".to_owned(),

@@ -57,16 +57,14 @@ impl Dialect for MySql {
         // grant), so after the statement it says whether this statement granted. Times in
         // the update part are read after the row lock (see `now`), not from VALUES().
         let take = format!(
-            "(status = 0 OR lease_end_time <= {now} OR (holder = VALUES(holder) AND (? = 1 OR version = ?)))"
+            "(status = 0 OR lease_end_time <= {now} OR (holder = VALUES(holder) AND version = ?))"
         );
         format!(
             "INSERT INTO {t} (namespace, lease_name, holder, lease_end_time, status, version, lease_value, gmt_create, gmt_modified) \
              VALUES (?, ?, ?, {now} + ?, (@leasehold_took := 1), {fresh}, ?, {now}, {now}) \
              ON DUPLICATE KEY UPDATE \
-             version = IF((@leasehold_took := {take}), \
-               IF(? = 1 AND status = 1 AND holder = VALUES(holder) AND lease_end_time > {now}, version, version + 1), version), \
-             lease_value = IF(@leasehold_took, \
-               IF(? = 1 AND status = 1 AND holder = VALUES(holder) AND lease_end_time > {now}, lease_value, VALUES(lease_value)), lease_value), \
+             version = IF((@leasehold_took := {take}), version + 1, version), \
+             lease_value = IF(@leasehold_took, VALUES(lease_value), lease_value), \
              holder = IF(@leasehold_took, VALUES(holder), holder), \
              lease_end_time = IF(@leasehold_took, {now} + ?, lease_end_time), \
              status = IF(@leasehold_took, 1, status), \
@@ -94,21 +92,9 @@ impl Dialect for MySql {
             holder,
             term,
             value,
-            keep,
             expected,
         } = v;
-        vec![
-            ns,
-            name,
-            holder,
-            term.clone(),
-            value,
-            keep.clone(),
-            expected,
-            keep.clone(),
-            keep,
-            term,
-        ]
+        vec![ns, name, holder, term.clone(), value, expected, term]
     }
 
     fn name_prefix(&self, prefix: &str, sql: &mut String, values: &mut Vec<Value>) {

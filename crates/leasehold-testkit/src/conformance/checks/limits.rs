@@ -10,7 +10,7 @@ use leasehold_core::{
 use tokio::sync::Barrier;
 
 use crate::conformance::{Ctx, acquired, ensure, holder, term};
-use leasehold_storage::RenewItem;
+use leasehold_storage::{Grant, RenewItem};
 
 use super::{LONG, e};
 
@@ -108,10 +108,14 @@ pub(in crate::conformance) async fn list_valid_special_names(ctx: Ctx) -> Result
         "x",
         "released",
     ];
+    let mut released = None;
     for n in names {
-        acquired(&ctx, &ctx.key(n)?, &a, term(LONG)?).await?;
+        let (t, _) = acquired(&ctx, &ctx.key(n)?, &a, term(LONG)?).await?;
+        if n == "released" {
+            released = Some(t);
+        }
     }
-    let (t, _) = acquired(&ctx, &ctx.key("released")?, &a, term(LONG)?).await?;
+    let t = released.ok_or("the name \"released\" was not granted")?;
     ctx.store
         .release(&ctx.key("released")?, &a, t)
         .await
@@ -214,7 +218,7 @@ pub(in crate::conformance) async fn race_32_tasks_200_rounds(ctx: Ctx) -> Result
                 start.wait().await;
                 let won = match ctx
                     .store
-                    .try_acquire(&key, &me, term(LONG)?)
+                    .begin_tenure(&key, &me, Grant::New, term(LONG)?, None)
                     .await
                     .map_err(e)?
                 {

@@ -4,6 +4,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use leasehold_core::{AcquireOutcome, FencingToken};
+use leasehold_storage::Grant;
 
 use crate::conformance::{Ctx, acquired, ensure, holder, term};
 
@@ -77,12 +78,21 @@ pub(in crate::conformance) async fn purge_never_resets_token(ctx: Ctx) -> Result
     ensure(rec.held && rec.token == th, || {
         format!("the held row changed: {rec:?}")
     })?;
-    for grant in ["try_acquire", "begin_tenure", "begin_tenure_many"] {
+    for grant in ["begin_tenure", "take_over_tenure", "begin_tenure_many"] {
         let t = match grant {
-            "try_acquire" => acquired(&ctx, &key, &a, term(LONG)?).await?.0,
+            // On a free row a take-over grants as `begin_tenure` does, whatever token it names.
+            "take_over_tenure" => match ctx
+                .store
+                .begin_tenure(&key, &a, Grant::TakeOver(last), term(LONG)?, None)
+                .await
+                .map_err(e)?
+            {
+                AcquireOutcome::Acquired { token, .. } => token,
+                other => return Err(format!("take_over_tenure answered {other:?}")),
+            },
             "begin_tenure" => match ctx
                 .store
-                .begin_tenure(&key, &a, term(LONG)?, None)
+                .begin_tenure(&key, &a, Grant::New, term(LONG)?, None)
                 .await
                 .map_err(e)?
             {
@@ -138,12 +148,11 @@ pub(in crate::conformance) async fn purge_grant_race(ctx: Ctx) -> Result<(), Str
         let me = holder(&format!("g{i}"))?;
         handles.push(tokio::spawn(async move {
             let mut tokens = Vec::new();
-            for round in 0..ROUNDS {
-                let got = if round % 2 == 0 {
-                    ctx.store.begin_tenure(&key, &me, term(LONG)?, None).await
-                } else {
-                    ctx.store.try_acquire(&key, &me, term(LONG)?).await
-                };
+            for _ in 0..ROUNDS {
+                let got = ctx
+                    .store
+                    .begin_tenure(&key, &me, Grant::New, term(LONG)?, None)
+                    .await;
                 if let AcquireOutcome::Acquired { token, .. } = got.map_err(e)? {
                     tokens.push(token);
                     ctx.store.release(&key, &me, token).await.map_err(e)?;

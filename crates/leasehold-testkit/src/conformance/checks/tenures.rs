@@ -3,7 +3,7 @@
 use leasehold_core::{AcquireOutcome, FencingToken, ReleaseOutcome, RenewOutcome};
 
 use crate::conformance::{Ctx, acquired, ensure, holder, term};
-use leasehold_storage::RenewItem;
+use leasehold_storage::{Grant, RenewItem};
 
 use super::{LONG, PAST_SHORT, SHORT, e};
 
@@ -36,7 +36,7 @@ pub(in crate::conformance) async fn second_holder_refused(ctx: Ctx) -> Result<()
     let (token, until) = acquired(&ctx, &key, &holder("a")?, term(LONG)?).await?;
     match ctx
         .store
-        .try_acquire(&key, &holder("b")?, term(LONG)?)
+        .begin_tenure(&key, &holder("b")?, Grant::New, term(LONG)?, None)
         .await
         .map_err(e)?
     {
@@ -51,16 +51,6 @@ pub(in crate::conformance) async fn second_holder_refused(ctx: Ctx) -> Result<()
     }
 }
 
-pub(in crate::conformance) async fn reacquire_keeps_token(ctx: Ctx) -> Result<(), String> {
-    let key = ctx.key("job")?;
-    let a = holder("a")?;
-    let (t1, u1) = acquired(&ctx, &key, &a, term(LONG)?).await?;
-    let (t2, u2) = acquired(&ctx, &key, &a, term(LONG)?).await?;
-    ensure(t1 == t2 && u2 >= u1, || {
-        format!("re-acquire gave token {t2} until {u2}; first {t1} until {u1}")
-    })
-}
-
 pub(in crate::conformance) async fn begin_tenure_new_token(ctx: Ctx) -> Result<(), String> {
     let key = ctx.key("job")?;
     let (a, b) = (holder("a")?, holder("b")?);
@@ -68,7 +58,7 @@ pub(in crate::conformance) async fn begin_tenure_new_token(ctx: Ctx) -> Result<(
     // b cannot begin a tenure on a's live grant.
     let refused = ctx
         .store
-        .begin_tenure(&key, &b, term(LONG)?, None)
+        .begin_tenure(&key, &b, Grant::New, term(LONG)?, None)
         .await
         .map_err(e)?;
     ensure(
@@ -78,7 +68,7 @@ pub(in crate::conformance) async fn begin_tenure_new_token(ctx: Ctx) -> Result<(
     // a's begin_tenure over its own live grant (a stale or duplicated request) changes nothing.
     let again = ctx
         .store
-        .begin_tenure(&key, &a, term(LONG)?, None)
+        .begin_tenure(&key, &a, Grant::New, term(LONG)?, None)
         .await
         .map_err(e)?;
     ensure(
@@ -88,7 +78,13 @@ pub(in crate::conformance) async fn begin_tenure_new_token(ctx: Ctx) -> Result<(
     // Taking over one's own live tenure needs its token: a wrong one changes nothing ...
     let wrong = ctx
         .store
-        .take_over_tenure(&key, &a, FencingToken(t1.get() + 7), term(LONG)?, None)
+        .begin_tenure(
+            &key,
+            &a,
+            Grant::TakeOver(FencingToken(t1.get() + 7)),
+            term(LONG)?,
+            None,
+        )
         .await
         .map_err(e)?;
     ensure(
@@ -98,7 +94,7 @@ pub(in crate::conformance) async fn begin_tenure_new_token(ctx: Ctx) -> Result<(
     // ... b cannot take a's tenure even naming its token ...
     let by_b = ctx
         .store
-        .take_over_tenure(&key, &b, t1, term(LONG)?, None)
+        .begin_tenure(&key, &b, Grant::TakeOver(t1), term(LONG)?, None)
         .await
         .map_err(e)?;
     ensure(
@@ -108,7 +104,7 @@ pub(in crate::conformance) async fn begin_tenure_new_token(ctx: Ctx) -> Result<(
     // ... and naming it gives a new tenure with the next token.
     let t2 = match ctx
         .store
-        .take_over_tenure(&key, &a, t1, term(LONG)?, None)
+        .begin_tenure(&key, &a, Grant::TakeOver(t1), term(LONG)?, None)
         .await
         .map_err(e)?
     {
@@ -121,7 +117,7 @@ pub(in crate::conformance) async fn begin_tenure_new_token(ctx: Ctx) -> Result<(
     // A late copy of that same take-over finds the newer tenure and does nothing.
     let late = ctx
         .store
-        .take_over_tenure(&key, &a, t1, term(LONG)?, None)
+        .begin_tenure(&key, &a, Grant::TakeOver(t1), term(LONG)?, None)
         .await
         .map_err(e)?;
     ensure(

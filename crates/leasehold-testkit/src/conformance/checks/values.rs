@@ -1,6 +1,7 @@
 //! The value a holder keeps on its lease: set at grant, changed while held.
 
 use leasehold_core::{AcquireOutcome, FencingToken, LeaseKey, LeaseValue, SetValueOutcome};
+use leasehold_storage::Grant;
 
 use crate::conformance::{Ctx, acquired, ensure, holder, term};
 
@@ -29,7 +30,7 @@ pub(in crate::conformance) async fn value_set_at_grant(ctx: Ctx) -> Result<(), S
     let v1 = value("10.0.0.1:80")?;
     let t1 = match ctx
         .store
-        .begin_tenure(&key, &a, term(LONG)?, Some(&v1))
+        .begin_tenure(&key, &a, Grant::New, term(LONG)?, Some(&v1))
         .await
         .map_err(e)?
     {
@@ -46,16 +47,28 @@ pub(in crate::conformance) async fn value_set_at_grant(ctx: Ctx) -> Result<(), S
             .any(|r| r.key == key && r.value == Some(v1.clone())),
         || format!("list_valid does not show the value: {listed:?}"),
     )?;
-    // try_acquire extending a's own live grant keeps the value.
-    acquired(&ctx, &key, &a, term(LONG)?).await?;
+    // A new tenure over a's own live grant is refused and leaves the grant and its value alone.
+    match ctx
+        .store
+        .begin_tenure(&key, &a, Grant::New, term(LONG)?, None)
+        .await
+        .map_err(e)?
+    {
+        AcquireOutcome::HeldBy { token, .. } if token == t1 => {}
+        other => {
+            return Err(format!(
+                "begin_tenure over its own live grant answered {other:?}"
+            ));
+        }
+    }
     ensure(value_of(&ctx, &key).await? == Some(v1.clone()), || {
-        "an extended grant lost its value".into()
+        "a refused grant changed the value".into()
     })?;
     // A take-over is a new tenure with its own value.
     let v2 = value("🦀 epoch 2")?;
     let t2 = match ctx
         .store
-        .take_over_tenure(&key, &a, t1, term(LONG)?, Some(&v2))
+        .begin_tenure(&key, &a, Grant::TakeOver(t1), term(LONG)?, Some(&v2))
         .await
         .map_err(e)?
     {
@@ -72,7 +85,7 @@ pub(in crate::conformance) async fn value_set_at_grant(ctx: Ctx) -> Result<(), S
         "a released row lost its last tenure's value".into()
     })?;
     ctx.store
-        .begin_tenure(&key, &b, term(LONG)?, None)
+        .begin_tenure(&key, &b, Grant::New, term(LONG)?, None)
         .await
         .map_err(e)?;
     ensure(value_of(&ctx, &key).await?.is_none(), || {
