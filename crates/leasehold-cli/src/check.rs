@@ -11,7 +11,7 @@ use leasehold_storage::{LeaseStore, SeaOrmStore, StoreBuilder};
 use leasehold_testkit::conformance::{self, Outcome, Report};
 
 use crate::Cli;
-use crate::commands::{CLOCK_RATE, DB_ERROR, Failure};
+use crate::exit::{CLOCK_RATE, DB_ERROR, Failure, wall_clock_ms};
 
 /// Exit code of a run interrupted by Ctrl-C (128 + SIGINT), after the scratch table is dropped.
 const INTERRUPTED: u8 = 130;
@@ -34,7 +34,7 @@ fn scratch_prefix() -> String {
     format!(
         "lh_check_{}_{}_",
         std::process::id(),
-        crate::commands::wall_clock_ms().rem_euclid(1_000_000_000)
+        wall_clock_ms().rem_euclid(1_000_000_000)
     )
 }
 
@@ -84,7 +84,7 @@ async fn offset(store: &SeaOrmStore) -> Result<Offset, Failure> {
     let mut rtts = Vec::new();
     let mut offset_ms = 0;
     for _ in 0..20 {
-        let before_wall = crate::commands::wall_clock_ms();
+        let before_wall = wall_clock_ms();
         let t0 = clock.now();
         let db = store.db_now().await?;
         let rtt = clock.now() - t0;

@@ -2,43 +2,12 @@
 
 use leasehold_storage::{
     AcquireOutcome, FencingToken, Grant, HolderId, LeaseKey, LeaseRecord, LeaseStore, Namespace,
-    ReleaseOutcome, SeaOrmStore, StoreBuilder, StoreError, Term, ValidationError,
+    ReleaseOutcome, SeaOrmStore, StoreBuilder, Term,
 };
 
 use crate::duration::human;
+use crate::exit::{BAD_ARGS, DB_ERROR, Failure, REFUSED};
 use crate::{Cli, Command};
-
-/// Exit code: a database error.
-pub(crate) const DB_ERROR: u8 = 1;
-/// Exit code: bad arguments.
-const BAD_ARGS: u8 = 2;
-/// Exit code: refused (held by another, not ours).
-const REFUSED: u8 = 3;
-/// Exit code: `check` found the clock rates too far apart for the margin and term, or could not
-/// show they are not.
-pub(crate) const CLOCK_RATE: u8 = 5;
-
-/// Why a command could not do its work: bad arguments (exit 2) or the database (exit 1).
-pub(crate) enum Failure {
-    Args(String),
-    Store(StoreError),
-}
-
-impl From<ValidationError> for Failure {
-    fn from(e: ValidationError) -> Self {
-        Self::Args(e.to_string())
-    }
-}
-
-impl From<StoreError> for Failure {
-    fn from(e: StoreError) -> Self {
-        match e {
-            StoreError::Invalid(v) => Self::Args(v.to_string()),
-            StoreError::UnsupportedUrl { .. } => Self::Args(e.to_string()),
-            other => Self::Store(other),
-        }
-    }
-}
 
 /// Runs the command and returns the exit code.
 pub async fn run(cli: Cli) -> u8 {
@@ -327,13 +296,6 @@ fn print_json(rows: &[LeaseRecord]) {
         })
         .collect();
     println!("{}", serde_json::Value::Array(list));
-}
-
-#[allow(clippy::disallowed_methods)] // reporting the offset is the point: the app clock never decides
-pub(crate) fn wall_clock_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// What `unlock` says: `row` is `None` when the lock was released, else what the table holds

@@ -9,6 +9,7 @@
 
 mod check;
 mod commands;
+mod exit;
 mod watch;
 
 use std::process::ExitCode;
