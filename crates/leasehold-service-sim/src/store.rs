@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use leasehold::{
-    AcquireOutcome, AllOutcome, DbInstant, FencingToken, Grant, HolderId, LeaseKey, LeaseRecord,
-    LeaseStore, LeaseValue, Namespace, ReleaseOutcome, RenewItem, RenewOutcome, SetValueOutcome,
-    StoreError, Term,
+    AcquireOutcome, AdminStore, AllOutcome, DbInstant, FencingToken, Grant, HolderId, LeaseKey,
+    LeaseRecord, LeaseStore, LeaseValue, Namespace, ReleaseOutcome, RenewItem, RenewOutcome,
+    SetValueOutcome, Store, StoreError, Term,
 };
 
 use crate::fault::FaultDice;
@@ -59,7 +59,7 @@ impl Recorder {
 /// through it: the engine sends them to its SQL store directly (without faults).
 #[derive(Clone)]
 pub struct FaultStore {
-    inner: Arc<dyn LeaseStore>,
+    inner: Arc<dyn Store>,
     dice: Arc<FaultDice>,
     rec: Recorder,
     bug: Option<StoreBug>,
@@ -88,7 +88,7 @@ impl FaultStore {
     /// its connections belong to).
     #[must_use]
     pub fn new(
-        inner: Arc<dyn LeaseStore>,
+        inner: Arc<dyn Store>,
         dice: Arc<FaultDice>,
         log: Arc<GrantLog>,
         clock: SimClock,
@@ -328,6 +328,32 @@ impl LeaseStore for FaultStore {
         self.faulty("release", Some((key, holder)), call).await
     }
 
+    async fn get(&self, key: &LeaseKey) -> Result<Option<LeaseRecord>, StoreError> {
+        let (inner, k) = (Arc::clone(&self.inner), key.clone());
+        self.faulty("get", None, async move { inner.get(&k).await })
+            .await
+    }
+
+    async fn list_valid(
+        &self,
+        namespace: Option<&Namespace>,
+        prefix: &str,
+    ) -> Result<Vec<LeaseRecord>, StoreError> {
+        let inner = Arc::clone(&self.inner);
+        let (ns, prefix) = (namespace.cloned(), prefix.to_owned());
+        let call = async move { inner.list_valid(ns.as_ref(), &prefix).await };
+        self.faulty("list_valid", None, call).await
+    }
+
+    async fn db_now(&self) -> Result<DbInstant, StoreError> {
+        let inner = Arc::clone(&self.inner);
+        self.faulty("db_now", None, async move { inner.db_now().await })
+            .await
+    }
+}
+
+#[async_trait]
+impl AdminStore for FaultStore {
     async fn release_all(&self, holder: &HolderId) -> Result<u64, StoreError> {
         let (inner, rec, h) = (Arc::clone(&self.inner), self.rec.clone(), holder.clone());
         let call = async move {
@@ -352,23 +378,6 @@ impl LeaseStore for FaultStore {
         self.faulty("force_release", None, call).await
     }
 
-    async fn get(&self, key: &LeaseKey) -> Result<Option<LeaseRecord>, StoreError> {
-        let (inner, k) = (Arc::clone(&self.inner), key.clone());
-        self.faulty("get", None, async move { inner.get(&k).await })
-            .await
-    }
-
-    async fn list_valid(
-        &self,
-        namespace: Option<&Namespace>,
-        prefix: &str,
-    ) -> Result<Vec<LeaseRecord>, StoreError> {
-        let inner = Arc::clone(&self.inner);
-        let (ns, prefix) = (namespace.cloned(), prefix.to_owned());
-        let call = async move { inner.list_valid(ns.as_ref(), &prefix).await };
-        self.faulty("list_valid", None, call).await
-    }
-
     async fn purge(
         &self,
         namespace: Option<&Namespace>,
@@ -377,11 +386,5 @@ impl LeaseStore for FaultStore {
         let (inner, ns) = (Arc::clone(&self.inner), namespace.cloned());
         let call = async move { inner.purge(ns.as_ref(), older_than).await };
         self.faulty("purge", None, call).await
-    }
-
-    async fn db_now(&self) -> Result<DbInstant, StoreError> {
-        let inner = Arc::clone(&self.inner);
-        self.faulty("db_now", None, async move { inner.db_now().await })
-            .await
     }
 }

@@ -1,4 +1,5 @@
-//! The `LeaseStore` trait.
+//! The store port: `LeaseStore` (the tenure calls the engine makes), `AdminStore` (the operator's
+//! calls: `release_all`, `force_release`, `purge`) and `Store`, both at once.
 
 use std::time::Duration;
 
@@ -111,7 +112,12 @@ impl From<bool> for BatchRenewal {
     }
 }
 
-/// Where lease rows live. Every method is one atomic step against the store's clock.
+/// Where lease rows live: the calls of a tenure (grant, renewal, value, release) and the reads.
+/// Every method is one atomic step against the store's clock.
+///
+/// This is what the lease engine holds for its tenures (`Arc<dyn LeaseStore>`). The calls over
+/// rows that are not one tenure of the caller (every row of a holder, any holder's row, old rows)
+/// are [`AdminStore`]'s: a tenure's code cannot reach them.
 ///
 /// Answers that depend on other holders are outcomes; `Err` means the store is unreachable or
 /// wrong, and the caller cannot know whether a write took effect (an unknown outcome).
@@ -119,7 +125,7 @@ impl From<bool> for BatchRenewal {
 pub trait LeaseStore: Send + Sync + 'static {
     /// Begins a **new tenure**, only on a row that is free, released or expired (the token goes
     /// up by exactly one; a new row starts above the table's token floor: see
-    /// [`LeaseStore::purge`]). A live grant is never ended: one held by another holder, **or by
+    /// [`AdminStore::purge`]). A live grant is never ended: one held by another holder, **or by
     /// `holder` itself**, answers [`AcquireOutcome::HeldBy`] with that grant's holder, token and
     /// end, and nothing changes.
     ///
@@ -321,12 +327,6 @@ pub trait LeaseStore: Send + Sync + 'static {
         Ok(out)
     }
 
-    /// Releases every live lease of `holder`, in one statement. Returns how many.
-    async fn release_all(&self, holder: &HolderId) -> Result<u64, StoreError>;
-
-    /// Operator override: releases `key` whoever holds it. Returns whether it was held.
-    async fn force_release(&self, key: &LeaseKey) -> Result<bool, StoreError>;
-
     /// Reads one row, with the database's current time.
     async fn get(&self, key: &LeaseKey) -> Result<Option<LeaseRecord>, StoreError>;
 
@@ -337,6 +337,40 @@ pub trait LeaseStore: Send + Sync + 'static {
         namespace: Option<&Namespace>,
         prefix: &str,
     ) -> Result<Vec<LeaseRecord>, StoreError>;
+
+    /// The store's clock.
+    async fn db_now(&self) -> Result<DbInstant, StoreError>;
+}
+
+/// The operator's calls: over rows that are not one tenure of the caller (every row of a holder
+/// id, a row whoever holds it, rows released long ago). Every method is one atomic step against
+/// the store's clock.
+///
+/// Apart from [`LeaseStore`] so that the engine's tenures cannot reach them: the CLI (`leasehold
+/// release --force`, `leasehold purge`) calls them on its concrete store; the service's retention
+/// purges through the `Arc<dyn AdminStore>` the facade gives the engine beside its
+/// `Arc<dyn LeaseStore>` (both the same store, [`Store`]).
+///
+/// # Examples
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::time::Duration;
+/// use leasehold_storage::{AdminStore, Grant, HolderId, LeaseKey, LeaseStore, MemoryStore, Term};
+/// let store = MemoryStore::new();
+/// let (key, me) = (LeaseKey::parse("", "job")?, HolderId::new("a")?);
+/// let term = Term::new("term", Duration::from_secs(5))?;
+/// store.begin_tenure(&key, &me, Grant::New, term, None).await?;
+/// assert!(store.force_release(&key).await?, "it was held");
+/// assert_eq!(store.purge(None, Duration::ZERO).await?, 1);
+/// # Ok(()) }
+/// ```
+#[async_trait]
+pub trait AdminStore: Send + Sync + 'static {
+    /// Releases every live lease of `holder`, in one statement. Returns how many.
+    async fn release_all(&self, holder: &HolderId) -> Result<u64, StoreError>;
+
+    /// Operator override: releases `key` whoever holds it. Returns whether it was held.
+    async fn force_release(&self, key: &LeaseKey) -> Result<bool, StoreError>;
 
     /// Deletes rows (in `namespace`, or in every namespace when `None`) released or expired for
     /// longer than `older_than`. Returns how many. A held row is never purged.
@@ -353,7 +387,22 @@ pub trait LeaseStore: Send + Sync + 'static {
         namespace: Option<&Namespace>,
         older_than: Duration,
     ) -> Result<u64, StoreError>;
-
-    /// The store's clock.
-    async fn db_now(&self) -> Result<DbInstant, StoreError>;
 }
+
+/// A store with both ports, [`LeaseStore`] and [`AdminStore`]: what the facade is given
+/// (`LeaseService::from_store`) and what the conformance suite checks. Every type with both is one
+/// (blanket impl); an `Arc<dyn Store>` coerces to `Arc<dyn LeaseStore>` and to
+/// `Arc<dyn AdminStore>`.
+///
+/// # Examples
+/// ```
+/// use std::sync::Arc;
+/// use leasehold_storage::{AdminStore, LeaseStore, MemoryStore, Store};
+/// let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+/// let tenures: Arc<dyn LeaseStore> = store.clone();
+/// let admin: Arc<dyn AdminStore> = store;
+/// # let _ = (tenures, admin);
+/// ```
+pub trait Store: LeaseStore + AdminStore {}
+
+impl<S: LeaseStore + AdminStore + ?Sized> Store for S {}

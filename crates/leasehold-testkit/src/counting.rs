@@ -14,7 +14,9 @@ use leasehold_core::{
     MonotonicClock, Namespace, ReleaseOutcome, RenewOutcome, SetValueOutcome, Term,
 };
 
-use leasehold_storage::{AllOutcome, BatchRenewal, Grant, LeaseStore, RenewItem, StoreError};
+use leasehold_storage::{
+    AdminStore, AllOutcome, BatchRenewal, Grant, LeaseStore, RenewItem, Store, StoreError,
+};
 
 mod op;
 #[cfg(test)]
@@ -160,7 +162,7 @@ type AnswerDelay = Arc<dyn Fn(Op) -> Duration + Send + Sync>;
 /// ```
 #[derive(Clone)]
 pub struct CountingStore {
-    inner: Arc<dyn LeaseStore>,
+    inner: Arc<dyn Store>,
     counts: Arc<StoreCounts>,
     before: Option<BeforeCall>,
     after: Option<AfterCall>,
@@ -180,7 +182,7 @@ impl fmt::Debug for CountingStore {
 impl CountingStore {
     /// Wraps `inner`, counting into `counts`, without hooks.
     #[must_use]
-    pub fn new(inner: Arc<dyn LeaseStore>, counts: Arc<StoreCounts>) -> Self {
+    pub fn new(inner: Arc<dyn Store>, counts: Arc<StoreCounts>) -> Self {
         Self {
             inner,
             counts,
@@ -415,16 +417,6 @@ impl LeaseStore for CountingStore {
         self.pass(Op::Release, 0, call).await
     }
 
-    async fn release_all(&self, holder: &HolderId) -> Result<u64, StoreError> {
-        let call = self.inner.release_all(holder);
-        self.pass(Op::ReleaseAll, 0, call).await
-    }
-
-    async fn force_release(&self, key: &LeaseKey) -> Result<bool, StoreError> {
-        let call = self.inner.force_release(key);
-        self.pass(Op::ForceRelease, 0, call).await
-    }
-
     async fn get(&self, key: &LeaseKey) -> Result<Option<LeaseRecord>, StoreError> {
         let call = self.inner.get(key);
         self.pass(Op::Get, 0, call).await
@@ -439,6 +431,24 @@ impl LeaseStore for CountingStore {
         self.pass(Op::ListValid, 0, call).await
     }
 
+    async fn db_now(&self) -> Result<DbInstant, StoreError> {
+        let call = self.inner.db_now();
+        self.pass(Op::DbNow, 0, call).await
+    }
+}
+
+#[async_trait]
+impl AdminStore for CountingStore {
+    async fn release_all(&self, holder: &HolderId) -> Result<u64, StoreError> {
+        let call = self.inner.release_all(holder);
+        self.pass(Op::ReleaseAll, 0, call).await
+    }
+
+    async fn force_release(&self, key: &LeaseKey) -> Result<bool, StoreError> {
+        let call = self.inner.force_release(key);
+        self.pass(Op::ForceRelease, 0, call).await
+    }
+
     async fn purge(
         &self,
         namespace: Option<&Namespace>,
@@ -446,10 +456,5 @@ impl LeaseStore for CountingStore {
     ) -> Result<u64, StoreError> {
         let call = self.inner.purge(namespace, older_than);
         self.pass(Op::Purge, 0, call).await
-    }
-
-    async fn db_now(&self) -> Result<DbInstant, StoreError> {
-        let call = self.inner.db_now();
-        self.pass(Op::DbNow, 0, call).await
     }
 }

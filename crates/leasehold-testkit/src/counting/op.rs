@@ -1,11 +1,11 @@
-//! [`Op`]: the methods of [`LeaseStore`], as a [`CountingStore`](super::CountingStore) counts them.
+//! [`Op`]: the methods of [`LeaseStore`] and [`AdminStore`], as a [`CountingStore`](super::CountingStore) counts them.
 
 use std::fmt;
 
 #[cfg(doc)]
-use leasehold_storage::{Grant, LeaseStore};
+use leasehold_storage::{AdminStore, Grant, LeaseStore};
 
-/// A method of [`LeaseStore`], as counted by [`CountingStore`](super::CountingStore).
+/// A method of [`LeaseStore`] or [`AdminStore`], as counted by [`CountingStore`](super::CountingStore).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum Op {
@@ -21,15 +21,15 @@ pub enum Op {
     Release,
     /// [`LeaseStore::release_many`].
     ReleaseMany,
-    /// [`LeaseStore::release_all`].
+    /// [`AdminStore::release_all`].
     ReleaseAll,
-    /// [`LeaseStore::force_release`].
+    /// [`AdminStore::force_release`].
     ForceRelease,
     /// [`LeaseStore::get`].
     Get,
     /// [`LeaseStore::list_valid`].
     ListValid,
-    /// [`LeaseStore::purge`].
+    /// [`AdminStore::purge`].
     Purge,
     /// [`LeaseStore::db_now`].
     DbNow,

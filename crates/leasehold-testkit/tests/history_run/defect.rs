@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use leasehold_storage::{
-    AcquireOutcome, AllOutcome, BatchRenewal, DbInstant, FencingToken, Grant, HolderId, LeaseKey,
-    LeaseRecord, LeaseStore, LeaseValue, Namespace, ReleaseOutcome, RenewItem, RenewOutcome,
-    SeaOrmStore, SetValueOutcome, StoreError, Term,
+    AcquireOutcome, AdminStore, AllOutcome, BatchRenewal, DbInstant, FencingToken, Grant, HolderId,
+    LeaseKey, LeaseRecord, LeaseStore, LeaseValue, Namespace, ReleaseOutcome, RenewItem,
+    RenewOutcome, SeaOrmStore, SetValueOutcome, StoreError, Term,
 };
 
 /// A store whose `begin_tenure_many` believes the holder id (everything else delegates).
@@ -111,12 +111,6 @@ impl LeaseStore for BelievesHolderId {
     ) -> Result<Vec<Result<ReleaseOutcome, StoreError>>, StoreError> {
         self.0.release_batch(holder, items).await
     }
-    async fn release_all(&self, holder: &HolderId) -> Result<u64, StoreError> {
-        self.0.release_all(holder).await
-    }
-    async fn force_release(&self, key: &LeaseKey) -> Result<bool, StoreError> {
-        self.0.force_release(key).await
-    }
     async fn get(&self, key: &LeaseKey) -> Result<Option<LeaseRecord>, StoreError> {
         self.0.get(key).await
     }
@@ -127,14 +121,26 @@ impl LeaseStore for BelievesHolderId {
     ) -> Result<Vec<LeaseRecord>, StoreError> {
         self.0.list_valid(namespace, prefix).await
     }
+    async fn db_now(&self) -> Result<DbInstant, StoreError> {
+        self.0.db_now().await
+    }
+}
+
+#[async_trait]
+impl AdminStore for BelievesHolderId {
+    async fn release_all(&self, holder: &HolderId) -> Result<u64, StoreError> {
+        self.0.release_all(holder).await
+    }
+
+    async fn force_release(&self, key: &LeaseKey) -> Result<bool, StoreError> {
+        self.0.force_release(key).await
+    }
+
     async fn purge(
         &self,
         namespace: Option<&Namespace>,
         older_than: Duration,
     ) -> Result<u64, StoreError> {
         self.0.purge(namespace, older_than).await
-    }
-    async fn db_now(&self) -> Result<DbInstant, StoreError> {
-        self.0.db_now().await
     }
 }
