@@ -1,4 +1,4 @@
-//! [`FaultStore`]: a `LeaseStore` around a real one that injects the drawn faults, logs every
+//! [`FaultStore`]: a store layer ([`StoreLayer`]) around a real store that injects the drawn faults, logs every
 //! grant the inner store confirmed, and can put back one known storage bug.
 
 use std::sync::Arc;
@@ -7,10 +7,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use leasehold::{
-    AcquireOutcome, AdminStore, AllOutcome, DbInstant, FencingToken, Grant, HolderId, LeaseKey,
-    LeaseRecord, LeaseStore, LeaseValue, Namespace, ReleaseOutcome, RenewItem, RenewOutcome,
-    SetValueOutcome, Store, StoreError, Term,
+    AcquireOutcome, AllOutcome, DbInstant, FencingToken, Grant, HolderId, LeaseKey, LeaseRecord,
+    LeaseValue, Namespace, ReleaseOutcome, RenewItem, RenewOutcome, SetValueOutcome, Store,
+    StoreError, Term,
 };
+use leasehold_storage::layer::StoreLayer;
+use leasehold_storage::{BatchRenewal, one_by_one};
 
 use crate::fault::FaultDice;
 use crate::session::Sessions;
@@ -168,8 +170,14 @@ impl FaultStore {
     }
 }
 
+/// Every call is faulted (each written here); `renew_batch` and `release_batch` are the port's
+/// defaults over this store's own faulted `renew_many` and `release`.
 #[async_trait]
-impl LeaseStore for FaultStore {
+impl StoreLayer for FaultStore {
+    fn inner(&self) -> &dyn Store {
+        &*self.inner
+    }
+
     async fn begin_tenure(
         &self,
         key: &LeaseKey,
@@ -350,10 +358,24 @@ impl LeaseStore for FaultStore {
         self.faulty("db_now", None, async move { inner.db_now().await })
             .await
     }
-}
 
-#[async_trait]
-impl AdminStore for FaultStore {
+    async fn renew_batch(
+        &self,
+        holder: &HolderId,
+        items: &[RenewItem],
+        term: Term,
+    ) -> Result<Vec<BatchRenewal>, StoreError> {
+        one_by_one::renew_batch(self, holder, items, term).await
+    }
+
+    async fn release_batch(
+        &self,
+        holder: &HolderId,
+        items: &[RenewItem],
+    ) -> Result<Vec<Result<ReleaseOutcome, StoreError>>, StoreError> {
+        one_by_one::release_batch(self, holder, items).await
+    }
+
     async fn release_all(&self, holder: &HolderId) -> Result<u64, StoreError> {
         let (inner, rec, h) = (Arc::clone(&self.inner), self.rec.clone(), holder.clone());
         let call = async move {

@@ -10,6 +10,7 @@ use leasehold_core::{
 };
 
 use crate::StoreError;
+use crate::one_by_one;
 
 /// Which grant [`LeaseStore::begin_tenure`] makes: a new tenure on a free row only, or also the
 /// take-over of the holder's own live tenure named by its token.
@@ -170,14 +171,7 @@ pub trait LeaseStore: Send + Sync + 'static {
         term: Term,
         value: Option<&LeaseValue>,
     ) -> Result<Vec<Result<AcquireOutcome, StoreError>>, StoreError> {
-        let mut out = Vec::with_capacity(keys.len());
-        for key in keys {
-            out.push(
-                self.begin_tenure(key, holder, Grant::New, term, value)
-                    .await,
-            );
-        }
-        Ok(out)
+        one_by_one::begin_tenure_many(self, holder, keys, term, value).await
     }
 
     /// [`LeaseStore::begin_tenure`] for every key of `keys` **all or nothing**: each key gets a
@@ -202,40 +196,7 @@ pub trait LeaseStore: Send + Sync + 'static {
         keys: &[LeaseKey],
         term: Term,
     ) -> Result<AllOutcome, StoreError> {
-        let mut order: Vec<usize> = (0..keys.len()).collect();
-        order.sort_by(|&a, &b| keys[a].cmp(&keys[b]));
-        let mut granted: Vec<Option<(FencingToken, DbInstant)>> = vec![None; keys.len()];
-        for &i in &order {
-            let refused = match self
-                .begin_tenure(&keys[i], holder, Grant::New, term, None)
-                .await
-            {
-                Ok(AcquireOutcome::Acquired { token, until }) => {
-                    granted[i] = Some((token, until));
-                    continue;
-                }
-                Ok(AcquireOutcome::HeldBy {
-                    holder,
-                    until,
-                    token,
-                }) => Ok(AllOutcome::HeldBy {
-                    key: keys[i].clone(),
-                    holder,
-                    token,
-                    until,
-                }),
-                Err(e) => Err(e),
-            };
-            for (j, g) in granted.iter().enumerate() {
-                if let Some((token, _)) = g {
-                    let _ = self.release(&keys[j], holder, *token).await;
-                }
-            }
-            return refused;
-        }
-        Ok(AllOutcome::Acquired {
-            tenures: granted.into_iter().flatten().collect(),
-        })
+        one_by_one::begin_tenure_all(self, holder, keys, term).await
     }
 
     /// Changes the value of the live tenure `holder`/`token` to `value` (`None` clears it), in
@@ -284,12 +245,7 @@ pub trait LeaseStore: Send + Sync + 'static {
         items: &[RenewItem],
         term: Term,
     ) -> Result<Vec<BatchRenewal>, StoreError> {
-        Ok(self
-            .renew_many(holder, items, term)
-            .await?
-            .into_iter()
-            .map(BatchRenewal::from)
-            .collect())
+        one_by_one::renew_batch(self, holder, items, term).await
     }
 
     /// Releases the live tenure `holder`/`token`: status 0, end time now. The row stays so the
@@ -320,11 +276,7 @@ pub trait LeaseStore: Send + Sync + 'static {
         holder: &HolderId,
         items: &[RenewItem],
     ) -> Result<Vec<Result<ReleaseOutcome, StoreError>>, StoreError> {
-        let mut out = Vec::with_capacity(items.len());
-        for it in items {
-            out.push(self.release(&it.key, holder, it.token).await);
-        }
-        Ok(out)
+        one_by_one::release_batch(self, holder, items).await
     }
 
     /// Reads one row, with the database's current time.
@@ -360,8 +312,9 @@ pub trait LeaseStore: Send + Sync + 'static {
 /// let (key, me) = (LeaseKey::parse("", "job")?, HolderId::new("a")?);
 /// let term = Term::new("term", Duration::from_secs(5))?;
 /// store.begin_tenure(&key, &me, Grant::New, term, None).await?;
+/// assert_eq!(store.purge(None, Duration::ZERO).await?, 0, "a held row is never purged");
 /// assert!(store.force_release(&key).await?, "it was held");
-/// assert_eq!(store.purge(None, Duration::ZERO).await?, 1);
+/// assert!(store.get(&key).await?.is_some_and(|row| !row.held));
 /// # Ok(()) }
 /// ```
 #[async_trait]

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use leasehold_storage::layer::Method;
+
 #[cfg(doc)]
 use leasehold_storage::{AdminStore, Grant, LeaseStore};
 
@@ -98,5 +100,30 @@ impl Op {
 impl fmt::Display for Op {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+impl Op {
+    /// The op a call passed through by the layer counts as: a `renew_batch` as
+    /// [`Op::RenewMany`], a `begin_tenure` as [`Op::BeginTenure`] (the layer counts a take-over
+    /// itself).
+    pub(crate) fn of(method: Method) -> Op {
+        match method {
+            Method::BeginTenure => Op::BeginTenure,
+            Method::BeginTenureMany => Op::BeginTenureMany,
+            Method::BeginTenureAll => Op::BeginTenureAll,
+            Method::SetValue => Op::SetValue,
+            Method::Renew => Op::Renew,
+            Method::RenewMany | Method::RenewBatch => Op::RenewMany,
+            Method::Release => Op::Release,
+            Method::ReleaseMany => Op::ReleaseMany,
+            Method::ReleaseBatch => Op::ReleaseBatch,
+            Method::Get => Op::Get,
+            Method::ListValid => Op::ListValid,
+            Method::DbNow => Op::DbNow,
+            Method::ReleaseAll => Op::ReleaseAll,
+            Method::ForceRelease => Op::ForceRelease,
+            Method::Purge => Op::Purge,
+        }
     }
 }
