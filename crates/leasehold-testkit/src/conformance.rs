@@ -1,4 +1,4 @@
-//! The conformance suite every [`LeaseStore`] passes.
+//! The conformance suite every [`LeaseStore`](leasehold_storage::LeaseStore) passes.
 //!
 //! Each check runs in a namespace of its own (`{base}.{check}`), so suites against one database
 //! can run side by side with each other and with real traffic. Time-dependent checks use short

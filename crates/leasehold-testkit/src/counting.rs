@@ -305,7 +305,7 @@ impl CountingStore {
     }
 }
 
-/// Every call passes to the inner store through [`CountingStore::pass`] (counted, hooked);
+/// Every call passes to the inner store through `CountingStore::pass` (counted, hooked);
 /// `begin_tenure` is written here only to count a take-over apart.
 #[async_trait]
 impl leasehold_storage::layer::StoreLayer for CountingStore {
