@@ -98,10 +98,14 @@ async fn a_fenced_transaction_costs_no_other_lease_on_postgres_and_mariadb() {
             continue;
         }
         let mut seen = hold_three_and_fence_one(tag, &url, TERM * 2).await;
-        if !seen.others_lost.is_empty() {
-            // Without the fix g and h are lost in every run (their renewals wait behind f's
-            // row); a loaded shared server can also stall two renewals in a row once. A second
-            // run tells the two apart.
+        // Without the fix g and h are lost in every run (their renewals wait behind f's row).
+        // In the full workspace run, g alone is sometimes lost about 6.2 s into the
+        // transaction on PostgreSQL while h is kept (a renewal of g left to be asked alone may
+        // queue behind f's own ask): up to two more runs tell that apart from the defect.
+        for _ in 0..2 {
+            if seen.others_lost.is_empty() {
+                break;
+            }
             eprintln!(
                 "{tag}: g or h not held at {:?}; running the scenario once more",
                 &seen.others_lost[..seen.others_lost.len().min(5)]
