@@ -1,4 +1,4 @@
-//! [`FaultStore`]: a store layer ([`StoreLayer`]) around a real store that injects the drawn faults, logs every
+//! [`FaultStore`]: a `LeaseStore` around a real one that injects the drawn faults, logs every
 //! grant the inner store confirmed, and can put back one known storage bug.
 
 use std::sync::Arc;
@@ -8,11 +8,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use leasehold::{
     AcquireOutcome, AllOutcome, DbInstant, FencingToken, Grant, HolderId, LeaseKey, LeaseRecord,
-    LeaseValue, Namespace, ReleaseOutcome, RenewItem, RenewOutcome, SetValueOutcome, Store,
+    LeaseStore, LeaseValue, Namespace, ReleaseOutcome, RenewItem, RenewOutcome, SetValueOutcome,
     StoreError, Term,
 };
-use leasehold_storage::layer::StoreLayer;
-use leasehold_storage::{BatchRenewal, one_by_one};
 
 use crate::fault::FaultDice;
 use crate::session::Sessions;
@@ -61,7 +59,7 @@ impl Recorder {
 /// through it: the engine sends them to its SQL store directly (without faults).
 #[derive(Clone)]
 pub struct FaultStore {
-    inner: Arc<dyn Store>,
+    inner: Arc<dyn LeaseStore>,
     dice: Arc<FaultDice>,
     rec: Recorder,
     bug: Option<StoreBug>,
@@ -90,7 +88,7 @@ impl FaultStore {
     /// its connections belong to).
     #[must_use]
     pub fn new(
-        inner: Arc<dyn Store>,
+        inner: Arc<dyn LeaseStore>,
         dice: Arc<FaultDice>,
         log: Arc<GrantLog>,
         clock: SimClock,
@@ -170,14 +168,8 @@ impl FaultStore {
     }
 }
 
-/// Every call is faulted (each written here); `renew_batch` and `release_batch` are the port's
-/// defaults over this store's own faulted `renew_many` and `release`.
 #[async_trait]
-impl StoreLayer for FaultStore {
-    fn inner(&self) -> &dyn Store {
-        &*self.inner
-    }
-
+impl LeaseStore for FaultStore {
     async fn begin_tenure(
         &self,
         key: &LeaseKey,
@@ -336,46 +328,6 @@ impl StoreLayer for FaultStore {
         self.faulty("release", Some((key, holder)), call).await
     }
 
-    async fn get(&self, key: &LeaseKey) -> Result<Option<LeaseRecord>, StoreError> {
-        let (inner, k) = (Arc::clone(&self.inner), key.clone());
-        self.faulty("get", None, async move { inner.get(&k).await })
-            .await
-    }
-
-    async fn list_valid(
-        &self,
-        namespace: Option<&Namespace>,
-        prefix: &str,
-    ) -> Result<Vec<LeaseRecord>, StoreError> {
-        let inner = Arc::clone(&self.inner);
-        let (ns, prefix) = (namespace.cloned(), prefix.to_owned());
-        let call = async move { inner.list_valid(ns.as_ref(), &prefix).await };
-        self.faulty("list_valid", None, call).await
-    }
-
-    async fn db_now(&self) -> Result<DbInstant, StoreError> {
-        let inner = Arc::clone(&self.inner);
-        self.faulty("db_now", None, async move { inner.db_now().await })
-            .await
-    }
-
-    async fn renew_batch(
-        &self,
-        holder: &HolderId,
-        items: &[RenewItem],
-        term: Term,
-    ) -> Result<Vec<BatchRenewal>, StoreError> {
-        one_by_one::renew_batch(self, holder, items, term).await
-    }
-
-    async fn release_batch(
-        &self,
-        holder: &HolderId,
-        items: &[RenewItem],
-    ) -> Result<Vec<Result<ReleaseOutcome, StoreError>>, StoreError> {
-        one_by_one::release_batch(self, holder, items).await
-    }
-
     async fn release_all(&self, holder: &HolderId) -> Result<u64, StoreError> {
         let (inner, rec, h) = (Arc::clone(&self.inner), self.rec.clone(), holder.clone());
         let call = async move {
@@ -400,6 +352,23 @@ impl StoreLayer for FaultStore {
         self.faulty("force_release", None, call).await
     }
 
+    async fn get(&self, key: &LeaseKey) -> Result<Option<LeaseRecord>, StoreError> {
+        let (inner, k) = (Arc::clone(&self.inner), key.clone());
+        self.faulty("get", None, async move { inner.get(&k).await })
+            .await
+    }
+
+    async fn list_valid(
+        &self,
+        namespace: Option<&Namespace>,
+        prefix: &str,
+    ) -> Result<Vec<LeaseRecord>, StoreError> {
+        let inner = Arc::clone(&self.inner);
+        let (ns, prefix) = (namespace.cloned(), prefix.to_owned());
+        let call = async move { inner.list_valid(ns.as_ref(), &prefix).await };
+        self.faulty("list_valid", None, call).await
+    }
+
     async fn purge(
         &self,
         namespace: Option<&Namespace>,
@@ -408,5 +377,11 @@ impl StoreLayer for FaultStore {
         let (inner, ns) = (Arc::clone(&self.inner), namespace.cloned());
         let call = async move { inner.purge(ns.as_ref(), older_than).await };
         self.faulty("purge", None, call).await
+    }
+
+    async fn db_now(&self) -> Result<DbInstant, StoreError> {
+        let inner = Arc::clone(&self.inner);
+        self.faulty("db_now", None, async move { inner.db_now().await })
+            .await
     }
 }
