@@ -3,6 +3,11 @@
 //! connections succeed, a certificate from another CA fails verification, and a client that
 //! turned TLS off gets [`StoreError::Tls`] saying the server requires TLS.
 //!
+//! Over TLS, a statement the caller abandoned while it waited for a row lock gives its pooled
+//! connection back once the server ended it: with sqlx's rustls stream the pool's own close of
+//! such a connection waited for ever, and its slot was never freed (the renewal pool's two slots
+//! went that way under one fenced transaction, and every lease of the service with them).
+//!
 //! Needs `openssl`, PostgreSQL's server programs and MariaDB's; without one, the backend is
 //! skipped (printed `SKIPPED`) unless `CI` is set, which makes it a failure.
 
@@ -11,7 +16,10 @@ mod common;
 use std::time::Duration;
 
 use common::require;
-use leasehold::{StoreBuilder, StoreError, TlsProblem};
+use leasehold::{
+    AcquireOutcome, Grant, HolderId, LeaseKey, LeaseStore, RenewOutcome, StoreBuilder,
+    StoreError, Term, TlsProblem,
+};
 use leasehold_faults::servers::{MariaDb, Postgres, TlsFiles};
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -53,6 +61,55 @@ async fn refused(url: &str, want: TlsProblem) {
     }
 }
 
+/// Abandons a renewal waiting for a row another session holds locked, on a pool of one
+/// connection, then asks again once the lock is gone: the answer must come (before the fix the
+/// only connection's slot was lost and the second renewal timed out waiting for a connection).
+async fn abandoned_statement_frees_its_connection(url: &str) {
+    let bound = Duration::from_millis(800);
+    let store = StoreBuilder::new(url)
+        .table_prefix("tls_")
+        .max_connections(1)
+        .server_timeout(bound)
+        .acquire_timeout(Duration::from_secs(5))
+        .connect()
+        .await
+        .expect("connect");
+    let locker = StoreBuilder::new(url)
+        .table_prefix("tls_")
+        .connect()
+        .await
+        .expect("connect");
+    let ns = format!("tls-abandon-{}", std::process::id());
+    let key = LeaseKey::parse(&ns, "locked").expect("key");
+    let me = HolderId::new("me").expect("holder");
+    let term = Term::new("term", Duration::from_secs(30)).expect("term");
+    let AcquireOutcome::Acquired { token, .. } = store
+        .begin_tenure(&key, &me, Grant::New, term, None)
+        .await
+        .expect("grant")
+    else {
+        panic!("{url}: a fresh lease was not granted");
+    };
+    let txn = locker
+        .begin_fenced(&key, &me, token)
+        .await
+        .expect("begin fenced")
+        .expect("the tenure is live");
+    let abandoned =
+        tokio::time::timeout(Duration::from_millis(200), store.renew(&key, &me, token, term)).await;
+    assert!(abandoned.is_err(), "{url}: the renewal should wait for the locked row");
+    // The server ends the abandoned statement at its bound; then the row is free again.
+    tokio::time::sleep(bound + Duration::from_millis(500)).await;
+    txn.rollback().await.expect("rollback");
+    let again = tokio::time::timeout(Duration::from_secs(15), store.renew(&key, &me, token, term))
+        .await
+        .expect("bounded by the acquire timeout");
+    assert!(
+        matches!(again, Ok(RenewOutcome::Renewed)),
+        "{url}: the renewal after an abandoned one must get a connection and renew: {again:?}"
+    );
+}
+
 #[test]
 fn postgres_over_tls_only() {
     let Some(tls) = require("openssl", TlsFiles::generate()) else {
@@ -66,6 +123,7 @@ fn postgres_over_tls_only() {
     let ip = base("127.0.0.1");
     runtime().block_on(async {
         connects(&format!("{ip}?sslmode=require")).await;
+        abandoned_statement_frees_its_connection(&format!("{ip}?sslmode=require")).await;
         connects(&format!(
             "{ip}?sslmode=verify-full&sslrootcert={}",
             ca.display()
@@ -109,6 +167,7 @@ fn mariadb_over_tls_only() {
     let (ca, other) = (tls.ca(), tls.other_ca());
     runtime().block_on(async {
         connects(&format!("{url}?ssl-mode=REQUIRED")).await;
+        abandoned_statement_frees_its_connection(&format!("{url}?ssl-mode=REQUIRED")).await;
         connects(&format!(
             "{url}?ssl-mode=VERIFY_IDENTITY&ssl-ca={}",
             ca.display()

@@ -215,11 +215,20 @@ impl StoreBuilder {
                     ("tcp_keepalives_count", "3"),
                 ])
             });
+            // A second ping: the first may answer the abandoned statement's own error.
+            opt.map_sqlx_postgres_pool_opts(move |p| {
+                p.after_release(move |conn, _meta| Box::pin(drained(conn, bound + DRAIN_SLACK, 2)))
+            });
         }
         #[cfg(feature = "mysql")]
         if mysql {
+            // One ping: after an error packet sqlx's MySQL stream still waits for that statement's
+            // result, so a second ping would only wait out the bound.
             opt.map_sqlx_mysql_pool_opts(move |p| {
                 p.after_connect(move |conn, _meta| Box::pin(mysql_session_bounds(conn, bound)))
+                    .after_release(move |conn, _meta| {
+                        Box::pin(drained(conn, bound + DRAIN_SLACK, 1))
+                    })
             });
         }
         #[cfg(feature = "sqlite")]
@@ -299,6 +308,42 @@ fn tls_error(url: &str, problem: crate::TlsProblem, source: &DbErr) -> StoreErro
         problem,
         detail: source.to_string(),
     }
+}
+
+/// How much longer than the server bound a returned connection may take to drain ([`drained`]).
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+const DRAIN_SLACK: Duration = Duration::from_secs(1);
+
+/// Whether a connection handed back to the pool may be reused: it answers a ping within `within`
+/// (in at most `pings` tries). Otherwise the pool closes it with the protocol's goodbye message.
+///
+/// A connection comes back with its statement still out when the caller abandoned that statement
+/// (a bounded call that timed out; the lease engine abandons a statement at its request timeout).
+/// sqlx pings every returned connection; when the abandoned statement ended in an error (the
+/// server's lock or statement bound), that ping fails and sqlx closes the connection without the
+/// goodbye message. Over TLS with rustls (sqlx 0.9) that close flushes the TLS stream, which
+/// waits for the server to send something; an idle server never does, so the connection's pool
+/// slot was never freed: two abandoned renewals of a row locked by a fenced transaction stopped
+/// every renewal of the renewal pool's two connections. Draining here first reads the abandoned
+/// statement's answer, so sqlx's own ping succeeds and the connection is reused; a connection that
+/// still does not answer is closed with the goodbye message, which the server answers by closing
+/// its end once the statement's bound has passed.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+async fn drained<C: sea_orm::sqlx::Connection>(
+    conn: &mut C,
+    within: Duration,
+    pings: usize,
+) -> Result<bool, sea_orm::sqlx::Error> {
+    let answered = tokio::time::timeout(within, async {
+        for _ in 0..pings {
+            if conn.ping().await.is_ok() {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    Ok(answered == Ok(true))
 }
 
 /// Sets the session's lock-wait and statement-time bounds and its isolation level (READ

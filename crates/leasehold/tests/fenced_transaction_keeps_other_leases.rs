@@ -97,21 +97,11 @@ async fn a_fenced_transaction_costs_no_other_lease_on_postgres_and_mariadb() {
         if tag == "sqlite" {
             continue;
         }
-        let mut seen = hold_three_and_fence_one(tag, &url, TERM * 2).await;
         // Without the fix g and h are lost in every run (their renewals wait behind f's row).
-        // In the full workspace run, g alone is sometimes lost about 6.2 s into the
-        // transaction on PostgreSQL while h is kept (a renewal of g left to be asked alone may
-        // queue behind f's own ask): up to two more runs tell that apart from the defect.
-        for _ in 0..2 {
-            if seen.others_lost.is_empty() {
-                break;
-            }
-            eprintln!(
-                "{tag}: g or h not held at {:?}; running the scenario once more",
-                &seen.others_lost[..seen.others_lost.len().min(5)]
-            );
-            seen = hold_three_and_fence_one(tag, &url, TERM * 2).await;
-        }
+        // With TLS (the workspace build turns rustls on, and the test servers accept it) they
+        // were also lost about 6.2 s in: each abandoned renewal of f cost the renewal pool one
+        // of its two connections for good (see leasehold-faults/tests/tls_connect.rs).
+        let seen = hold_three_and_fence_one(tag, &url, TERM * 2).await;
         assert!(
             seen.others_lost.is_empty(),
             "{tag}: g and h must stay held while f's row is locked; not held at {:?}",
