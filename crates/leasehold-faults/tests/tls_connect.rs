@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use common::require;
 use leasehold::{
-    AcquireOutcome, Grant, HolderId, LeaseKey, LeaseStore, RenewOutcome, StoreBuilder,
-    StoreError, Term, TlsProblem,
+    AcquireOutcome, Grant, HolderId, LeaseKey, LeaseStore, RenewOutcome, StoreBuilder, StoreError,
+    Term, TlsProblem,
 };
 use leasehold_faults::servers::{MariaDb, Postgres, TlsFiles};
 
@@ -95,9 +95,15 @@ async fn abandoned_statement_frees_its_connection(url: &str) {
         .await
         .expect("begin fenced")
         .expect("the tenure is live");
-    let abandoned =
-        tokio::time::timeout(Duration::from_millis(200), store.renew(&key, &me, token, term)).await;
-    assert!(abandoned.is_err(), "{url}: the renewal should wait for the locked row");
+    let abandoned = tokio::time::timeout(
+        Duration::from_millis(200),
+        store.renew(&key, &me, token, term),
+    )
+    .await;
+    assert!(
+        abandoned.is_err(),
+        "{url}: the renewal should wait for the locked row"
+    );
     // The server ends the abandoned statement at its bound; then the row is free again.
     tokio::time::sleep(bound + Duration::from_millis(500)).await;
     txn.rollback().await.expect("rollback");
