@@ -1,8 +1,8 @@
 //! The subcommands' work. Each returns the process exit code.
 
 use leasehold_storage::{
-    AcquireOutcome, FencingToken, Grant, HolderId, LeaseKey, LeaseRecord, LeaseStore, Namespace,
-    ReleaseOutcome, SeaOrmStore, StoreBuilder, Term,
+    AcquireOutcome, AdminStore, FencingToken, Grant, HolderId, LeaseKey, LeaseRecord, LeaseStore,
+    Namespace, ReleaseOutcome, SeaOrmStore, StoreBuilder, Term,
 };
 
 use crate::duration::human;

@@ -7,7 +7,8 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use leasehold_storage::{
-    Grant, HolderId, LeaseKey, LeaseStore, LeaseValue, Namespace, SeaOrmStore, StoreBuilder, Term,
+    AdminStore, Grant, HolderId, LeaseKey, LeaseStore, LeaseValue, Namespace, SeaOrmStore,
+    StoreBuilder, Term,
 };
 use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 use sea_orm::{ConnectionTrait, Statement};

@@ -4,7 +4,9 @@
 use std::process::Command;
 use std::time::Duration;
 
-use leasehold_storage::{Grant, HolderId, LeaseKey, LeaseStore, LeaseValue, StoreBuilder, Term};
+use leasehold_storage::{
+    AdminStore, Grant, HolderId, LeaseKey, LeaseStore, LeaseValue, StoreBuilder, Term,
+};
 use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 
 fn ls(db: &str, prefix: &str, ns: &str, json: bool) -> String {

@@ -1,4 +1,4 @@
-//! [`FaultStore`]: a `LeaseStore` around a real one that injects the drawn faults, logs every
+//! [`FaultStore`]: a store layer ([`StoreLayer`]) around a real store that injects the drawn faults, logs every
 //! grant the inner store confirmed, and can put back one known storage bug.
 
 use std::sync::Arc;
@@ -8,9 +8,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use leasehold::{
     AcquireOutcome, AllOutcome, DbInstant, FencingToken, Grant, HolderId, LeaseKey, LeaseRecord,
-    LeaseStore, LeaseValue, Namespace, ReleaseOutcome, RenewItem, RenewOutcome, SetValueOutcome,
+    LeaseValue, Namespace, ReleaseOutcome, RenewItem, RenewOutcome, SetValueOutcome, Store,
     StoreError, Term,
 };
+use leasehold_storage::layer::StoreLayer;
+use leasehold_storage::{BatchRenewal, one_by_one};
 
 use crate::fault::FaultDice;
 use crate::session::Sessions;
@@ -59,7 +61,7 @@ impl Recorder {
 /// through it: the engine sends them to its SQL store directly (without faults).
 #[derive(Clone)]
 pub struct FaultStore {
-    inner: Arc<dyn LeaseStore>,
+    inner: Arc<dyn Store>,
     dice: Arc<FaultDice>,
     rec: Recorder,
     bug: Option<StoreBug>,
@@ -88,7 +90,7 @@ impl FaultStore {
     /// its connections belong to).
     #[must_use]
     pub fn new(
-        inner: Arc<dyn LeaseStore>,
+        inner: Arc<dyn Store>,
         dice: Arc<FaultDice>,
         log: Arc<GrantLog>,
         clock: SimClock,
@@ -168,8 +170,14 @@ impl FaultStore {
     }
 }
 
+/// Every call is faulted (each written here); `renew_batch` and `release_batch` are the port's
+/// defaults over this store's own faulted `renew_many` and `release`.
 #[async_trait]
-impl LeaseStore for FaultStore {
+impl StoreLayer for FaultStore {
+    fn inner(&self) -> &dyn Store {
+        &*self.inner
+    }
+
     async fn begin_tenure(
         &self,
         key: &LeaseKey,
@@ -328,6 +336,46 @@ impl LeaseStore for FaultStore {
         self.faulty("release", Some((key, holder)), call).await
     }
 
+    async fn get(&self, key: &LeaseKey) -> Result<Option<LeaseRecord>, StoreError> {
+        let (inner, k) = (Arc::clone(&self.inner), key.clone());
+        self.faulty("get", None, async move { inner.get(&k).await })
+            .await
+    }
+
+    async fn list_valid(
+        &self,
+        namespace: Option<&Namespace>,
+        prefix: &str,
+    ) -> Result<Vec<LeaseRecord>, StoreError> {
+        let inner = Arc::clone(&self.inner);
+        let (ns, prefix) = (namespace.cloned(), prefix.to_owned());
+        let call = async move { inner.list_valid(ns.as_ref(), &prefix).await };
+        self.faulty("list_valid", None, call).await
+    }
+
+    async fn db_now(&self) -> Result<DbInstant, StoreError> {
+        let inner = Arc::clone(&self.inner);
+        self.faulty("db_now", None, async move { inner.db_now().await })
+            .await
+    }
+
+    async fn renew_batch(
+        &self,
+        holder: &HolderId,
+        items: &[RenewItem],
+        term: Term,
+    ) -> Result<Vec<BatchRenewal>, StoreError> {
+        one_by_one::renew_batch(self, holder, items, term).await
+    }
+
+    async fn release_batch(
+        &self,
+        holder: &HolderId,
+        items: &[RenewItem],
+    ) -> Result<Vec<Result<ReleaseOutcome, StoreError>>, StoreError> {
+        one_by_one::release_batch(self, holder, items).await
+    }
+
     async fn release_all(&self, holder: &HolderId) -> Result<u64, StoreError> {
         let (inner, rec, h) = (Arc::clone(&self.inner), self.rec.clone(), holder.clone());
         let call = async move {
@@ -352,23 +400,6 @@ impl LeaseStore for FaultStore {
         self.faulty("force_release", None, call).await
     }
 
-    async fn get(&self, key: &LeaseKey) -> Result<Option<LeaseRecord>, StoreError> {
-        let (inner, k) = (Arc::clone(&self.inner), key.clone());
-        self.faulty("get", None, async move { inner.get(&k).await })
-            .await
-    }
-
-    async fn list_valid(
-        &self,
-        namespace: Option<&Namespace>,
-        prefix: &str,
-    ) -> Result<Vec<LeaseRecord>, StoreError> {
-        let inner = Arc::clone(&self.inner);
-        let (ns, prefix) = (namespace.cloned(), prefix.to_owned());
-        let call = async move { inner.list_valid(ns.as_ref(), &prefix).await };
-        self.faulty("list_valid", None, call).await
-    }
-
     async fn purge(
         &self,
         namespace: Option<&Namespace>,
@@ -377,11 +408,5 @@ impl LeaseStore for FaultStore {
         let (inner, ns) = (Arc::clone(&self.inner), namespace.cloned());
         let call = async move { inner.purge(ns.as_ref(), older_than).await };
         self.faulty("purge", None, call).await
-    }
-
-    async fn db_now(&self) -> Result<DbInstant, StoreError> {
-        let inner = Arc::clone(&self.inner);
-        self.faulty("db_now", None, async move { inner.db_now().await })
-            .await
     }
 }

@@ -5,8 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use leasehold::{
-    LeaseConfig, LeaseRecord, LeaseService, LeaseStore, MemoryStore, Namespace, StoreBuilder,
-    StoreError,
+    LeaseConfig, LeaseRecord, LeaseService, MemoryStore, Namespace, Store, StoreBuilder, StoreError,
 };
 
 use crate::fault::FaultDice;
@@ -42,7 +41,7 @@ pub(crate) struct World {
     url: Option<String>,
     memory: Option<MemoryStore>,
     /// The oracle's view of the rows: the shared memory store, or a connection of its own.
-    pub(crate) rows: Arc<dyn LeaseStore>,
+    pub(crate) rows: Arc<dyn Store>,
     /// The raw SQL store (for row stalls), when there is one.
     pub(crate) sql: Option<leasehold::SeaOrmStore>,
     /// Other sessions for the SQL-level faults (connections of their own), on SQL stores.
@@ -72,7 +71,7 @@ impl World {
             }
             Backend::Postgres(url) | Backend::Mysql(url) => Some(url.clone()),
         };
-        let (clock, memory, rows, sql): (_, _, Arc<dyn LeaseStore>, _) = match &url {
+        let (clock, memory, rows, sql): (_, _, Arc<dyn Store>, _) = match &url {
             None => {
                 let clock = SimClock::exact();
                 let c = clock.clone();
@@ -148,7 +147,7 @@ impl World {
                     None,
                 );
                 let store = store.with_bug(bug).with_sessions(sessions.clone());
-                Arc::new(store) as Arc<dyn LeaseStore>
+                Arc::new(store) as Arc<dyn Store>
             }),
             (None, None) => LeaseService::from_store(Arc::new(MemoryStore::new())),
         };

@@ -26,7 +26,7 @@
 //! 2. A grant is one atomic statement: insert, or take over a row that is released, expired, or
 //!    already ours.
 //! 3. Renew, release and fencing checks name the holder and the token; renew refuses a lapsed grant.
-//! 4. Release keeps the row (status 0) so the token only grows; only [`LeaseStore::purge`] deletes.
+//! 4. Release keeps the row (status 0) so the token only grows; only [`AdminStore::purge`] deletes.
 //! 5. All SQL is parameterised; prefix queries escape their wildcards.
 //! 6. Contention is an outcome, not an error.
 //!
@@ -61,8 +61,10 @@ mod fence;
 mod grant;
 mod group;
 mod joint;
+pub mod layer;
 mod memory;
 pub mod observe;
+pub mod one_by_one;
 mod purge;
 mod retry;
 mod row_ids;
@@ -85,5 +87,5 @@ pub use leasehold_core::{
 pub use memory::MemoryStore;
 pub use seaorm::SeaOrmStore;
 pub use sql::rewrite_placeholders;
-pub use store::{AllOutcome, BatchRenewal, Grant, LeaseStore, RenewItem};
+pub use store::{AdminStore, AllOutcome, BatchRenewal, Grant, LeaseStore, RenewItem, Store};
 pub use tls::TlsProblem;

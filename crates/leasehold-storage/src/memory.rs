@@ -10,7 +10,7 @@ use leasehold_core::{
     Namespace, ReleaseOutcome, RenewOutcome, SetValueOutcome, Term,
 };
 
-use crate::{AllOutcome, Grant, LeaseStore, RenewItem, StoreError};
+use crate::{AdminStore, AllOutcome, Grant, LeaseStore, RenewItem, StoreError};
 
 #[derive(Debug, Clone)]
 struct Row {
@@ -319,6 +319,61 @@ impl LeaseStore for MemoryStore {
         Ok(n)
     }
 
+    async fn get(&self, key: &LeaseKey) -> Result<Option<LeaseRecord>, StoreError> {
+        let now = (self.clock)();
+        Ok(self
+            .lock()
+            .rows
+            .get(key)
+            .filter(|r| r.version > 0)
+            .map(|r| Self::record(key, r, now)))
+    }
+
+    async fn list_valid(
+        &self,
+        namespace: Option<&Namespace>,
+        prefix: &str,
+    ) -> Result<Vec<LeaseRecord>, StoreError> {
+        let now = (self.clock)();
+        Ok(self
+            .lock()
+            .rows
+            .iter()
+            .filter(|(k, r)| {
+                r.held
+                    && r.until > now
+                    && namespace.is_none_or(|ns| k.namespace == *ns)
+                    && k.name.as_str().starts_with(prefix)
+            })
+            .map(|(k, r)| Self::record(k, r, now))
+            .collect())
+    }
+
+    async fn set_value(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        token: FencingToken,
+        value: Option<&LeaseValue>,
+    ) -> Result<SetValueOutcome, StoreError> {
+        let now = (self.clock)();
+        let mut rows = self.lock();
+        Ok(match Self::live(&mut rows, key, holder, token, now) {
+            Some(row) => {
+                row.value = value.cloned();
+                SetValueOutcome::Set
+            }
+            None => SetValueOutcome::NotHeld,
+        })
+    }
+
+    async fn db_now(&self) -> Result<DbInstant, StoreError> {
+        Ok((self.clock)())
+    }
+}
+
+#[async_trait]
+impl AdminStore for MemoryStore {
     async fn release_all(&self, holder: &HolderId) -> Result<u64, StoreError> {
         let now = (self.clock)();
         let mut n = 0;
@@ -354,36 +409,6 @@ impl LeaseStore for MemoryStore {
         )
     }
 
-    async fn get(&self, key: &LeaseKey) -> Result<Option<LeaseRecord>, StoreError> {
-        let now = (self.clock)();
-        Ok(self
-            .lock()
-            .rows
-            .get(key)
-            .filter(|r| r.version > 0)
-            .map(|r| Self::record(key, r, now)))
-    }
-
-    async fn list_valid(
-        &self,
-        namespace: Option<&Namespace>,
-        prefix: &str,
-    ) -> Result<Vec<LeaseRecord>, StoreError> {
-        let now = (self.clock)();
-        Ok(self
-            .lock()
-            .rows
-            .iter()
-            .filter(|(k, r)| {
-                r.held
-                    && r.until > now
-                    && namespace.is_none_or(|ns| k.namespace == *ns)
-                    && k.name.as_str().starts_with(prefix)
-            })
-            .map(|(k, r)| Self::record(k, r, now))
-            .collect())
-    }
-
     async fn purge(
         &self,
         namespace: Option<&Namespace>,
@@ -406,27 +431,5 @@ impl LeaseStore for MemoryStore {
             !purged
         });
         Ok((before - rows.len()) as u64)
-    }
-
-    async fn set_value(
-        &self,
-        key: &LeaseKey,
-        holder: &HolderId,
-        token: FencingToken,
-        value: Option<&LeaseValue>,
-    ) -> Result<SetValueOutcome, StoreError> {
-        let now = (self.clock)();
-        let mut rows = self.lock();
-        Ok(match Self::live(&mut rows, key, holder, token, now) {
-            Some(row) => {
-                row.value = value.cloned();
-                SetValueOutcome::Set
-            }
-            None => SetValueOutcome::NotHeld,
-        })
-    }
-
-    async fn db_now(&self) -> Result<DbInstant, StoreError> {
-        Ok((self.clock)())
     }
 }

@@ -15,7 +15,7 @@ use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, QueryResult, State
 use crate::backend::Backend;
 pub(crate) use crate::retry::{begin_whole, retry_deadlocks};
 use crate::sql::Sql;
-use crate::{AllOutcome, BatchRenewal, Grant, LeaseStore, RenewItem, StoreError};
+use crate::{AdminStore, AllOutcome, BatchRenewal, Grant, LeaseStore, RenewItem, StoreError};
 
 /// Rows per batched renewal statement on MySQL (three placeholders each, far below the 65,535
 /// placeholder limit). SQLite and PostgreSQL take every item in one statement.
@@ -400,21 +400,6 @@ impl LeaseStore for SeaOrmStore {
         })
     }
 
-    async fn release_all(&self, holder: &HolderId) -> Result<u64, StoreError> {
-        if self.backend.is_mysql() {
-            return self.release_all_mysql(holder).await;
-        }
-        self.execute("release_all", self.sql.release_all(holder))
-            .await
-    }
-
-    async fn force_release(&self, key: &LeaseKey) -> Result<bool, StoreError> {
-        Ok(self
-            .execute("force_release", self.sql.force_release(key))
-            .await?
-            == 1)
-    }
-
     async fn get(&self, key: &LeaseKey) -> Result<Option<LeaseRecord>, StoreError> {
         self.query_one("get", self.sql.get(key))
             .await?
@@ -434,15 +419,6 @@ impl LeaseStore for SeaOrmStore {
             .collect()
     }
 
-    async fn purge(
-        &self,
-        namespace: Option<&Namespace>,
-        older_than: Duration,
-    ) -> Result<u64, StoreError> {
-        let age = Term::new("older_than", older_than.max(Term::MIN))?;
-        self.purge_rows(namespace, age).await
-    }
-
     async fn db_now(&self) -> Result<DbInstant, StoreError> {
         let row = self.query_one("db_now", self.sql.db_now()).await?;
         let row = row.ok_or(StoreError::Unexpected {
@@ -450,5 +426,32 @@ impl LeaseStore for SeaOrmStore {
             detail: "no row".into(),
         })?;
         Ok(DbInstant(get(&row, "db_now", "db_now")?))
+    }
+}
+
+#[async_trait]
+impl AdminStore for SeaOrmStore {
+    async fn release_all(&self, holder: &HolderId) -> Result<u64, StoreError> {
+        if self.backend.is_mysql() {
+            return self.release_all_mysql(holder).await;
+        }
+        self.execute("release_all", self.sql.release_all(holder))
+            .await
+    }
+
+    async fn force_release(&self, key: &LeaseKey) -> Result<bool, StoreError> {
+        Ok(self
+            .execute("force_release", self.sql.force_release(key))
+            .await?
+            == 1)
+    }
+
+    async fn purge(
+        &self,
+        namespace: Option<&Namespace>,
+        older_than: Duration,
+    ) -> Result<u64, StoreError> {
+        let age = Term::new("older_than", older_than.max(Term::MIN))?;
+        self.purge_rows(namespace, age).await
     }
 }

@@ -1,4 +1,5 @@
-//! The `LeaseStore` trait.
+//! The store port: `LeaseStore` (the tenure calls the engine makes), `AdminStore` (the operator's
+//! calls: `release_all`, `force_release`, `purge`) and `Store`, both at once.
 
 use std::time::Duration;
 
@@ -9,6 +10,7 @@ use leasehold_core::{
 };
 
 use crate::StoreError;
+use crate::one_by_one;
 
 /// Which grant [`LeaseStore::begin_tenure`] makes: a new tenure on a free row only, or also the
 /// take-over of the holder's own live tenure named by its token.
@@ -111,7 +113,12 @@ impl From<bool> for BatchRenewal {
     }
 }
 
-/// Where lease rows live. Every method is one atomic step against the store's clock.
+/// Where lease rows live: the calls of a tenure (grant, renewal, value, release) and the reads.
+/// Every method is one atomic step against the store's clock.
+///
+/// This is what the lease engine holds for its tenures (`Arc<dyn LeaseStore>`). The calls over
+/// rows that are not one tenure of the caller (every row of a holder, any holder's row, old rows)
+/// are [`AdminStore`]'s: a tenure's code cannot reach them.
 ///
 /// Answers that depend on other holders are outcomes; `Err` means the store is unreachable or
 /// wrong, and the caller cannot know whether a write took effect (an unknown outcome).
@@ -119,7 +126,7 @@ impl From<bool> for BatchRenewal {
 pub trait LeaseStore: Send + Sync + 'static {
     /// Begins a **new tenure**, only on a row that is free, released or expired (the token goes
     /// up by exactly one; a new row starts above the table's token floor: see
-    /// [`LeaseStore::purge`]). A live grant is never ended: one held by another holder, **or by
+    /// [`AdminStore::purge`]). A live grant is never ended: one held by another holder, **or by
     /// `holder` itself**, answers [`AcquireOutcome::HeldBy`] with that grant's holder, token and
     /// end, and nothing changes.
     ///
@@ -164,14 +171,7 @@ pub trait LeaseStore: Send + Sync + 'static {
         term: Term,
         value: Option<&LeaseValue>,
     ) -> Result<Vec<Result<AcquireOutcome, StoreError>>, StoreError> {
-        let mut out = Vec::with_capacity(keys.len());
-        for key in keys {
-            out.push(
-                self.begin_tenure(key, holder, Grant::New, term, value)
-                    .await,
-            );
-        }
-        Ok(out)
+        one_by_one::begin_tenure_many(self, holder, keys, term, value).await
     }
 
     /// [`LeaseStore::begin_tenure`] for every key of `keys` **all or nothing**: each key gets a
@@ -196,40 +196,7 @@ pub trait LeaseStore: Send + Sync + 'static {
         keys: &[LeaseKey],
         term: Term,
     ) -> Result<AllOutcome, StoreError> {
-        let mut order: Vec<usize> = (0..keys.len()).collect();
-        order.sort_by(|&a, &b| keys[a].cmp(&keys[b]));
-        let mut granted: Vec<Option<(FencingToken, DbInstant)>> = vec![None; keys.len()];
-        for &i in &order {
-            let refused = match self
-                .begin_tenure(&keys[i], holder, Grant::New, term, None)
-                .await
-            {
-                Ok(AcquireOutcome::Acquired { token, until }) => {
-                    granted[i] = Some((token, until));
-                    continue;
-                }
-                Ok(AcquireOutcome::HeldBy {
-                    holder,
-                    until,
-                    token,
-                }) => Ok(AllOutcome::HeldBy {
-                    key: keys[i].clone(),
-                    holder,
-                    token,
-                    until,
-                }),
-                Err(e) => Err(e),
-            };
-            for (j, g) in granted.iter().enumerate() {
-                if let Some((token, _)) = g {
-                    let _ = self.release(&keys[j], holder, *token).await;
-                }
-            }
-            return refused;
-        }
-        Ok(AllOutcome::Acquired {
-            tenures: granted.into_iter().flatten().collect(),
-        })
+        one_by_one::begin_tenure_all(self, holder, keys, term).await
     }
 
     /// Changes the value of the live tenure `holder`/`token` to `value` (`None` clears it), in
@@ -278,12 +245,7 @@ pub trait LeaseStore: Send + Sync + 'static {
         items: &[RenewItem],
         term: Term,
     ) -> Result<Vec<BatchRenewal>, StoreError> {
-        Ok(self
-            .renew_many(holder, items, term)
-            .await?
-            .into_iter()
-            .map(BatchRenewal::from)
-            .collect())
+        one_by_one::renew_batch(self, holder, items, term).await
     }
 
     /// Releases the live tenure `holder`/`token`: status 0, end time now. The row stays so the
@@ -314,18 +276,8 @@ pub trait LeaseStore: Send + Sync + 'static {
         holder: &HolderId,
         items: &[RenewItem],
     ) -> Result<Vec<Result<ReleaseOutcome, StoreError>>, StoreError> {
-        let mut out = Vec::with_capacity(items.len());
-        for it in items {
-            out.push(self.release(&it.key, holder, it.token).await);
-        }
-        Ok(out)
+        one_by_one::release_batch(self, holder, items).await
     }
-
-    /// Releases every live lease of `holder`, in one statement. Returns how many.
-    async fn release_all(&self, holder: &HolderId) -> Result<u64, StoreError>;
-
-    /// Operator override: releases `key` whoever holds it. Returns whether it was held.
-    async fn force_release(&self, key: &LeaseKey) -> Result<bool, StoreError>;
 
     /// Reads one row, with the database's current time.
     async fn get(&self, key: &LeaseKey) -> Result<Option<LeaseRecord>, StoreError>;
@@ -337,6 +289,41 @@ pub trait LeaseStore: Send + Sync + 'static {
         namespace: Option<&Namespace>,
         prefix: &str,
     ) -> Result<Vec<LeaseRecord>, StoreError>;
+
+    /// The store's clock.
+    async fn db_now(&self) -> Result<DbInstant, StoreError>;
+}
+
+/// The operator's calls: over rows that are not one tenure of the caller (every row of a holder
+/// id, a row whoever holds it, rows released long ago). Every method is one atomic step against
+/// the store's clock.
+///
+/// Apart from [`LeaseStore`] so that the engine's tenures cannot reach them: the CLI (`leasehold
+/// release --force`, `leasehold purge`) calls them on its concrete store; the service's retention
+/// purges through the `Arc<dyn AdminStore>` the facade gives the engine beside its
+/// `Arc<dyn LeaseStore>` (both the same store, [`Store`]).
+///
+/// # Examples
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::time::Duration;
+/// use leasehold_storage::{AdminStore, Grant, HolderId, LeaseKey, LeaseStore, MemoryStore, Term};
+/// let store = MemoryStore::new();
+/// let (key, me) = (LeaseKey::parse("", "job")?, HolderId::new("a")?);
+/// let term = Term::new("term", Duration::from_secs(5))?;
+/// store.begin_tenure(&key, &me, Grant::New, term, None).await?;
+/// assert_eq!(store.purge(None, Duration::ZERO).await?, 0, "a held row is never purged");
+/// assert!(store.force_release(&key).await?, "it was held");
+/// assert!(store.get(&key).await?.is_some_and(|row| !row.held));
+/// # Ok(()) }
+/// ```
+#[async_trait]
+pub trait AdminStore: Send + Sync + 'static {
+    /// Releases every live lease of `holder`, in one statement. Returns how many.
+    async fn release_all(&self, holder: &HolderId) -> Result<u64, StoreError>;
+
+    /// Operator override: releases `key` whoever holds it. Returns whether it was held.
+    async fn force_release(&self, key: &LeaseKey) -> Result<bool, StoreError>;
 
     /// Deletes rows (in `namespace`, or in every namespace when `None`) released or expired for
     /// longer than `older_than`. Returns how many. A held row is never purged.
@@ -353,7 +340,22 @@ pub trait LeaseStore: Send + Sync + 'static {
         namespace: Option<&Namespace>,
         older_than: Duration,
     ) -> Result<u64, StoreError>;
-
-    /// The store's clock.
-    async fn db_now(&self) -> Result<DbInstant, StoreError>;
 }
+
+/// A store with both ports, [`LeaseStore`] and [`AdminStore`]: what the facade is given
+/// (`LeaseService::from_store`) and what the conformance suite checks. Every type with both is one
+/// (blanket impl); an `Arc<dyn Store>` coerces to `Arc<dyn LeaseStore>` and to
+/// `Arc<dyn AdminStore>`.
+///
+/// # Examples
+/// ```
+/// use std::sync::Arc;
+/// use leasehold_storage::{AdminStore, LeaseStore, MemoryStore, Store};
+/// let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+/// let tenures: Arc<dyn LeaseStore> = store.clone();
+/// let admin: Arc<dyn AdminStore> = store;
+/// # let _ = (tenures, admin);
+/// ```
+pub trait Store: LeaseStore + AdminStore {}
+
+impl<S: LeaseStore + AdminStore + ?Sized> Store for S {}

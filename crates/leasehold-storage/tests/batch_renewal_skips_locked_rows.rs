@@ -8,8 +8,8 @@
 use std::time::Duration;
 
 use leasehold_storage::{
-    AcquireOutcome, BatchRenewal, FencingToken, Grant, HolderId, LeaseKey, LeaseStore, RenewItem,
-    SeaOrmStore, StoreBuilder, Term,
+    AcquireOutcome, AdminStore, BatchRenewal, FencingToken, Grant, HolderId, LeaseKey, LeaseStore,
+    RenewItem, SeaOrmStore, StoreBuilder, Term,
 };
 use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 use sea_orm::{ConnectionTrait, TransactionTrait};

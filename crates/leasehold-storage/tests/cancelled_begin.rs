@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use leasehold_storage::{
-    AcquireOutcome, Grant, HolderId, LeaseKey, LeaseStore, StoreBuilder, Term,
+    AcquireOutcome, AdminStore, Grant, HolderId, LeaseKey, LeaseStore, StoreBuilder, Term,
 };
 use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 use leasehold_testkit::{Fault, FaultProxy};

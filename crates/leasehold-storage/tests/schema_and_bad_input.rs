@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use leasehold_storage::{Grant, HolderId, LeaseKey, LeaseStore, StoreBuilder, StoreError, Term};
+use leasehold_storage::{
+    AdminStore, Grant, HolderId, LeaseKey, LeaseStore, StoreBuilder, StoreError, Term,
+};
 use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 use leasehold_testkit::conformance::{self};
 use sea_orm::{ConnectionTrait, Database};

@@ -1,4 +1,4 @@
-//! The conformance suite every [`LeaseStore`] passes.
+//! The conformance suite every [`LeaseStore`](leasehold_storage::LeaseStore) passes.
 //!
 //! Each check runs in a namespace of its own (`{base}.{check}`), so suites against one database
 //! can run side by side with each other and with real traffic. Time-dependent checks use short
@@ -25,7 +25,7 @@ use leasehold_core::{
     Term,
 };
 
-use leasehold_storage::{Grant, LeaseStore, MemoryStore, SeaOrmStore};
+use leasehold_storage::{Grant, MemoryStore, SeaOrmStore, Store};
 
 mod batch_items;
 mod checks;
@@ -118,14 +118,14 @@ type CheckFn = fn(Ctx) -> CheckFuture;
 /// [`SQL_CHECKS`] run too, with faults made on its own database).
 #[derive(Clone)]
 pub struct Subject {
-    store: Arc<dyn LeaseStore>,
+    store: Arc<dyn Store>,
     sql: Option<SeaOrmStore>,
 }
 
 impl Subject {
     /// Any store: the [`CHECKS`].
     #[must_use]
-    pub fn store(store: Arc<dyn LeaseStore>) -> Self {
+    pub fn store(store: Arc<dyn Store>) -> Self {
         Self { store, sql: None }
     }
 
@@ -142,7 +142,7 @@ impl Subject {
     /// [`CountingStore`](crate::counting::CountingStore)): the
     /// [`CHECKS`] through `store`, and the [`SQL_CHECKS`] with their faults made on `sql`.
     #[must_use]
-    pub fn wrapping(store: Arc<dyn LeaseStore>, sql: SeaOrmStore) -> Self {
+    pub fn wrapping(store: Arc<dyn Store>, sql: SeaOrmStore) -> Self {
         Self {
             store,
             sql: Some(sql),
@@ -150,8 +150,8 @@ impl Subject {
     }
 }
 
-impl From<Arc<dyn LeaseStore>> for Subject {
-    fn from(store: Arc<dyn LeaseStore>) -> Self {
+impl From<Arc<dyn Store>> for Subject {
+    fn from(store: Arc<dyn Store>) -> Self {
         Self::store(store)
     }
 }
@@ -172,7 +172,7 @@ impl From<SeaOrmStore> for Subject {
 /// where it says that it could not apply.
 #[derive(Clone)]
 pub struct Ctx {
-    store: Arc<dyn LeaseStore>,
+    store: Arc<dyn Store>,
     sql: Option<SeaOrmStore>,
     ns: Namespace,
     skipped: Arc<std::sync::Mutex<Option<String>>>,

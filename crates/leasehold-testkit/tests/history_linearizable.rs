@@ -25,7 +25,7 @@ use std::time::Duration;
 use history_run::defect::BelievesHolderId;
 use history_run::process::ChildSession;
 use history_run::{Plan, Session};
-use leasehold_storage::{LeaseStore, SeaOrmStore, StoreBuilder};
+use leasehold_storage::{SeaOrmStore, Store, StoreBuilder};
 use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 use leasehold_testkit::history::{Answer, Op, Recorder, Report, check_history, summary};
 
@@ -55,7 +55,7 @@ async fn one_history(
     tag: &str,
     seed: u64,
     secs: u64,
-    wrap: fn(SeaOrmStore) -> Arc<dyn LeaseStore>,
+    wrap: fn(SeaOrmStore) -> Arc<dyn Store>,
     with_child: bool,
 ) -> (Report, Vec<Op>) {
     let prefix = format!("hist_{tag}_");
@@ -94,11 +94,11 @@ async fn one_history(
     (report, ops)
 }
 
-fn plain(sql: SeaOrmStore) -> Arc<dyn LeaseStore> {
+fn plain(sql: SeaOrmStore) -> Arc<dyn Store> {
     Arc::new(sql)
 }
 
-fn believing(sql: SeaOrmStore) -> Arc<dyn LeaseStore> {
+fn believing(sql: SeaOrmStore) -> Arc<dyn Store> {
     Arc::new(BelievesHolderId(sql))
 }
 

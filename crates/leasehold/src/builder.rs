@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use leasehold_core::{LeaseConfig, Namespace};
-use leasehold_storage::{LeaseStore, StoreBuilder};
+use leasehold_storage::{Store, StoreBuilder};
 
 use crate::runtime::{EngineSpec, StoreLayer, StoreSource, is_memory_sqlite};
 use crate::{EngineTuning, LeaseService, Result};
@@ -35,7 +35,7 @@ pub struct LeaseServiceBuilder {
     tuning: EngineTuning,
     table_prefix: String,
     layer: Option<StoreLayer>,
-    renew_store: Option<Arc<dyn LeaseStore>>,
+    renew_store: Option<Arc<dyn Store>>,
     reclaim_own_leases: bool,
     clock_check: Option<crate::ClockRateOptions>,
     retention: Option<crate::Retention>,
@@ -246,7 +246,9 @@ impl LeaseServiceBuilder {
 
     /// With [`LeaseService::from_store`]: a separate store for renewals (default: the same
     /// store), so that an exhausted application pool cannot starve them. Ignored when connecting
-    /// from a URL, where the service opens a second small pool itself.
+    /// from a URL, where the service opens a second small pool itself. A [`Store`] (both ports),
+    /// as for `from_store`, so that the [`store_layer`](Self::store_layer) wraps it too; the
+    /// service only renews through it.
     ///
     /// # Examples
     /// ```
@@ -260,17 +262,18 @@ impl LeaseServiceBuilder {
     ///     .await?;
     /// # service.shutdown().await?; Ok(()) }
     /// ```
-    pub fn renew_store(mut self, store: Arc<dyn LeaseStore>) -> Self {
+    pub fn renew_store(mut self, store: Arc<dyn Store>) -> Self {
         self.renew_store = Some(store);
         self
     }
 
     /// Test hook: wraps every store the engine opens (or is given) with `layer`, for failure
-    /// injection and counting.
+    /// injection and counting. The layer wraps both ports ([`Store`]): the tenures' calls and
+    /// the operator's calls the service makes (retention's purge).
     #[doc(hidden)]
     pub fn store_layer(
         mut self,
-        layer: impl Fn(Arc<dyn LeaseStore>) -> Arc<dyn LeaseStore> + Send + Sync + 'static,
+        layer: impl Fn(Arc<dyn Store>) -> Arc<dyn Store> + Send + Sync + 'static,
     ) -> Self {
         self.layer = Some(Arc::new(layer));
         self

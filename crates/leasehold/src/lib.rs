@@ -103,8 +103,9 @@ pub use leasehold_engine::WorkGuard;
 pub use leasehold_local as local;
 pub use leasehold_storage::observe::{LeaseObserver, Observation, ObserveOptions};
 pub use leasehold_storage::{
-    AcquireOutcome, AllOutcome, FencedTransaction, Grant, LeaseStore, MemoryStore, ReleaseOutcome,
-    RenewItem, RenewOutcome, SeaOrmStore, StoreBuilder, StoreError, TlsProblem,
+    AcquireOutcome, AdminStore, AllOutcome, FencedTransaction, Grant, LeaseStore, MemoryStore,
+    ReleaseOutcome, RenewItem, RenewOutcome, SeaOrmStore, Store, StoreBuilder, StoreError,
+    TlsProblem,
 };
 pub use sea_orm;
 pub use tokio_util::sync::CancellationToken;

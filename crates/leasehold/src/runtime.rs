@@ -8,13 +8,14 @@ use std::time::Duration;
 use actix::{Actor, Addr, System};
 use leasehold_core::HolderId;
 use leasehold_engine::{LeaseEngine, Registry, RenewGroup};
-use leasehold_storage::{LeaseStore, SeaOrmStore, StoreBuilder};
+use leasehold_storage::{AdminStore, LeaseStore, SeaOrmStore, Store, StoreBuilder};
 use tokio::sync::oneshot;
 
 use crate::{Error, Result};
 
-/// A wrapper the builder puts around the lease calls' stores (`LeaseServiceBuilder::store_layer`).
-pub(crate) type StoreLayer = Arc<dyn Fn(Arc<dyn LeaseStore>) -> Arc<dyn LeaseStore> + Send + Sync>;
+/// A wrapper the builder puts around the stores (`LeaseServiceBuilder::store_layer`): both ports,
+/// so the operator's calls the engine makes (retention's purge) go through it as the tenures' do.
+pub(crate) type StoreLayer = Arc<dyn Fn(Arc<dyn Store>) -> Arc<dyn Store> + Send + Sync>;
 
 /// Whether a URL names in-memory SQLite (which cannot be split into two pools).
 pub(crate) fn is_memory_sqlite(url: &str) -> bool {
@@ -30,22 +31,14 @@ pub(crate) enum StoreSource {
     /// is in-memory SQLite (then one store serves both).
     Builders(StoreBuilder, StoreBuilder, bool),
     /// A store for requests and renewals, and the SQL store it is (or wraps), if any.
-    Store(Arc<dyn LeaseStore>, Option<SeaOrmStore>),
+    Store(Arc<dyn Store>, Option<SeaOrmStore>),
     /// A store for requests, one for renewals, and the SQL store of requests, if any.
-    Stores(
-        Arc<dyn LeaseStore>,
-        Arc<dyn LeaseStore>,
-        Option<SeaOrmStore>,
-    ),
+    Stores(Arc<dyn Store>, Arc<dyn Store>, Option<SeaOrmStore>),
 }
 
 /// The opened stores: requests, renewals, and the SQL store under requests (fencing, the
 /// doorbell), if any.
-type Opened = (
-    Arc<dyn LeaseStore>,
-    Arc<dyn LeaseStore>,
-    Option<SeaOrmStore>,
-);
+type Opened = (Arc<dyn Store>, Arc<dyn Store>, Option<SeaOrmStore>);
 
 pub(crate) struct EngineSpec {
     pub(crate) source: StoreSource,
@@ -74,11 +67,11 @@ async fn open(source: StoreSource, notify: bool) -> Result<Opened> {
         StoreSource::Stores(store, renew, sql) => Ok((store, renew, sql)),
         StoreSource::Builders(main, renew, memory) => {
             let sql = main.connect().await?.notify_in_statements(notify);
-            let store: Arc<dyn LeaseStore> = Arc::new(sql.clone());
+            let store: Arc<dyn Store> = Arc::new(sql.clone());
             if memory {
                 return Ok((Arc::clone(&store), store, Some(sql)));
             }
-            let renew: Arc<dyn LeaseStore> =
+            let renew: Arc<dyn Store> =
                 Arc::new(renew.max_connections(2).migrate(false).connect().await?);
             Ok((store, renew, Some(sql)))
         }
@@ -123,9 +116,15 @@ pub(crate) async fn start(
                     Some(layer) => (layer(store), layer(renew_store)),
                     None => (store, renew_store),
                 };
+                // The engine's tenures see the lease port only; retention's purge (and the
+                // `known-bugs` shutdown) go through the admin port of the same store.
+                let admin: Arc<dyn AdminStore> = Arc::clone(&store) as Arc<dyn AdminStore>;
+                let (store, renew_store): (Arc<dyn LeaseStore>, Arc<dyn LeaseStore>) =
+                    (store, renew_store);
                 let renewer = RenewGroup::new(renew_store, spec.tuning.batch_window_len());
                 let pressure = renewer.pressure();
                 let engine = LeaseEngine::new(spec.holder, store, renewer.start(), registry)
+                    .with_admin_store(admin)
                     .with_renew_pressure(pressure)
                     .with_service_token(cancel)
                     .with_request_timeout(request_timeout)

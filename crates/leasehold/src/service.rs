@@ -10,7 +10,7 @@ use leasehold_engine::{
     Belief, LeaseEngine, ListTasks, NamespaceDeadlines, Owner, ReadDbNow, ReadRecord, Registry,
     ShutdownAll, StartTask, StartTasks, StopTask,
 };
-use leasehold_storage::{LeaseStore, SeaOrmStore};
+use leasehold_storage::{SeaOrmStore, Store};
 use tokio::sync::{broadcast, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -124,8 +124,10 @@ impl LeaseService {
         LeaseServiceBuilder::new(StoreSource::Url(url.into()))
     }
 
-    /// A builder over an existing store, used for requests and renewals alike. The store is
-    /// only a [`LeaseStore`] to the service: fencing (`begin_fenced`) and PostgreSQL wake-ups
+    /// A builder over an existing store, used for requests and renewals alike. The store is a
+    /// [`Store`]: the engine's tenures use its [`LeaseStore`](crate::LeaseStore) port, and retention purges through
+    /// its [`AdminStore`](leasehold_storage::AdminStore) port (`MemoryStore`, `SeaOrmStore` and
+    /// every decorator of this workspace have both). It is no more than that to the service: fencing (`begin_fenced`) and PostgreSQL wake-ups
     /// need the SQL store itself, given with [`LeaseService::from_sql_store`]. A SQL store's
     /// connections belong to the runtime that opened them: keep that runtime alive as long as
     /// the service (or prefer [`LeaseService::builder`], which connects on the engine thread).
@@ -138,7 +140,7 @@ impl LeaseService {
     /// let service = LeaseService::from_store(Arc::new(MemoryStore::new())).build().await?;
     /// # service.shutdown().await?; Ok(()) }
     /// ```
-    pub fn from_store(store: Arc<dyn LeaseStore>) -> LeaseServiceBuilder {
+    pub fn from_store(store: Arc<dyn Store>) -> LeaseServiceBuilder {
         LeaseServiceBuilder::new(StoreSource::Store(store, None))
     }
 
@@ -158,7 +160,7 @@ impl LeaseService {
     /// # drop(guard); service.shutdown().await?; Ok(()) }
     /// ```
     pub fn from_sql_store(store: SeaOrmStore) -> LeaseServiceBuilder {
-        let lease_store: Arc<dyn LeaseStore> = Arc::new(store.clone());
+        let lease_store: Arc<dyn Store> = Arc::new(store.clone());
         LeaseServiceBuilder::new(StoreSource::Store(lease_store, Some(store)))
     }
 

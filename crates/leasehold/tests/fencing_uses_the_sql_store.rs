@@ -7,7 +7,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold::{Error, LeaseService, LeaseStore, MemoryStore, StoreBuilder};
+use leasehold::{Error, LeaseService, MemoryStore, Store, StoreBuilder};
 use leasehold_testkit::counting::CountingStore;
 
 const TTL: Duration = Duration::from_secs(30);
@@ -16,9 +16,7 @@ const TTL: Duration = Duration::from_secs(30);
 async fn a_layered_url_service_fences() {
     let url = common::sqlite_file_url("fence-layer");
     let service = LeaseService::builder(url)
-        .store_layer(|inner| {
-            Arc::new(CountingStore::new(inner, Arc::default())) as Arc<dyn LeaseStore>
-        })
+        .store_layer(|inner| Arc::new(CountingStore::new(inner, Arc::default())) as Arc<dyn Store>)
         .build()
         .await
         .expect("service");

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use leasehold::{Clock, LeaseConfig, LeaseService, LeaseStore, LeaseTaskOptions, MonotonicClock};
+use leasehold::{Clock, LeaseConfig, LeaseService, LeaseTaskOptions, MonotonicClock, Store};
 use leasehold_storage::LeaseKey;
 use leasehold_testkit::counting::{CountingStore, Op, StoreCounts};
 
@@ -30,7 +30,7 @@ enum Path {
 
 struct Late {
     service: LeaseService,
-    inner: Arc<dyn LeaseStore>,
+    inner: Arc<dyn Store>,
     counts: Arc<StoreCounts>,
 }
 
@@ -60,7 +60,7 @@ impl Late {
 
 /// A service whose first answer to `op` arrives [`LATE`] (after it committed).
 async fn late_service(url: &str, ns: &str, op: Op, path: Path) -> Late {
-    let inner: Arc<Mutex<Option<Arc<dyn LeaseStore>>>> = Arc::default();
+    let inner: Arc<Mutex<Option<Arc<dyn Store>>>> = Arc::default();
     let counts = Arc::<StoreCounts>::default();
     let (slot, layer_counts) = (Arc::clone(&inner), Arc::clone(&counts));
     let first = Arc::new(AtomicBool::new(true));

@@ -13,7 +13,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{Mode, Switch};
-use leasehold::{LeaseConfig, LeaseService, LeaseStore, LockError, LockOutcome, StoreBuilder};
+use leasehold::{
+    AdminStore, LeaseConfig, LeaseService, LockError, LockOutcome, Store, StoreBuilder,
+};
 use leasehold_core::{Clock, MonotonicClock};
 use leasehold_testkit::{Fault, FaultProxy};
 
@@ -67,7 +69,7 @@ async fn release_while_the_database_is_down(tag: &str, url: &str, mode: Mode) {
     let switch = Switch::default();
     let layer = switch.clone();
     let service = LeaseService::builder(url)
-        .store_layer(move |inner| Arc::new(layer.wrap(inner)) as Arc<dyn LeaseStore>)
+        .store_layer(move |inner| Arc::new(layer.wrap(inner)) as Arc<dyn Store>)
         .config(config())
         .build()
         .await
@@ -102,7 +104,7 @@ async fn a_hold_whose_release_failed_is_not_taken_again_once_the_database_is_bac
         let switch = Switch::default();
         let layer = switch.clone();
         let service = LeaseService::builder(&url)
-            .store_layer(move |inner| Arc::new(layer.wrap(inner)) as Arc<dyn LeaseStore>)
+            .store_layer(move |inner| Arc::new(layer.wrap(inner)) as Arc<dyn Store>)
             .config(config())
             .build()
             .await

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{Mode, Switch};
-use leasehold::{Clock, LeaseService, LeaseStore, MonotonicClock};
+use leasehold::{Clock, LeaseService, MonotonicClock, Store};
 use leasehold_testkit::backends::backend_url;
 use leasehold_testkit::counting::{CountingStore, Op};
 
@@ -26,7 +26,7 @@ async fn hold_lock_outlives_its_ttl_and_ends_at_the_local_deadline_when_the_data
         let switch = Switch::default();
         let layer = switch.clone();
         let a = LeaseService::builder(url.clone())
-            .store_layer(move |inner| Arc::new(layer.wrap(inner)) as Arc<dyn LeaseStore>)
+            .store_layer(move |inner| Arc::new(layer.wrap(inner)) as Arc<dyn Store>)
             .build()
             .await
             .expect("service");
@@ -146,7 +146,7 @@ async fn a_release_wakes_local_waiters_at_once_and_remote_ones_on_postgres() {
 }
 
 /// `inner` with every grant delayed, so the caller can give up before the answer arrives.
-fn slow_grants(inner: Arc<dyn LeaseStore>) -> Arc<dyn LeaseStore> {
+fn slow_grants(inner: Arc<dyn Store>) -> Arc<dyn Store> {
     Arc::new(
         CountingStore::new(inner, Arc::default()).before_call(|op| async move {
             if matches!(op, Op::BeginTenure | Op::BeginTenureMany) {

@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use leasehold_core::{HolderId, LeaseKey};
-use leasehold_storage::{Doorbell, LeaseStore};
+use leasehold_storage::{AdminStore, Doorbell, LeaseStore};
 use tokio_util::sync::CancellationToken;
 
 use crate::actor::{GrantRoute, LeaseActor};
@@ -104,6 +104,9 @@ pub enum KnownBug {
 pub struct LeaseEngine {
     pub(crate) holder: HolderId,
     pub(crate) store: Arc<dyn LeaseStore>,
+    /// The operator's calls on the same store, when the engine was given them
+    /// ([`LeaseEngine::with_admin_store`]): retention's purge (`PurgeRows`).
+    pub(crate) admin: Option<Arc<dyn AdminStore>>,
     /// The SQL store under `store`, when the service has one: fencing and the doorbell
     /// go to it directly (see [`LeaseEngine::with_sql_store`]).
     pub(crate) sql: Option<leasehold_storage::SeaOrmStore>,
@@ -170,6 +173,7 @@ impl LeaseEngine {
         Self {
             holder,
             store,
+            admin: None,
             sql: None,
             renewer: Arc::new(renewer),
             grant_route: None,
@@ -215,6 +219,16 @@ impl LeaseEngine {
     pub fn with_sql_store(mut self, sql: Option<leasehold_storage::SeaOrmStore>) -> Self {
         self.sql = sql;
         self.doorbell = doorbell_of(self.sql.as_ref(), self.limit);
+        self
+    }
+
+    /// The operator's calls on the engine's store (the same rows as its [`LeaseStore`], usually
+    /// the same store: an `Arc<dyn leasehold_storage::Store>` coerces to both): [`PurgeRows`]
+    /// purges through it. The engine's tenures never reach it; without one, `PurgeRows`
+    /// answers an error.
+    #[must_use]
+    pub fn with_admin_store(mut self, admin: Arc<dyn AdminStore>) -> Self {
+        self.admin = Some(admin);
         self
     }
 

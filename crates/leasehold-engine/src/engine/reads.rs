@@ -39,10 +39,20 @@ impl Handler<PurgeRows> for LeaseEngine {
     type Result = ResponseFuture<Result<u64, StoreError>>;
 
     fn handle(&mut self, msg: PurgeRows, _ctx: &mut Context<Self>) -> Self::Result {
-        let store = self.store();
+        let Some(admin) = self.admin.clone() else {
+            return Box::pin(std::future::ready(Err(no_admin_store("purge"))));
+        };
         Box::pin(detached("purge", msg.limit, async move {
-            store.purge(msg.namespace.as_ref(), msg.older_than).await
+            admin.purge(msg.namespace.as_ref(), msg.older_than).await
         }))
+    }
+}
+
+/// The answer of an operator's call on an engine given no [`AdminStore`](leasehold_storage::AdminStore).
+pub(super) fn no_admin_store(op: &'static str) -> StoreError {
+    StoreError::Unexpected {
+        op,
+        detail: "the engine has no admin store (LeaseEngine::with_admin_store)".to_owned(),
     }
 }
 

@@ -31,10 +31,13 @@ impl Handler<ShutdownAll> for LeaseEngine {
                 .filter(|e| !matches!(e.owner, Owner::Lock | Owner::Hold))
                 .map(|e| Addr::clone(&e.addr))
                 .collect();
-            let (store, holder) = (Arc::clone(&self.store), self.holder.clone());
+            let (admin, holder) = (self.admin.clone(), self.holder.clone());
             return Box::pin(async move {
                 join_all(actors.iter().map(|a| a.send(AbandonLease))).await;
-                let released = store.release_all(&holder).await;
+                let released = match admin {
+                    Some(admin) => admin.release_all(&holder).await,
+                    None => Err(super::reads::no_admin_store("release_all")),
+                };
                 // The guards lived on (until their own deadline timers, in the old code).
                 tokio::time::sleep(std::time::Duration::from_millis(300)).await;
                 released

@@ -169,8 +169,9 @@ pub struct ReadRecord {
 pub struct ReadDbNow;
 
 /// Purge rows released or expired longer than `older_than` (in `namespace`, or everywhere when
-/// `None`), bounded by `limit` like every store call ([`LeaseStore::purge`](leasehold_storage::LeaseStore::purge): the token floor
-/// keeps tokens growing). Answers how many rows were deleted.
+/// `None`), bounded by `limit` like every store call ([`AdminStore::purge`](leasehold_storage::AdminStore::purge): the token floor
+/// keeps tokens growing), on the engine's admin store (`LeaseEngine::with_admin_store`; without
+/// one, an error). Answers how many rows were deleted.
 #[derive(Debug, Message)]
 #[rtype(result = "Result<u64, StoreError>")]
 pub struct PurgeRows {

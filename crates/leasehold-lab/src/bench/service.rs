@@ -11,7 +11,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use leasehold::{
     AcquireOutcome, Clock, HolderId, LeaseConfig, LeaseKey, LeaseService, LeaseStore,
-    LeaseTaskOptions, MonotonicClock, RenewItem, RenewOutcome, Term,
+    LeaseTaskOptions, MonotonicClock, RenewItem, RenewOutcome, Store, Term,
 };
 use leasehold_storage::{Backend, Grant};
 use leasehold_testkit::counting::{CountingStore, Op, StoreCounts};
@@ -42,7 +42,7 @@ struct Reading {
 impl RenewalCounts {
     /// A counting layer over `inner`. A single renew is one statement; a `renew_many` is one,
     /// or on MySQL/MariaDB two per chunk of [`MYSQL_CHUNK`] items.
-    fn layer(self: &Arc<Self>, inner: Arc<dyn LeaseStore>, mysql: bool) -> CountingStore {
+    fn layer(self: &Arc<Self>, inner: Arc<dyn Store>, mysql: bool) -> CountingStore {
         let counts = Arc::clone(self);
         CountingStore::new(inner, Arc::clone(&self.store)).after_call(move |call| {
             let n = match call.op {

@@ -15,7 +15,9 @@ use sea_orm::{
 };
 
 use super::{Ctx, acquired, ensure, holder, term};
-use leasehold_storage::{Backend, BatchRenewal, Grant, RenewItem, SeaOrmStore, StoreError};
+use leasehold_storage::{
+    AdminStore, Backend, BatchRenewal, Grant, RenewItem, SeaOrmStore, StoreError,
+};
 
 pub(super) use super::sessions::batches_beside_other_sessions;
 

@@ -1,11 +1,13 @@
-//! [`Op`]: the methods of [`LeaseStore`], as a [`CountingStore`](super::CountingStore) counts them.
+//! [`Op`]: the methods of [`LeaseStore`] and [`AdminStore`], as a [`CountingStore`](super::CountingStore) counts them.
 
 use std::fmt;
 
-#[cfg(doc)]
-use leasehold_storage::{Grant, LeaseStore};
+use leasehold_storage::layer::Method;
 
-/// A method of [`LeaseStore`], as counted by [`CountingStore`](super::CountingStore).
+#[cfg(doc)]
+use leasehold_storage::{AdminStore, Grant, LeaseStore};
+
+/// A method of [`LeaseStore`] or [`AdminStore`], as counted by [`CountingStore`](super::CountingStore).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum Op {
@@ -21,15 +23,15 @@ pub enum Op {
     Release,
     /// [`LeaseStore::release_many`].
     ReleaseMany,
-    /// [`LeaseStore::release_all`].
+    /// [`AdminStore::release_all`].
     ReleaseAll,
-    /// [`LeaseStore::force_release`].
+    /// [`AdminStore::force_release`].
     ForceRelease,
     /// [`LeaseStore::get`].
     Get,
     /// [`LeaseStore::list_valid`].
     ListValid,
-    /// [`LeaseStore::purge`].
+    /// [`AdminStore::purge`].
     Purge,
     /// [`LeaseStore::db_now`].
     DbNow,
@@ -98,5 +100,30 @@ impl Op {
 impl fmt::Display for Op {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+impl Op {
+    /// The op a call passed through by the layer counts as: a `renew_batch` as
+    /// [`Op::RenewMany`], a `begin_tenure` as [`Op::BeginTenure`] (the layer counts a take-over
+    /// itself).
+    pub(crate) fn of(method: Method) -> Op {
+        match method {
+            Method::BeginTenure => Op::BeginTenure,
+            Method::BeginTenureMany => Op::BeginTenureMany,
+            Method::BeginTenureAll => Op::BeginTenureAll,
+            Method::SetValue => Op::SetValue,
+            Method::Renew => Op::Renew,
+            Method::RenewMany | Method::RenewBatch => Op::RenewMany,
+            Method::Release => Op::Release,
+            Method::ReleaseMany => Op::ReleaseMany,
+            Method::ReleaseBatch => Op::ReleaseBatch,
+            Method::Get => Op::Get,
+            Method::ListValid => Op::ListValid,
+            Method::DbNow => Op::DbNow,
+            Method::ReleaseAll => Op::ReleaseAll,
+            Method::ForceRelease => Op::ForceRelease,
+            Method::Purge => Op::Purge,
+        }
     }
 }

@@ -3,7 +3,7 @@
 use std::sync::Mutex;
 
 use super::*;
-use leasehold_storage::{Grant, MemoryStore};
+use leasehold_storage::{AdminStore, Grant, LeaseStore, MemoryStore, RenewItem};
 
 fn store() -> (CountingStore, Arc<StoreCounts>) {
     let counts = Arc::new(StoreCounts::default());

@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use leasehold_storage::{LeaseKey, LeaseStore, SeaOrmStore, StoreError, Term};
+use leasehold_storage::{LeaseKey, SeaOrmStore, Store, StoreError, Term};
 use leasehold_testkit::history::{Answer, Call, Op, Recorder};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
@@ -36,7 +36,7 @@ pub const GENERATION: Duration = Duration::from_millis(300);
 #[derive(Clone)]
 pub struct Session {
     /// The store the lease calls go to (possibly a decorator of `sql`).
-    pub store: Arc<dyn LeaseStore>,
+    pub store: Arc<dyn Store>,
     /// The same database, for fenced and raw transactions.
     pub sql: SeaOrmStore,
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::Duration;
 
-use leasehold::{DbInstant, LeaseService, LeaseStore, StoreError};
+use leasehold::{DbInstant, LeaseService, Store, StoreError};
 use leasehold_testkit::backends::backend_urls;
 use leasehold_testkit::counting::{CountingStore, Op};
 
@@ -35,7 +35,7 @@ impl Switch {
 
     /// `inner` behind this switch: while failing, every call is answered
     /// `StoreError::Unexpected` ("injected failure"); while hanging, never answered.
-    pub fn wrap(&self, inner: Arc<dyn LeaseStore>) -> CountingStore {
+    pub fn wrap(&self, inner: Arc<dyn Store>) -> CountingStore {
         let mode = Arc::clone(&self.0);
         CountingStore::new(inner, Arc::default()).before_call(move |op| {
             let mode = mode.load(Ordering::SeqCst);
