@@ -328,12 +328,21 @@ const DRAIN_SLACK: Duration = Duration::from_secs(1);
 /// statement's answer, so sqlx's own ping succeeds and the connection is reused; a connection that
 /// still does not answer is closed with the goodbye message, which the server answers by closing
 /// its end once the statement's bound has passed.
+///
+/// The drain costs a round trip per release, so it runs only for a while after one of the
+/// store's statements was abandoned ([`crate::retry::abandoned_recently`]; every statement of the
+/// store goes through its retry loop). Statements of the caller's own on
+/// [`SeaOrmStore::connection`] are not watched: abandon one over TLS and the connection may be
+/// lost to the pool the same way.
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 async fn drained<C: sea_orm::sqlx::Connection>(
     conn: &mut C,
     within: Duration,
     pings: usize,
 ) -> Result<bool, sea_orm::sqlx::Error> {
+    if !crate::retry::abandoned_recently() {
+        return Ok(true);
+    }
     let answered = tokio::time::timeout(within, async {
         for _ in 0..pings {
             if conn.ping().await.is_ok() {

@@ -1,7 +1,16 @@
-//! The store's one retry loop ([`retry_deadlocks`]) and the begin of a transaction that always
-//! runs to its end ([`begin_whole`]).
+//! The store's one retry loop ([`retry_deadlocks`]), the begin of a transaction that always
+//! runs to its end ([`begin_whole`]), and the note that a statement was abandoned
+//! ([`abandoned_recently`]).
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
 use std::time::Duration;
+
+use leasehold_core::{Clock, MonotonicClock};
+use tokio::time::Instant;
 
 use sea_orm::{
     DatabaseConnection, DatabaseTransaction, DbErr, TransactionOptions, TransactionTrait,
@@ -50,7 +59,7 @@ where
 {
     let mut retries = 0;
     loop {
-        match attempt().await {
+        match watched(attempt()).await {
             Err(e) if is_deadlock(&e) && retries < DEADLOCK_RETRIES => {
                 tracing::debug!("{op}: deadlock victim, retrying (attempt {})", retries + 1);
                 tokio::time::sleep(Duration::from_millis(1 << retries.min(3))).await;
@@ -59,4 +68,61 @@ where
             other => return other,
         }
     }
+}
+
+/// How long after a statement was abandoned returned connections are drained before reuse.
+const DRAIN_WINDOW: Duration = Duration::from_secs(10);
+
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(|| MonotonicClock.now())
+}
+
+/// Until when (milliseconds after [`epoch`]) returned connections are drained.
+static DRAIN_UNTIL: AtomicU64 = AtomicU64::new(0);
+
+/// Runs `statement`; dropped before it answered (its caller gave up), it notes the abandonment
+/// ([`abandoned_recently`]) before the statement's connection goes back to its pool.
+pub(crate) fn watched<F: Future>(statement: F) -> Watched<F> {
+    Watched {
+        statement: Box::pin(statement),
+        answered: false,
+    }
+}
+
+/// The future of [`watched`].
+pub(crate) struct Watched<F> {
+    statement: Pin<Box<F>>,
+    answered: bool,
+}
+
+impl<F: Future> Future for Watched<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let answer = self.statement.as_mut().poll(cx);
+        if answer.is_ready() {
+            self.answered = true;
+        }
+        answer
+    }
+}
+
+impl<F> Drop for Watched<F> {
+    fn drop(&mut self) {
+        // Runs before the fields are dropped: the note is written before the statement (and the
+        // pooled connection it holds) is.
+        if !self.answered {
+            let until = (epoch().elapsed() + DRAIN_WINDOW).as_millis();
+            DRAIN_UNTIL.fetch_max(u64::try_from(until).unwrap_or(u64::MAX), Ordering::Relaxed);
+        }
+    }
+}
+
+/// Whether a statement of this process was abandoned less than [`DRAIN_WINDOW`] ago: then a
+/// connection handed back to a pool may still have that statement out, and is drained before it
+/// is reused (`crate::connect`'s release hook). Outside such a window releases cost nothing more.
+pub(crate) fn abandoned_recently() -> bool {
+    let now = u64::try_from(epoch().elapsed().as_millis()).unwrap_or(u64::MAX);
+    now < DRAIN_UNTIL.load(Ordering::Relaxed)
 }

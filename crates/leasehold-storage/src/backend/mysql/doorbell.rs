@@ -302,7 +302,11 @@ async fn wait_for(waiting: Waiting) {
             .bind(&ring)
             .bind(SLICE.as_secs() as i64)
             .bind(&ring);
-        let answer = tokio::time::timeout(SLICE + limit, query.fetch_one(&mut *conn)).await;
+        let answer = tokio::time::timeout(
+            SLICE + limit,
+            crate::retry::watched(query.fetch_one(&mut *conn)),
+        )
+        .await;
         let rang = match answer {
             Ok(Ok(row)) => row.try_get::<Option<i64>, _>("rang").ok().flatten(),
             Ok(Err(e)) => {

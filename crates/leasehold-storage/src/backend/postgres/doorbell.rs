@@ -160,7 +160,7 @@ impl Doorbell for PgDoorbell {
         );
         let (db, limit, key) = (self.store.connection().clone(), self.limit, key.clone());
         Box::pin(async move {
-            match tokio::time::timeout(limit, db.execute_raw(stmt)).await {
+            match tokio::time::timeout(limit, crate::retry::watched(db.execute_raw(stmt))).await {
                 Ok(Ok(_)) => {}
                 Ok(Err(e)) => tracing::debug!("{key}: pg_notify failed: {e}"),
                 Err(_) => tracing::debug!("{key}: pg_notify timed out"),
@@ -206,7 +206,7 @@ async fn notify_all(
             "SELECT pg_notify($1, p) FROM json_array_elements_text($2::json) AS p",
             [channel.into(), json.into()],
         );
-        match tokio::time::timeout(limit, db.execute_raw(stmt)).await {
+        match tokio::time::timeout(limit, crate::retry::watched(db.execute_raw(stmt))).await {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => tracing::debug!("{} notifications on {channel} failed: {e}", batch.len()),
             Err(_) => tracing::debug!("{} notifications on {channel} timed out", batch.len()),
