@@ -206,9 +206,9 @@ impl SeaOrmStore {
             chunk.iter().map(|&i| (i, ns, items[i].key.name.as_str())),
             term.duration(),
         );
-        let txn =
-            crate::seaorm::begin_whole(self.connection(), sea_orm::TransactionOptions::default())
-                .await?;
+        let txn = self
+            .begin_whole(sea_orm::TransactionOptions::default())
+            .await?;
         // Rows this transaction locked (any tenure of ours), and of them the ones to renew.
         let mut found: HashSet<usize> = HashSet::with_capacity(chunk.len());
         let mut before: HashMap<i64, (usize, i64, i64)> = HashMap::new();

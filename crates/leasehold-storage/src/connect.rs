@@ -217,7 +217,9 @@ impl StoreBuilder {
             });
             // A second ping: the first may answer the abandoned statement's own error.
             opt.map_sqlx_postgres_pool_opts(move |p| {
-                p.after_release(move |conn, _meta| Box::pin(drained(conn, bound + DRAIN_SLACK, 2)))
+                p.after_release(move |conn, _meta| {
+                    Box::pin(drained(conn, bound + DRAIN_SLACK, 2, PG_LEFT_OPEN))
+                })
             });
         }
         #[cfg(feature = "mysql")]
@@ -227,7 +229,7 @@ impl StoreBuilder {
             opt.map_sqlx_mysql_pool_opts(move |p| {
                 p.after_connect(move |conn, _meta| Box::pin(mysql_session_bounds(conn, bound)))
                     .after_release(move |conn, _meta| {
-                        Box::pin(drained(conn, bound + DRAIN_SLACK, 1))
+                        Box::pin(drained(conn, bound + DRAIN_SLACK, 1, MYSQL_LEFT_OPEN))
                     })
             });
         }
@@ -310,9 +312,9 @@ fn tls_error(url: &str, problem: crate::TlsProblem, source: &DbErr) -> StoreErro
     }
 }
 
-/// How much longer than the server bound a returned connection may take to drain ([`drained`]).
-#[cfg(any(feature = "postgres", feature = "mysql"))]
-const DRAIN_SLACK: Duration = Duration::from_secs(1);
+/// How much longer than the server bound a returned connection may take to drain ([`drained`]),
+/// and a `BEGIN` to answer ([`crate::retry::begin_whole`]).
+pub(crate) const DRAIN_SLACK: Duration = Duration::from_secs(1);
 
 /// Whether a connection handed back to the pool may be reused: it answers a ping within `within`
 /// (in at most `pings` tries). Otherwise the pool closes it with the protocol's goodbye message.
@@ -334,26 +336,70 @@ const DRAIN_SLACK: Duration = Duration::from_secs(1);
 /// store goes through its retry loop). Statements of the caller's own on
 /// [`SeaOrmStore::connection`] are not watched: abandon one over TLS and the connection may be
 /// lost to the pool the same way.
+///
+/// A `BEGIN` abandoned on the wire ([`crate::retry::begin_whole`] gives up on a silent
+/// connection) may still arrive: the connection would go back to the pool inside a transaction
+/// sqlx does not know of, and every later statement on it would be answered and never
+/// committed. So a drained connection is also asked whether a transaction is open (`left_open`:
+/// a query answering one row with the boolean `open`; `None`: roll back in any case), and rolled
+/// back if so.
 #[cfg(any(feature = "postgres", feature = "mysql"))]
-async fn drained<C: sea_orm::sqlx::Connection>(
+async fn drained<C>(
     conn: &mut C,
     within: Duration,
     pings: usize,
-) -> Result<bool, sea_orm::sqlx::Error> {
+    left_open: Option<&'static str>,
+) -> Result<bool, sea_orm::sqlx::Error>
+where
+    C: sea_orm::sqlx::Connection,
+    for<'e> &'e mut C: sea_orm::sqlx::Executor<'e, Database = C::Database>,
+    for<'r> bool: sea_orm::sqlx::Decode<'r, C::Database> + sea_orm::sqlx::Type<C::Database>,
+    for<'a> <C::Database as sea_orm::sqlx::Database>::Arguments:
+        sea_orm::sqlx::IntoArguments<C::Database>,
+    usize: sea_orm::sqlx::ColumnIndex<<C::Database as sea_orm::sqlx::Database>::Row>,
+{
+    use sea_orm::sqlx::{Executor, Row};
     if !crate::retry::abandoned_recently() {
         return Ok(true);
     }
-    let answered = tokio::time::timeout(within, async {
+    let reusable = tokio::time::timeout(within, async {
+        let mut answered = false;
         for _ in 0..pings {
             if conn.ping().await.is_ok() {
-                return true;
+                answered = true;
+                break;
             }
         }
-        false
+        if !answered {
+            return false;
+        }
+        let open = match left_open {
+            Some(query) => match conn.fetch_one(query).await {
+                Ok(row) => row.try_get::<bool, _>(0),
+                Err(e) => Err(e),
+            },
+            None => Ok(true),
+        };
+        match open {
+            Ok(false) => true,
+            Ok(true) => conn.execute("ROLLBACK").await.is_ok(),
+            Err(_) => false,
+        }
     })
     .await;
-    Ok(answered == Ok(true))
+    Ok(reusable == Ok(true))
 }
+
+/// PostgreSQL: whether the session is inside a transaction block (a simple query outside one is
+/// its own transaction, which starts with the statement).
+#[cfg(feature = "postgres")]
+const PG_LEFT_OPEN: Option<&str> =
+    Some("SELECT transaction_timestamp() <> statement_timestamp() AS open");
+
+/// MySQL/MariaDB: a `ROLLBACK` outside a transaction is a silent no-op there, so a drained
+/// connection is always rolled back (PostgreSQL warns on one).
+#[cfg(feature = "mysql")]
+const MYSQL_LEFT_OPEN: Option<&str> = None;
 
 /// Sets the session's lock-wait and statement-time bounds and its isolation level (READ
 /// COMMITTED) on a new MySQL/MariaDB connection.

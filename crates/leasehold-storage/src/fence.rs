@@ -115,7 +115,8 @@ impl SeaOrmStore {
                 .then_some(SqliteTransactionMode::Immediate),
             ..TransactionOptions::default()
         };
-        let txn = crate::seaorm::begin_whole(self.connection(), options)
+        let txn = self
+            .begin_whole(options)
             .await
             .map_err(|e| StoreError::db(op, self.table(), e))?;
         let live = txn

@@ -7,7 +7,7 @@ use leasehold_core::{
 use sea_orm::{ConnectionTrait, DbErr, QueryResult, Statement, TransactionOptions};
 
 use crate::backend::GrantAnswer;
-use crate::retry::{begin_whole, retry_deadlocks};
+use crate::retry::retry_deadlocks;
 use crate::seaorm::get;
 use crate::{Grant, LeaseStore, SeaOrmStore, StoreError};
 
@@ -107,7 +107,7 @@ impl SeaOrmStore {
         upsert: Statement,
         key: &LeaseKey,
     ) -> Result<Option<QueryResult>, DbErr> {
-        let txn = begin_whole(self.connection(), TransactionOptions::default()).await?;
+        let txn = self.begin_whole(TransactionOptions::default()).await?;
         txn.execute_raw(upsert).await?;
         let row = txn
             .query_all_raw(self.sql.grant_row(key))

@@ -14,7 +14,7 @@ use leasehold_core::{DbInstant, FencingToken, HolderId, LeaseKey, Term};
 use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr, QueryResult, TransactionOptions};
 
 use crate::backend::GrantAnswer;
-use crate::seaorm::{begin_whole, retry_deadlocks};
+use crate::seaorm::retry_deadlocks;
 use crate::{AllOutcome, SeaOrmStore, StoreError};
 
 const OP: &str = "begin_tenure_all";
@@ -73,7 +73,7 @@ impl SeaOrmStore {
         order: &[usize],
         term: Term,
     ) -> Result<Result<Vec<(FencingToken, DbInstant)>, (usize, String, i64, i64)>, DbErr> {
-        let txn = begin_whole(self.connection(), TransactionOptions::default()).await?;
+        let txn = self.begin_whole(TransactionOptions::default()).await?;
         let mut tenures = vec![(FencingToken(0), DbInstant(0)); keys.len()];
         for &i in order {
             match self.grant_one(&txn, &keys[i], holder, term).await? {

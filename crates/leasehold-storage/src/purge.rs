@@ -20,7 +20,7 @@ use leasehold_core::{Namespace, Term};
 use sea_orm::{ConnectionTrait, DbErr, TransactionOptions};
 
 use crate::Backend;
-use crate::seaorm::{begin_whole, retry_deadlocks};
+use crate::seaorm::retry_deadlocks;
 use crate::{SeaOrmStore, StoreError};
 
 /// Rows deleted per purge transaction: a grant waits for one chunk at most.
@@ -69,7 +69,7 @@ impl SeaOrmStore {
     }
 
     async fn purge_pg_chunk(&self, namespace: Option<&Namespace>, age: Term) -> Result<u64, DbErr> {
-        let txn = begin_whole(self.connection(), TransactionOptions::default()).await?;
+        let txn = self.begin_whole(TransactionOptions::default()).await?;
         txn.execute_raw(self.sql.pg_lock_floor()).await?;
         let row = txn
             .query_one_raw(self.sql.pg_purge_chunk(namespace, age, PURGE_CHUNK))
@@ -89,7 +89,7 @@ impl SeaOrmStore {
     }
 
     async fn purge_sqlite(&self, namespace: Option<&Namespace>, age: Term) -> Result<u64, DbErr> {
-        let txn = begin_whole(self.connection(), TransactionOptions::default()).await?;
+        let txn = self.begin_whole(TransactionOptions::default()).await?;
         let raised = txn
             .execute_raw(self.sql.sqlite_raise_floor(namespace, age))
             .await?
@@ -109,7 +109,7 @@ impl SeaOrmStore {
     }
 
     async fn purge_mysql_chunk(&self, age: Term, ids: &[i64]) -> Result<u64, DbErr> {
-        let txn = begin_whole(self.connection(), TransactionOptions::default()).await?;
+        let txn = self.begin_whole(TransactionOptions::default()).await?;
         if txn
             .query_one_raw(self.sql.mysql_lock_floor())
             .await?

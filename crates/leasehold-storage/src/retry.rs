@@ -23,12 +23,32 @@ use sea_orm::{
 /// the connection goes back to the pool inside a transaction and every later statement on it is
 /// answered but never committed). Here the task finishes the begin; when nobody waits for the
 /// transaction any more, it is dropped there, which rolls it back.
+///
+/// `limit` bounds the wait for the `BEGIN`'s answer (the store's server bound and a second): a
+/// connection that went silent (a network that healed for new connections only) would otherwise
+/// keep the task, and its pool slot, for ever. A begin given up that way opens the drain window
+/// ([`watched`]), so the connection is pinged before reuse, closed if silent, and rolled back if
+/// the `BEGIN` arrived after all (`crate::connect`'s release hook).
 pub(crate) async fn begin_whole(
     db: &DatabaseConnection,
     options: TransactionOptions,
+    limit: Option<Duration>,
 ) -> Result<DatabaseTransaction, sea_orm::DbErr> {
     let db = db.clone();
-    match tokio::spawn(async move { db.begin_with_options(options).await }).await {
+    let begun = tokio::spawn(async move {
+        let begin = watched(db.begin_with_options(options));
+        match limit {
+            Some(limit) => tokio::time::timeout(limit, begin)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(sea_orm::DbErr::Custom(format!(
+                        "no answer to BEGIN within {limit:?}"
+                    )))
+                }),
+            None => begin.await,
+        }
+    });
+    match begun.await {
         Ok(begun) => begun,
         Err(e) => Err(sea_orm::DbErr::Custom(format!(
             "the begin's task ended: {e}"

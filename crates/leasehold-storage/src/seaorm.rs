@@ -13,7 +13,7 @@ use leasehold_core::{
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, QueryResult, Statement};
 
 use crate::backend::Backend;
-pub(crate) use crate::retry::{begin_whole, retry_deadlocks};
+pub(crate) use crate::retry::retry_deadlocks;
 use crate::sql::Sql;
 use crate::{AdminStore, AllOutcome, BatchRenewal, Grant, LeaseStore, RenewItem, StoreError};
 
@@ -84,6 +84,18 @@ impl SeaOrmStore {
     /// [`crate::StoreBuilder::server_timeout`]).
     pub(crate) fn set_server_timeout(&mut self, bound: Duration) {
         self.server_timeout = Some(bound);
+    }
+
+    /// Begins a transaction that always runs its `BEGIN` to the end, bounded by the server bound
+    /// and a second ([`crate::retry::begin_whole`]).
+    pub(crate) async fn begin_whole(
+        &self,
+        options: sea_orm::TransactionOptions,
+    ) -> Result<sea_orm::DatabaseTransaction, sea_orm::DbErr> {
+        let limit = self
+            .server_timeout
+            .map(|bound| bound + crate::connect::DRAIN_SLACK);
+        crate::retry::begin_whole(&self.db, options, limit).await
     }
 
     /// The server-side bound on each statement's lock wait and run time that this store's

@@ -5,6 +5,11 @@
 //! later statement on that connection (grants, renewals, releases) ran inside it: answered,
 //! never committed. Found by the real-fault suite (`leasehold-faults`, PostgreSQL
 //! `blackhole_then_resume`: the holder's connection ended up "current transaction is aborted").
+//!
+//! The begin's own task gives up too, at the server bound and a second (a connection that went
+//! silent for good would hold it, and its pool slot, for ever). When the `BEGIN` then arrives
+//! after all, the pool's release hook finds the transaction open and rolls it back before the
+//! connection is reused: the second scenario.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -26,13 +31,18 @@ fn upstream(url: &str) -> SocketAddr {
     host.parse().expect("loopback address")
 }
 
-async fn cancelled_begin_leaves_nothing_open(url: &str, tag: &str) {
+/// `begin_given_up`: the blackhole outlasts the begin task's own bound (300 ms server bound and a
+/// second), so the task gives up too and the `BEGIN` arrives while the connection is drained.
+async fn cancelled_begin_leaves_nothing_open(url: &str, tag: &str, begin_given_up: bool) {
     let up = upstream(url);
     let proxy = FaultProxy::start(up).await.expect("proxy");
     let through = proxy.url_for(url, up);
     // One connection: the statements below meet the one the abandoned BEGIN used.
-    let store = StoreBuilder::new(&through)
-        .max_connections(1)
+    let mut builder = StoreBuilder::new(&through).max_connections(1);
+    if begin_given_up {
+        builder = builder.server_timeout(Duration::from_millis(300));
+    }
+    let store = builder
         .connect()
         .await
         .expect("connect through the proxy");
@@ -58,6 +68,9 @@ async fn cancelled_begin_leaves_nothing_open(url: &str, tag: &str) {
     )
     .await;
     assert!(abandoned.is_err(), "the begin should hang in the blackhole");
+    if begin_given_up {
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+    }
     // The held bytes (the BEGIN) arrive now.
     proxy.set(Fault::Pass);
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -103,7 +116,8 @@ async fn postgres() {
     let Some(url) = backend_url(POSTGRES_ENV) else {
         return;
     };
-    cancelled_begin_leaves_nothing_open(&url, "pg").await;
+    cancelled_begin_leaves_nothing_open(&url, "pg", false).await;
+    cancelled_begin_leaves_nothing_open(&url, "pg-late", true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -111,5 +125,6 @@ async fn mysql() {
     let Some(url) = backend_url(MYSQL_ENV) else {
         return;
     };
-    cancelled_begin_leaves_nothing_open(&url, "my").await;
+    cancelled_begin_leaves_nothing_open(&url, "my", false).await;
+    cancelled_begin_leaves_nothing_open(&url, "my-late", true).await;
 }

@@ -190,8 +190,7 @@ impl SeaOrmStore {
         term: Term,
         value: Option<&LeaseValue>,
     ) -> Result<Vec<(usize, Decided)>, DbErr> {
-        let txn =
-            crate::seaorm::begin_whole(self.connection(), TransactionOptions::default()).await?;
+        let txn = self.begin_whole(TransactionOptions::default()).await?;
         let mut by_ns: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
         for &i in chunk {
             by_ns.entry(keys[i].namespace.as_str()).or_default().push(i);
@@ -391,8 +390,7 @@ impl SeaOrmStore {
                 .or_default()
                 .push(i);
         }
-        let txn =
-            crate::seaorm::begin_whole(self.connection(), TransactionOptions::default()).await?;
+        let txn = self.begin_whole(TransactionOptions::default()).await?;
         let mut out = Vec::new();
         for group in by_ns.into_values() {
             // By (name, token), as in `release_chunk`.

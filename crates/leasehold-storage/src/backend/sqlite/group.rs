@@ -96,8 +96,7 @@ impl SeaOrmStore {
         chunk: &[usize],
     ) -> Result<Vec<(usize, Decided)>, DbErr> {
         let (index, _) = chunk_keys(keys, chunk);
-        let txn =
-            crate::seaorm::begin_whole(self.connection(), TransactionOptions::default()).await?;
+        let txn = self.begin_whole(TransactionOptions::default()).await?;
         let rows = txn.query_all_raw(grant.clone()).await?;
         let mut decided = granted(&rows, &index)?;
         let answered: HashSet<usize> = decided.iter().map(|(i, _)| *i).collect();
