@@ -93,12 +93,15 @@ where
 /// How long after a statement was abandoned returned connections are drained before reuse.
 const DRAIN_WINDOW: Duration = Duration::from_secs(10);
 
-fn epoch() -> Instant {
+/// Time since the first call, in milliseconds (the drain window's scale).
+fn now_ms() -> u64 {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
-    *EPOCH.get_or_init(|| MonotonicClock.now())
+    let epoch = *EPOCH.get_or_init(|| MonotonicClock.now());
+    let since = MonotonicClock.now().saturating_duration_since(epoch);
+    u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// Until when (milliseconds after [`epoch`]) returned connections are drained.
+/// Until when ([`now_ms`]) returned connections are drained.
 static DRAIN_UNTIL: AtomicU64 = AtomicU64::new(0);
 
 /// Runs `statement`; dropped before it answered (its caller gave up), it notes the abandonment
@@ -133,8 +136,8 @@ impl<F> Drop for Watched<F> {
         // Runs before the fields are dropped: the note is written before the statement (and the
         // pooled connection it holds) is.
         if !self.answered {
-            let until = (epoch().elapsed() + DRAIN_WINDOW).as_millis();
-            DRAIN_UNTIL.fetch_max(u64::try_from(until).unwrap_or(u64::MAX), Ordering::Relaxed);
+            let window = u64::try_from(DRAIN_WINDOW.as_millis()).unwrap_or(u64::MAX);
+            DRAIN_UNTIL.fetch_max(now_ms().saturating_add(window), Ordering::Relaxed);
         }
     }
 }
@@ -143,6 +146,33 @@ impl<F> Drop for Watched<F> {
 /// connection handed back to a pool may still have that statement out, and is drained before it
 /// is reused (`crate::connect`'s release hook). Outside such a window releases cost nothing more.
 pub(crate) fn abandoned_recently() -> bool {
-    let now = u64::try_from(epoch().elapsed().as_millis()).unwrap_or(u64::MAX);
-    now < DRAIN_UNTIL.load(Ordering::Relaxed)
+    now_ms() < DRAIN_UNTIL.load(Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_statement_dropped_unanswered_opens_the_drain_window() {
+        // An answered statement leaves the window as it was (other tests share it).
+        let before = DRAIN_UNTIL.load(Ordering::Relaxed);
+        assert_eq!(watched(async { 7 }).await, 7);
+        assert_eq!(DRAIN_UNTIL.load(Ordering::Relaxed), before);
+        // A statement given up on (its caller's bound passed) opens it for DRAIN_WINDOW.
+        let gave_up = tokio::time::timeout(
+            Duration::from_millis(5),
+            watched(std::future::pending::<()>()),
+        )
+        .await;
+        assert!(gave_up.is_err());
+        assert!(abandoned_recently());
+        let until = DRAIN_UNTIL.load(Ordering::Relaxed);
+        let window = u64::try_from(DRAIN_WINDOW.as_millis()).unwrap();
+        assert!(
+            until >= now_ms() + window - 1_000,
+            "{until} vs {}",
+            now_ms()
+        );
+    }
 }
