@@ -24,7 +24,8 @@ pub use machine::{
 };
 pub use names::{HolderId, LeaseKey, LeaseName, Namespace};
 pub use outcome::{
-    AcquireOutcome, FencingToken, LeaseRecord, ReleaseOutcome, RenewOutcome, SetValueOutcome,
+    AcquireOutcome, FenceOutcome, FencingToken, LeaseRecord, ReleaseOutcome, RenewOutcome,
+    SetValueOutcome,
 };
 pub use time::{DbInstant, Term};
 pub use value::{LeaseValue, MAX_VALUE_BYTES};
