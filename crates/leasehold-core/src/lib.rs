@@ -10,6 +10,7 @@ pub mod clock;
 pub mod clock_rate;
 pub mod config;
 pub mod error;
+pub mod fencing_header;
 pub mod machine;
 pub mod names;
 pub mod outcome;
@@ -19,6 +20,7 @@ pub mod value;
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use config::LeaseConfig;
 pub use error::ValidationError;
+pub use fencing_header::{FENCING_HEADER, HeaderError, TokenGate};
 pub use machine::{
     Command, Event, LeaseMachine, LossReason, Notification, RequestId, State, StoreFailure,
 };

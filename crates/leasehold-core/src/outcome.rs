@@ -106,7 +106,7 @@ impl LeaseRecord {
 }
 
 /// The answer of a fence at a resource outside the lease database (`Fence::admit` in
-/// leasehold-storage).
+/// leasehold-storage, [`TokenGate::admit`](crate::fencing_header::TokenGate::admit)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]
 pub enum FenceOutcome {

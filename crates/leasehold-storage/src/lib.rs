@@ -17,6 +17,8 @@
 //!   statement, its values beside its text).
 //! - [`Fence`]: fencing at a resource outside the lease database (a second database): a fence
 //!   table there, and [`Fence::admit`] run in the same transaction as the guarded write.
+//! - [`fencing_header`]: the `Leasehold-Fencing-Token` header that carries a token to an HTTP
+//!   service or object store, and [`TokenGate`], the check such a service makes on it.
 //! - [`rewrite_placeholders`]: `?` placeholders as the backend takes them, for statements of
 //!   your own beside the lease table.
 //!
@@ -83,6 +85,7 @@ pub use connect::StoreBuilder;
 pub use doorbell::Doorbell;
 pub use error::StoreError;
 pub use fence::FencedTransaction;
+pub use leasehold_core::fencing_header::{self, FENCING_HEADER, HeaderError, TokenGate};
 pub use leasehold_core::{
     AcquireOutcome, DbInstant, FenceOutcome, FencingToken, HolderId, LeaseKey, LeaseName,
     LeaseRecord, LeaseValue, Namespace, ReleaseOutcome, RenewOutcome, SetValueOutcome, Term,
