@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use leasehold_storage::{
-    AcquireOutcome, Backend, Fence, FenceOutcome, FencingToken, Grant, HolderId, LeaseKey,
-    LeaseStore, SeaOrmStore, StoreBuilder, Term,
+    AcquireOutcome, Backend, Fence, FenceError, FenceOutcome, FencingToken, Grant, HolderId,
+    LeaseKey, LeaseStore, SeaOrmStore, StoreBuilder, Term,
 };
 use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 use sea_orm::{ConnectionTrait, Database, DatabaseConnection, Statement, TransactionTrait};
@@ -345,4 +345,32 @@ fn database_replaced_in_urls() {
         "mysql://root@h/x?ssl-mode=disabled"
     );
     assert_eq!(with_database("mysql://root@h", "x"), "mysql://root@h/x");
+}
+
+/// Bad arguments are refused before any statement; a missing fence table is a database error
+/// naming the table.
+#[tokio::test]
+async fn bad_input_and_missing_table_are_errors() {
+    let db = Database::connect("sqlite::memory:").await.expect("connect");
+    let fence = Fence::new(db.clone());
+    let txn = db.begin().await.expect("begin");
+    for resource in ["", &"r".repeat(256), "a\0b"] {
+        assert!(
+            matches!(
+                fence.admit(&txn, resource, FencingToken(1)).await,
+                Err(FenceError::Invalid(_))
+            ),
+            "{resource:?} was not refused"
+        );
+    }
+    match fence.admit(&txn, "ledger", FencingToken(1)).await {
+        Err(FenceError::Database { table, .. }) => assert_eq!(table, "leasehold_fence"),
+        other => panic!("admit without the table: {other:?}"),
+    }
+    txn.rollback().await.expect("rollback");
+    let bad = Fence::new(db).table_prefix("no-dashes");
+    assert!(matches!(
+        bad.create_table().await,
+        Err(FenceError::Invalid(_))
+    ));
 }
