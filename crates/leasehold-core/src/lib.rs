@@ -10,6 +10,7 @@ pub mod clock;
 pub mod clock_rate;
 pub mod config;
 pub mod error;
+pub mod fencing_header;
 pub mod machine;
 pub mod names;
 pub mod outcome;
@@ -19,12 +20,14 @@ pub mod value;
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use config::LeaseConfig;
 pub use error::ValidationError;
+pub use fencing_header::{FENCING_HEADER, HeaderError, TokenGate};
 pub use machine::{
     Command, Event, LeaseMachine, LossReason, Notification, RequestId, State, StoreFailure,
 };
 pub use names::{HolderId, LeaseKey, LeaseName, Namespace};
 pub use outcome::{
-    AcquireOutcome, FencingToken, LeaseRecord, ReleaseOutcome, RenewOutcome, SetValueOutcome,
+    AcquireOutcome, FenceOutcome, FencingToken, LeaseRecord, ReleaseOutcome, RenewOutcome,
+    SetValueOutcome,
 };
 pub use time::{DbInstant, Term};
 pub use value::{LeaseValue, MAX_VALUE_BYTES};

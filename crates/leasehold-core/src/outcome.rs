@@ -104,3 +104,27 @@ impl LeaseRecord {
         }
     }
 }
+
+/// The answer of a fence at a resource outside the lease database (`Fence::admit` in
+/// leasehold-storage, [`TokenGate::admit`](crate::fencing_header::TokenGate::admit)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum FenceOutcome {
+    /// The resource's record now holds the caller's token (it was absent, lower, or equal: the
+    /// same tenure writing again). Go on with the write.
+    Admitted,
+    /// A higher token wrote to the resource before: the caller's tenure has ended. Do not write (roll
+    /// the transaction back).
+    Stale {
+        /// The token the resource's record holds.
+        highest: FencingToken,
+    },
+}
+
+impl FenceOutcome {
+    /// Whether the token was admitted.
+    #[must_use]
+    pub fn is_admitted(self) -> bool {
+        self == Self::Admitted
+    }
+}

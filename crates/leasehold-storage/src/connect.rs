@@ -55,6 +55,27 @@ pub const DEFAULT_SERVER_TIMEOUT: Duration = Duration::from_secs(5);
 /// Longest table prefix accepted (keeps index names within every backend's identifier limit).
 const MAX_PREFIX: usize = 32;
 
+/// Checks a table prefix: at most [`MAX_PREFIX`] bytes of ASCII letters, digits and `_`, not
+/// starting with a digit, so that it can be spliced into SQL as part of an identifier.
+pub(crate) fn check_table_prefix(p: &str) -> Result<(), ValidationError> {
+    if p.len() > MAX_PREFIX {
+        return Err(ValidationError::TooLong {
+            field: "table_prefix",
+            len: p.len(),
+            max: MAX_PREFIX,
+        });
+    }
+    if !p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        || p.starts_with(|c: char| c.is_ascii_digit())
+    {
+        return Err(ValidationError::NotIdentifier {
+            field: "table_prefix",
+            value: p.to_owned(),
+        });
+    }
+    Ok(())
+}
+
 impl StoreBuilder {
     /// A builder for `url`: `sqlite://path?mode=rwc`, `sqlite::memory:`, `postgres://…`,
     /// `mysql://…`.
@@ -139,23 +160,8 @@ impl StoreBuilder {
     /// # Errors
     /// [`ValidationError`] if the prefix is not a plain identifier or is too long.
     pub fn table_name(&self) -> Result<String, ValidationError> {
-        let p = &self.table_prefix;
-        if p.len() > MAX_PREFIX {
-            return Err(ValidationError::TooLong {
-                field: "table_prefix",
-                len: p.len(),
-                max: MAX_PREFIX,
-            });
-        }
-        if !p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-            || p.starts_with(|c: char| c.is_ascii_digit())
-        {
-            return Err(ValidationError::NotIdentifier {
-                field: "table_prefix",
-                value: p.clone(),
-            });
-        }
-        Ok(crate::ddl::table_name(p))
+        check_table_prefix(&self.table_prefix)?;
+        Ok(crate::ddl::table_name(&self.table_prefix))
     }
 
     /// Connects, creates the table if asked to, and checks its columns.

@@ -65,7 +65,11 @@ async fn exec<C: ConnectionTrait>(conn: &C, sql: String) -> Result<(), DbErr> {
 /// there the statement runs in one simple query behind the table's migration advisory lock:
 /// the second run waits for the first to commit and then finds the table. MySQL and SQLite
 /// serialise DDL themselves.
-async fn exec_create<C: ConnectionTrait>(conn: &C, table: &str, sql: String) -> Result<(), DbErr> {
+pub(crate) async fn exec_create<C: ConnectionTrait>(
+    conn: &C,
+    table: &str,
+    sql: String,
+) -> Result<(), DbErr> {
     if conn.get_database_backend() == DbBackend::Postgres {
         let locked =
             format!("SELECT pg_advisory_xact_lock(hashtext('leasehold_migrate:{table}'));\n{sql}");
@@ -130,7 +134,9 @@ pub async fn create_first_step_table<C: ConnectionTrait>(
 
 /// The binary no-pad collation of the server: MariaDB's `utf8mb4_nopad_bin`, MySQL 8's
 /// `utf8mb4_0900_bin`.
-async fn mysql_exact_collation<C: ConnectionTrait>(conn: &C) -> Result<&'static str, DbErr> {
+pub(crate) async fn mysql_exact_collation<C: ConnectionTrait>(
+    conn: &C,
+) -> Result<&'static str, DbErr> {
     let row = conn
         .query_one_raw(Statement::from_string(
             DbBackend::MySql,

@@ -135,7 +135,7 @@ impl From<ValidationError> for StoreError {
 /// A driver error's text without SeaORM's wrapper prefix ("Connection Error: ", "Execution
 /// Error: ", …): the wrapper's message is its inner error's text behind a label, and the store
 /// error's own message already says what was being done.
-struct DriverText<'a>(&'a DbErr);
+pub(crate) struct DriverText<'a>(pub(crate) &'a DbErr);
 
 impl std::fmt::Display for DriverText<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -15,6 +15,10 @@
 //! - [`entity`]: the SeaORM entity of the lease table, for application queries (leasehold's own
 //!   statements are in `sql.rs` and, per database, `backend/<database>/`: one function per
 //!   statement, its values beside its text).
+//! - [`Fence`]: fencing at a resource outside the lease database (a second database): a fence
+//!   table there, and [`Fence::admit`] run in the same transaction as the guarded write.
+//! - [`fencing_header`]: the `Leasehold-Fencing-Token` header that carries a token to an HTTP
+//!   service or object store, and [`TokenGate`], the check such a service makes on it.
 //! - [`rewrite_placeholders`]: `?` placeholders as the backend takes them, for statements of
 //!   your own beside the lease table.
 //!
@@ -66,6 +70,7 @@ mod memory;
 pub mod observe;
 pub mod one_by_one;
 mod purge;
+mod resource_fence;
 mod retry;
 mod row_ids;
 mod schema;
@@ -80,11 +85,14 @@ pub use connect::StoreBuilder;
 pub use doorbell::Doorbell;
 pub use error::StoreError;
 pub use fence::FencedTransaction;
+pub use leasehold_core::fencing_header::{self, FENCING_HEADER, HeaderError, TokenGate};
 pub use leasehold_core::{
-    AcquireOutcome, DbInstant, FencingToken, HolderId, LeaseKey, LeaseName, LeaseRecord,
-    LeaseValue, Namespace, ReleaseOutcome, RenewOutcome, SetValueOutcome, Term, ValidationError,
+    AcquireOutcome, DbInstant, FenceOutcome, FencingToken, HolderId, LeaseKey, LeaseName,
+    LeaseRecord, LeaseValue, Namespace, ReleaseOutcome, RenewOutcome, SetValueOutcome, Term,
+    ValidationError,
 };
 pub use memory::MemoryStore;
+pub use resource_fence::{DEFAULT_FENCE_TABLE, Fence, FenceError, MAX_RESOURCE_BYTES};
 pub use seaorm::SeaOrmStore;
 pub use sql::rewrite_placeholders;
 pub use store::{AdminStore, AllOutcome, BatchRenewal, Grant, LeaseStore, RenewItem, Store};

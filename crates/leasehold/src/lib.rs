@@ -101,11 +101,12 @@ pub use leasehold_core::{
 pub use leasehold_engine::KnownBug;
 pub use leasehold_engine::WorkGuard;
 pub use leasehold_local as local;
+pub use leasehold_storage::fencing_header::{self, FENCING_HEADER, HeaderError, TokenGate};
 pub use leasehold_storage::observe::{LeaseObserver, Observation, ObserveOptions};
 pub use leasehold_storage::{
-    AcquireOutcome, AdminStore, AllOutcome, FencedTransaction, Grant, LeaseStore, MemoryStore,
-    ReleaseOutcome, RenewItem, RenewOutcome, SeaOrmStore, Store, StoreBuilder, StoreError,
-    TlsProblem,
+    AcquireOutcome, AdminStore, AllOutcome, Fence, FenceError, FenceOutcome, FencedTransaction,
+    Grant, LeaseStore, MemoryStore, ReleaseOutcome, RenewItem, RenewOutcome, SeaOrmStore, Store,
+    StoreBuilder, StoreError, TlsProblem,
 };
 pub use sea_orm;
 pub use tokio_util::sync::CancellationToken;

@@ -74,6 +74,15 @@ fn fencing_rejects_the_stale_write() {
 }
 
 #[test]
+fn fence_second_database_refuses_the_stale_write() {
+    runs(
+        "fence_second_database",
+        &[],
+        "refused at the second database",
+    );
+}
+
+#[test]
 fn prometheus_health_serves_metrics_and_probes() {
     runs("prometheus_health", &["--smoke"], "ready and leading");
 }

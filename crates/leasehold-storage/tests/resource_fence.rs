@@ -1,0 +1,376 @@
+//! Fencing at a second database: after a takeover, the new holder's writes through
+//! `Fence::admit` commit and the old holder's are refused and rolled back; a lower token that
+//! waits for a higher one's transaction is refused once that commits. On every backend, with
+//! the lease table in the test database and the resource in another.
+
+use std::time::Duration;
+
+use leasehold_storage::{
+    AcquireOutcome, Backend, Fence, FenceError, FenceOutcome, FencingToken, Grant, HolderId,
+    LeaseKey, LeaseStore, SeaOrmStore, StoreBuilder, Term,
+};
+use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
+use sea_orm::{ConnectionTrait, Database, DatabaseConnection, Statement, TransactionTrait};
+
+/// The database the resources live in, beside the test database.
+const RESOURCE_DB: &str = "leasehold_fence_test";
+
+async fn grant(store: &SeaOrmStore, key: &LeaseKey, who: &HolderId, ms: u64) -> FencingToken {
+    match store
+        .begin_tenure(
+            key,
+            who,
+            Grant::New,
+            Term::new("term", Duration::from_millis(ms)).expect("term"),
+            None,
+        )
+        .await
+        .expect("acquire")
+    {
+        AcquireOutcome::Acquired { token, .. } => token,
+        other => panic!("{who} could not acquire: {other:?}"),
+    }
+}
+
+/// `url` with its database (the path) replaced by `db`, keeping the query.
+fn with_database(url: &str, db: &str) -> String {
+    let (base, query) = url
+        .split_once('?')
+        .map_or((url, None), |(b, q)| (b, Some(q)));
+    let start = base.find("://").map_or(0, |i| i + 3);
+    let authority_end = base[start..].find('/').map_or(base.len(), |i| start + i);
+    let mut out = format!("{}/{db}", &base[..authority_end]);
+    if let Some(q) = query {
+        out.push('?');
+        out.push_str(q);
+    }
+    out
+}
+
+/// The resource database of the server `url` names, created if missing.
+async fn resource_database(url: &str) -> DatabaseConnection {
+    let admin = Database::connect(url).await.expect("connect");
+    if url.starts_with("postgres") {
+        let exists = admin
+            .query_one_raw(Statement::from_string(
+                admin.get_database_backend(),
+                format!("SELECT 1 AS one FROM pg_database WHERE datname = '{RESOURCE_DB}'"),
+            ))
+            .await
+            .expect("pg_database")
+            .is_some();
+        if !exists
+            && let Err(e) = admin
+                .execute_unprepared(&format!("CREATE DATABASE {RESOURCE_DB}"))
+                .await
+        {
+            // Another test of this run may have created it since.
+            let text = e.to_string();
+            assert!(
+                text.contains("already exists") || text.contains("duplicate key"),
+                "create database: {text}"
+            );
+        }
+    } else {
+        admin
+            .execute_unprepared(&format!("CREATE DATABASE IF NOT EXISTS {RESOURCE_DB}"))
+            .await
+            .expect("create database");
+    }
+    admin.close().await.expect("close");
+    Database::connect(with_database(url, RESOURCE_DB))
+        .await
+        .expect("connect to the resource database")
+}
+
+async fn scalar(db: &DatabaseConnection, sql: String) -> i64 {
+    let row = db
+        .query_one_raw(Statement::from_string(db.get_database_backend(), sql))
+        .await
+        .expect("query")
+        .expect("row");
+    row.try_get("", "n").expect("n")
+}
+
+async fn writes_by(db: &DatabaseConnection, ledger: &str, who: &str) -> i64 {
+    scalar(
+        db,
+        format!("SELECT COUNT(*) AS n FROM {ledger} WHERE writer = '{who}'"),
+    )
+    .await
+}
+
+async fn stored_token(db: &DatabaseConnection, fence: &Fence, resource: &str) -> i64 {
+    let table = fence.table_name().expect("table");
+    scalar(
+        db,
+        format!("SELECT token AS n FROM {table} WHERE resource = '{resource}'"),
+    )
+    .await
+}
+
+/// One holder's write to the ledger, fenced: admitted and committed, or refused and rolled
+/// back. The insert runs before the admission so that a refusal visibly discards it.
+async fn fenced_write(
+    db: &DatabaseConnection,
+    fence: &Fence,
+    ledger: &str,
+    who: &str,
+    token: FencingToken,
+) -> FenceOutcome {
+    let txn = db.begin().await.expect("begin");
+    txn.execute_unprepared(&format!(
+        "INSERT INTO {ledger} (writer, token) VALUES ('{who}', {token})"
+    ))
+    .await
+    .expect("insert");
+    let outcome = fence.admit(&txn, "ledger", token).await.expect("admit");
+    if outcome.is_admitted() {
+        txn.commit().await.expect("commit");
+    } else {
+        txn.rollback().await.expect("rollback");
+    }
+    outcome
+}
+
+/// a's tenure lapses and b takes over; at the resource database b's writes commit (twice with
+/// the same token) and a's are refused and rolled back, whichever order they come in.
+async fn takeover_fences_the_old_holder(
+    lease_url: &str,
+    resource: DatabaseConnection,
+    tag: &str,
+    backend: Option<Backend>,
+) {
+    let pid = std::process::id();
+    let store = StoreBuilder::new(lease_url).connect().await.expect("store");
+    let key = LeaseKey::parse(&format!("resource-fence.{tag}.{pid}"), "ledger").expect("key");
+    let (a, b) = (
+        HolderId::new("a").expect("a"),
+        HolderId::new("b").expect("b"),
+    );
+    let ta = grant(&store, &key, &a, 300).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let tb = grant(&store, &key, &b, 60_000).await;
+    assert!(tb > ta, "takeover token {tb} not above {ta}");
+
+    let mut fence = Fence::new(resource.clone()).table_prefix(format!("t{tag}_{pid}_"));
+    if let Some(backend) = backend {
+        fence = fence.backend(backend);
+    }
+    let ledger = format!("ledger_{tag}_{pid}");
+    let table = fence.table_name().expect("table");
+    for t in [&ledger, &table] {
+        resource
+            .execute_unprepared(&format!("DROP TABLE IF EXISTS {t}"))
+            .await
+            .expect("drop");
+    }
+    resource
+        .execute_unprepared(&format!(
+            "CREATE TABLE {ledger} (writer VARCHAR(32) NOT NULL, token BIGINT NOT NULL)"
+        ))
+        .await
+        .expect("create ledger");
+    fence.create_table().await.expect("create fence table");
+    fence
+        .create_table()
+        .await
+        .expect("create fence table again");
+
+    // a wrote once while its tenure was live.
+    assert_eq!(
+        fenced_write(&resource, &fence, &ledger, "a", ta).await,
+        FenceOutcome::Admitted
+    );
+    assert_eq!(
+        fenced_write(&resource, &fence, &ledger, "b", tb).await,
+        FenceOutcome::Admitted
+    );
+    // a wakes up after the takeover.
+    assert_eq!(
+        fenced_write(&resource, &fence, &ledger, "a", ta).await,
+        FenceOutcome::Stale { highest: tb }
+    );
+    // The same tenure writes again.
+    assert_eq!(
+        fenced_write(&resource, &fence, &ledger, "b", tb).await,
+        FenceOutcome::Admitted
+    );
+    assert_eq!(
+        (
+            writes_by(&resource, &ledger, "a").await,
+            writes_by(&resource, &ledger, "b").await,
+            stored_token(&resource, &fence, "ledger").await,
+        ),
+        (1, 2, tb.get())
+    );
+    for t in [&ledger, &table] {
+        resource
+            .execute_unprepared(&format!("DROP TABLE {t}"))
+            .await
+            .expect("drop");
+    }
+}
+
+/// Token 7 admits first and holds its transaction open; token 5's admission waits for it, and
+/// once 7 commits 5 is refused: 5 is never stored.
+async fn lower_token_waits_then_is_refused(
+    resource: DatabaseConnection,
+    tag: &str,
+    backend: Option<Backend>,
+) {
+    let pid = std::process::id();
+    let mut fence = Fence::new(resource.clone()).table_prefix(format!("c{tag}_{pid}_"));
+    if let Some(backend) = backend {
+        fence = fence.backend(backend);
+    }
+    let table = fence.table_name().expect("table");
+    resource
+        .execute_unprepared(&format!("DROP TABLE IF EXISTS {table}"))
+        .await
+        .expect("drop");
+    fence.create_table().await.expect("create fence table");
+
+    let seven = resource.begin().await.expect("begin");
+    assert_eq!(
+        fence
+            .admit(&seven, "ledger", FencingToken(7))
+            .await
+            .expect("admit 7"),
+        FenceOutcome::Admitted
+    );
+    let five = tokio::spawn({
+        let (resource, fence) = (resource.clone(), fence.clone());
+        async move {
+            let txn = resource.begin().await.expect("begin");
+            let outcome = fence
+                .admit(&txn, "ledger", FencingToken(5))
+                .await
+                .expect("admit 5");
+            if outcome.is_admitted() {
+                txn.commit().await.expect("commit 5");
+            } else {
+                txn.rollback().await.expect("rollback 5");
+            }
+            outcome
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !five.is_finished(),
+        "token 5 was answered while token 7's transaction held the resource"
+    );
+    seven.commit().await.expect("commit 7");
+    assert_eq!(
+        five.await.expect("task"),
+        FenceOutcome::Stale {
+            highest: FencingToken(7)
+        }
+    );
+    assert_eq!(stored_token(&resource, &fence, "ledger").await, 7);
+    resource
+        .execute_unprepared(&format!("DROP TABLE {table}"))
+        .await
+        .expect("drop");
+}
+
+fn sqlite_files(tag: &str) -> (std::path::PathBuf, String, String) {
+    let dir = std::env::temp_dir().join(format!(
+        "leasehold-resource-fence-{tag}-{}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let url = |f: &str| format!("sqlite://{}?mode=rwc", dir.join(f).display());
+    let (lease, resource) = (url("lease.db"), url("resource.db"));
+    (dir, lease, resource)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite() {
+    let (dir, lease, resource) = sqlite_files("takeover");
+    let db = Database::connect(&resource).await.expect("resource");
+    takeover_fences_the_old_holder(&lease, db.clone(), "sqlite", None).await;
+    db.close().await.expect("close");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_concurrent() {
+    let (dir, _, resource) = sqlite_files("concurrent");
+    let db = Database::connect(&resource).await.expect("resource");
+    lower_token_waits_then_is_refused(db.clone(), "sqlite", None).await;
+    db.close().await.expect("close");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres() {
+    let Some(url) = backend_url(POSTGRES_ENV) else {
+        return;
+    };
+    let db = resource_database(&url).await;
+    takeover_fences_the_old_holder(&url, db.clone(), "pg", None).await;
+    lower_token_waits_then_is_refused(db, "pg", None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql() {
+    let Some(url) = backend_url(MYSQL_ENV) else {
+        return;
+    };
+    let db = resource_database(&url).await;
+    takeover_fences_the_old_holder(&url, db.clone(), "my", None).await;
+    lower_token_waits_then_is_refused(db, "my", None).await;
+}
+
+/// The path without `RETURNING` (Oracle MySQL), run on the MySQL-family test server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_read_back() {
+    let Some(url) = backend_url(MYSQL_ENV) else {
+        return;
+    };
+    let db = resource_database(&url).await;
+    takeover_fences_the_old_holder(&url, db.clone(), "my8", Some(Backend::MySql)).await;
+    lower_token_waits_then_is_refused(db, "my8", Some(Backend::MySql)).await;
+}
+
+#[test]
+fn database_replaced_in_urls() {
+    assert_eq!(
+        with_database("postgres://postgres@127.0.0.1:5432/test", "x"),
+        "postgres://postgres@127.0.0.1:5432/x"
+    );
+    assert_eq!(
+        with_database("mysql://root@h/test?ssl-mode=disabled", "x"),
+        "mysql://root@h/x?ssl-mode=disabled"
+    );
+    assert_eq!(with_database("mysql://root@h", "x"), "mysql://root@h/x");
+}
+
+/// Bad arguments are refused before any statement; a missing fence table is a database error
+/// naming the table.
+#[tokio::test]
+async fn bad_input_and_missing_table_are_errors() {
+    let db = Database::connect("sqlite::memory:").await.expect("connect");
+    let fence = Fence::new(db.clone());
+    let txn = db.begin().await.expect("begin");
+    for resource in ["", &"r".repeat(256), "a\0b"] {
+        assert!(
+            matches!(
+                fence.admit(&txn, resource, FencingToken(1)).await,
+                Err(FenceError::Invalid(_))
+            ),
+            "{resource:?} was not refused"
+        );
+    }
+    match fence.admit(&txn, "ledger", FencingToken(1)).await {
+        Err(FenceError::Database { table, .. }) => assert_eq!(table, "leasehold_fence"),
+        other => panic!("admit without the table: {other:?}"),
+    }
+    txn.rollback().await.expect("rollback");
+    let bad = Fence::new(db).table_prefix("no-dashes");
+    assert!(matches!(
+        bad.create_table().await,
+        Err(FenceError::Invalid(_))
+    ));
+}

@@ -1,0 +1,1 @@
+../../../examples/fence_second_database.rs
