@@ -42,10 +42,7 @@ async fn cancelled_begin_leaves_nothing_open(url: &str, tag: &str, begin_given_u
     if begin_given_up {
         builder = builder.server_timeout(Duration::from_millis(300));
     }
-    let store = builder
-        .connect()
-        .await
-        .expect("connect through the proxy");
+    let store = builder.connect().await.expect("connect through the proxy");
     let direct = StoreBuilder::new(url).connect().await.expect("connect");
     let ns = format!("cancelled-begin-{tag}-{}", std::process::id());
     let me = HolderId::new("a").expect("holder");
