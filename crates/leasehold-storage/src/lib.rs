@@ -87,5 +87,7 @@ pub use leasehold_core::{
 pub use memory::MemoryStore;
 pub use seaorm::SeaOrmStore;
 pub use sql::rewrite_placeholders;
-pub use store::{AdminStore, AllOutcome, BatchRenewal, Grant, LeaseStore, RenewItem, Store};
+#[allow(deprecated)]
+pub use store::RenewItem;
+pub use store::{AdminStore, AllOutcome, BatchRenewal, Grant, LeaseStore, Store, TenureRef};
 pub use tls::TlsProblem;

@@ -101,10 +101,12 @@ pub use leasehold_core::{
 pub use leasehold_engine::KnownBug;
 pub use leasehold_engine::WorkGuard;
 pub use leasehold_local as local;
+#[allow(deprecated)]
+pub use leasehold_storage::RenewItem;
 pub use leasehold_storage::observe::{LeaseObserver, Observation, ObserveOptions};
 pub use leasehold_storage::{
     AcquireOutcome, AdminStore, AllOutcome, FencedTransaction, Grant, LeaseStore, MemoryStore,
-    ReleaseOutcome, RenewItem, RenewOutcome, SeaOrmStore, Store, StoreBuilder, StoreError,
+    ReleaseOutcome, RenewOutcome, SeaOrmStore, Store, StoreBuilder, StoreError, TenureRef,
     TlsProblem,
 };
 pub use sea_orm;
