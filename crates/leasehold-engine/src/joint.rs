@@ -16,7 +16,7 @@
 
 use futures::future::BoxFuture;
 use leasehold_core::{AcquireOutcome, HolderId, LeaseKey, StoreFailure, Term};
-use leasehold_storage::{AllOutcome, LeaseStore, RenewItem};
+use leasehold_storage::{AllOutcome, LeaseStore, TenureRef};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -125,14 +125,14 @@ impl JointGrant {
                 Err(e) => Err(StoreFailure::new(e.to_string())),
             };
             if let Err(Ok(AcquireOutcome::Acquired { token, .. })) = reply.send(answer) {
-                unclaimed.push(RenewItem { key, token });
+                unclaimed.push(TenureRef { key, token });
             }
         }
         self.release_unclaimed(unclaimed).await;
     }
 
     /// Releases the tenures of parts that had stopped waiting when the grant answered.
-    async fn release_unclaimed(&self, items: Vec<RenewItem>) {
+    async fn release_unclaimed(&self, items: Vec<TenureRef>) {
         if items.is_empty() {
             return;
         }

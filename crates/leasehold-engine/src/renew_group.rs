@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use leasehold_core::{HolderId, RenewOutcome, StoreFailure, Term};
-use leasehold_storage::{BatchRenewal, LeaseStore, RenewItem};
+use leasehold_storage::{BatchRenewal, LeaseStore, TenureRef};
 use tokio::sync::{Semaphore, oneshot};
 use tokio::time::Instant;
 
@@ -129,7 +129,7 @@ pub(crate) struct QueueRenew {
     /// The holder of the tenure.
     pub holder: HolderId,
     /// The lease and the tenure's token.
-    pub item: RenewItem,
+    pub item: TenureRef,
     /// The term to ask for.
     pub term: Term,
     /// Where the answer goes (dropped unanswered only if the group stops).
@@ -140,7 +140,7 @@ impl Message for QueueRenew {
     type Result = ();
 }
 
-type Waiting = Vec<(RenewItem, oneshot::Sender<RenewReply>)>;
+type Waiting = Vec<(TenureRef, oneshot::Sender<RenewReply>)>;
 
 /// The group commit of renewals: the first renewal queued opens a window (the configured
 /// minimum, default 10 ms, or `term / 30` if longer); when it closes, every renewal queued
@@ -227,7 +227,7 @@ impl RenewGroup {
         // The items move to the statement and the replies stay here: one copy of a batch in
         // flight, not three (with the whole burst renewing at once, every held lease has its
         // renewal in flight at the same instant).
-        let (items, replies): (Vec<RenewItem>, Vec<_>) = waiting.into_iter().unzip();
+        let (items, replies): (Vec<TenureRef>, Vec<_>) = waiting.into_iter().unzip();
         let count = items.len();
         let clock = leasehold_core::MonotonicClock;
         let started = leasehold_core::Clock::now(&clock);
@@ -301,7 +301,7 @@ impl RenewGroup {
 struct AskAlone {
     store: Arc<dyn LeaseStore>,
     holder: HolderId,
-    item: RenewItem,
+    item: TenureRef,
     term: Term,
 }
 

@@ -8,8 +8,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use leasehold::{
     AcquireOutcome, AllOutcome, DbInstant, FencingToken, Grant, HolderId, LeaseKey, LeaseRecord,
-    LeaseValue, Namespace, ReleaseOutcome, RenewItem, RenewOutcome, SetValueOutcome, Store,
-    StoreError, Term,
+    LeaseValue, Namespace, ReleaseOutcome, RenewOutcome, SetValueOutcome, Store, StoreError,
+    TenureRef, Term,
 };
 use leasehold_storage::layer::StoreLayer;
 use leasehold_storage::{BatchRenewal, one_by_one};
@@ -242,7 +242,7 @@ impl StoreLayer for FaultStore {
     async fn release_many(
         &self,
         holder: &HolderId,
-        items: &[RenewItem],
+        items: &[TenureRef],
     ) -> Result<u64, StoreError> {
         let (inner, rec) = (Arc::clone(&self.inner), self.rec.clone());
         let (h, list) = (holder.clone(), items.to_vec());
@@ -292,7 +292,7 @@ impl StoreLayer for FaultStore {
     async fn renew_many(
         &self,
         holder: &HolderId,
-        items: &[RenewItem],
+        items: &[TenureRef],
         term: Term,
     ) -> Result<Vec<bool>, StoreError> {
         let (inner, rec) = (Arc::clone(&self.inner), self.rec.clone());
@@ -362,7 +362,7 @@ impl StoreLayer for FaultStore {
     async fn renew_batch(
         &self,
         holder: &HolderId,
-        items: &[RenewItem],
+        items: &[TenureRef],
         term: Term,
     ) -> Result<Vec<BatchRenewal>, StoreError> {
         one_by_one::renew_batch(self, holder, items, term).await
@@ -371,7 +371,7 @@ impl StoreLayer for FaultStore {
     async fn release_batch(
         &self,
         holder: &HolderId,
-        items: &[RenewItem],
+        items: &[TenureRef],
     ) -> Result<Vec<Result<ReleaseOutcome, StoreError>>, StoreError> {
         one_by_one::release_batch(self, holder, items).await
     }

@@ -17,10 +17,10 @@ use sea_orm::{ConnectionTrait, DbErr, QueryResult};
 
 use crate::Backend;
 use crate::seaorm::{MYSQL_RENEW_CHUNK, get, retry_deadlocks};
-use crate::{BatchRenewal, LeaseStore, RenewItem, SeaOrmStore, StoreError};
+use crate::{BatchRenewal, LeaseStore, SeaOrmStore, StoreError, TenureRef};
 
 /// Item indices grouped by namespace, in chunks of at most [`MYSQL_RENEW_CHUNK`].
-fn by_namespace(items: &[RenewItem]) -> Vec<Vec<usize>> {
+fn by_namespace(items: &[TenureRef]) -> Vec<Vec<usize>> {
     let mut groups: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for (i, it) in items.iter().enumerate() {
         groups.entry(it.key.namespace.as_str()).or_default().push(i);
@@ -43,10 +43,10 @@ impl SeaOrmStore {
     pub(crate) async fn renew_items(
         &self,
         holder: &HolderId,
-        items: &[RenewItem],
+        items: &[TenureRef],
         term: Term,
     ) -> Result<Vec<BatchRenewal>, StoreError> {
-        let mut first: HashMap<&RenewItem, usize> = HashMap::new();
+        let mut first: HashMap<&TenureRef, usize> = HashMap::new();
         let mut next_round: HashMap<&LeaseKey, usize> = HashMap::new();
         let mut rounds: Vec<Vec<usize>> = Vec::new();
         let mut copies: Vec<(usize, usize)> = Vec::new();
@@ -68,7 +68,7 @@ impl SeaOrmStore {
         }
         let mut answers = vec![BatchRenewal::Lost; items.len()];
         for round in rounds {
-            let sub: Vec<RenewItem> = round.iter().map(|&i| items[i].clone()).collect();
+            let sub: Vec<TenureRef> = round.iter().map(|&i| items[i].clone()).collect();
             let got = self.renew_round(holder, &sub, term).await?;
             for (&i, answer) in round.iter().zip(got) {
                 answers[i] = answer;
@@ -84,7 +84,7 @@ impl SeaOrmStore {
     async fn renew_round(
         &self,
         holder: &HolderId,
-        items: &[RenewItem],
+        items: &[TenureRef],
         term: Term,
     ) -> Result<Vec<BatchRenewal>, StoreError> {
         let op = "renew_many";
@@ -155,7 +155,7 @@ impl SeaOrmStore {
     pub(crate) async fn renew_items_waiting(
         &self,
         holder: &HolderId,
-        items: &[RenewItem],
+        items: &[TenureRef],
         term: Term,
     ) -> Result<Vec<bool>, StoreError> {
         let answers = self.renew_items(holder, items, term).await?;
@@ -187,7 +187,7 @@ impl SeaOrmStore {
     async fn renew_chunk_mysql(
         &self,
         holder: &HolderId,
-        items: &[RenewItem],
+        items: &[TenureRef],
         chunk: &[usize],
         term: Term,
     ) -> Result<(Vec<usize>, Vec<usize>, Vec<usize>), DbErr> {
@@ -318,7 +318,7 @@ impl SeaOrmStore {
     pub(crate) async fn release_items(
         &self,
         holder: &HolderId,
-        items: &[RenewItem],
+        items: &[TenureRef],
     ) -> Result<u64, StoreError> {
         let op = "release_many";
         if items.is_empty() {

@@ -36,7 +36,7 @@ use leasehold_core::{
 use sea_orm::{ConnectionTrait, DbErr, QueryResult, Statement};
 
 use crate::seaorm::retry_deadlocks;
-use crate::{Backend, Grant, LeaseStore, RenewItem, SeaOrmStore, StoreError};
+use crate::{Backend, Grant, LeaseStore, SeaOrmStore, StoreError, TenureRef};
 
 /// Items per grant transaction (MySQL binds five values per item).
 pub(crate) const GRANT_CHUNK: usize = 1_000;
@@ -248,7 +248,7 @@ impl SeaOrmStore {
     pub(crate) async fn release_batch_items(
         &self,
         holder: &HolderId,
-        items: &[RenewItem],
+        items: &[TenureRef],
     ) -> Result<Vec<Result<ReleaseOutcome, StoreError>>, StoreError> {
         if items.len() <= 1 {
             let mut out = Vec::with_capacity(items.len());
@@ -282,7 +282,7 @@ impl SeaOrmStore {
     async fn release_chunk(
         &self,
         holder: &HolderId,
-        items: &[RenewItem],
+        items: &[TenureRef],
         chunk: &[usize],
     ) -> Result<Vec<usize>, StoreError> {
         let stmt = match self.sql.backend {
@@ -306,7 +306,7 @@ impl SeaOrmStore {
     async fn released(
         &self,
         stmt: &Statement,
-        items: &[RenewItem],
+        items: &[TenureRef],
         chunk: &[usize],
     ) -> Result<Vec<usize>, DbErr> {
         // Rows are matched with items by (namespace, name, token): two tenures of one key in one

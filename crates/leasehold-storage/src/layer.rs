@@ -21,7 +21,7 @@ use leasehold_core::{
 };
 
 use crate::{
-    AdminStore, AllOutcome, BatchRenewal, Grant, LeaseStore, RenewItem, Store, StoreError,
+    AdminStore, AllOutcome, BatchRenewal, Grant, LeaseStore, Store, StoreError, TenureRef,
 };
 
 /// A method of the store port ([`LeaseStore`] and [`AdminStore`]), as a layer's
@@ -240,7 +240,7 @@ pub trait StoreLayer: Send + Sync + 'static {
     async fn renew_many(
         &self,
         holder: &HolderId,
-        items: &[RenewItem],
+        items: &[TenureRef],
         term: Term,
     ) -> Result<Vec<bool>, StoreError> {
         let call = StoreCall {
@@ -255,7 +255,7 @@ pub trait StoreLayer: Send + Sync + 'static {
     async fn renew_batch(
         &self,
         holder: &HolderId,
-        items: &[RenewItem],
+        items: &[TenureRef],
         term: Term,
     ) -> Result<Vec<BatchRenewal>, StoreError> {
         let call = StoreCall {
@@ -285,7 +285,7 @@ pub trait StoreLayer: Send + Sync + 'static {
     async fn release_many(
         &self,
         holder: &HolderId,
-        items: &[RenewItem],
+        items: &[TenureRef],
     ) -> Result<u64, StoreError> {
         let call = StoreCall {
             method: Method::ReleaseMany,
@@ -299,7 +299,7 @@ pub trait StoreLayer: Send + Sync + 'static {
     async fn release_batch(
         &self,
         holder: &HolderId,
-        items: &[RenewItem],
+        items: &[TenureRef],
     ) -> Result<Vec<Result<ReleaseOutcome, StoreError>>, StoreError> {
         let call = StoreCall {
             method: Method::ReleaseBatch,
@@ -429,7 +429,7 @@ impl<L: StoreLayer> LeaseStore for L {
     async fn renew_many(
         &self,
         holder: &HolderId,
-        items: &[RenewItem],
+        items: &[TenureRef],
         term: Term,
     ) -> Result<Vec<bool>, StoreError> {
         StoreLayer::renew_many(self, holder, items, term).await
@@ -438,7 +438,7 @@ impl<L: StoreLayer> LeaseStore for L {
     async fn renew_batch(
         &self,
         holder: &HolderId,
-        items: &[RenewItem],
+        items: &[TenureRef],
         term: Term,
     ) -> Result<Vec<BatchRenewal>, StoreError> {
         StoreLayer::renew_batch(self, holder, items, term).await
@@ -456,7 +456,7 @@ impl<L: StoreLayer> LeaseStore for L {
     async fn release_many(
         &self,
         holder: &HolderId,
-        items: &[RenewItem],
+        items: &[TenureRef],
     ) -> Result<u64, StoreError> {
         StoreLayer::release_many(self, holder, items).await
     }
@@ -464,7 +464,7 @@ impl<L: StoreLayer> LeaseStore for L {
     async fn release_batch(
         &self,
         holder: &HolderId,
-        items: &[RenewItem],
+        items: &[TenureRef],
     ) -> Result<Vec<Result<ReleaseOutcome, StoreError>>, StoreError> {
         StoreLayer::release_batch(self, holder, items).await
     }

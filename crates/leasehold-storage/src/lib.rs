@@ -95,5 +95,7 @@ pub use memory::MemoryStore;
 pub use resource_fence::{DEFAULT_FENCE_TABLE, Fence, FenceError, MAX_RESOURCE_BYTES};
 pub use seaorm::SeaOrmStore;
 pub use sql::rewrite_placeholders;
-pub use store::{AdminStore, AllOutcome, BatchRenewal, Grant, LeaseStore, RenewItem, Store};
+#[allow(deprecated)]
+pub use store::RenewItem;
+pub use store::{AdminStore, AllOutcome, BatchRenewal, Grant, LeaseStore, Store, TenureRef};
 pub use tls::TlsProblem;

@@ -10,7 +10,7 @@ use leasehold_core::{
     Namespace, ReleaseOutcome, RenewOutcome, SetValueOutcome, Term,
 };
 
-use crate::{AdminStore, AllOutcome, Grant, LeaseStore, RenewItem, StoreError};
+use crate::{AdminStore, AllOutcome, Grant, LeaseStore, StoreError, TenureRef};
 
 #[derive(Debug, Clone)]
 struct Row {
@@ -264,7 +264,7 @@ impl LeaseStore for MemoryStore {
     async fn renew_many(
         &self,
         holder: &HolderId,
-        items: &[RenewItem],
+        items: &[TenureRef],
         term: Term,
     ) -> Result<Vec<bool>, StoreError> {
         let now = (self.clock)();
@@ -304,7 +304,7 @@ impl LeaseStore for MemoryStore {
     async fn release_many(
         &self,
         holder: &HolderId,
-        items: &[RenewItem],
+        items: &[TenureRef],
     ) -> Result<u64, StoreError> {
         let now = (self.clock)();
         let mut rows = self.lock();

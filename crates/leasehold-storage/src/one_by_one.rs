@@ -7,7 +7,7 @@ use leasehold_core::{
     AcquireOutcome, DbInstant, FencingToken, HolderId, LeaseKey, LeaseValue, ReleaseOutcome, Term,
 };
 
-use crate::{AllOutcome, BatchRenewal, Grant, LeaseStore, RenewItem, StoreError};
+use crate::{AllOutcome, BatchRenewal, Grant, LeaseStore, StoreError, TenureRef};
 
 /// [`LeaseStore::begin_tenure_many`] as `begin_tenure` ([`Grant::New`]) once per key of `store`.
 ///
@@ -85,7 +85,7 @@ pub async fn begin_tenure_all<S: LeaseStore + ?Sized>(
 pub async fn renew_batch<S: LeaseStore + ?Sized>(
     store: &S,
     holder: &HolderId,
-    items: &[RenewItem],
+    items: &[TenureRef],
     term: Term,
 ) -> Result<Vec<BatchRenewal>, StoreError> {
     Ok(store
@@ -103,7 +103,7 @@ pub async fn renew_batch<S: LeaseStore + ?Sized>(
 pub async fn release_batch<S: LeaseStore + ?Sized>(
     store: &S,
     holder: &HolderId,
-    items: &[RenewItem],
+    items: &[TenureRef],
 ) -> Result<Vec<Result<ReleaseOutcome, StoreError>>, StoreError> {
     let mut out = Vec::with_capacity(items.len());
     for it in items {

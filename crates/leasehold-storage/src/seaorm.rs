@@ -15,7 +15,7 @@ use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, QueryResult, State
 use crate::backend::Backend;
 pub(crate) use crate::retry::retry_deadlocks;
 use crate::sql::Sql;
-use crate::{AdminStore, AllOutcome, BatchRenewal, Grant, LeaseStore, RenewItem, StoreError};
+use crate::{AdminStore, AllOutcome, BatchRenewal, Grant, LeaseStore, StoreError, TenureRef};
 
 /// Rows per batched renewal statement on MySQL (three placeholders each, far below the 65,535
 /// placeholder limit). SQLite and PostgreSQL take every item in one statement.
@@ -348,7 +348,7 @@ impl LeaseStore for SeaOrmStore {
     async fn release_batch(
         &self,
         holder: &HolderId,
-        items: &[RenewItem],
+        items: &[TenureRef],
     ) -> Result<Vec<Result<ReleaseOutcome, StoreError>>, StoreError> {
         self.release_batch_items(holder, items).await
     }
@@ -373,7 +373,7 @@ impl LeaseStore for SeaOrmStore {
     async fn renew_many(
         &self,
         holder: &HolderId,
-        items: &[RenewItem],
+        items: &[TenureRef],
         term: Term,
     ) -> Result<Vec<bool>, StoreError> {
         self.renew_items_waiting(holder, items, term).await
@@ -382,7 +382,7 @@ impl LeaseStore for SeaOrmStore {
     async fn renew_batch(
         &self,
         holder: &HolderId,
-        items: &[RenewItem],
+        items: &[TenureRef],
         term: Term,
     ) -> Result<Vec<BatchRenewal>, StoreError> {
         self.renew_items(holder, items, term).await
@@ -391,7 +391,7 @@ impl LeaseStore for SeaOrmStore {
     async fn release_many(
         &self,
         holder: &HolderId,
-        items: &[RenewItem],
+        items: &[TenureRef],
     ) -> Result<u64, StoreError> {
         self.release_items(holder, items).await
     }

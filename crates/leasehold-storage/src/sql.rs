@@ -13,7 +13,7 @@ use crate::backend::{Backend, Dialect, GrantAnswer, GrantValues, Names, postgres
 
 mod texts;
 use crate::backend::text::numbered;
-use crate::{RenewItem, StoreError};
+use crate::{StoreError, TenureRef};
 use texts::Texts;
 
 /// The statements of one store (see the module docs).
@@ -291,7 +291,7 @@ impl Sql {
     pub(crate) fn renew_many(
         &self,
         holder: &HolderId,
-        items: &[RenewItem],
+        items: &[TenureRef],
         term: Term,
     ) -> Result<Statement, StoreError> {
         let json: Value = items_json("renew_many", items)?.into();
@@ -305,7 +305,7 @@ impl Sql {
     pub(crate) fn release_many(
         &self,
         holder: &HolderId,
-        items: &[RenewItem],
+        items: &[TenureRef],
     ) -> Result<Statement, StoreError> {
         let set = self.release_set();
         let values = vec![
@@ -349,7 +349,7 @@ fn key_values(key: &LeaseKey) -> [Value; 2] {
 /// PostgreSQL and SQLite: `items` as one JSON parameter, a list of `[namespace, name, token]`.
 pub(crate) fn items_json<'i>(
     op: &'static str,
-    items: impl IntoIterator<Item = &'i RenewItem>,
+    items: impl IntoIterator<Item = &'i TenureRef>,
 ) -> Result<String, StoreError> {
     serde_json::to_string(
         &items

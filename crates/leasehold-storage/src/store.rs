@@ -84,14 +84,19 @@ pub enum AllOutcome {
     },
 }
 
-/// One lease of a batched renewal: the key and the token of the tenure being renewed.
+/// One tenure, named by its lease and its fencing token: an item of a batched renewal or
+/// release.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct RenewItem {
+pub struct TenureRef {
     /// The lease.
     pub key: LeaseKey,
     /// The tenure's fencing token.
     pub token: FencingToken,
 }
+
+/// The former name of [`TenureRef`].
+#[deprecated(note = "renamed to TenureRef")]
+pub type RenewItem = TenureRef;
 
 /// One item's answer in [`LeaseStore::renew_batch`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -229,7 +234,7 @@ pub trait LeaseStore: Send + Sync + 'static {
     async fn renew_many(
         &self,
         holder: &HolderId,
-        items: &[RenewItem],
+        items: &[TenureRef],
         term: Term,
     ) -> Result<Vec<bool>, StoreError>;
 
@@ -242,7 +247,7 @@ pub trait LeaseStore: Send + Sync + 'static {
     async fn renew_batch(
         &self,
         holder: &HolderId,
-        items: &[RenewItem],
+        items: &[TenureRef],
         term: Term,
     ) -> Result<Vec<BatchRenewal>, StoreError> {
         one_by_one::renew_batch(self, holder, items, term).await
@@ -260,7 +265,7 @@ pub trait LeaseStore: Send + Sync + 'static {
     /// Releases exactly the live tenures `items` of `holder` (each key with its token), in one
     /// statement per chunk where the backend allows. Returns how many were live and released; a
     /// stale item (another token, lapsed, released) changes nothing.
-    async fn release_many(&self, holder: &HolderId, items: &[RenewItem])
+    async fn release_many(&self, holder: &HolderId, items: &[TenureRef])
     -> Result<u64, StoreError>;
 
     /// [`LeaseStore::release`] for many tenures of one holder at once, in as few statements and
@@ -274,7 +279,7 @@ pub trait LeaseStore: Send + Sync + 'static {
     async fn release_batch(
         &self,
         holder: &HolderId,
-        items: &[RenewItem],
+        items: &[TenureRef],
     ) -> Result<Vec<Result<ReleaseOutcome, StoreError>>, StoreError> {
         one_by_one::release_batch(self, holder, items).await
     }

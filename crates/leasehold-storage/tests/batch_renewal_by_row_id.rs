@@ -10,8 +10,8 @@
 use std::time::Duration;
 
 use leasehold_storage::{
-    AcquireOutcome, BatchRenewal, FencingToken, Grant, HolderId, LeaseKey, LeaseStore, RenewItem,
-    SeaOrmStore, StoreBuilder, Term,
+    AcquireOutcome, BatchRenewal, FencingToken, Grant, HolderId, LeaseKey, LeaseStore, SeaOrmStore,
+    StoreBuilder, TenureRef, Term,
 };
 use leasehold_testkit::backends::backend_urls;
 use sea_orm::ConnectionTrait;
@@ -65,7 +65,7 @@ async fn remembered_ids_that_went_wrong(url: &str, tag: &str) {
     for name in names {
         tokens.push(grant(&store, &key(name), &me, term).await);
     }
-    let item = |i: usize, token: FencingToken| RenewItem {
+    let item = |i: usize, token: FencingToken| TenureRef {
         key: key(names[i]),
         token,
     };

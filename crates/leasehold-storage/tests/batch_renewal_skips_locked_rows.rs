@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use leasehold_storage::{
     AcquireOutcome, AdminStore, BatchRenewal, FencingToken, Grant, HolderId, LeaseKey, LeaseStore,
-    RenewItem, SeaOrmStore, StoreBuilder, Term,
+    SeaOrmStore, StoreBuilder, TenureRef, Term,
 };
 use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 use sea_orm::{ConnectionTrait, TransactionTrait};
@@ -62,25 +62,25 @@ async fn locked_row_is_unknown_and_the_rest_renews(url: &str, tag: &str) {
     tokio::time::sleep(Duration::from_millis(20)).await;
 
     let items = vec![
-        RenewItem {
+        TenureRef {
             key: key("a"),
             token: tokens[0],
         },
-        RenewItem {
+        TenureRef {
             key: key("b"),
             token: tokens[1],
         },
-        RenewItem {
+        TenureRef {
             key: key("c"),
             token: tokens[2],
         },
         // d is held, but by an older token than this item names: not this tenure.
-        RenewItem {
+        TenureRef {
             key: key("d"),
             token: FencingToken(tokens[3].0 + 1),
         },
         // e was never granted.
-        RenewItem {
+        TenureRef {
             key: key("e"),
             token: tokens[0],
         },

@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use leasehold_storage::{
-    AcquireOutcome, BatchRenewal, Grant, HolderId, LeaseKey, LeaseStore, RenewItem, StoreBuilder,
+    AcquireOutcome, BatchRenewal, Grant, HolderId, LeaseKey, LeaseStore, StoreBuilder, TenureRef,
     Term,
 };
 use leasehold_testkit::backends::{MYSQL_ENV, backend_url};
@@ -42,7 +42,7 @@ async fn a_renewal_that_writes_the_same_values_is_renewed() {
             .await
             .expect("grant")
         {
-            AcquireOutcome::Acquired { token, .. } => items.push(RenewItem {
+            AcquireOutcome::Acquired { token, .. } => items.push(TenureRef {
                 key: key(name),
                 token,
             }),
@@ -85,7 +85,7 @@ async fn a_renewal_that_writes_the_same_values_is_renewed() {
 }
 
 /// Each item's row as (end, token).
-async fn rows(store: &leasehold_storage::SeaOrmStore, items: &[RenewItem]) -> Vec<(i64, i64)> {
+async fn rows(store: &leasehold_storage::SeaOrmStore, items: &[TenureRef]) -> Vec<(i64, i64)> {
     let mut out = Vec::new();
     for it in items {
         let row = store.get(&it.key).await.expect("get").expect("row");

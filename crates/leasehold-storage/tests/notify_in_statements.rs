@@ -10,7 +10,7 @@ use leasehold_storage::doorbell;
 use leasehold_storage::doorbell::postgres::{CHANGES, CHANNEL};
 use leasehold_storage::{
     AcquireOutcome, AllOutcome, FencingToken, Grant, HolderId, LeaseKey, LeaseStore,
-    ReleaseOutcome, RenewItem, SeaOrmStore, StoreBuilder, Term,
+    ReleaseOutcome, SeaOrmStore, StoreBuilder, TenureRef, Term,
 };
 use leasehold_testkit::backends::{POSTGRES_ENV, backend_url};
 use sea_orm::sqlx::postgres::PgListener;
@@ -118,15 +118,15 @@ async fn postgres_grants_and_releases_notify_exactly_the_rows_they_changed() {
     expected.push((CHANNEL, one.clone()));
     // A batch of releases: both ring, the stale item does not.
     let items = [
-        RenewItem {
+        TenureRef {
             key: two.clone(),
             token: t_two,
         },
-        RenewItem {
+        TenureRef {
             key: three.clone(),
             token: t_three,
         },
-        RenewItem {
+        TenureRef {
             key: one.clone(),
             token: t_one,
         },

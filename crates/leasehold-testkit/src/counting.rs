@@ -129,7 +129,7 @@ type AnswerDelay = Arc<dyn Fn(Op) -> Duration + Send + Sync>;
 /// use std::time::Duration;
 /// use leasehold_testkit::counting::{CountingStore, Op, StoreCounts};
 /// use leasehold_storage::{
-///     AcquireOutcome, Grant, HolderId, LeaseKey, LeaseStore, MemoryStore, RenewItem, StoreError,
+///     AcquireOutcome, Grant, HolderId, LeaseKey, LeaseStore, MemoryStore, TenureRef, StoreError,
 ///     Term,
 /// };
 ///
@@ -149,7 +149,7 @@ type AnswerDelay = Arc<dyn Fn(Op) -> Duration + Send + Sync>;
 /// let AcquireOutcome::Acquired { token, .. } = store.begin_tenure(&key, &me, Grant::New, term, None).await? else {
 ///     panic!("a free lease is granted");
 /// };
-/// let items = [RenewItem { key: key.clone(), token }];
+/// let items = [TenureRef { key: key.clone(), token }];
 /// assert_eq!(store.renew_many(&me, &items, term).await?, [true]);
 /// assert!(store.release(&key, &me, token).await.is_err());
 ///

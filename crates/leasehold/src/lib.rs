@@ -101,12 +101,14 @@ pub use leasehold_core::{
 pub use leasehold_engine::KnownBug;
 pub use leasehold_engine::WorkGuard;
 pub use leasehold_local as local;
+#[allow(deprecated)]
+pub use leasehold_storage::RenewItem;
 pub use leasehold_storage::fencing_header::{self, FENCING_HEADER, HeaderError, TokenGate};
 pub use leasehold_storage::observe::{LeaseObserver, Observation, ObserveOptions};
 pub use leasehold_storage::{
     AcquireOutcome, AdminStore, AllOutcome, Fence, FenceError, FenceOutcome, FencedTransaction,
-    Grant, LeaseStore, MemoryStore, ReleaseOutcome, RenewItem, RenewOutcome, SeaOrmStore, Store,
-    StoreBuilder, StoreError, TlsProblem,
+    Grant, LeaseStore, MemoryStore, ReleaseOutcome, RenewOutcome, SeaOrmStore, Store, StoreBuilder,
+    StoreError, TenureRef, TlsProblem,
 };
 pub use sea_orm;
 pub use tokio_util::sync::CancellationToken;

@@ -6,7 +6,7 @@ use actix::prelude::*;
 use leasehold_core::{
     Event, FencingToken, ReleaseOutcome, RenewOutcome, RequestId, StoreFailure, Term,
 };
-use leasehold_storage::RenewItem;
+use leasehold_storage::TenureRef;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
@@ -63,7 +63,7 @@ impl LeaseActor {
         tracing::trace!("{key}: renew {req} of token {token}");
         if let Some(renewer) = &self.renewer {
             let (reply, answer) = oneshot::channel();
-            let item = RenewItem { key, token };
+            let item = TenureRef { key, token };
             renewer.do_send(QueueRenew {
                 holder,
                 item,
@@ -114,7 +114,7 @@ impl LeaseActor {
         if let Some(releaser) = &self.releaser {
             let (releaser, limit) = (Arc::clone(releaser), self.limit());
             let fut = async move {
-                let item = RenewItem {
+                let item = TenureRef {
                     key: key.clone(),
                     token,
                 };

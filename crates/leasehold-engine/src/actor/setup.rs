@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use leasehold_core::{Event, HolderId, LeaseKey};
-use leasehold_storage::{Doorbell, LeaseStore, RenewItem};
+use leasehold_storage::{Doorbell, LeaseStore, TenureRef};
 
 use super::{GrantRoute, LeaseActor, OnExit};
 use crate::belief::Belief;
@@ -114,8 +114,8 @@ impl LeaseActor {
     }
 
     /// The tenure the machine holds now, to release it by token.
-    pub(crate) fn live_tenure(&self) -> Option<RenewItem> {
-        self.machine.token().map(|token| RenewItem {
+    pub(crate) fn live_tenure(&self) -> Option<TenureRef> {
+        self.machine.token().map(|token| TenureRef {
             key: self.key.clone(),
             token,
         })

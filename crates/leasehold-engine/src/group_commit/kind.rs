@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use leasehold_core::{AcquireOutcome, HolderId, LeaseKey, LeaseValue, ReleaseOutcome, Term};
-use leasehold_storage::{Grant, LeaseStore, RenewItem, StoreError};
+use leasehold_storage::{Grant, LeaseStore, StoreError, TenureRef};
 
 /// The answers of one batched store call, aligned with its items.
 pub(crate) type Answers<A> = Result<Vec<Result<A, StoreError>>, StoreError>;
@@ -93,10 +93,10 @@ impl Kind for Grants {
         (holder, _, _): (HolderId, Term, Option<LeaseValue>),
         answered: Vec<(LeaseKey, AcquireOutcome)>,
     ) -> Option<BoxFuture<'static, ()>> {
-        let items: Vec<RenewItem> = answered
+        let items: Vec<TenureRef> = answered
             .into_iter()
             .filter_map(|(key, answer)| match answer {
-                AcquireOutcome::Acquired { token, .. } => Some(RenewItem { key, token }),
+                AcquireOutcome::Acquired { token, .. } => Some(TenureRef { key, token }),
                 AcquireOutcome::HeldBy { .. } => None,
             })
             .collect();
@@ -124,14 +124,14 @@ pub(crate) struct Releases;
 
 impl Kind for Releases {
     type Group = HolderId;
-    type Item = RenewItem;
+    type Item = TenureRef;
     type Answer = ReleaseOutcome;
     const OP: &'static str = "release_batch";
 
     fn one(
         store: Arc<dyn LeaseStore>,
         holder: HolderId,
-        item: RenewItem,
+        item: TenureRef,
     ) -> BoxFuture<'static, Result<ReleaseOutcome, StoreError>> {
         Box::pin(async move { store.release(&item.key, &holder, item.token).await })
     }
@@ -139,7 +139,7 @@ impl Kind for Releases {
     fn many(
         store: Arc<dyn LeaseStore>,
         holder: HolderId,
-        items: Vec<RenewItem>,
+        items: Vec<TenureRef>,
     ) -> BoxFuture<'static, Answers<ReleaseOutcome>> {
         Box::pin(async move { store.release_batch(&holder, &items).await })
     }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 use leasehold_core::{FencingToken, LeaseKey, LossReason, Notification, State};
-use leasehold_storage::RenewItem;
+use leasehold_storage::TenureRef;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
@@ -51,7 +51,7 @@ pub struct StopLease {
 /// Without a live tenure the actor settles what is in flight first (an acquire answered after
 /// this is released, never believed) and then stops.
 #[derive(Debug, Clone, Copy, Message)]
-#[rtype(result = "Option<RenewItem>")]
+#[rtype(result = "Option<TenureRef>")]
 pub struct AbandonLease;
 
 /// Give the live tenure up and compete again one retry interval after its release settled

@@ -11,7 +11,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use leasehold::{
     AcquireOutcome, Clock, HolderId, LeaseConfig, LeaseKey, LeaseService, LeaseStore,
-    LeaseTaskOptions, MonotonicClock, RenewItem, RenewOutcome, Store, Term,
+    LeaseTaskOptions, MonotonicClock, RenewOutcome, Store, TenureRef, Term,
 };
 use leasehold_storage::{Backend, Grant};
 use leasehold_testkit::counting::{CountingStore, Op, StoreCounts};
@@ -225,7 +225,7 @@ async fn single_renew_cost(ctx: &Ctx, sample: usize) -> R<f64> {
     let ns = ctx.namespace("loop");
     let me = HolderId::new(format!("bench-loop-{}", std::process::id())).map_err(err)?;
     let term = Term::new("term", Duration::from_secs(600)).map_err(err)?;
-    let items: Vec<R<RenewItem>> = futures::stream::iter(0..sample)
+    let items: Vec<R<TenureRef>> = futures::stream::iter(0..sample)
         .map(|i| {
             let (ns, me) = (&ns, &me);
             async move {
@@ -235,7 +235,7 @@ async fn single_renew_cost(ctx: &Ctx, sample: usize) -> R<f64> {
                     .await
                     .map_err(err)?
                 {
-                    AcquireOutcome::Acquired { token, .. } => Ok(RenewItem { key, token }),
+                    AcquireOutcome::Acquired { token, .. } => Ok(TenureRef { key, token }),
                     other => Err(format!("loop grant refused: {other:?}")),
                 }
             }

@@ -4,7 +4,7 @@
 use leasehold_core::{FencingToken, ReleaseOutcome};
 
 use super::{Ctx, acquired, ensure, holder, term};
-use leasehold_storage::RenewItem;
+use leasehold_storage::TenureRef;
 
 const LONG: u64 = 60_000;
 
@@ -29,15 +29,15 @@ pub(super) async fn release_batch_two_tenures_of_one_key(ctx: Ctx) -> Result<(),
         let (other_token, _) = acquired(&ctx, &other, &a, term(LONG)?).await?;
         let (first, second) = if live_first { (live, old) } else { (old, live) };
         let items = [
-            RenewItem {
+            TenureRef {
                 key: key.clone(),
                 token: first,
             },
-            RenewItem {
+            TenureRef {
                 key: key.clone(),
                 token: second,
             },
-            RenewItem {
+            TenureRef {
                 key: other.clone(),
                 token: other_token,
             },
@@ -76,7 +76,7 @@ pub(super) async fn renew_batch_two_tenures_of_one_key(ctx: Ctx) -> Result<(), S
         let (live, _) = acquired(&ctx, &key, &a, term(LONG)?).await?;
         let (other_token, _) = acquired(&ctx, &other, &a, term(LONG)?).await?;
         let (first, second) = if live_first { (live, old) } else { (old, live) };
-        let item = |key: &leasehold_core::LeaseKey, token| RenewItem {
+        let item = |key: &leasehold_core::LeaseKey, token| TenureRef {
             key: key.clone(),
             token,
         };

@@ -22,7 +22,7 @@ use leasehold_core::{
 };
 
 use super::{Ctx, acquired, ensure, holder, term};
-use leasehold_storage::{AllOutcome, BatchRenewal, Grant, RenewItem, StoreError};
+use leasehold_storage::{AllOutcome, BatchRenewal, Grant, StoreError, TenureRef};
 
 const LONG: u64 = 60_000;
 const SHORT: u64 = 150;
@@ -273,9 +273,9 @@ pub(super) async fn batches_answer_as_single_statements(ctx: Ctx) -> Result<(), 
     // Renewals and releases: each batch asks for every state's key with its token.
     for primitive in ["renew_batch", "renew_many", "release_batch", "release_many"] {
         let prepared = prepare_all(&ctx, primitive).await?;
-        let items: Vec<RenewItem> = prepared
+        let items: Vec<TenureRef> = prepared
             .iter()
-            .map(|(_, _, b)| RenewItem {
+            .map(|(_, _, b)| TenureRef {
                 key: b.key.clone(),
                 token: b.ask,
             })

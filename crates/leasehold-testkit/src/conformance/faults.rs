@@ -16,7 +16,7 @@ use sea_orm::{
 
 use super::{Ctx, acquired, ensure, holder, term};
 use leasehold_storage::{
-    AdminStore, Backend, BatchRenewal, Grant, RenewItem, SeaOrmStore, StoreError,
+    AdminStore, Backend, BatchRenewal, Grant, SeaOrmStore, StoreError, TenureRef,
 };
 
 pub(super) use super::sessions::batches_beside_other_sessions;
@@ -342,11 +342,11 @@ pub(super) async fn renew_many_next_to_locked_row(ctx: Ctx) -> Result<(), String
     for i in 0..5 {
         let key = ctx.key(&format!("n{i}"))?;
         let (token, _) = acquired(&ctx, &key, &a, term(LONG)?).await?;
-        items.push(RenewItem { key, token });
+        items.push(TenureRef { key, token });
     }
     // A token n0 never had. Fresh rows start one above the token floor, which other checks'
     // purges raise, so no fixed number is safely stale.
-    items.push(RenewItem {
+    items.push(TenureRef {
         key: ctx.key("n0")?,
         token: FencingToken(items[0].token.get() + 1_000),
     });
@@ -470,10 +470,10 @@ pub(super) async fn group_commit_next_to_locked_row(ctx: Ctx) -> Result<(), Stri
         || format!("the locked row answered {:?}", got[1]),
     )?;
     // Releases: a's two grants and b's locked tenure (as b) in one batch each.
-    let mine: Vec<RenewItem> = [0, 2]
+    let mine: Vec<TenureRef> = [0, 2]
         .iter()
         .map(|&i| match &got[i] {
-            Ok(leasehold_core::AcquireOutcome::Acquired { token, .. }) => Ok(RenewItem {
+            Ok(leasehold_core::AcquireOutcome::Acquired { token, .. }) => Ok(TenureRef {
                 key: keys[i].clone(),
                 token: *token,
             }),
@@ -487,7 +487,7 @@ pub(super) async fn group_commit_next_to_locked_row(ctx: Ctx) -> Result<(), Stri
             .all(|r| matches!(r, Ok(leasehold_storage::ReleaseOutcome::Released))),
         || format!("releases next to a locked row answered {released:?}"),
     )?;
-    let theirs = [RenewItem {
+    let theirs = [TenureRef {
         key: locked.clone(),
         token: t_locked,
     }];

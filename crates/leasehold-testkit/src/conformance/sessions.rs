@@ -21,7 +21,7 @@ use super::differential::{
 };
 use super::faults::{bound, lock_row, sql_store};
 use super::{Ctx, acquired, ensure, holder, term};
-use leasehold_storage::{Backend, Grant, RenewItem, SeaOrmStore, StoreError};
+use leasehold_storage::{Backend, Grant, SeaOrmStore, StoreError, TenureRef};
 
 const LONG: u64 = 60_000;
 /// How long the other session keeps its transaction open once the call under test has started.
@@ -250,16 +250,16 @@ async fn filled(
     a: &HolderId,
     b: &Prepared,
     tag: &str,
-) -> Result<Vec<RenewItem>, String> {
+) -> Result<Vec<TenureRef>, String> {
     let mut items = Vec::with_capacity(3);
     for i in 0..2 {
         let key = ctx.key(&format!("{tag}-filler-{}-{i}", b.key.name))?;
         let (token, _) = acquired(ctx, &key, a, term(LONG)?).await?;
-        items.push(RenewItem { key, token });
+        items.push(TenureRef { key, token });
     }
     items.insert(
         1,
-        RenewItem {
+        TenureRef {
             key: b.key.clone(),
             token: b.ask,
         },
@@ -271,7 +271,7 @@ async fn filled(
 async fn batch_answer(
     store: Arc<dyn leasehold_storage::LeaseStore>,
     a: &HolderId,
-    items: &[RenewItem],
+    items: &[TenureRef],
     release: bool,
 ) -> Result<String, String> {
     if release {

@@ -3,7 +3,7 @@
 use std::sync::Mutex;
 
 use super::*;
-use leasehold_storage::{AdminStore, Grant, LeaseStore, MemoryStore, RenewItem};
+use leasehold_storage::{AdminStore, Grant, LeaseStore, MemoryStore, TenureRef};
 
 fn store() -> (CountingStore, Arc<StoreCounts>) {
     let counts = Arc::new(StoreCounts::default());
@@ -32,7 +32,7 @@ async fn counts_each_method_and_renew_many_items() -> Result<(), Box<dyn std::er
         else {
             return Err("not granted".into());
         };
-        items.push(RenewItem { key, token });
+        items.push(TenureRef { key, token });
     }
     store.renew_many(&me, &items, term).await?;
     store.renew_many(&me, &items[..1], term).await?;

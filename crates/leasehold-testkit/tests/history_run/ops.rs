@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use leasehold_storage::{
     AcquireOutcome, AllOutcome, BatchRenewal, FencingToken, Grant, HolderId, ReleaseOutcome,
-    RenewItem, RenewOutcome,
+    RenewOutcome, TenureRef,
 };
 use leasehold_testkit::history::{Answer, Call, EVERY_KEY, Op};
 use rand::RngExt;
@@ -156,7 +156,7 @@ impl Worker {
     }
 
     /// The items of a batch of one holder: a tenure (maybe live) of each of some keys.
-    fn items(&mut self) -> (String, Vec<RenewItem>) {
+    fn items(&mut self) -> (String, Vec<TenureRef>) {
         let holder = self.holder();
         let mut items = Vec::new();
         for key in self.some_keys() {
@@ -166,7 +166,7 @@ impl Worker {
             } else {
                 self.rng.random_range(1..4)
             };
-            items.push(RenewItem {
+            items.push(TenureRef {
                 key,
                 token: FencingToken(token),
             });

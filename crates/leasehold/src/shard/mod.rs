@@ -27,19 +27,23 @@ use futures::future::join_all;
 use leasehold_core::{HolderId, LeaseConfig, LeaseKey, LeaseName, Namespace, Notification};
 use leasehold_engine::{
     Belief, Broadcast, LeaseEngine, ListLive, Owner, Registry, SetCompeting, StartTask, StopTask,
-    WakeTasks, WatchBroadcasts,
+    WakeTasks,
 };
 use tokio::sync::{Notify, broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 
+mod handle;
 mod membership;
 mod options;
 mod plan;
 
+pub use handle::ShardedTasks;
 pub use options::{DEFAULT_SHARD_GROUP, NameSource, ShardOptions};
 
+#[cfg(doc)]
+use crate::LeaseService;
 use crate::task::{self, LeaseTask, LeaseTaskOptions};
-use crate::{LeaseEvent, LeaseService, Result};
+use crate::{LeaseEvent, Result};
 use membership::{MEMBERS_PREFIX, Membership};
 
 /// What the coordinator last saw, for the handle's accessors.
@@ -343,259 +347,4 @@ async fn next_ring(rings: &mut Option<mpsc::Receiver<()>>) {
         *rings = None;
     }
     std::future::pending::<()>().await;
-}
-
-/// A handle on the sharded lease tasks of one host, returned by
-/// [`LeaseService::start_sharded`]. Cloning is cheap; dropping it does not stop the tasks
-/// (use [`ShardedTasks::leave`], or shut the service down).
-///
-/// # Examples
-/// ```
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
-/// use leasehold::{LeaseService, ShardOptions};
-/// let service = LeaseService::builder("sqlite::memory:").build().await?;
-/// let names: Vec<String> = (0..10).map(|i| format!("task-{i}")).collect();
-/// let shards = service.start_sharded(names, ShardOptions::new()).await?;
-/// // Alone in the ring, this host gets every name.
-/// while shards.held().len() < 10 {
-///     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-/// }
-/// assert_eq!(shards.members().len(), 1);
-/// assert!(service.has_lease("task-3"));
-/// shards.leave().await?;
-/// assert!(!service.has_lease("task-3"));
-/// # service.shutdown().await?; Ok(()) }
-/// ```
-#[derive(Clone)]
-pub struct ShardedTasks {
-    shared: Arc<Coordinator>,
-}
-
-impl std::fmt::Debug for ShardedTasks {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ShardedTasks")
-            .field("holder", self.shared.holder())
-            .field("group", &self.shared.options.group)
-            .finish_non_exhaustive()
-    }
-}
-
-impl ShardedTasks {
-    /// Replaces the names with a fixed list and refreshes at once: new names are started
-    /// (competed for by their owners), names no longer listed are stopped and released.
-    ///
-    /// # Examples
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
-    /// # use leasehold::{LeaseService, ShardOptions};
-    /// # let service = LeaseService::builder("sqlite::memory:").build().await?;
-    /// let shards = service.start_sharded(vec!["a", "b"], ShardOptions::new()).await?;
-    /// shards.set_names(vec!["b", "c"]);
-    /// # service.shutdown().await?; Ok(()) }
-    /// ```
-    pub fn set_names(&self, names: impl Into<NameSource>) {
-        *self
-            .shared
-            .source
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = names.into();
-        self.refresh();
-    }
-
-    /// Reads the members and reassigns now instead of at the next refresh.
-    pub fn refresh(&self) {
-        self.shared.poke.notify_one();
-    }
-
-    /// The live members (holder ids) in the ring, as last read.
-    #[must_use]
-    pub fn members(&self) -> Vec<String> {
-        self.shared.view().members.clone()
-    }
-
-    /// The names this host competes for (the ring assigns them here), as last computed.
-    #[must_use]
-    pub fn assigned(&self) -> Vec<LeaseName> {
-        let view = self.shared.view();
-        view.competing
-            .iter()
-            .filter(|(_, c)| **c)
-            .map(|(n, _)| n.clone())
-            .collect()
-    }
-
-    /// The names this host holds now (memory only, like [`LeaseService::has_lease`]).
-    #[must_use]
-    pub fn held(&self) -> Vec<LeaseName> {
-        let view = self.shared.view();
-        view.tasks
-            .iter()
-            .filter(|(_, t)| t.has_lease())
-            .map(|(n, _)| n.clone())
-            .collect()
-    }
-
-    /// The task handle of one sharded name (to wait for it with [`LeaseTask::acquired`]).
-    #[must_use]
-    pub fn task(&self, name: &str) -> Option<LeaseTask> {
-        let name = LeaseName::new(name).ok()?;
-        self.shared.view().tasks.get(&name).cloned()
-    }
-
-    /// This host's holder id and the shard group, as the membership lease names them.
-    #[must_use]
-    pub fn membership_key(&self) -> &LeaseKey {
-        &self.shared.membership.key
-    }
-
-    /// Leaves the ring gracefully: stops refreshing, releases the membership lease first, then
-    /// stops every name, releasing what is held, and rings the group's bell so the others take
-    /// the names over at once (at their next refresh if the ring is missed). Returns how many
-    /// names were held. The service keeps running.
-    ///
-    /// # Errors
-    /// [`Error::ShutDown`](crate::Error::ShutDown) if the service is shut down.
-    ///
-    /// # Cancel safety
-    /// Refreshing stops at the first poll. Dropped later, the membership and the names stopped
-    /// so far stay stopped; the names not yet stopped keep running (call `leave` again, or shut
-    /// the service down). Every stop already sent completes.
-    pub async fn leave(&self) -> Result<usize> {
-        let shared = &self.shared;
-        shared.stop.cancel();
-        shared.finished.cancelled().await;
-        self.stop_everything().await
-    }
-
-    /// Stops the membership first, then every name, releasing what is held; answers how many
-    /// names were held.
-    async fn stop_everything(&self) -> Result<usize> {
-        let shared = &self.shared;
-        shared
-            .engine
-            .send(StopTask {
-                key: shared.membership.key.clone(),
-                owner: Owner::Membership(Arc::clone(&shared.group)),
-            })
-            .await?;
-        let names: Vec<LeaseName> = shared.view().competing.keys().cloned().collect();
-        let held = self.held().len();
-        shared.stop_names(names).await?;
-        shared.view().members.clear();
-        // Membership and names released: the others take them over now, not at their refresh.
-        shared.ring_bell().await;
-        Ok(held)
-    }
-}
-
-impl LeaseService {
-    /// Starts sharded lease tasks: call it on every host with the same names. This host joins
-    /// the ring of its namespace and shard group with a membership lease, and competes only for
-    /// the names the ring assigns it; the other names wait in standby. Every name has a task
-    /// ([`ShardedTasks::task`]) when this returns. Names move when hosts join, leave or die; a
-    /// lease is never held by two hosts at once.
-    ///
-    /// # Examples
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
-    /// use leasehold::{LeaseService, ShardOptions};
-    /// let service = LeaseService::builder("sqlite::memory:").build().await?;
-    /// let options = ShardOptions::new().on_acquired(|name, token, _cancel| {
-    ///     println!("{name}: mine (token {token})");
-    /// });
-    /// let shards = service.start_sharded(vec!["orders/eu", "orders/us"], options).await?;
-    /// let (token, _cancel) = shards.task("orders/eu").expect("started").acquired().await?;
-    /// assert!(token.get() > 0);
-    /// # service.shutdown().await?; Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// [`Error::Invalid`](crate::Error::Invalid) for a bad group or configuration;
-    /// [`Error::KeyInUse`](crate::Error::KeyInUse) when a name (or the membership) is used by a
-    /// lease task, lock or another group of this service;
-    /// [`Error::ShutDown`](crate::Error::ShutDown).
-    ///
-    /// # Cancel safety
-    /// Dropped before it returns, the membership lease and the names started so far keep
-    /// running without a handle to `leave` them; they end at shutdown. Await it to completion.
-    pub async fn start_sharded(
-        &self,
-        names: impl Into<NameSource>,
-        options: ShardOptions,
-    ) -> Result<ShardedTasks> {
-        let (engine, registry, service_config, events) = self.parts();
-        let config = options
-            .config
-            .clone()
-            .unwrap_or_else(|| service_config.clone());
-        config.validate()?;
-        let refresh = options.refresh.unwrap_or_else(|| config.term() / 3);
-        let membership = Membership::new(
-            self.namespace().clone(),
-            &options.group,
-            self.holder().clone(),
-        )?;
-        let poke = Arc::new(Notify::new());
-        // Watching before the membership starts, so no ring after its grant is missed.
-        let rings = engine
-            .send(WatchBroadcasts {
-                key: membership.bell.clone(),
-            })
-            .await?;
-        let shared = Arc::new(Coordinator {
-            group: Arc::from(options.group.as_str()),
-            service_token: self.service_token(),
-            engine: engine.clone(),
-            registry: Arc::clone(registry),
-            events: events.clone(),
-            namespace: self.namespace().clone(),
-            membership,
-            config: config.clone(),
-            refresh,
-            options,
-            source: Mutex::new(names.into()),
-            view: Mutex::new(LastSeen::default()),
-            poke: Arc::clone(&poke),
-            rings: Mutex::new(rings),
-            given_up: Arc::new(Notify::new()),
-            releasing: Arc::default(),
-            round: tokio::sync::Mutex::new(()),
-            stop: CancellationToken::new(),
-            finished: CancellationToken::new(),
-        });
-        // Any change of this host's own membership refreshes the view at once; its grant
-        // (committed when it is notified) rings the group's bell, so the members spread the
-        // names over it now.
-        let (bell_engine, bell) = (engine.clone(), shared.membership.bell.clone());
-        let listener: leasehold_engine::Listener = Arc::new(move |_, n| {
-            if matches!(n, Notification::Acquired { .. }) {
-                bell_engine.do_send(Broadcast { key: bell.clone() });
-            }
-            poke.notify_one();
-        });
-        engine
-            .send(StartTask {
-                owner: Owner::Membership(Arc::clone(&shared.group)),
-                ..StartTask::new(shared.membership.key.clone(), config, listener)
-            })
-            .await??;
-        // A first round here, so every name has a task (in standby until this host's
-        // membership is live) when this returns.
-        let first = shared.reconcile().await;
-        if let Err(e) = first {
-            // Nothing may keep running without a handle: stop the membership and the names.
-            shared.stop.cancel();
-            let tasks = ShardedTasks { shared };
-            if let Err(stop) = tasks.stop_everything().await {
-                tracing::warn!(
-                    "sharded tasks that failed to start could not all be stopped: {stop}"
-                );
-            }
-            return Err(e);
-        }
-        if !self.spawn_on_engine(Arc::clone(&shared).run()) {
-            return Err(crate::Error::ShutDown);
-        }
-        Ok(ShardedTasks { shared })
-    }
 }

@@ -10,7 +10,7 @@ use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr, Statement, Transactio
 use super::statements::{mysql_key_values, pairs};
 use crate::group::{Decided, OP, RELEASE_OP, Seen, col, seen};
 use crate::sql::{Sql, placeholders, value_of};
-use crate::{RenewItem, SeaOrmStore};
+use crate::{SeaOrmStore, TenureRef};
 
 impl Sql {
     /// MySQL, a grant batch of one namespace: the rows of `names` locked `FOR UPDATE SKIP
@@ -146,7 +146,7 @@ impl Sql {
     pub(crate) fn mysql_release_lock(
         &self,
         holder: &HolderId,
-        items: &[RenewItem],
+        items: &[TenureRef],
         group: &[usize],
     ) -> Statement {
         let (t, now) = (&self.table, &self.now);
@@ -380,7 +380,7 @@ impl SeaOrmStore {
     pub(crate) async fn release_chunk_mysql(
         &self,
         holder: &HolderId,
-        items: &[RenewItem],
+        items: &[TenureRef],
         chunk: &[usize],
     ) -> Result<Vec<usize>, DbErr> {
         let mut by_ns: BTreeMap<&str, Vec<usize>> = BTreeMap::new();

@@ -4,7 +4,7 @@
 use leasehold_core::{HolderId, Namespace, Term};
 use sea_orm::{Statement, Value};
 
-use crate::RenewItem;
+use crate::TenureRef;
 use crate::sql::{Sql, placeholders};
 
 impl Sql {
@@ -60,7 +60,7 @@ impl Sql {
     pub(crate) fn mysql_release_many(
         &self,
         holder: &HolderId,
-        items: &[RenewItem],
+        items: &[TenureRef],
         chunk: &[usize],
     ) -> Statement {
         let now = &self.now;
@@ -87,7 +87,7 @@ impl Sql {
     pub(crate) fn mysql_candidates(
         &self,
         holder: &HolderId,
-        items: &[RenewItem],
+        items: &[TenureRef],
         chunk: &[usize],
         lock: bool,
     ) -> Statement {
@@ -206,7 +206,7 @@ impl Sql {
 /// MySQL: the values naming the items `chunk` of one namespace: namespace, holder, the names.
 pub(super) fn mysql_name_values(
     holder: &HolderId,
-    items: &[RenewItem],
+    items: &[TenureRef],
     chunk: &[usize],
 ) -> Vec<Value> {
     let ns = chunk
@@ -224,7 +224,7 @@ pub(super) fn mysql_name_values(
 /// MySQL: [`mysql_name_values`], then (name, token) pairs.
 pub(super) fn mysql_key_values(
     holder: &HolderId,
-    items: &[RenewItem],
+    items: &[TenureRef],
     chunk: &[usize],
 ) -> Vec<Value> {
     let mut values = mysql_name_values(holder, items, chunk);

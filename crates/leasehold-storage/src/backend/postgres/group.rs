@@ -9,7 +9,7 @@ use sea_orm::{ConnectionTrait, DbErr, Statement, Value};
 use crate::backend::text::numbered;
 use crate::group::{Decided, OP, RELEASE_OP, chunk_keys, col, names_of};
 use crate::sql::{Sql, items_json, keys_json, value_of};
-use crate::{RenewItem, SeaOrmStore, StoreError};
+use crate::{SeaOrmStore, StoreError, TenureRef};
 
 impl Sql {
     /// PostgreSQL, one statement (so one round trip and one commit): the rows that exist (`x`,
@@ -73,7 +73,7 @@ impl Sql {
     pub(crate) fn pg_release_batch(
         &self,
         holder: &HolderId,
-        items: &[RenewItem],
+        items: &[TenureRef],
         chunk: &[usize],
     ) -> Result<Statement, StoreError> {
         let (t, now) = (&self.table, &self.now);

@@ -8,7 +8,7 @@ use sea_orm::{ConnectionTrait, DbErr, Statement, TransactionOptions, Value};
 
 use crate::group::{Decided, OP, RELEASE_OP, chunk_keys, granted, names_of, seen};
 use crate::sql::{Sql, items_json, keys_json, value_of};
-use crate::{RenewItem, SeaOrmStore, StoreError};
+use crate::{SeaOrmStore, StoreError, TenureRef};
 
 impl Sql {
     /// SQLite: the upsert of every item of `chunk` in one statement, answering the granted rows.
@@ -65,7 +65,7 @@ impl Sql {
     pub(crate) fn sqlite_release_batch(
         &self,
         holder: &HolderId,
-        items: &[RenewItem],
+        items: &[TenureRef],
         chunk: &[usize],
     ) -> Result<Statement, StoreError> {
         let (t, now) = (&self.table, &self.now);

@@ -6,7 +6,7 @@ use leasehold_core::{AcquireOutcome, FencingToken, LeaseKey, ReleaseOutcome, Ren
 use tokio::sync::Barrier;
 
 use crate::conformance::{Ctx, acquired, ensure, holder, term};
-use leasehold_storage::RenewItem;
+use leasehold_storage::TenureRef;
 
 use super::{LONG, PAST_SHORT, SHORT, e};
 
@@ -209,17 +209,17 @@ pub(in crate::conformance) async fn release_batch_like_one_by_one(ctx: Ctx) -> R
     for i in 0..5 {
         let key = ctx.key(&format!("live-{i}"))?;
         let (token, _) = acquired(&ctx, &key, &a, term(LONG)?).await?;
-        items.push(RenewItem { key, token });
+        items.push(TenureRef { key, token });
     }
     let stale = ctx.key("stale")?;
     let (t_stale, _) = acquired(&ctx, &stale, &a, term(LONG)?).await?;
-    items.push(RenewItem {
+    items.push(TenureRef {
         key: stale.clone(),
         token: FencingToken(t_stale.get() + 1),
     });
     let theirs = ctx.key("theirs")?;
     let (t_theirs, _) = acquired(&ctx, &theirs, &b, term(LONG)?).await?;
-    items.push(RenewItem {
+    items.push(TenureRef {
         key: theirs.clone(),
         token: t_theirs,
     });

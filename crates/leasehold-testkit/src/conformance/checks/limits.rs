@@ -10,7 +10,7 @@ use leasehold_core::{
 use tokio::sync::Barrier;
 
 use crate::conformance::{Ctx, acquired, ensure, holder, term};
-use leasehold_storage::{Grant, RenewItem};
+use leasehold_storage::{Grant, TenureRef};
 
 use super::{LONG, e};
 
@@ -24,23 +24,23 @@ pub(in crate::conformance) async fn renew_many_1000(ctx: Ctx) -> Result<(), Stri
         // Every 50th is released, every 77th is asked with a wrong token.
         if i % 50 == 0 {
             ctx.store.release(&key, &a, t).await.map_err(e)?;
-            items.push(RenewItem { key, token: t });
+            items.push(TenureRef { key, token: t });
             expected.push(false);
         } else if i % 77 == 0 {
-            items.push(RenewItem {
+            items.push(TenureRef {
                 key,
                 token: FencingToken(t.get() + 1),
             });
             expected.push(false);
         } else {
-            items.push(RenewItem { key, token: t });
+            items.push(TenureRef { key, token: t });
             expected.push(true);
         }
     }
     for i in 0..20 {
         let key = ctx.key(&format!("b{i:02}"))?;
         let (t, _) = acquired(&ctx, &key, &b, term(LONG)?).await?;
-        items.push(RenewItem { key, token: t });
+        items.push(TenureRef { key, token: t });
         expected.push(false);
     }
     let before = ctx

@@ -3,7 +3,7 @@
 use leasehold_core::{FencingToken, ReleaseOutcome, RenewOutcome};
 
 use crate::conformance::{Ctx, acquired, ensure, holder, term};
-use leasehold_storage::RenewItem;
+use leasehold_storage::TenureRef;
 
 use super::{LONG, e};
 
@@ -13,22 +13,22 @@ pub(in crate::conformance) async fn release_many_exact(ctx: Ctx) -> Result<(), S
     for i in 0..6 {
         let key = ctx.key(&format!("n{i}"))?;
         let (token, _) = acquired(&ctx, &key, &a, term(LONG)?).await?;
-        mine.push(RenewItem { key, token });
+        mine.push(TenureRef { key, token });
     }
     let other = ctx.key("b")?;
     let (bt, _) = acquired(&ctx, &other, &b, term(LONG)?).await?;
     // Release n0..n3 (n3 named with a wrong token), b's row named with b's token, and a name
     // nobody holds.
-    let mut items: Vec<RenewItem> = mine[..3].to_vec();
-    items.push(RenewItem {
+    let mut items: Vec<TenureRef> = mine[..3].to_vec();
+    items.push(TenureRef {
         key: mine[3].key.clone(),
         token: FencingToken(mine[3].token.get() + 1),
     });
-    items.push(RenewItem {
+    items.push(TenureRef {
         key: other.clone(),
         token: bt,
     });
-    items.push(RenewItem {
+    items.push(TenureRef {
         key: ctx.key("nobody")?,
         token: FencingToken(1),
     });

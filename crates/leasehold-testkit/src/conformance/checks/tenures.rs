@@ -3,7 +3,7 @@
 use leasehold_core::{AcquireOutcome, FencingToken, ReleaseOutcome, RenewOutcome};
 
 use crate::conformance::{Ctx, acquired, ensure, holder, term};
-use leasehold_storage::{Grant, RenewItem};
+use leasehold_storage::{Grant, TenureRef};
 
 use super::{LONG, PAST_SHORT, SHORT, e};
 
@@ -134,7 +134,7 @@ pub(in crate::conformance) async fn begin_tenure_new_token(ctx: Ctx) -> Result<(
     ensure(r == RenewOutcome::Lost, || {
         format!("old tenure's renew answered {r:?}")
     })?;
-    let old = [RenewItem {
+    let old = [TenureRef {
         key: key.clone(),
         token: t1,
     }];
