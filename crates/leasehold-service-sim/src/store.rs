@@ -48,7 +48,7 @@ impl Recorder {
     }
 }
 
-/// A [`LeaseStore`] that injects faults around `inner` and logs its confirmed grants in a
+/// A [`LeaseStore`](leasehold_storage::LeaseStore) that injects faults around `inner` and logs its confirmed grants in a
 /// [`GrantLog`]. One per service (its dice are the service's); clones share everything.
 ///
 /// Every call draws one [`Fault`](crate::Fault): passed through, delayed, hung (until the caller drops it, at
