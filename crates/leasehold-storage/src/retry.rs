@@ -168,7 +168,7 @@ mod tests {
         assert!(gave_up.is_err());
         assert!(abandoned_recently());
         let until = DRAIN_UNTIL.load(Ordering::Relaxed);
-        let window = u64::try_from(DRAIN_WINDOW.as_millis()).unwrap();
+        let window = u64::try_from(DRAIN_WINDOW.as_millis()).expect("ten seconds fit");
         assert!(
             until >= now_ms() + window - 1_000,
             "{until} vs {}",
