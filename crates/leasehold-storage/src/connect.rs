@@ -1,5 +1,7 @@
 //! Opening a store from a URL, with pools configured for lease traffic.
 
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+use std::sync::Arc;
 use std::time::Duration;
 
 use leasehold_core::ValidationError;
@@ -212,7 +214,7 @@ impl StoreBuilder {
         if postgres {
             let ms = bound.as_millis().max(1).to_string();
             let idle = bound.as_secs().max(1).to_string();
-            opt.map_sqlx_postgres_opts(move |o| {
+            let session = move |o: sea_orm::sqlx::postgres::PgConnectOptions| {
                 o.options([
                     ("lock_timeout", ms.as_str()),
                     ("statement_timeout", ms.as_str()),
@@ -220,11 +222,32 @@ impl StoreBuilder {
                     ("tcp_keepalives_interval", "1"),
                     ("tcp_keepalives_count", "3"),
                 ])
-            });
+            };
+            // The options a replacement connection is opened with (see `drained`).
+            let fresh = url
+                .parse::<sea_orm::sqlx::postgres::PgConnectOptions>()
+                .ok()
+                .map(|o| Arc::new(session.clone()(o)));
+            opt.map_sqlx_postgres_opts(session);
+            let connect_timeout = self.connect_timeout;
             // A second ping: the first may answer the abandoned statement's own error.
             opt.map_sqlx_postgres_pool_opts(move |p| {
+                let fresh = fresh.clone();
                 p.after_release(move |conn, _meta| {
-                    Box::pin(drained(conn, bound + DRAIN_SLACK, 2, PG_LEFT_OPEN))
+                    let fresh = fresh.clone();
+                    Box::pin(async move {
+                        let drain = drained(conn, bound + DRAIN_SLACK, 2, PG_LEFT_OPEN).await;
+                        Ok(drain == Drain::Reusable
+                            || replaced(conn, connect_timeout.min(bound), || {
+                                let fresh = fresh.clone();
+                                async move {
+                                    use sea_orm::sqlx::Connection;
+                                    let options = fresh.ok_or(sea_orm::sqlx::Error::PoolClosed)?;
+                                    sea_orm::sqlx::PgConnection::connect_with(&options).await
+                                }
+                            })
+                            .await)
+                    })
                 })
             });
         }
@@ -232,10 +255,35 @@ impl StoreBuilder {
         if mysql {
             // One ping: after an error packet sqlx's MySQL stream still waits for that statement's
             // result, so a second ping would only wait out the bound.
+            let fresh = url
+                .parse::<sea_orm::sqlx::mysql::MySqlConnectOptions>()
+                .ok()
+                .map(Arc::new);
+            let connect_timeout = self.connect_timeout;
             opt.map_sqlx_mysql_pool_opts(move |p| {
+                let fresh = fresh.clone();
                 p.after_connect(move |conn, _meta| Box::pin(mysql_session_bounds(conn, bound)))
                     .after_release(move |conn, _meta| {
-                        Box::pin(drained(conn, bound + DRAIN_SLACK, 1, MYSQL_LEFT_OPEN))
+                        let fresh = fresh.clone();
+                        Box::pin(async move {
+                            let drain =
+                                drained(conn, bound + DRAIN_SLACK, 1, MYSQL_LEFT_OPEN).await;
+                            Ok(drain == Drain::Reusable
+                                || replaced(conn, connect_timeout.min(bound), || {
+                                    let fresh = fresh.clone();
+                                    async move {
+                                        use sea_orm::sqlx::Connection;
+                                        let options =
+                                            fresh.ok_or(sea_orm::sqlx::Error::PoolClosed)?;
+                                        let mut c =
+                                            sea_orm::sqlx::MySqlConnection::connect_with(&options)
+                                                .await?;
+                                        mysql_session_bounds(&mut c, bound).await?;
+                                        Ok(c)
+                                    }
+                                })
+                                .await)
+                        })
                     })
             });
         }
@@ -355,7 +403,7 @@ async fn drained<C>(
     within: Duration,
     pings: usize,
     left_open: Option<&'static str>,
-) -> Result<bool, sea_orm::sqlx::Error>
+) -> Drain
 where
     C: sea_orm::sqlx::Connection,
     for<'e> &'e mut C: sea_orm::sqlx::Executor<'e, Database = C::Database>,
@@ -366,7 +414,7 @@ where
 {
     use sea_orm::sqlx::{Executor, Row};
     if !crate::retry::abandoned_recently() {
-        return Ok(true);
+        return Drain::Reusable;
     }
     let reusable = tokio::time::timeout(within, async {
         let mut answered = false;
@@ -393,7 +441,64 @@ where
         }
     })
     .await;
-    Ok(reusable == Ok(true))
+    if reusable == Ok(true) {
+        Drain::Reusable
+    } else {
+        Drain::Dead
+    }
+}
+
+/// What [`drained`] found.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Drain {
+    /// It answered (and has no transaction open): back to the pool as it is.
+    Reusable,
+    /// It did not answer in time: it must not be reused.
+    Dead,
+}
+
+/// How long [`replaced`] keeps trying to open a connection in the place of a dead one.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+const REPLACE_FOR: Duration = Duration::from_secs(60);
+
+/// Puts a new connection in the place of a dead one (the pool keeps the new one in the old one's
+/// slot) and drops the old one, which closes its socket at once. Not closed the protocol's way:
+/// over TLS with rustls (sqlx 0.9) a close flushes the TLS stream, which waits for the peer to
+/// send something, and a peer that went silent (a NAT or load-balancer reset, a partition) never
+/// does: the close, and the pool slot with it, would wait until the kernel gives up on the
+/// connection, many minutes later. Keeping the dead one is no better: sqlx pings every returned
+/// connection, without a bound.
+///
+/// While the database is out of reach, a new connection is tried every `limit` (each attempt
+/// bounded by it) for up to [`REPLACE_FOR`]: the slot comes back with a live connection as soon
+/// as the network lets new connections through (it could not serve anyone meanwhile). Answers
+/// whether it did; after that the pool closes the dead one its own way (over TLS, the wait above:
+/// docs/operations.md).
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+async fn replaced<C, F, Fut>(conn: &mut C, limit: Duration, fresh: F) -> bool
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<C, sea_orm::sqlx::Error>>,
+{
+    use leasehold_core::{Clock, MonotonicClock};
+    let clock = MonotonicClock;
+    let started = clock.now();
+    loop {
+        let attempt = clock.now();
+        match tokio::time::timeout(limit, fresh()).await {
+            Ok(Ok(new)) => {
+                drop(std::mem::replace(conn, new));
+                return true;
+            }
+            Ok(Err(e)) => tracing::debug!("a dead pooled connection not replaced yet: {e}"),
+            Err(_) => tracing::debug!("a dead pooled connection not replaced within {limit:?}"),
+        }
+        if clock.now() - started >= REPLACE_FOR {
+            return false;
+        }
+        tokio::time::sleep(limit.saturating_sub(clock.now() - attempt)).await;
+    }
 }
 
 /// PostgreSQL: whether the session is inside a transaction block (a simple query outside one is
