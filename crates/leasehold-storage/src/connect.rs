@@ -190,11 +190,54 @@ impl StoreBuilder {
         {
             return Err(StoreError::UnsupportedUrl { url: redact(&url) });
         }
+        let hosts = crate::HostList::parse(&url)?;
+        if hosts.several() && !postgres {
+            return Err(StoreError::BadUrl {
+                url: redact(&url),
+                problem: "several hosts are followed on PostgreSQL only; give a MySQL/MariaDB \
+                          store one server's URL"
+                    .into(),
+            });
+        }
+        // PostgreSQL with several hosts (or `target_session_attrs=read-write`): the pool uses
+        // the server that accepts writes, and follows it (backend/postgres/primary.rs).
+        #[cfg(feature = "postgres")]
+        let primary = if postgres && (hosts.several() || hosts.asks_for_primary()) {
+            let primary = Arc::new(crate::backend::postgres::primary::Primary::new(
+                &hosts,
+                pg_session(self.server_timeout),
+                self.connect_timeout,
+            )?);
+            primary
+                .find()
+                .await
+                .map_err(|found| StoreError::NoWritableHost {
+                    url: redact(&url),
+                    found,
+                })?;
+            Some(primary)
+        } else {
+            None
+        };
+        #[cfg(not(feature = "postgres"))]
+        let primary: Option<()> = None;
         // The pool retries a refused connection until its acquire timeout, which suits a server
         // restarting under running leases but not a wrong host or port at startup.
-        probe(&url, self.connect_timeout)
-            .await
-            .map_err(|cause| connect_error(&url, cause))?;
+        let url = match &primary {
+            #[cfg(feature = "postgres")]
+            Some(p) => hosts.urls()[hosts
+                .addresses()
+                .iter()
+                .position(|a| a == p.current_address())
+                .unwrap_or(0)]
+            .clone(),
+            _ => {
+                probe(&url, self.connect_timeout)
+                    .await
+                    .map_err(|cause| connect_error(&url, cause))?;
+                url
+            }
+        };
         let memory = sqlite && (lower.contains(":memory:") || lower.contains("mode=memory"));
         let mut opt = ConnectOptions::new(url.clone());
         opt.sqlx_logging(false)
@@ -212,38 +255,49 @@ impl StoreBuilder {
         let bound = self.server_timeout;
         #[cfg(feature = "postgres")]
         if postgres {
-            let ms = bound.as_millis().max(1).to_string();
-            let idle = bound.as_secs().max(1).to_string();
-            let session = move |o: sea_orm::sqlx::postgres::PgConnectOptions| {
-                o.options([
-                    ("lock_timeout", ms.as_str()),
-                    ("statement_timeout", ms.as_str()),
-                    ("tcp_keepalives_idle", idle.as_str()),
-                    ("tcp_keepalives_interval", "1"),
-                    ("tcp_keepalives_count", "3"),
-                ])
-            };
-            // The options a replacement connection is opened with (see `drained`).
-            let fresh = url
+            let session = pg_session(bound);
+            // The options a replacement connection is opened with (see `drained`): the server in
+            // use when it is opened.
+            let fixed = url
                 .parse::<sea_orm::sqlx::postgres::PgConnectOptions>()
                 .ok()
-                .map(|o| Arc::new(session.clone()(o)));
+                .map(&session);
+            let follow = primary.clone();
+            let fresh = Arc::new(move || match &follow {
+                Some(p) => Some(p.current()),
+                None => fixed.clone(),
+            });
             opt.map_sqlx_postgres_opts(session);
             let connect_timeout = self.connect_timeout;
+            let check = primary.is_some();
             // A second ping: the first may answer the abandoned statement's own error.
             opt.map_sqlx_postgres_pool_opts(move |p| {
-                let fresh = fresh.clone();
-                p.after_release(move |conn, _meta| {
-                    let fresh = fresh.clone();
+                let fresh = Arc::clone(&fresh);
+                p.after_connect(move |conn, _meta| {
+                    Box::pin(async move {
+                        if check {
+                            primary_only(conn).await?;
+                        }
+                        Ok(())
+                    })
+                })
+                .after_release(move |conn, _meta| {
+                    let fresh = Arc::clone(&fresh);
                     Box::pin(async move {
                         let drain = drained(conn, bound + DRAIN_SLACK, 2, PG_LEFT_OPEN).await;
                         Ok(drain == Drain::Reusable
                             || replaced(conn, connect_timeout.min(bound), || {
-                                let fresh = fresh.clone();
+                                let options = fresh();
                                 async move {
                                     use sea_orm::sqlx::Connection;
-                                    let options = fresh.ok_or(sea_orm::sqlx::Error::PoolClosed)?;
-                                    sea_orm::sqlx::PgConnection::connect_with(&options).await
+                                    let options =
+                                        options.ok_or(sea_orm::sqlx::Error::PoolClosed)?;
+                                    let mut c =
+                                        sea_orm::sqlx::PgConnection::connect_with(&options).await?;
+                                    if check {
+                                        primary_only(&mut c).await?;
+                                    }
+                                    Ok(c)
                                 }
                             })
                             .await)
@@ -330,8 +384,19 @@ impl StoreBuilder {
                 );
             }
         };
+        #[cfg(feature = "postgres")]
+        let follower = primary.map(|p| {
+            let alive = Arc::new(());
+            p.follow(
+                db.get_postgres_connection_pool().clone(),
+                Arc::downgrade(&alive),
+            );
+            alive
+        });
         let mut store = SeaOrmStore::from_connection(db, &table).await?;
         store.set_server_timeout(bound);
+        #[cfg(feature = "postgres")]
+        store.set_follower(follower);
         match store.verify_schema().await {
             Ok(()) => {}
             Err(StoreError::Schema { .. }) if self.migrate => {
@@ -499,6 +564,42 @@ where
         }
         tokio::time::sleep(limit.saturating_sub(clock.now() - attempt)).await;
     }
+}
+
+/// The session options of a PostgreSQL connection: the server bounds (lock wait and statement
+/// time, `bound`) and TCP keepalives that find a silent peer.
+#[cfg(feature = "postgres")]
+fn pg_session(
+    bound: Duration,
+) -> impl Fn(sea_orm::sqlx::postgres::PgConnectOptions) -> sea_orm::sqlx::postgres::PgConnectOptions
++ Clone
++ Send
++ Sync
++ 'static {
+    let ms = bound.as_millis().max(1).to_string();
+    let idle = bound.as_secs().max(1).to_string();
+    move |o: sea_orm::sqlx::postgres::PgConnectOptions| {
+        o.options([
+            ("lock_timeout", ms.as_str()),
+            ("statement_timeout", ms.as_str()),
+            ("tcp_keepalives_idle", idle.as_str()),
+            ("tcp_keepalives_interval", "1"),
+            ("tcp_keepalives_count", "3"),
+        ])
+    }
+}
+
+/// Refuses a connection to a server that does not accept writes (a URL with several hosts: the
+/// primary moved), and notes it so the store's follower looks for the new one.
+#[cfg(feature = "postgres")]
+async fn primary_only(conn: &mut sea_orm::sqlx::PgConnection) -> Result<(), sea_orm::sqlx::Error> {
+    if crate::backend::postgres::primary::writable(conn).await? {
+        return Ok(());
+    }
+    crate::backend::postgres::primary::note_trouble();
+    Err(sea_orm::sqlx::Error::Protocol(
+        "the server no longer accepts writes (a standby): the primary moved".into(),
+    ))
 }
 
 /// PostgreSQL: whether the session is inside a transaction block (a simple query outside one is

@@ -24,6 +24,24 @@ pub enum StoreError {
         /// The URL, with any password removed.
         url: String,
     },
+    /// The URL is malformed or asks for something leasehold cannot use (see
+    /// [`crate::HostList::parse`]).
+    #[error("bad database URL {url}: {problem}")]
+    BadUrl {
+        /// The URL, with any password removed.
+        url: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// None of the servers of a URL that names several accepts writes: each is a standby, read
+    /// only or unreachable (a failover under way, or a wrong list). Retrying later may help.
+    #[error("no server of {url} accepts writes: {found}")]
+    NoWritableHost {
+        /// The URL, with any password removed.
+        url: String,
+        /// What each server answered, in the URL's order.
+        found: String,
+    },
     /// The database could not be reached or refused the connection.
     #[error("cannot connect to {url}: {}", DriverText(.cause))]
     Connect {
@@ -151,6 +169,9 @@ impl StoreError {
     /// Classifies a driver error raised during `op`: by the driver's error code where it has one
     /// (SQLite result codes, PostgreSQL and MySQL SQLSTATEs and error numbers), else by message.
     pub(crate) fn db(op: &'static str, table: &str, cause: DbErr) -> Self {
+        // A store following a PostgreSQL primary checks its server after any failure.
+        #[cfg(feature = "postgres")]
+        crate::backend::postgres::primary::note_trouble();
         match classify(&cause) {
             Kind::ReadOnly => Self::ReadOnly { op, cause },
             Kind::Full => Self::StorageFull { op, cause },
@@ -171,6 +192,7 @@ impl StoreError {
         matches!(
             self,
             Self::Connect { .. }
+                | Self::NoWritableHost { .. }
                 | Self::Database { .. }
                 | Self::Unexpected { .. }
                 | Self::StorageIo { .. }

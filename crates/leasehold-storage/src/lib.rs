@@ -64,6 +64,7 @@ mod error;
 mod fence;
 mod grant;
 mod group;
+mod hosts;
 mod joint;
 pub mod layer;
 mod memory;
@@ -85,6 +86,7 @@ pub use connect::StoreBuilder;
 pub use doorbell::Doorbell;
 pub use error::StoreError;
 pub use fence::FencedTransaction;
+pub use hosts::HostList;
 pub use leasehold_core::fencing_header::{self, FENCING_HEADER, HeaderError, TokenGate};
 pub use leasehold_core::{
     AcquireOutcome, DbInstant, FenceOutcome, FencingToken, HolderId, LeaseKey, LeaseName,

@@ -32,6 +32,9 @@ pub struct SeaOrmStore {
     server_timeout: Option<Duration>,
     /// MySQL: the ids of the rows it renewed lately (`row_ids.rs`).
     pub(crate) row_ids: std::sync::Arc<crate::row_ids::RowIds>,
+    /// PostgreSQL with several hosts: keeps the task that follows the primary running while any
+    /// clone of the store lives (`backend/postgres/primary.rs`).
+    follower: Option<std::sync::Arc<()>>,
 }
 
 impl SeaOrmStore {
@@ -77,6 +80,7 @@ impl SeaOrmStore {
             backend,
             server_timeout: None,
             row_ids: std::sync::Arc::default(),
+            follower: None,
         }
     }
 
@@ -84,6 +88,11 @@ impl SeaOrmStore {
     /// [`crate::StoreBuilder::server_timeout`]).
     pub(crate) fn set_server_timeout(&mut self, bound: Duration) {
         self.server_timeout = Some(bound);
+    }
+
+    /// Keeps the primary's follower running while the store lives.
+    pub(crate) fn set_follower(&mut self, follower: Option<std::sync::Arc<()>>) {
+        self.follower = follower;
     }
 
     /// Begins a transaction that always runs its `BEGIN` to the end, bounded by the server bound

@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use leasehold_core::LeaseKey;
-use sea_orm::sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
+use sea_orm::sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
 use tokio::sync::{Notify, mpsc};
 
@@ -110,15 +110,20 @@ impl PgDoorbell {
             return;
         }
         *listening = true;
-        let pool = self.store.connection().get_postgres_connection_pool();
-        let options = (*pool.connect_options()).clone();
+        // Read again at each reconnect: a store that follows the primary points its pool at the
+        // new one (primary.rs), and a LISTEN on the old one would hear nothing.
+        let pool = self
+            .store
+            .connection()
+            .get_postgres_connection_pool()
+            .clone();
         let subscribers = [self.subscribers.clone(), self.observers.clone()];
         let stop = Arc::clone(&self.stop);
         let limit = self.limit;
         crate::doorbell::spawn(async move {
             tokio::select! {
                 () = stop.notified() => {}
-                () = listen_forever(options, &subscribers, limit) => {}
+                () = listen_forever(&pool, &subscribers, limit) => {}
             }
         });
     }
@@ -216,13 +221,10 @@ async fn notify_all(
 
 /// Listens, reconnecting with a bounded back-off whenever the connection fails.
 /// `subscribers` are the lock waiters' and the observers'.
-async fn listen_forever(
-    options: PgConnectOptions,
-    subscribers: &[Subscribers; 2],
-    limit: Duration,
-) {
+async fn listen_forever(pool: &PgPool, subscribers: &[Subscribers; 2], limit: Duration) {
     let mut backoff = BACKOFF_MIN;
     loop {
+        let options = (*pool.connect_options()).clone();
         match listen_once(&options, subscribers, limit).await {
             Ok(()) => backoff = BACKOFF_MIN,
             Err(e) => {

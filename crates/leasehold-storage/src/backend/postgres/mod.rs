@@ -9,6 +9,8 @@ use super::{Dialect, Names};
 #[cfg(feature = "postgres")]
 pub mod doorbell;
 mod group;
+#[cfg(feature = "postgres")]
+pub(crate) mod primary;
 mod statements;
 
 /// PostgreSQL's SQL.

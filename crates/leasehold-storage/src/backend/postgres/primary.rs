@@ -1,0 +1,181 @@
+//! Following the primary of a PostgreSQL URL that names several servers
+//! (`postgres://h1:p1,h2:p2/db?target_session_attrs=read-write`), as an HA manager
+//! (pg_auto_failover, Patroni) moves it. sqlx takes one host per pool, so the pool's connect
+//! options are pointed at the server that accepts writes, and pointed again when it stops.
+//!
+//! - At connect every server is asked at once (each bounded by the connect timeout); the first in
+//!   the URL's order that accepts writes is the pool's.
+//! - Every new pooled connection is asked again before use; one to a server that no longer
+//!   accepts writes (a standby, a demoted primary) is refused, so the pool retries.
+//! - A task per store checks its server when the store's statements fail or are abandoned, or a
+//!   connection was refused that way (at most every [`CHECK_EVERY`]); when it no longer accepts
+//!   writes it asks every server until one does (a promotion can take many seconds) and points
+//!   the pool there. Connections to a dead server fail and are closed by the pool; silent ones
+//!   are found by the release hook's drain (`crate::connect`).
+//!
+//! A server is writable when it is not in recovery and `transaction_read_only` is off (libpq's
+//! `read-write`). Two servers may both say so for a moment after a promotion (the old primary
+//! cut off from its HA manager): the store keeps the one it has until it stops answering. With
+//! synchronous replication the old one cannot commit anything meanwhile (no standby
+//! acknowledges), so nothing is granted there; docs/operations.md says what asynchronous
+//! replication loses.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use sea_orm::sqlx::postgres::{PgConnectOptions, PgConnection, PgPool};
+use sea_orm::sqlx::{Connection, Row};
+
+use crate::{HostList, StoreError};
+
+/// How often, at most, a store's task asks whether its server still accepts writes, while
+/// statements fail.
+const CHECK_EVERY: Duration = Duration::from_millis(500);
+
+/// How many times a store's statements failed or were refused a connection (any store of this
+/// process): the followers' cue to check their server.
+static TROUBLE: AtomicU64 = AtomicU64::new(0);
+
+/// Notes a failed statement or a refused connection: followers check their server.
+pub(crate) fn note_trouble() {
+    TROUBLE.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The query a server answers `true` to when it accepts writes.
+const WRITABLE: &str = "SELECT NOT pg_is_in_recovery() \
+     AND current_setting('transaction_read_only') = 'off' AS writable";
+
+/// Whether the server of `conn` accepts writes.
+pub(crate) async fn writable(conn: &mut PgConnection) -> Result<bool, sea_orm::sqlx::Error> {
+    use sea_orm::sqlx::Executor;
+    conn.fetch_one(WRITABLE).await?.try_get::<bool, _>(0)
+}
+
+/// The servers of one store's URL and which of them its pool uses.
+#[derive(Debug)]
+pub(crate) struct Primary {
+    addresses: Vec<String>,
+    options: Vec<PgConnectOptions>,
+    current: AtomicUsize,
+    limit: Duration,
+}
+
+impl Primary {
+    /// The servers of `list`, each with the session options `session` sets; `limit` bounds each
+    /// question to a server (the connect timeout).
+    pub(crate) fn new(
+        list: &HostList,
+        session: impl Fn(PgConnectOptions) -> PgConnectOptions,
+        limit: Duration,
+    ) -> Result<Self, StoreError> {
+        let options = list
+            .urls()
+            .iter()
+            .map(|u| {
+                u.parse::<PgConnectOptions>()
+                    .map(&session)
+                    .map_err(|e| StoreError::BadUrl {
+                        url: crate::error::redact(u),
+                        problem: e.to_string(),
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self {
+            addresses: list.addresses().to_vec(),
+            options,
+            current: AtomicUsize::new(0),
+            limit,
+        })
+    }
+
+    /// The options of the server in use.
+    pub(crate) fn current(&self) -> PgConnectOptions {
+        self.options[self.current.load(Ordering::Relaxed)].clone()
+    }
+
+    /// The address of the server in use.
+    pub(crate) fn current_address(&self) -> &str {
+        &self.addresses[self.current.load(Ordering::Relaxed)]
+    }
+
+    /// Asks server `i` whether it accepts writes (connect and query bounded by the limit).
+    async fn ask(&self, i: usize) -> Result<bool, String> {
+        let asked = tokio::time::timeout(self.limit, async {
+            let mut conn = PgConnection::connect_with(&self.options[i]).await?;
+            let answer = writable(&mut conn).await;
+            let _ = conn.close().await;
+            answer
+        })
+        .await;
+        match asked {
+            Ok(Ok(w)) => Ok(w),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!("no answer within {:?}", self.limit)),
+        }
+    }
+
+    /// Asks every server at once; the first in the URL's order that accepts writes becomes the
+    /// one in use. Otherwise what each answered.
+    pub(crate) async fn find(&self) -> Result<usize, String> {
+        let answers = futures::future::join_all((0..self.options.len()).map(|i| self.ask(i))).await;
+        if let Some(i) = answers.iter().position(|a| *a == Ok(true)) {
+            self.current.store(i, Ordering::Relaxed);
+            return Ok(i);
+        }
+        Err(self
+            .addresses
+            .iter()
+            .zip(answers)
+            .map(|(a, answer)| match answer {
+                Ok(_) => format!("{a}: in recovery or read-only (a standby)"),
+                Err(e) => format!("{a}: {e}"),
+            })
+            .collect::<Vec<_>>()
+            .join("; "))
+    }
+
+    /// Follows the primary for `pool` while the store that owns `alive` lives (spawned on the
+    /// current runtime; a runtime's end ends it too).
+    pub(crate) fn follow(self: Arc<Self>, pool: PgPool, alive: Weak<()>) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        rt.spawn(async move {
+            let mut seen = TROUBLE.load(Ordering::Relaxed);
+            let mut searching = false;
+            loop {
+                tokio::time::sleep(CHECK_EVERY).await;
+                if alive.strong_count() == 0 || pool.is_closed() {
+                    return;
+                }
+                let trouble = TROUBLE.load(Ordering::Relaxed);
+                if trouble == seen && !searching && !crate::retry::abandoned_recently() {
+                    continue;
+                }
+                seen = trouble;
+                let was = self.current.load(Ordering::Relaxed);
+                if !searching && self.ask(was).await == Ok(true) {
+                    continue;
+                }
+                match self.find().await {
+                    Ok(now) => {
+                        searching = false;
+                        if now != was {
+                            pool.set_connect_options(self.current());
+                            tracing::warn!(
+                                from = %self.addresses[was],
+                                to = %self.addresses[now],
+                                "the primary moved: new connections go to the new one"
+                            );
+                        }
+                    }
+                    Err(found) => {
+                        searching = true;
+                        tracing::debug!("no server accepts writes yet: {found}");
+                    }
+                }
+            }
+        });
+    }
+}
