@@ -137,7 +137,7 @@ fn bad_row(row: &[String]) -> ServerError {
     }
 }
 
-fn split(out: &str, sep: char) -> Vec<Vec<String>> {
+pub(crate) fn split(out: &str, sep: char) -> Vec<Vec<String>> {
     out.lines()
         .filter(|l| !l.is_empty())
         .map(|l| l.split(sep).map(str::to_owned).collect())
@@ -163,16 +163,21 @@ fn in_list(namespaces: &[&str]) -> String {
         .join(", ")
 }
 
+/// PostgreSQL's audit table and trigger ([`Backend::audit_ddl`]).
+pub(crate) fn pg_audit_ddl() -> Vec<String> {
+    vec![
+        format!("CREATE TABLE {AUDIT_TABLE} (id BIGSERIAL PRIMARY KEY, namespace TEXT, lease_name TEXT, holder TEXT, version BIGINT, status INT)"),
+        format!("CREATE FUNCTION fault_audit_fn() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN {AUDIT_INSERT}; RETURN NULL; END $$"),
+        "CREATE TRIGGER fault_audit_t AFTER INSERT OR UPDATE ON lease_info FOR EACH ROW EXECUTE FUNCTION fault_audit_fn()".into(),
+    ]
+}
+
 impl Backend for Postgres {
     fn name(&self) -> &'static str {
         "postgres"
     }
     fn audit_ddl(&self) -> Vec<String> {
-        vec![
-            format!("CREATE TABLE {AUDIT_TABLE} (id BIGSERIAL PRIMARY KEY, namespace TEXT, lease_name TEXT, holder TEXT, version BIGINT, status INT)"),
-            format!("CREATE FUNCTION fault_audit_fn() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN {AUDIT_INSERT}; RETURN NULL; END $$"),
-            "CREATE TRIGGER fault_audit_t AFTER INSERT OR UPDATE ON lease_info FOR EACH ROW EXECUTE FUNCTION fault_audit_fn()".into(),
-        ]
+        pg_audit_ddl()
     }
     fn url(&self) -> String {
         Postgres::url(self)

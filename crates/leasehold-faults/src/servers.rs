@@ -290,11 +290,13 @@ impl Drop for Session {
     }
 }
 
+mod auto_failover;
 mod mariadb;
 mod postgres;
 mod sqlite;
 mod tls;
 
+pub use auto_failover::Formation;
 pub use mariadb::MariaDb;
 pub use postgres::Postgres;
 pub use sqlite::SqliteDb;

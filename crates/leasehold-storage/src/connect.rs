@@ -270,10 +270,18 @@ impl StoreBuilder {
             opt.map_sqlx_postgres_opts(session);
             let connect_timeout = self.connect_timeout;
             let check = primary.is_some();
+            let moved = primary.clone();
             // A second ping: the first may answer the abandoned statement's own error.
             opt.map_sqlx_postgres_pool_opts(move |p| {
                 let fresh = Arc::clone(&fresh);
-                p.after_connect(move |conn, _meta| {
+                let moved = moved.clone();
+                p.before_acquire(move |_conn, meta| {
+                    let reuse = !moved
+                        .as_ref()
+                        .is_some_and(|p| p.opened_before_move(meta.age));
+                    Box::pin(async move { Ok(reuse) })
+                })
+                .after_connect(move |conn, _meta| {
                     Box::pin(async move {
                         if check {
                             primary_only(conn).await?;

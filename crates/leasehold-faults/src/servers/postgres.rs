@@ -23,7 +23,7 @@ pub struct Postgres {
 }
 
 /// The newest `/usr/lib/postgresql/*/bin` holding `initdb`, or `pg_config --bindir`.
-fn bin_dir() -> Result<PathBuf, ServerError> {
+pub(super) fn bin_dir() -> Result<PathBuf, ServerError> {
     let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
         .into_iter()
         .flatten()

@@ -10,8 +10,9 @@
 //! - A task per store checks its server when the store's statements fail or are abandoned, or a
 //!   connection was refused that way (at most every [`CHECK_EVERY`]); when it no longer accepts
 //!   writes it asks every server until one does (a promotion can take many seconds) and points
-//!   the pool there. Connections to a dead server fail and are closed by the pool; silent ones
-//!   are found by the release hook's drain (`crate::connect`).
+//!   the pool there. Pooled connections opened before that are closed before their next use
+//!   ([`Primary::opened_before_move`]); silent ones are also found by the release hook's drain
+//!   (`crate::connect`).
 //!
 //! A server is writable when it is not in recovery and `transaction_read_only` is off (libpq's
 //! `read-write`). Two servers may both say so for a moment after a promotion (the old primary
@@ -59,6 +60,18 @@ pub(crate) struct Primary {
     options: Vec<PgConnectOptions>,
     current: AtomicUsize,
     limit: Duration,
+    /// When the pool was last pointed at another server ([`since_start`], ms; 0: never).
+    moved_at: AtomicU64,
+}
+
+/// Milliseconds since the first call (the scale of [`Primary::moved_at`]).
+fn since_start() -> u64 {
+    use leasehold_core::{Clock, MonotonicClock};
+    static EPOCH: std::sync::OnceLock<tokio::time::Instant> = std::sync::OnceLock::new();
+    let epoch = *EPOCH.get_or_init(|| MonotonicClock.now());
+    u64::try_from(MonotonicClock.now().saturating_duration_since(epoch).as_millis())
+        .unwrap_or(u64::MAX)
+        .max(1)
 }
 
 impl Primary {
@@ -86,6 +99,7 @@ impl Primary {
             options,
             current: AtomicUsize::new(0),
             limit,
+            moved_at: AtomicU64::new(0),
         })
     }
 
@@ -97,6 +111,15 @@ impl Primary {
     /// The address of the server in use.
     pub(crate) fn current_address(&self) -> &str {
         &self.addresses[self.current.load(Ordering::Relaxed)]
+    }
+
+    /// Whether a pooled connection `age` old was opened before the pool last moved to another
+    /// server: it is closed rather than reused. A connection to the old primary that went
+    /// silent (a frozen or cut-off server) may answer again later, and until its HA manager
+    /// demotes it that server still takes writes its standby never sees.
+    pub(crate) fn opened_before_move(&self, age: Duration) -> bool {
+        let moved = self.moved_at.load(Ordering::Relaxed);
+        moved != 0 && u128::from(since_start().saturating_sub(moved)) < age.as_millis()
     }
 
     /// Asks server `i` whether it accepts writes (connect and query bounded by the limit).
@@ -162,6 +185,7 @@ impl Primary {
                     Ok(now) => {
                         searching = false;
                         if now != was {
+                            self.moved_at.store(since_start(), Ordering::Relaxed);
                             pool.set_connect_options(self.current());
                             tracing::warn!(
                                 from = %self.addresses[was],

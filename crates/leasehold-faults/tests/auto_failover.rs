@@ -1,0 +1,36 @@
+//! PostgreSQL with automatic failover: a throwaway pg_auto_failover formation (a monitor and two
+//! data nodes, synchronous replication), holders in two processes connected with one URL naming
+//! both nodes (`target_session_attrs=read-write`), following the primary by themselves.
+//!
+//! One formation serves the scenarios in turn: the primary's node SIGKILLed and later started
+//! again (it rejoins), a planned switchover, and the primary's node frozen (SIGSTOP: its
+//! connections silent, as behind a blackhole) then thawed (it rejoins). Asserted for each: no two
+//! believers, no token granted twice, fenced writes never going back, belief ending by the
+//! local deadline while no primary answers, and a grant again after the promotion. The time
+//! from the fault to the first grant is printed.
+
+mod common;
+
+use common::{bin, require, selected, summary};
+use leasehold_faults::ha::{NodeFault, auto_failover, prepare};
+use leasehold_faults::scenario::print_report;
+use leasehold_faults::servers::Formation;
+
+#[test]
+fn pg_auto_failover_keeps_one_believer_through_node_loss() {
+    if !selected("paf") {
+        return;
+    }
+    let Some(mut formation) = require("pg_auto_failover", Formation::start(2)) else {
+        return;
+    };
+    prepare(&bin(), &formation).expect("the formation's tables");
+    let mut reports = Vec::new();
+    for fault in [NodeFault::Kill, NodeFault::Switchover, NodeFault::Freeze] {
+        let report = auto_failover(&bin(), &mut formation, fault)
+            .unwrap_or_else(|e| panic!("{fault:?}: {e}"));
+        print_report(&report);
+        reports.push(report);
+    }
+    summary(&reports);
+}
