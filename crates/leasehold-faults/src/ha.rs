@@ -135,15 +135,7 @@ fn first_grant_after(run: &Run, after: u64, within: Duration) -> Option<u64> {
             .iter()
             .flat_map(crate::fleet::Holder::records)
             .filter_map(|r| match r {
-                Record::Acquired { at, key, token } if at > after => {
-                    if std::env::var_os("PAF_DEBUG").is_some() {
-                        eprintln!(
-                            "grant after: {key} {token} +{:.0} ms",
-                            ms_between(after, at)
-                        );
-                    }
-                    Some(at)
-                }
+                Record::Acquired { at, .. } if at > after => Some(at),
                 _ => None,
             })
             .min();
