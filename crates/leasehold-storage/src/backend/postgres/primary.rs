@@ -69,9 +69,14 @@ fn since_start() -> u64 {
     use leasehold_core::{Clock, MonotonicClock};
     static EPOCH: std::sync::OnceLock<tokio::time::Instant> = std::sync::OnceLock::new();
     let epoch = *EPOCH.get_or_init(|| MonotonicClock.now());
-    u64::try_from(MonotonicClock.now().saturating_duration_since(epoch).as_millis())
-        .unwrap_or(u64::MAX)
-        .max(1)
+    u64::try_from(
+        MonotonicClock
+            .now()
+            .saturating_duration_since(epoch)
+            .as_millis(),
+    )
+    .unwrap_or(u64::MAX)
+    .max(1)
 }
 
 impl Primary {
