@@ -51,10 +51,13 @@ pub fn auto_failover(
     fault: NodeFault,
 ) -> Result<Report, ServerError> {
     let pace = Pace::get();
-    let name = match fault {
-        NodeFault::Kill => "paf_kill",
-        NodeFault::Freeze => "paf_freeze",
-        NodeFault::Switchover => "paf_switchover",
+    let name = match (fault, formation.synchronous()) {
+        (NodeFault::Kill, true) => "paf_kill",
+        (NodeFault::Freeze, true) => "paf_freeze",
+        (NodeFault::Switchover, true) => "paf_switchover",
+        (NodeFault::Kill, false) => "paf_async_kill",
+        (NodeFault::Freeze, false) => "paf_async_freeze",
+        (NodeFault::Switchover, false) => "paf_async_switchover",
     };
     let url = formation.url();
     let old = formation.primary().ok_or_else(|| ServerError::NotReady {

@@ -46,6 +46,7 @@ pub struct Formation {
     user: Option<String>,
     monitor: Keeper,
     nodes: Vec<Keeper>,
+    synchronous: bool,
 }
 
 impl Formation {
@@ -100,6 +101,7 @@ impl Formation {
             user,
             monitor,
             nodes: data,
+            synchronous: true,
         };
         f.create_monitor()?;
         for i in 0..f.nodes.len() {
@@ -408,7 +410,8 @@ impl Formation {
     ///
     /// # Errors
     /// The command's output.
-    pub fn set_synchronous(&self, on: bool) -> Result<(), ServerError> {
+    pub fn set_synchronous(&mut self, on: bool) -> Result<(), ServerError> {
+        self.synchronous = on;
         for n in &self.nodes {
             let pgdata = n.pgdata.display().to_string();
             run(&mut self.autoctl(&[
@@ -421,6 +424,12 @@ impl Formation {
             ]))?;
         }
         self.wait_settled(Duration::from_secs(30))
+    }
+
+    /// Whether replication is synchronous ([`Formation::set_synchronous`]).
+    #[must_use]
+    pub fn synchronous(&self) -> bool {
+        self.synchronous
     }
 
     /// Rows of a query on the node that accepts writes now.
