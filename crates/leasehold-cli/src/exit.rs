@@ -29,7 +29,9 @@ impl From<StoreError> for Failure {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::Invalid(v) => Self::Args(v.to_string()),
-            StoreError::UnsupportedUrl { .. } => Self::Args(e.to_string()),
+            StoreError::UnsupportedUrl { .. } | StoreError::BadUrl { .. } => {
+                Self::Args(e.to_string())
+            }
             other => Self::Store(other),
         }
     }
