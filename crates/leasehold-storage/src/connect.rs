@@ -27,6 +27,10 @@ use crate::{SeaOrmStore, StoreError};
 ///   the pool first, so a refused connection or an unknown host fails [`StoreBuilder::connect`]
 ///   at once (once running, the pool keeps retrying a refused connection until the acquire
 ///   timeout, which rides out a database restart);
+/// - PostgreSQL URLs may name several servers, in libpq's form
+///   (`postgres://u@h1:5432,h2:5432/db?target_session_attrs=read-write`): the store uses the one
+///   that accepts writes and follows it across failovers; [`StoreError::NoWritableHost`] when
+///   none does at connect (docs/operations.md, "PostgreSQL with automatic failover");
 /// - every statement bounded on the server by [`StoreBuilder::server_timeout`] (default 5 s);
 /// - the lease table is created if missing, unless [`StoreBuilder::migrate`] is `false`.
 ///
