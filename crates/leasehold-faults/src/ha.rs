@@ -24,6 +24,10 @@ pub enum NodeFault {
     Freeze,
     /// A planned `pg_autoctl perform switchover`.
     Switchover,
+    /// The primary's node cut off the network while it runs (its PostgreSQL port blackholed
+    /// both ways, its keeper's link to the monitor partitioned): the monitor promotes the
+    /// standby; the cut is healed after the promotion and the old primary rejoins.
+    Blackhole,
 }
 
 /// How long a formation may take to promote or settle (its health checks, the demote timeout,
@@ -55,6 +59,8 @@ pub fn auto_failover(
         (NodeFault::Kill, true) => "paf_kill",
         (NodeFault::Freeze, true) => "paf_freeze",
         (NodeFault::Switchover, true) => "paf_switchover",
+        (NodeFault::Blackhole, true) => "paf_blackhole",
+        (NodeFault::Blackhole, false) => "paf_async_blackhole",
         (NodeFault::Kill, false) => "paf_async_kill",
         (NodeFault::Freeze, false) => "paf_async_freeze",
         (NodeFault::Switchover, false) => "paf_async_switchover",
@@ -91,6 +97,16 @@ pub fn auto_failover(
             run.sleep_ms(TERM_MS);
             formation.thaw_node(old);
             run.note("old primary thawed");
+        }
+        NodeFault::Blackhole => {
+            formation.blackhole_node(old)?;
+            run.note("primary's node cut off (port blackholed, keeper's monitor link partitioned)");
+            formation.wait_primary(standby, SETTLE)?;
+            promoted = mono_ns();
+            run.note("standby promoted and accepting writes");
+            run.sleep_ms(TERM_MS);
+            formation.heal();
+            run.note("blackhole lifted");
         }
         NodeFault::Switchover => {
             formation.switchover()?;

@@ -4,7 +4,9 @@
 //!
 //! One formation serves the scenarios in turn: the primary's node SIGKILLed and later started
 //! again (it rejoins), a planned switchover, and the primary's node frozen (SIGSTOP: its
-//! connections silent, as behind a blackhole) then thawed (it rejoins). Asserted for each: no two
+//! connections silent, as behind a blackhole) then thawed (it rejoins), and the primary's node
+//! cut off the network while it runs (its port blackholed with iptables, its keeper's link to
+//! the monitor partitioned), then healed (it rejoins). Asserted for each: no two
 //! believers, no token granted twice, fenced writes never going back, belief ending by the
 //! local deadline while no primary answers, and a grant again after the promotion. The time
 //! from the fault to the first grant is printed. Then the same formation with asynchronous
@@ -19,7 +21,14 @@ use leasehold_faults::servers::Formation;
 
 #[test]
 fn pg_auto_failover_keeps_one_believer_through_node_loss() {
-    if !selected("paf") {
+    let names = [
+        ("paf_kill", NodeFault::Kill),
+        ("paf_switchover", NodeFault::Switchover),
+        ("paf_freeze", NodeFault::Freeze),
+        ("paf_blackhole", NodeFault::Blackhole),
+    ];
+    let asynchronous = selected("paf_async_freeze");
+    if !asynchronous && !names.iter().any(|(n, _)| selected(n)) {
         return;
     }
     let Some(mut formation) = require("pg_auto_failover", Formation::start(2)) else {
@@ -27,13 +36,16 @@ fn pg_auto_failover_keeps_one_believer_through_node_loss() {
     };
     prepare(&bin(), &formation).expect("the formation's tables");
     let mut reports = Vec::new();
-    for fault in [NodeFault::Kill, NodeFault::Switchover, NodeFault::Freeze] {
+    for (_, fault) in names.into_iter().filter(|(n, _)| selected(n)) {
         let report = auto_failover(&bin(), &mut formation, fault)
             .unwrap_or_else(|e| panic!("{fault:?}: {e}"));
         print_report(&report);
         reports.push(report);
     }
     summary(&reports);
+    if !asynchronous {
+        return;
+    }
 
     // Asynchronous replication (every node's replication-quorum off): a commit returns before
     // the standby has it, so a grant acknowledged just before the primary froze can be missing

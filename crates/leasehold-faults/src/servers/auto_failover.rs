@@ -47,6 +47,13 @@ pub struct Formation {
     monitor: Keeper,
     nodes: Vec<Keeper>,
     synchronous: bool,
+    /// The iptables rules in place ([`Formation::blackhole_node`]).
+    blackholed: Vec<(&'static str, u16)>,
+    /// Each data node's keeper reaches the monitor through a forwarder of its own, so its link
+    /// can be cut with its node's port ([`Formation::blackhole_node`]).
+    links: Vec<leasehold_testkit::FaultProxy>,
+    /// Runs the forwarders.
+    rt: tokio::runtime::Runtime,
 }
 
 impl Formation {
@@ -94,6 +101,11 @@ impl Formation {
         let data = (1..=nodes)
             .map(|i| keeper(&format!("node{i}")))
             .collect::<Result<Vec<_>, _>>()?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .map_err(io("the forwarders' runtime"))?;
         let mut f = Self {
             dir,
             bin,
@@ -102,6 +114,9 @@ impl Formation {
             monitor,
             nodes: data,
             synchronous: true,
+            blackholed: Vec::new(),
+            links: Vec::new(),
+            rt,
         };
         f.create_monitor()?;
         for i in 0..f.nodes.len() {
@@ -136,11 +151,19 @@ impl Formation {
         cmd
     }
 
-    fn monitor_uri(&self) -> String {
-        format!(
-            "postgres://autoctl_node@127.0.0.1:{}/pg_auto_failover?sslmode=disable",
-            self.monitor.port
-        )
+    /// The monitor's URI through a new forwarder (kept in `links`).
+    fn monitor_uri(&mut self) -> Result<String, ServerError> {
+        let link = self
+            .rt
+            .block_on(leasehold_testkit::FaultProxy::start(super::loopback(
+                self.monitor.port,
+            )))
+            .map_err(io("a forwarder to the monitor"))?;
+        let port = link.addr().port();
+        self.links.push(link);
+        Ok(format!(
+            "postgres://autoctl_node@127.0.0.1:{port}/pg_auto_failover?sslmode=disable"
+        ))
     }
 
     fn create_monitor(&mut self) -> Result<(), ServerError> {
@@ -185,13 +208,14 @@ impl Formation {
     }
 
     fn create_node(&mut self, i: usize) -> Result<(), ServerError> {
+        let monitor = self.monitor_uri()?;
         let n = &self.nodes[i];
         let (pgdata, port, name) = (
             n.pgdata.display().to_string(),
             n.port.to_string(),
             n.name.clone(),
         );
-        let (monitor, pg_ctl) = (self.monitor_uri(), self.pg_ctl());
+        let pg_ctl = self.pg_ctl();
         run(&mut self.autoctl(&[
             "create",
             "postgres",
@@ -383,6 +407,42 @@ impl Formation {
         self.group(i, Signal::SIGCONT);
     }
 
+    /// Cuts node `i` off the network: its PostgreSQL port blackholed (iptables: every loopback
+    /// packet to or from it dropped, both ways: its clients, the monitor's health checks and
+    /// its standby's replication hear nothing) and its keeper's link to the monitor partitioned.
+    /// The node itself runs on.
+    ///
+    /// # Errors
+    /// [`ServerError::Missing`] without `iptables`; its output when it fails.
+    pub fn blackhole_node(&mut self, i: usize) -> Result<(), ServerError> {
+        let iptables = which("iptables", "iptables")?;
+        let port = self.nodes[i].port.to_string();
+        for dir in ["--dport", "--sport"] {
+            run(Command::new(&iptables).args([
+                "-I", "INPUT", "-i", "lo", "-p", "tcp", dir, &port, "-j", "DROP",
+            ]))?;
+            self.blackholed.push((dir, self.nodes[i].port));
+        }
+        self.links[i].set(leasehold_testkit::Fault::Partition);
+        Ok(())
+    }
+
+    /// Lifts every cut of [`Formation::blackhole_node`].
+    pub fn heal(&mut self) {
+        for link in &self.links {
+            link.set(leasehold_testkit::Fault::Pass);
+        }
+        let Ok(iptables) = which("iptables", "iptables") else {
+            return;
+        };
+        for (dir, port) in std::mem::take(&mut self.blackholed) {
+            let port = port.to_string();
+            let _ = run(Command::new(&iptables).args([
+                "-D", "INPUT", "-i", "lo", "-p", "tcp", dir, &port, "-j", "DROP",
+            ]));
+        }
+    }
+
     /// Starts node `i`'s keeper again (after [`Formation::kill_node`]): it rejoins as a
     /// secondary (pg_rewind when needed).
     ///
@@ -466,6 +526,7 @@ impl Formation {
 
 impl Drop for Formation {
     fn drop(&mut self) {
+        self.heal();
         for i in 0..self.nodes.len() {
             self.kill_node(i);
         }
