@@ -389,6 +389,56 @@ fn wrong_urls_are_bad_arguments() {
 }
 
 #[test]
+fn bad_host_lists_are_bad_arguments() {
+    for (url, needle) in [
+        ("postgres://postgres@h1,,h2/test", "empty host"),
+        (
+            "postgres://postgres@h1,h2/test?target_session_attrs=standby",
+            "refuses writes",
+        ),
+        ("mysql://root@h1:3306,h2:3306/test", "PostgreSQL only"),
+    ] {
+        refused(&leasehold(&["--db", url, "ls"]), BAD_ARGS, needle, url);
+    }
+}
+
+/// A PostgreSQL URL naming a closed port first and the test server second: the command uses
+/// the server that accepts writes. Two closed ports: a database error naming both.
+#[test]
+fn host_lists_reach_the_writable_server() {
+    let Some(url) = backend_url(POSTGRES_ENV) else {
+        return;
+    };
+    let at = url
+        .find('@')
+        .map_or_else(|| url.find("://").map_or(0, |i| i + 3), |i| i + 1);
+    let list = format!("{}127.0.0.1:1,{}", &url[..at], &url[at..]);
+    let list = if list.contains('?') {
+        format!("{list}&target_session_attrs=read-write")
+    } else {
+        format!("{list}?target_session_attrs=read-write")
+    };
+    ok(
+        &leasehold(&["--db", &list, "--table-prefix", "cli_hosts_", "migrate"]),
+        &list,
+    );
+    ok(
+        &leasehold(&["--db", &list, "--table-prefix", "cli_hosts_", "ls"]),
+        &list,
+    );
+    refused(
+        &leasehold(&[
+            "--db",
+            "postgres://postgres@127.0.0.1:1,127.0.0.1:2/test",
+            "ls",
+        ]),
+        DB_ERROR,
+        "no server of postgres://postgres@127.0.0.1:1,127.0.0.1:2/test accepts writes",
+        "two closed ports",
+    );
+}
+
+#[test]
 fn unreachable_hosts_are_database_errors() {
     // Port 1 on loopback: closed, so the connection is refused at once, and the command fails
     // at once too (not after the pool's 10 s acquire timeout).

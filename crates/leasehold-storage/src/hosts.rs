@@ -26,24 +26,32 @@ impl HostList {
     /// writes. It is taken out of the servers' URLs (the driver does not know it).
     ///
     /// # Errors
-    /// [`StoreError::BadUrl`]: no `scheme://`, an empty host in the list, a port that is not a
-    /// number, several hosts in a `sqlite:` URL, or a `target_session_attrs` asking for a
-    /// standby (`read-only`, `standby`, `prefer-standby`), which could never take a write.
+    /// [`StoreError::BadUrl`]: an empty host in a list, a port that is not a number, or a
+    /// `target_session_attrs` asking for a standby (`read-only`, `standby`, `prefer-standby`),
+    /// which could never take a write. URLs of other schemes (SQLite's) are left as written.
     pub fn parse(url: &str) -> Result<Self, StoreError> {
         let bad = |problem: String| StoreError::BadUrl {
             url: redact(url),
             problem,
         };
         let url = url.trim();
+        let as_written = || Self {
+            urls: vec![url.to_owned()],
+            addresses: vec![url.to_owned()],
+            several: false,
+            read_write: false,
+        };
         let Some(scheme_end) = url.find("://") else {
-            return Ok(Self {
-                urls: vec![url.to_owned()],
-                addresses: vec![url.to_owned()],
-                several: false,
-                read_write: false,
-            });
+            return Ok(as_written());
         };
         let scheme = url[..scheme_end].to_ascii_lowercase();
+        // SQLite names a file (`sqlite:///abs/path`); only server URLs have hosts.
+        if !matches!(
+            scheme.as_str(),
+            "postgres" | "postgresql" | "mysql" | "mariadb"
+        ) {
+            return Ok(as_written());
+        }
         let rest = &url[scheme_end + 3..];
         // The authority ends at the first '/', '?' or '#' after the user info.
         let (userinfo, after_user) = match rest
@@ -85,9 +93,11 @@ impl HostList {
         };
         let mut urls = Vec::new();
         let mut addresses = Vec::new();
+        let several = authority.contains(',');
         for host in authority.split(',') {
             let (name, port) = split_port(host);
-            if name.is_empty() {
+            // One host may be empty (libpq's default: the local socket); a list may not.
+            if name.is_empty() && several {
                 return Err(bad(format!("an empty host in the host list {authority:?}")));
             }
             if let Some(port) = port
@@ -115,10 +125,6 @@ impl HostList {
             }
             urls.push(one);
             addresses.push(address);
-        }
-        let several = urls.len() > 1;
-        if several && scheme.starts_with("sqlite") {
-            return Err(bad("an SQLite URL names one file".into()));
         }
         Ok(Self {
             urls,
@@ -194,8 +200,14 @@ mod tests {
         let l = HostList::parse(url).expect("parses");
         assert_eq!(l.urls(), [url]);
         assert!(!l.several() && !l.asks_for_primary());
-        let sqlite = HostList::parse("sqlite::memory:").expect("parses");
-        assert_eq!(sqlite.urls(), ["sqlite::memory:"]);
+        for url in [
+            "sqlite::memory:",
+            "sqlite:///var/lib/app/l.db?mode=rwc",
+            "postgres:///test",
+        ] {
+            let l = HostList::parse(url).expect("parses");
+            assert_eq!(l.urls(), [url]);
+        }
         let v6 = HostList::parse("postgres://[::1]:5433,[::1]:5434/db").expect("parses");
         assert_eq!(v6.addresses(), ["[::1]:5433", "[::1]:5434"]);
     }
