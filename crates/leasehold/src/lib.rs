@@ -80,7 +80,7 @@ pub use hand_over::HandOver;
 pub use health::{DatabaseProbe, Health, HealthReason, Verdict};
 pub use lock::{
     DEFAULT_LOCK_NAMESPACE, DEFAULT_LOCK_RETRY_INTERVAL, DEFAULT_LOCK_TTL, LockError, LockGuard,
-    LockOutcome, Locks, MultiLockGuard, MultiLockOutcome, PermitGuard,
+    LockOutcome, Locks, MultiLockGuard, MultiLockOutcome, OwnedLocks, PermitGuard, ReentrantGuard,
 };
 pub use retention::Retention;
 pub use service::{LeaseService, START_CHUNK};

@@ -13,6 +13,7 @@
 //! | `lock/query.rs` | prefix listings ([`Locks::held_with_prefix`]) and fencing by name ([`Locks::begin_fenced`]) |
 //! | `lock/queue.rs` | this process's fair queue per lock ([`LockQueues`]) |
 //! | `lock/all.rs` | several locks all or nothing ([`Locks::acquire_all`], [`MultiLockGuard`]) |
+//! | `lock/reentrant.rs` | re-entry by an explicit owner ([`Locks::owned_by`], [`OwnedLocks`], [`ReentrantGuard`]) |
 //! | `lock/permits.rs` | semaphores: `N` permits on `N` plain locks ([`Locks::acquire_permit`], [`PermitGuard`]) |
 //! | `lock/guard.rs` | [`LockGuard`] |
 //! | `lock/seed_names.rs` | the seeds' names on [`LeaseService`], each a thin delegation to [`Locks`] |
@@ -54,6 +55,7 @@ mod hold;
 mod permits;
 mod query;
 mod queue;
+mod reentrant;
 mod release;
 mod seed_names;
 
@@ -68,6 +70,7 @@ pub use all::{MultiLockGuard, MultiLockOutcome};
 pub use guard::LockGuard;
 pub use permits::PermitGuard;
 pub(crate) use queue::LockQueues;
+pub use reentrant::{OwnedLocks, ReentrantGuard};
 
 use crate::{Error, LeaseService, Result};
 

@@ -11,6 +11,7 @@ use dashmap::DashMap;
 use leasehold_core::LeaseKey;
 
 use super::DEFAULT_LOCK_RETRY_INTERVAL;
+use super::reentrant::Owners;
 
 /// One lock's local queue: its permit is an owned guard of the mutex.
 pub(crate) type Queue = Arc<tokio::sync::Mutex<()>>;
@@ -21,6 +22,8 @@ pub(crate) type Queue = Arc<tokio::sync::Mutex<()>>;
 pub(crate) struct LockQueues {
     queues: DashMap<LeaseKey, Weak<tokio::sync::Mutex<()>>>,
     retry_millis: AtomicU64,
+    /// Which owner holds which lock, for re-entry (`reentrant.rs`).
+    owners: Owners,
 }
 
 impl Default for LockQueues {
@@ -28,6 +31,7 @@ impl Default for LockQueues {
         Self {
             queues: DashMap::new(),
             retry_millis: AtomicU64::new(millis(DEFAULT_LOCK_RETRY_INTERVAL)),
+            owners: Owners::default(),
         }
     }
 }
@@ -55,6 +59,11 @@ impl LockQueues {
     /// The first wait between attempts.
     pub(crate) fn retry(&self) -> Duration {
         Duration::from_millis(self.retry_millis.load(Ordering::Relaxed))
+    }
+
+    /// Which owner holds which lock of this service.
+    pub(crate) fn owners(&self) -> &Owners {
+        &self.owners
     }
 
     pub(crate) fn set_retry(&self, interval: Duration) {
