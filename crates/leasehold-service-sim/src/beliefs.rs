@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use leasehold::{
     CancellationToken, FencingToken, HolderId, LeaseKey, LeaseService, LeaseTask, LockGuard,
-    MultiLockGuard, ShardedTasks, WorkGuard,
+    MultiLockGuard, ReentrantGuard, ShardedTasks, WorkGuard,
 };
 
 /// One incarnation of one service: the believer the oracle names.
@@ -71,6 +71,8 @@ pub enum Signal {
     ShardedHeld,
     /// `MultiLockGuard::is_held` (seen for every key of the set).
     MultiIsHeld,
+    /// `ReentrantGuard::is_held` (an owner's handle on a lock, `Locks::owned_by`).
+    ReentrantIsHeld,
     /// `WorkGuard::is_held` of a piece of work begun under a task (`LeaseTask::begin_work`) and
     /// still running.
     WorkIsHeld,
@@ -97,6 +99,8 @@ pub type ServiceCell = Mutex<Option<LeaseService>>;
 pub type GuardCell = Mutex<Option<Arc<LockGuard>>>;
 /// The program's handle on a multi-lock guard: emptied when unlocked or dropped.
 pub type MultiCell = Mutex<Option<Arc<MultiLockGuard>>>;
+/// The program's handle on an owner's re-entrant guard: emptied when unlocked or dropped.
+pub type ReentrantCell = Mutex<Option<ReentrantGuard>>;
 /// The program's handle on a running piece of work: emptied when the work finishes.
 pub type WorkCell = Mutex<Option<WorkGuard>>;
 
@@ -115,6 +119,7 @@ struct Probes {
     sharded: Vec<(Owner, ShardedTasks)>,
     multis: Vec<(Owner, Arc<MultiCell>)>,
     works: Vec<(Owner, LeaseKey, Arc<WorkCell>)>,
+    reentrant: Vec<(Owner, Arc<ReentrantCell>)>,
 }
 
 /// The registry of belief signals. Shared by the programs (writers) and the oracle (reader).
@@ -202,6 +207,13 @@ impl Beliefs {
             .push((owner.clone(), key, Arc::clone(cell)));
     }
 
+    /// An owner's re-entrant guard (its `is_held` and `token`).
+    pub fn reentrant(&self, owner: &Owner, cell: &Arc<ReentrantCell>) {
+        locked(&self.probes)
+            .reentrant
+            .push((owner.clone(), Arc::clone(cell)));
+    }
+
     /// A sharded handle (its `held`).
     pub fn sharded(&self, owner: &Owner, tasks: ShardedTasks) {
         locked(&self.probes).sharded.push((owner.clone(), tasks));
@@ -215,6 +227,7 @@ impl Beliefs {
         probes.guards.retain(|(_, cell)| locked(cell).is_some());
         probes.multis.retain(|(_, cell)| locked(cell).is_some());
         probes.works.retain(|(_, _, cell)| locked(cell).is_some());
+        probes.reentrant.retain(|(_, cell)| locked(cell).is_some());
         let mut out = Vec::new();
         let mut seen =
             |owner: &Owner, key: &LeaseKey, signal: Signal, token: Option<FencingToken>| {
@@ -226,7 +239,7 @@ impl Beliefs {
                 });
             };
         let p = &*probes;
-        let steps: [&Step<'_>; 7] = [
+        let steps: [&Step<'_>; 8] = [
             &|f| {
                 each(&p.services, reverse, |(o, cell, keys)| {
                     if let Some(s) = locked(cell).as_ref() {
@@ -257,6 +270,15 @@ impl Beliefs {
                         && g.is_held()
                     {
                         f(o, g.key(), Signal::GuardIsHeld, Some(g.token()));
+                    }
+                })
+            },
+            &|f| {
+                each(&p.reentrant, reverse, |(o, cell)| {
+                    if let Some(g) = locked(cell).as_ref()
+                        && g.is_held()
+                    {
+                        f(o, g.key(), Signal::ReentrantIsHeld, Some(g.token()));
                     }
                 })
             },

@@ -89,6 +89,8 @@ async fn hand_over_and_yield_under_faults() {
         permit: 0,
         lock_all: 0,
         multi_end: 0,
+        reenter: 0,
+        reentrant_end: 0,
         start_sharded: 0,
         leave: 0,
         read: 0,
@@ -124,6 +126,46 @@ async fn permits_and_multi_locks_under_faults() {
         permit: 10,
         lock_all: 10,
         multi_end: 6,
+        reenter: 0,
+        reentrant_end: 0,
+        start_sharded: 0,
+        leave: 0,
+        read: 1,
+        shutdown: 1,
+        drop_service: 1,
+        pause: 3,
+    };
+    on_every_backend_3s(&weights).await;
+}
+
+/// Owners re-entering their locks (`Locks::owned_by`), with plain locks, waits, renewals,
+/// releases by name and service ends on the same names, under the default faults, on every
+/// backend: never two believers of a key, belief never past the grant, and an owner's last
+/// guard given up (unlocked or dropped) leaves no row held (seed 0; `LEASEHOLD_SIM_SEEDS` for
+/// more).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reentrant_locks_under_faults() {
+    use leasehold_service_sim::OpWeights;
+    let weights = OpWeights {
+        start_lease_task: 0,
+        stop_lease_task: 0,
+        observe_task: 0,
+        hand_over: 0,
+        yield_lease: 0,
+        lock: 3,
+        try_locker: 2,
+        guard_unlock: 2,
+        guard_drop: 1,
+        guard_renew: 2,
+        guard_at_least: 0,
+        guard_fenced: 0,
+        unlock_by_name: 2,
+        hold_lock: 0,
+        permit: 0,
+        lock_all: 0,
+        multi_end: 0,
+        reenter: 12,
+        reentrant_end: 8,
         start_sharded: 0,
         leave: 0,
         read: 1,

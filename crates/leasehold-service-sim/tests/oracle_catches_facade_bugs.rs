@@ -28,6 +28,8 @@ fn none() -> OpWeights {
         permit: 0,
         lock_all: 0,
         multi_end: 0,
+        reenter: 0,
+        reentrant_end: 0,
         start_sharded: 0,
         leave: 0,
         read: 0,

@@ -1,5 +1,6 @@
 //! Program steps on locks: `lock`, `try_locker`, guards (unlock, drop, renew,
-//! `lock_at_least_for`, `begin_fenced`), `unlock` by name and `hold_lock`.
+//! `lock_at_least_for`, `begin_fenced`), `unlock` by name, `hold_lock`, and re-entry by an
+//! owner (`owned_by`: acquire, then unlock or drop one of the owner's guards).
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -8,7 +9,10 @@ use leasehold::LockGuard;
 use rand::RngExt;
 
 use super::Program;
-use crate::beliefs::{GuardCell, Owner, TokenSource};
+use crate::beliefs::{GuardCell, Owner, ReentrantCell, TokenSource};
+
+/// The owners a program takes locks for: few, so an owner often re-enters its own lock.
+const OWNERS: [&str; 2] = ["job-a", "job-b"];
 
 impl Program {
     /// A ttl between one and two terms.
@@ -209,6 +213,98 @@ impl Program {
         if let Some(Ok(Some(_))) = out {
             self.holds.insert(name);
         }
+    }
+}
+
+impl Program {
+    /// Takes a lock for one of two owners, often re-entering one the owner holds (a waiting or
+    /// a single attempt).
+    pub(super) async fn reenter(&mut self) {
+        let Some(service) = self.service() else {
+            return;
+        };
+        let Some(owner) = self.owner.clone() else {
+            return;
+        };
+        let who = OWNERS[self.rng.random_range(0..OWNERS.len())];
+        let (name, ttl) = (self.pick_name(), self.ttl());
+        let ns = self.ctx.world.namespace.clone();
+        let locks = service.locks();
+        let Ok(owned) = locks.owned_by(who) else {
+            return;
+        };
+        let out = if self.rng.random_bool(0.5) {
+            let quick = self.ctx.quick();
+            let what = format!("owned_by({who}).acquire {name} ttl {ttl:.0?}");
+            self.drive(
+                &what,
+                quick,
+                owned.acquire(&ns, &name, ttl),
+                describe_reentrant,
+            )
+            .await
+        } else {
+            let wait = self.ctx.term().mul_f64(self.rng.random_range(0.0..1.0));
+            let bound = wait + self.ctx.quick();
+            let what =
+                format!("owned_by({who}).acquire_within {name} wait {wait:.0?} ttl {ttl:.0?}");
+            let f = owned.acquire_within(&ns, &name, Some(wait), ttl);
+            self.drive(&what, bound, f, describe_reentrant).await
+        };
+        if let Some(Ok(Some(guard))) = out {
+            self.ctx.beliefs.token(
+                &owner,
+                guard.key().clone(),
+                Some(guard.token()),
+                guard.cancellation_token(),
+                TokenSource::Guard,
+            );
+            let cell: Arc<ReentrantCell> = Arc::new(Mutex::new(Some(guard)));
+            self.ctx.beliefs.reentrant(&owner, &cell);
+            self.reentrant.push((owner, cell));
+        }
+    }
+
+    /// Gives one of an owner's guards up: unlocked (awaited) or dropped.
+    pub(super) async fn reentrant_end(&mut self) {
+        self.reentrant
+            .retain(|(_, c)| c.lock().unwrap_or_else(PoisonError::into_inner).is_some());
+        if self.reentrant.is_empty() {
+            return;
+        }
+        let i = self.rng.random_range(0..self.reentrant.len());
+        let (_, cell) = self.reentrant.remove(i);
+        let Some(guard) = cell.lock().unwrap_or_else(PoisonError::into_inner).take() else {
+            return;
+        };
+        let what = format!(
+            "{} guard of {} on {} token {} (depth {})",
+            if self.rng.random_bool(0.5) {
+                "unlock"
+            } else {
+                "drop"
+            },
+            guard.owner(),
+            guard.key(),
+            guard.token(),
+            guard.depth()
+        );
+        if what.starts_with("unlock") {
+            let quick = self.ctx.quick();
+            self.drive(&what, quick, guard.unlock(), |r| format!("{r:?}"))
+                .await;
+        } else {
+            self.note(what);
+            drop(guard);
+        }
+    }
+}
+
+fn describe_reentrant(r: &leasehold::Result<Option<leasehold::ReentrantGuard>>) -> String {
+    match r {
+        Ok(Some(g)) => format!("token {} depth {}", g.token(), g.depth()),
+        Ok(None) => "not acquired".to_owned(),
+        Err(e) => format!("error: {e}"),
     }
 }
 

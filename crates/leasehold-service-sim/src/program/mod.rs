@@ -19,7 +19,7 @@ use leasehold::{LeaseKey, LeaseService, LeaseTask, ShardedTasks};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
-use crate::beliefs::{Beliefs, GuardCell, MultiCell, Owner, ServiceCell};
+use crate::beliefs::{Beliefs, GuardCell, MultiCell, Owner, ReentrantCell, ServiceCell};
 use crate::fault::{FaultDice, FaultPlan};
 use crate::journal::Journal;
 use crate::oracle::Oracle;
@@ -85,6 +85,8 @@ pub(crate) struct Program {
     guards: Vec<(Owner, Arc<GuardCell>)>,
     /// Multi-lock guards, likewise.
     multis: Vec<(Owner, Arc<MultiCell>)>,
+    /// Owners' re-entrant guards (`Locks::owned_by`), likewise.
+    reentrant: Vec<(Owner, Arc<ReentrantCell>)>,
     holds: BTreeSet<String>,
     sharded: Option<ShardedTasks>,
     /// The last holder id and whether its incarnation is fully gone (so it may be reused).
@@ -110,6 +112,8 @@ enum Op {
     Permit,
     LockAll,
     MultiEnd,
+    Reenter,
+    ReentrantEnd,
     StartSharded,
     Leave,
     Read,
@@ -118,7 +122,7 @@ enum Op {
     Pause,
 }
 
-fn menu(w: &OpWeights) -> [(Op, u32); 23] {
+fn menu(w: &OpWeights) -> [(Op, u32); 25] {
     [
         (Op::StartLeaseTask, w.start_lease_task),
         (Op::StopLeaseTask, w.stop_lease_task),
@@ -137,6 +141,8 @@ fn menu(w: &OpWeights) -> [(Op, u32); 23] {
         (Op::Permit, w.permit),
         (Op::LockAll, w.lock_all),
         (Op::MultiEnd, w.multi_end),
+        (Op::Reenter, w.reenter),
+        (Op::ReentrantEnd, w.reentrant_end),
         (Op::StartSharded, w.start_sharded),
         (Op::Leave, w.leave),
         (Op::Read, w.read),
@@ -161,6 +167,7 @@ impl Program {
             tasks: BTreeMap::new(),
             guards: Vec::new(),
             multis: Vec::new(),
+            reentrant: Vec::new(),
             holds: BTreeSet::new(),
             sharded: None,
             last_holder: None,
@@ -230,6 +237,8 @@ impl Program {
             Op::Permit => self.permit().await,
             Op::LockAll => self.lock_all().await,
             Op::MultiEnd => self.multi_end().await,
+            Op::Reenter => self.reenter().await,
+            Op::ReentrantEnd => self.reentrant_end().await,
             Op::StartSharded => self.start_sharded().await,
             Op::Leave => self.leave().await,
             Op::Read => self.read().await,
@@ -316,6 +325,9 @@ impl Program {
             }
             for (_, m) in self.multis.drain(..) {
                 drop(m.lock().unwrap_or_else(PoisonError::into_inner).take());
+            }
+            for (_, r) in self.reentrant.drain(..) {
+                drop(r.lock().unwrap_or_else(PoisonError::into_inner).take());
             }
         }
         self.tasks.clear();
