@@ -24,6 +24,12 @@ pub enum NodeFault {
     Freeze,
     /// A planned `pg_autoctl perform switchover`.
     Switchover,
+    /// The standby's WAL receiver stopped for a term, then the primary's node SIGKILLed and the
+    /// receiver too (its unread WAL lost with it): whatever the primary acknowledged meanwhile
+    /// never reaches the standby.
+    /// With synchronous replication nothing is acknowledged meanwhile; with asynchronous
+    /// replication the promoted standby lacks those grants and renewals.
+    KillLagging,
     /// The primary's node cut off the network while it runs (its PostgreSQL port blackholed
     /// both ways, its keeper's link to the monitor partitioned): the monitor promotes the
     /// standby; the cut is healed after the promotion and the old primary rejoins.
@@ -60,6 +66,8 @@ pub fn auto_failover(
         (NodeFault::Freeze, true) => "paf_freeze",
         (NodeFault::Switchover, true) => "paf_switchover",
         (NodeFault::Blackhole, true) => "paf_blackhole",
+        (NodeFault::KillLagging, true) => "paf_lag_kill",
+        (NodeFault::KillLagging, false) => "paf_async_lag_kill",
         (NodeFault::Blackhole, false) => "paf_async_blackhole",
         (NodeFault::Kill, false) => "paf_async_kill",
         (NodeFault::Freeze, false) => "paf_async_freeze",
@@ -77,12 +85,25 @@ pub fn auto_failover(
     run.wait_granted(0, "n0");
     run.spawn(HolderSpec::new("b", &url))?;
     run.sleep_ms(pace.warm_ms);
-    let fault_at = mono_ns();
+    let mut fault_at = mono_ns();
     let promoted;
     match fault {
         NodeFault::Kill => {
             formation.kill_node(old);
             run.note("primary node SIGKILLed (keeper and PostgreSQL)");
+            formation.wait_primary(standby, SETTLE)?;
+            promoted = mono_ns();
+            run.note("standby promoted and accepting writes");
+        }
+        NodeFault::KillLagging => {
+            formation.stall_replication(standby)?;
+            run.note("standby's WAL receiver stopped");
+            run.sleep_ms(TERM_MS);
+            formation.kill_node(old);
+            fault_at = mono_ns();
+            // Killed, not resumed: the WAL waiting unread in its socket is lost with it.
+            formation.kill_replication(standby)?;
+            run.note("primary node SIGKILLed a term later, then the stopped WAL receiver");
             formation.wait_primary(standby, SETTLE)?;
             promoted = mono_ns();
             run.note("standby promoted and accepting writes");
@@ -118,7 +139,7 @@ pub fn auto_failover(
     let first = first_grant_after(&run, fault_at, Duration::from_millis(6 * TERM_MS));
     let after_promotion = first_grant_after(&run, promoted, Duration::from_millis(6 * TERM_MS));
     run.sleep_ms(pace.tail_ms);
-    if fault == NodeFault::Kill {
+    if matches!(fault, NodeFault::Kill | NodeFault::KillLagging) {
         formation.restart_node(old)?;
         run.note("old primary's node started again");
     }

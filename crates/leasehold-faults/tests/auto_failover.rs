@@ -6,11 +6,14 @@
 //! again (it rejoins), a planned switchover, and the primary's node frozen (SIGSTOP: its
 //! connections silent, as behind a blackhole) then thawed (it rejoins), and the primary's node
 //! cut off the network while it runs (its port blackholed with iptables, its keeper's link to
-//! the monitor partitioned), then healed (it rejoins). Asserted for each: no two
+//! the monitor partitioned), then healed (it rejoins), and the primary's node SIGKILLed after
+//! the standby's WAL receiver was stopped for a term (synchronous replication: the primary
+//! acknowledged nothing meanwhile). Asserted for each: no two
 //! believers, no token granted twice, fenced writes never going back, belief ending by the
 //! local deadline while no primary answers, and a grant again after the promotion. The time
 //! from the fault to the first grant is printed. Then the same formation with asynchronous
-//! replication: the hazard is measured, what still holds is asserted.
+//! replication and the same lagging standby: the grants the primary acknowledged alone are lost
+//! and granted again (the hazard, printed), what still holds is asserted.
 
 mod common;
 
@@ -26,8 +29,9 @@ fn pg_auto_failover_keeps_one_believer_through_node_loss() {
         ("paf_switchover", NodeFault::Switchover),
         ("paf_freeze", NodeFault::Freeze),
         ("paf_blackhole", NodeFault::Blackhole),
+        ("paf_lag_kill", NodeFault::KillLagging),
     ];
-    let asynchronous = selected("paf_async_freeze");
+    let asynchronous = selected("paf_async_lag_kill");
     if !asynchronous && !names.iter().any(|(n, _)| selected(n)) {
         return;
     }
@@ -48,17 +52,18 @@ fn pg_auto_failover_keeps_one_believer_through_node_loss() {
     }
 
     // Asynchronous replication (every node's replication-quorum off): a commit returns before
-    // the standby has it, so a grant acknowledged just before the primary froze can be missing
-    // on the promoted standby and granted again there. Measured and printed, not asserted (the
-    // documented limit: one database decides only if it keeps what it acknowledged). What holds
-    // even so is asserted: belief ends within a term of its last confirmation, the new primary's
-    // fence refuses what it never granted, and the service recovers by itself.
+    // the standby has it. With the standby's WAL receiver stopped for a term before the kill,
+    // every grant the primary acknowledged meanwhile is missing on the promoted standby, and its
+    // token is granted again there. Printed, not asserted (the documented limit: one database
+    // decides only if it keeps what it acknowledged). What holds even so is asserted: belief
+    // ends within a term of its last confirmation, the new primary's fence refuses a holder
+    // whose grant it never received, and the service recovers by itself.
     formation
         .set_synchronous(false)
         .expect("asynchronous replication");
-    let report = auto_failover(&bin(), &mut formation, NodeFault::Freeze)
-        .unwrap_or_else(|e| panic!("asynchronous freeze: {e}"));
-    println!("\nasynchronous replication, primary frozen: the hazard, measured:");
+    let report = auto_failover(&bin(), &mut formation, NodeFault::KillLagging)
+        .unwrap_or_else(|e| panic!("asynchronous lagging kill: {e}"));
+    println!("\nasynchronous replication, standby lagging a term, primary killed: the hazard:");
     print_report(&report);
     println!(
         "hazard: {} overlap(s) of two believers; {} token(s) granted twice or never kept",

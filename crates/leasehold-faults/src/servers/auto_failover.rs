@@ -407,6 +407,61 @@ impl Formation {
         self.group(i, Signal::SIGCONT);
     }
 
+    /// Stops (SIGSTOP) node `i`'s WAL receiver: a standby that stops reading the primary's WAL
+    /// while everything else of both nodes runs (its keeper reports it healthy). With
+    /// asynchronous replication the primary commits on alone; with synchronous replication its
+    /// commits wait for the standby. What the primary sends meanwhile waits unread in the
+    /// receiver's socket: [`Formation::resume_replication`] reads it,
+    /// [`Formation::kill_replication`] loses it.
+    ///
+    /// # Errors
+    /// [`ServerError::NotReady`] when node `i` runs no WAL receiver (it is not a standby).
+    pub fn stall_replication(&self, i: usize) -> Result<(), ServerError> {
+        self.signal_receiver(i, Signal::SIGSTOP)
+    }
+
+    /// Resumes node `i`'s WAL receiver (SIGCONT).
+    ///
+    /// # Errors
+    /// As [`Formation::stall_replication`].
+    pub fn resume_replication(&self, i: usize) -> Result<(), ServerError> {
+        self.signal_receiver(i, Signal::SIGCONT)
+    }
+
+    /// SIGKILLs node `i`'s WAL receiver: the WAL it had not read yet is lost with it, and its
+    /// postmaster restarts the standby's processes (crash recovery from what is on disk).
+    ///
+    /// # Errors
+    /// As [`Formation::stall_replication`].
+    pub fn kill_replication(&self, i: usize) -> Result<(), ServerError> {
+        self.signal_receiver(i, Signal::SIGKILL)
+    }
+
+    fn signal_receiver(&self, i: usize, signal: Signal) -> Result<(), ServerError> {
+        let receivers: Vec<i32> = self.nodes[i]
+            .child
+            .as_ref()
+            .map(|c| node_pids(c.id()))
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains("walreceiver"))
+            })
+            .collect();
+        if receivers.is_empty() {
+            return Err(ServerError::NotReady {
+                what: format!("a WAL receiver on node {i}"),
+                secs: 0,
+                log: self.logs(),
+            });
+        }
+        for pid in receivers {
+            let _ = nix::sys::signal::kill(Pid::from_raw(pid), signal);
+        }
+        Ok(())
+    }
+
     /// Cuts node `i` off the network: its PostgreSQL port blackholed (iptables: every loopback
     /// packet to or from it dropped, both ways: its clients, the monitor's health checks and
     /// its standby's replication hear nothing) and its keeper's link to the monitor partitioned.
@@ -483,7 +538,17 @@ impl Formation {
                 &pgdata,
             ]))?;
         }
-        self.wait_settled(Duration::from_secs(30))
+        self.wait_settled(Duration::from_secs(30))?;
+        // The primary's keeper applies the monitor's new `synchronous_standby_names` on its
+        // next round: until then commits still wait for the standby.
+        wait(
+            Duration::from_secs(30),
+            "the primary's synchronous_standby_names to follow",
+            || {
+                self.rows_on_primary("SHOW synchronous_standby_names")
+                    .is_ok_and(|names| names.trim().is_empty() != on)
+            },
+        )
     }
 
     /// Whether replication is synchronous ([`Formation::set_synchronous`]).
@@ -600,8 +665,15 @@ fn not_here(what: &str) -> ServerError {
 
 /// Sends `signal` to every process of the keeper `keeper` (see [`Formation::group`]).
 fn signal_tree(keeper: u32, signal: Signal) {
+    for pid in node_pids(keeper) {
+        let _ = nix::sys::signal::kill(Pid::from_raw(pid), signal);
+    }
+}
+
+/// Every process of the keeper `keeper`: its process group and every descendant of it.
+fn node_pids(keeper: u32) -> std::collections::BTreeSet<i32> {
     let Ok(keeper) = i32::try_from(keeper) else {
-        return;
+        return std::collections::BTreeSet::new();
     };
     let procs: Vec<(i32, i32, i32)> = std::fs::read_dir("/proc")
         .into_iter()
@@ -633,7 +705,5 @@ fn signal_tree(keeper: u32, signal: Signal) {
             break;
         }
     }
-    for pid in node {
-        let _ = nix::sys::signal::kill(Pid::from_raw(pid), signal);
-    }
+    node
 }
