@@ -144,8 +144,10 @@ impl Locks<'_> {
     /// Takes a permit of the semaphore `namespace`/`name` with `permits` permits (one attempt
     /// over the free ones, as [`Locks::acquire_permit`]) and, if it got one, keeps it: the
     /// permit's lock actor switches to automatic renewal (every ttl/3) until it is released,
-    /// lost, or the service shuts down. `None` when all permits are held. Each call takes
-    /// another permit (a service may hold several); see [`HeldPermit`] for its lifecycle.
+    /// lost, or the service shuts down. `None` when all permits are held, or when the permit
+    /// granted ended before it could be kept (a ttl close to the round trip; what is left is
+    /// released). Each call takes another permit (a service may hold several); see
+    /// [`HeldPermit`] for its lifecycle.
     ///
     /// # Examples
     /// See [`HeldPermit`].
