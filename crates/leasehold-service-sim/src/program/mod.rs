@@ -19,7 +19,7 @@ use leasehold::{LeaseKey, LeaseService, LeaseTask, ShardedTasks};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
-use crate::beliefs::{Beliefs, GuardCell, MultiCell, Owner, ServiceCell};
+use crate::beliefs::{Beliefs, GuardCell, HeldPermitCell, MultiCell, Owner, ServiceCell};
 use crate::fault::{FaultDice, FaultPlan};
 use crate::journal::Journal;
 use crate::oracle::Oracle;
@@ -85,6 +85,8 @@ pub(crate) struct Program {
     guards: Vec<(Owner, Arc<GuardCell>)>,
     /// Multi-lock guards, likewise.
     multis: Vec<(Owner, Arc<MultiCell>)>,
+    /// Held permits' handles, likewise.
+    held_permits: Vec<(Owner, Arc<HeldPermitCell>)>,
     holds: BTreeSet<String>,
     sharded: Option<ShardedTasks>,
     /// The last holder id and whether its incarnation is fully gone (so it may be reused).
@@ -108,6 +110,8 @@ enum Op {
     UnlockByName,
     HoldLock,
     Permit,
+    HoldPermit,
+    HeldPermitEnd,
     LockAll,
     MultiEnd,
     StartSharded,
@@ -118,7 +122,7 @@ enum Op {
     Pause,
 }
 
-fn menu(w: &OpWeights) -> [(Op, u32); 23] {
+fn menu(w: &OpWeights) -> [(Op, u32); 25] {
     [
         (Op::StartLeaseTask, w.start_lease_task),
         (Op::StopLeaseTask, w.stop_lease_task),
@@ -135,6 +139,8 @@ fn menu(w: &OpWeights) -> [(Op, u32); 23] {
         (Op::UnlockByName, w.unlock_by_name),
         (Op::HoldLock, w.hold_lock),
         (Op::Permit, w.permit),
+        (Op::HoldPermit, w.hold_permit),
+        (Op::HeldPermitEnd, w.held_permit_end),
         (Op::LockAll, w.lock_all),
         (Op::MultiEnd, w.multi_end),
         (Op::StartSharded, w.start_sharded),
@@ -161,6 +167,7 @@ impl Program {
             tasks: BTreeMap::new(),
             guards: Vec::new(),
             multis: Vec::new(),
+            held_permits: Vec::new(),
             holds: BTreeSet::new(),
             sharded: None,
             last_holder: None,
@@ -228,6 +235,8 @@ impl Program {
             Op::UnlockByName => self.unlock_by_name().await,
             Op::HoldLock => self.hold_lock().await,
             Op::Permit => self.permit().await,
+            Op::HoldPermit => self.hold_permit().await,
+            Op::HeldPermitEnd => self.held_permit_end().await,
             Op::LockAll => self.lock_all().await,
             Op::MultiEnd => self.multi_end().await,
             Op::StartSharded => self.start_sharded().await,
@@ -316,6 +325,9 @@ impl Program {
             }
             for (_, m) in self.multis.drain(..) {
                 drop(m.lock().unwrap_or_else(PoisonError::into_inner).take());
+            }
+            for (_, p) in self.held_permits.drain(..) {
+                drop(p.lock().unwrap_or_else(PoisonError::into_inner).take());
             }
         }
         self.tasks.clear();
