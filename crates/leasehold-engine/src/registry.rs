@@ -119,6 +119,15 @@ impl NamespaceDeadlines {
         }
     }
 
+    /// A name held now that starts with `prefix`, if any.
+    fn held_with_prefix(&self, prefix: &str) -> Option<LeaseName> {
+        let now = self.clock.now();
+        self.deadlines
+            .iter()
+            .find(|e| now < *e.value() && e.key().as_str().starts_with(prefix))
+            .map(|e| e.key().clone())
+    }
+
     /// How many leases of this namespace are held now (deadline recorded and in the future).
     fn held_count(&self, now: Instant) -> usize {
         self.deadlines.iter().filter(|e| now < *e.value()).count()
@@ -210,6 +219,16 @@ impl Registry {
             Some(ns) => ns.has_lease(name),
             None => false,
         }
+    }
+
+    /// A lease of `namespace` held now whose name starts with `prefix` (the first found), if
+    /// any: the permits of one semaphore share a prefix. Walks that namespace's deadlines.
+    #[must_use]
+    pub fn held_with_prefix(&self, namespace: &str, prefix: &str) -> Option<LeaseName> {
+        if namespace.is_empty() {
+            return self.default_namespace.held_with_prefix(prefix);
+        }
+        self.read().get(namespace)?.held_with_prefix(prefix)
     }
 
     /// The local deadline recorded for `key`, if any (it may have passed).
@@ -316,6 +335,32 @@ mod tests {
         assert!(registry.has_lease_str("", "x"));
         clock.advance(Duration::from_secs(1));
         assert!(!registry.has_lease_str("ns", "name"));
+    }
+
+    #[test]
+    fn held_with_prefix_finds_only_live_names_of_its_namespace() {
+        let clock = ManualClock::starting_now();
+        let registry = Registry::new(Arc::new(clock.clone()));
+        let soon = clock.now() + Duration::from_secs(1);
+        registry.set(
+            &LeaseKey::parse("ns", "pool#permit:1/3").expect("valid"),
+            Some(soon),
+        );
+        registry.set(
+            &LeaseKey::parse("", "pool#permit:0/3").expect("valid"),
+            Some(soon),
+        );
+        let found = registry.held_with_prefix("ns", "pool#permit:");
+        assert_eq!(
+            found.as_ref().map(LeaseName::as_str),
+            Some("pool#permit:1/3")
+        );
+        assert!(registry.held_with_prefix("ns", "pool#permit:0/").is_none());
+        assert!(registry.held_with_prefix("", "pool#permit:0/").is_some());
+        assert!(registry.held_with_prefix("other", "pool").is_none());
+        clock.advance(Duration::from_secs(1));
+        assert!(registry.held_with_prefix("ns", "pool").is_none());
+        assert!(registry.held_with_prefix("", "pool").is_none());
     }
 
     #[test]

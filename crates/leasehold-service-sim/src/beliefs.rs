@@ -2,10 +2,11 @@
 //!
 //! Signals: `has_lease` and `has_hold_lock` of every service for every key, `LeaseTask::has_lease`
 //! and `LeaseTask::token`, `LockGuard::is_held` (with its token; a semaphore's permits are lock
-//! guards), `MultiLockGuard::is_held` (every key of the set, with its token), `WorkGuard::is_held` of
+//! guards), `HeldPermit::is_held` (with its token), `MultiLockGuard::is_held` (every key of the set, with its token), `WorkGuard::is_held` of
 //! running work, `ShardedTasks::held`, and every
 //! tenure's `CancellationToken` handed out (by `on_acquired` callbacks, `LeaseTask::acquired`,
-//! `LeaseTask::cancellation_token`, `LockGuard::cancellation_token`, sharded callbacks) that is
+//! `LeaseTask::cancellation_token`, `LockGuard::cancellation_token`,
+//! `HeldPermit::cancellation_token`, sharded callbacks) that is
 //! not cancelled yet.
 //!
 //! Nothing here keeps a service alive: services are read through the program's cell, which the
@@ -14,8 +15,8 @@
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use leasehold::{
-    CancellationToken, FencingToken, HolderId, LeaseKey, LeaseService, LeaseTask, LockGuard,
-    MultiLockGuard, ReentrantGuard, ShardedTasks, WorkGuard,
+    CancellationToken, FencingToken, HeldPermit, HolderId, LeaseKey, LeaseService, LeaseTask,
+    LockGuard, MultiLockGuard, ReentrantGuard, ShardedTasks, WorkGuard,
 };
 
 /// One incarnation of one service: the believer the oracle names.
@@ -54,6 +55,8 @@ pub enum TokenSource {
     ShardCallback,
     /// `MultiLockGuard::cancellation_token` (registered for every key of the set).
     MultiLock,
+    /// `HeldPermit::cancellation_token`.
+    HeldPermit,
 }
 
 /// Which signal said "I hold it".
@@ -67,6 +70,8 @@ pub enum Signal {
     TaskToken,
     /// `LockGuard::is_held`.
     GuardIsHeld,
+    /// `HeldPermit::is_held`.
+    HeldPermitIsHeld,
     /// `ShardedTasks::held` lists the name.
     ShardedHeld,
     /// `MultiLockGuard::is_held` (seen for every key of the set).
@@ -97,6 +102,8 @@ pub struct Sighting {
 pub type ServiceCell = Mutex<Option<LeaseService>>;
 /// The program's handle on a lock guard: emptied when unlocked, dropped or consumed.
 pub type GuardCell = Mutex<Option<Arc<LockGuard>>>;
+/// The program's handle on a held permit: emptied when released or its handle dropped.
+pub type HeldPermitCell = Mutex<Option<Arc<HeldPermit>>>;
 /// The program's handle on a multi-lock guard: emptied when unlocked or dropped.
 pub type MultiCell = Mutex<Option<Arc<MultiLockGuard>>>;
 /// The program's handle on an owner's re-entrant guard: emptied when unlocked or dropped.
@@ -118,6 +125,7 @@ struct Probes {
     )>,
     sharded: Vec<(Owner, ShardedTasks)>,
     multis: Vec<(Owner, Arc<MultiCell>)>,
+    held_permits: Vec<(Owner, Arc<HeldPermitCell>)>,
     works: Vec<(Owner, LeaseKey, Arc<WorkCell>)>,
     reentrant: Vec<(Owner, Arc<ReentrantCell>)>,
 }
@@ -200,6 +208,13 @@ impl Beliefs {
             .push((owner.clone(), Arc::clone(cell)));
     }
 
+    /// A held permit's handle (its `is_held` and `token`).
+    pub fn held_permit(&self, owner: &Owner, cell: &Arc<HeldPermitCell>) {
+        locked(&self.probes)
+            .held_permits
+            .push((owner.clone(), Arc::clone(cell)));
+    }
+
     /// A running piece of work under `key` (its `WorkGuard::is_held`, with its token).
     pub fn work(&self, owner: &Owner, key: LeaseKey, cell: &Arc<WorkCell>) {
         locked(&self.probes)
@@ -226,6 +241,9 @@ impl Beliefs {
         probes.tokens.retain(|t| !t.3.is_cancelled());
         probes.guards.retain(|(_, cell)| locked(cell).is_some());
         probes.multis.retain(|(_, cell)| locked(cell).is_some());
+        probes
+            .held_permits
+            .retain(|(_, cell)| locked(cell).is_some());
         probes.works.retain(|(_, _, cell)| locked(cell).is_some());
         probes.reentrant.retain(|(_, cell)| locked(cell).is_some());
         let mut out = Vec::new();
@@ -239,7 +257,7 @@ impl Beliefs {
                 });
             };
         let p = &*probes;
-        let steps: [&Step<'_>; 8] = [
+        let steps: [&Step<'_>; 9] = [
             &|f| {
                 each(&p.services, reverse, |(o, cell, keys)| {
                     if let Some(s) = locked(cell).as_ref() {
@@ -279,6 +297,15 @@ impl Beliefs {
                         && g.is_held()
                     {
                         f(o, g.key(), Signal::ReentrantIsHeld, Some(g.token()));
+                    }
+                })
+            },
+            &|f| {
+                each(&p.held_permits, reverse, |(o, cell)| {
+                    if let Some(h) = locked(cell).as_ref()
+                        && h.is_held()
+                    {
+                        f(o, h.key(), Signal::HeldPermitIsHeld, Some(h.token()));
                     }
                 })
             },

@@ -87,6 +87,8 @@ async fn hand_over_and_yield_under_faults() {
         unlock_by_name: 0,
         hold_lock: 0,
         permit: 0,
+        hold_permit: 0,
+        held_permit_end: 0,
         lock_all: 0,
         multi_end: 0,
         reenter: 0,
@@ -101,8 +103,9 @@ async fn hand_over_and_yield_under_faults() {
     on_every_backend_3s(&weights).await;
 }
 
-/// Semaphore permits and multi-locks (with plain locks on the same names, guard unlocks, drops
-/// and renewals) under the default faults, on every backend: at most `N` believers per
+/// Semaphore permits, taken once or held (renewed by the engine; released by handle or by
+/// name, or their handles dropped), and multi-locks (with plain locks on the same names, guard
+/// unlocks, drops and renewals) under the default faults, on every backend: at most `N` believers per
 /// semaphore, never two believers of a key, and a multi-lock believed only while every key of
 /// its set is granted (seed 0; `LEASEHOLD_SIM_SEEDS` for more).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -124,6 +127,8 @@ async fn permits_and_multi_locks_under_faults() {
         unlock_by_name: 2,
         hold_lock: 0,
         permit: 10,
+        hold_permit: 8,
+        held_permit_end: 5,
         lock_all: 10,
         multi_end: 6,
         reenter: 0,
@@ -161,6 +166,8 @@ async fn reentrant_locks_under_faults() {
         guard_fenced: 0,
         unlock_by_name: 2,
         hold_lock: 0,
+        hold_permit: 0,
+        held_permit_end: 0,
         permit: 0,
         lock_all: 0,
         multi_end: 0,

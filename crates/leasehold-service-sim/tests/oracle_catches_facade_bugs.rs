@@ -26,6 +26,8 @@ fn none() -> OpWeights {
         unlock_by_name: 0,
         hold_lock: 0,
         permit: 0,
+        hold_permit: 0,
+        held_permit_end: 0,
         lock_all: 0,
         multi_end: 0,
         reenter: 0,

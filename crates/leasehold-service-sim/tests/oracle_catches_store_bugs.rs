@@ -27,6 +27,8 @@ fn contention() -> OpWeights {
         unlock_by_name: 0,
         hold_lock: 0,
         permit: 0,
+        hold_permit: 0,
+        held_permit_end: 0,
         lock_all: 0,
         multi_end: 0,
         reenter: 0,

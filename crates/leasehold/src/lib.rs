@@ -79,8 +79,9 @@ pub use event::{EventKind, LeaseEvent};
 pub use hand_over::HandOver;
 pub use health::{DatabaseProbe, Health, HealthReason, Verdict};
 pub use lock::{
-    DEFAULT_LOCK_NAMESPACE, DEFAULT_LOCK_RETRY_INTERVAL, DEFAULT_LOCK_TTL, LockError, LockGuard,
-    LockOutcome, Locks, MultiLockGuard, MultiLockOutcome, OwnedLocks, PermitGuard, ReentrantGuard,
+    DEFAULT_LOCK_NAMESPACE, DEFAULT_LOCK_RETRY_INTERVAL, DEFAULT_LOCK_TTL, HeldPermit, LockError,
+    LockGuard, LockOutcome, Locks, MultiLockGuard, MultiLockOutcome, OwnedLocks, PermitGuard,
+    ReentrantGuard,
 };
 pub use retention::Retention;
 pub use service::{LeaseService, START_CHUNK};

@@ -15,6 +15,7 @@
 //! | `lock/all.rs` | several locks all or nothing ([`Locks::acquire_all`], [`MultiLockGuard`]) |
 //! | `lock/reentrant.rs` | re-entry by an explicit owner ([`Locks::owned_by`], [`OwnedLocks`], [`ReentrantGuard`]) |
 //! | `lock/permits.rs` | semaphores: `N` permits on `N` plain locks ([`Locks::acquire_permit`], [`PermitGuard`]) |
+//! | `lock/held_permits.rs` | permits renewed in the background ([`Locks::hold_permit`], [`HeldPermit`], [`Locks::is_holding_permit`], [`Locks::release_permit`]) |
 //! | `lock/guard.rs` | [`LockGuard`] |
 //! | `lock/seed_names.rs` | the seeds' names on [`LeaseService`], each a thin delegation to [`Locks`] |
 //!
@@ -25,7 +26,9 @@
 //! [`LockGuard::lock_at_least_for`]). Its local deadline is `send time + ttl − margin`
 //! (margin ttl/10, at most 2 s), as for any lease; at that instant [`LockGuard::is_held`] turns
 //! false and the guard's cancellation token is cancelled. [`Locks::hold`] switches
-//! the same actor to automatic renewal. Nothing else keeps a deadline.
+//! the same actor to automatic renewal, and so does [`Locks::hold_permit`] for a permit's lock
+//! (which, unlike a held lock, does not compete again after a loss). Nothing else keeps a
+//! deadline.
 //!
 //! # How a lock is taken
 //! 1. Tasks of one service waiting for one lock queue on a local fair mutex, so only one of them
@@ -51,6 +54,7 @@
 mod acquire;
 mod all;
 mod guard;
+mod held_permits;
 mod hold;
 mod permits;
 mod query;
@@ -68,6 +72,7 @@ use leasehold_core::{
 pub(crate) use acquire::LockContext;
 pub use all::{MultiLockGuard, MultiLockOutcome};
 pub use guard::LockGuard;
+pub use held_permits::HeldPermit;
 pub use permits::PermitGuard;
 pub(crate) use queue::LockQueues;
 pub use reentrant::{OwnedLocks, ReentrantGuard};

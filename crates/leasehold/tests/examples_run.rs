@@ -105,6 +105,11 @@ fn axum_leader_serves_work_as_leader() {
     );
 }
 
+#[test]
+fn held_permits_hand_a_released_slot_over_at_once() {
+    runs("held_permits", &[], "worker-c got permit");
+}
+
 /// The lease task's and the lock's events appear inside their `lease` spans, with the fields.
 #[test]
 fn tracing_events_show_spans_and_fields() {

@@ -124,9 +124,11 @@ impl Handler<SettleNow> for LeaseActor {
 
 impl Handler<HoldLock> for LeaseActor {
     type Result = ();
-    fn handle(&mut self, _: HoldLock, ctx: &mut Context<Self>) {
-        self.set_single_use(false);
-        self.feed(Event::SetCompete(true), ctx);
+    fn handle(&mut self, msg: HoldLock, ctx: &mut Context<Self>) {
+        if msg.compete_after_loss {
+            self.set_single_use(false);
+            self.feed(Event::SetCompete(true), ctx);
+        }
         self.feed(Event::SetAutoRenew(true), ctx);
     }
 }

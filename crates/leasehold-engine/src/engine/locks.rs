@@ -114,7 +114,9 @@ impl Handler<MakeHold> for LeaseEngine {
         match self.book.get_mut(&msg.key) {
             Some(e) if e.owner == Owner::Lock => {
                 e.owner = Owner::Hold;
-                e.addr.do_send(HoldLock);
+                e.addr.do_send(HoldLock {
+                    compete_after_loss: msg.compete_after_loss,
+                });
                 true
             }
             _ => false,

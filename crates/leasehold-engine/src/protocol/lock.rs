@@ -130,10 +130,13 @@ pub struct SettleLock {
 #[rtype(result = "()")]
 pub(crate) struct SettleNow;
 
-/// Turn a lock into a hold: renewed by itself (every ttl/3), competing again after a loss.
+/// Turn a lock into a hold: renewed by itself (every ttl/3); with `compete_after_loss`, competing
+/// again after a loss, else stopping once its tenure has ended and settled, as a lock does.
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "()")]
-pub(crate) struct HoldLock;
+pub(crate) struct HoldLock {
+    pub(crate) compete_after_loss: bool,
+}
 
 /// Turn the lock actor of `key` into a hold in the book ([`Owner::Hold`](crate::Owner::Hold)) and tell it
 /// (`HoldLock`). Answers whether the key was a lock of this service.
@@ -142,6 +145,10 @@ pub(crate) struct HoldLock;
 pub struct MakeHold {
     /// The lock.
     pub key: LeaseKey,
+    /// Compete for the key again after a loss (a held lock, `hold_lock`), or end with the
+    /// tenure (a held permit: its slot is taken again only by asking again, which checks the
+    /// semaphore's count).
+    pub compete_after_loss: bool,
 }
 
 /// The actor, belief and owner of the lock or hold of `key` of this service, if any (one that

@@ -19,7 +19,9 @@ use leasehold::{LeaseKey, LeaseService, LeaseTask, ShardedTasks};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
-use crate::beliefs::{Beliefs, GuardCell, MultiCell, Owner, ReentrantCell, ServiceCell};
+use crate::beliefs::{
+    Beliefs, GuardCell, HeldPermitCell, MultiCell, Owner, ReentrantCell, ServiceCell,
+};
 use crate::fault::{FaultDice, FaultPlan};
 use crate::journal::Journal;
 use crate::oracle::Oracle;
@@ -87,6 +89,8 @@ pub(crate) struct Program {
     multis: Vec<(Owner, Arc<MultiCell>)>,
     /// Owners' re-entrant guards (`Locks::owned_by`), likewise.
     reentrant: Vec<(Owner, Arc<ReentrantCell>)>,
+    /// Held permits' handles, likewise.
+    held_permits: Vec<(Owner, Arc<HeldPermitCell>)>,
     holds: BTreeSet<String>,
     sharded: Option<ShardedTasks>,
     /// The last holder id and whether its incarnation is fully gone (so it may be reused).
@@ -110,6 +114,8 @@ enum Op {
     UnlockByName,
     HoldLock,
     Permit,
+    HoldPermit,
+    HeldPermitEnd,
     LockAll,
     MultiEnd,
     Reenter,
@@ -122,7 +128,7 @@ enum Op {
     Pause,
 }
 
-fn menu(w: &OpWeights) -> [(Op, u32); 25] {
+fn menu(w: &OpWeights) -> [(Op, u32); 27] {
     [
         (Op::StartLeaseTask, w.start_lease_task),
         (Op::StopLeaseTask, w.stop_lease_task),
@@ -139,6 +145,8 @@ fn menu(w: &OpWeights) -> [(Op, u32); 25] {
         (Op::UnlockByName, w.unlock_by_name),
         (Op::HoldLock, w.hold_lock),
         (Op::Permit, w.permit),
+        (Op::HoldPermit, w.hold_permit),
+        (Op::HeldPermitEnd, w.held_permit_end),
         (Op::LockAll, w.lock_all),
         (Op::MultiEnd, w.multi_end),
         (Op::Reenter, w.reenter),
@@ -168,6 +176,7 @@ impl Program {
             guards: Vec::new(),
             multis: Vec::new(),
             reentrant: Vec::new(),
+            held_permits: Vec::new(),
             holds: BTreeSet::new(),
             sharded: None,
             last_holder: None,
@@ -235,6 +244,8 @@ impl Program {
             Op::UnlockByName => self.unlock_by_name().await,
             Op::HoldLock => self.hold_lock().await,
             Op::Permit => self.permit().await,
+            Op::HoldPermit => self.hold_permit().await,
+            Op::HeldPermitEnd => self.held_permit_end().await,
             Op::LockAll => self.lock_all().await,
             Op::MultiEnd => self.multi_end().await,
             Op::Reenter => self.reenter().await,
@@ -328,6 +339,9 @@ impl Program {
             }
             for (_, r) in self.reentrant.drain(..) {
                 drop(r.lock().unwrap_or_else(PoisonError::into_inner).take());
+            }
+            for (_, p) in self.held_permits.drain(..) {
+                drop(p.lock().unwrap_or_else(PoisonError::into_inner).take());
             }
         }
         self.tasks.clear();

@@ -1,14 +1,15 @@
 //! Program steps on semaphores and multi-locks: `acquire_permit` (its permit kept as a lock
-//! guard: it is the permit's lock), `acquire_all` over two names in a random order, and the end
-//! of a multi-lock (unlocked or dropped).
+//! guard: it is the permit's lock), `hold_permit` and the end of a held permit (released by its
+//! handle or by name, or its handle dropped while the engine keeps renewing it), `acquire_all`
+//! over two names in a random order, and the end of a multi-lock (unlocked or dropped).
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use leasehold::{MultiLockGuard, PermitGuard};
+use leasehold::{HeldPermit, MultiLockGuard, PermitGuard};
 use rand::RngExt;
 
 use super::Program;
-use crate::beliefs::{MultiCell, TokenSource};
+use crate::beliefs::{HeldPermitCell, MultiCell, TokenSource};
 
 /// The semaphore every program asks for, and its permits (fewer than the services, so they
 /// contend).
@@ -34,6 +35,79 @@ impl Program {
         let out = self.drive(&what, bound, f, describe_permit).await;
         if let Some(Ok(Some(permit))) = out {
             self.keep_guard(permit.into_guard());
+        }
+    }
+
+    pub(super) async fn hold_permit(&mut self) {
+        let Some(service) = self.service() else {
+            return;
+        };
+        let ttl = self.ttl();
+        let ns = self.ctx.world.namespace.clone();
+        // As `permit`, then one message to the engine to keep it.
+        let bound = self.ctx.quick() * (PERMITS + 3);
+        let f = async move {
+            service
+                .locks()
+                .hold_permit(&ns, SEMAPHORE, PERMITS, ttl)
+                .await
+        };
+        let what = format!("hold_permit {SEMAPHORE}/{PERMITS} ttl {ttl:.0?}");
+        let out = self.drive(&what, bound, f, describe_held).await;
+        let Some(Ok(Some(permit))) = out else {
+            return;
+        };
+        let Some(owner) = self.owner.clone() else {
+            return;
+        };
+        self.ctx.beliefs.token(
+            &owner,
+            permit.key().clone(),
+            Some(permit.token()),
+            permit.cancellation_token(),
+            TokenSource::HeldPermit,
+        );
+        let cell: Arc<HeldPermitCell> = Arc::new(Mutex::new(Some(Arc::new(permit))));
+        self.ctx.beliefs.held_permit(&owner, &cell);
+        self.held_permits.push((owner, cell));
+    }
+
+    /// Ends a held permit of this slot: its handle's release, `release_permit` by name on the
+    /// current incarnation, or its handle dropped (the permit stays held until the service
+    /// ends).
+    pub(super) async fn held_permit_end(&mut self) {
+        self.held_permits
+            .retain(|(_, c)| c.lock().unwrap_or_else(PoisonError::into_inner).is_some());
+        if self.held_permits.is_empty() {
+            return;
+        }
+        let i = self.rng.random_range(0..self.held_permits.len());
+        let (_, cell) = self.held_permits.remove(i);
+        let taken = cell.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let Some(permit) = taken.and_then(|p| Arc::try_unwrap(p).ok()) else {
+            return;
+        };
+        match self.rng.random_range(0..3) {
+            0 => {
+                self.note(format!("drop held permit {}", permit.key()));
+                drop(permit);
+            }
+            1 => {
+                let what = format!("held_permit.release {}", permit.key());
+                let quick = self.ctx.quick();
+                self.drive(&what, quick, permit.release(), |r| format!("{r:?}"))
+                    .await;
+            }
+            _ => {
+                let Some(service) = self.service() else {
+                    return;
+                };
+                let (ns, index) = (self.ctx.world.namespace.clone(), permit.index());
+                let what = format!("release_permit {SEMAPHORE} {index}");
+                let bound = self.ctx.settled();
+                let f = async move { service.locks().release_permit(&ns, SEMAPHORE, index).await };
+                self.drive(&what, bound, f, |r| format!("{r:?}")).await;
+            }
         }
     }
 
@@ -107,6 +181,14 @@ impl Program {
 fn describe_permit(r: &leasehold::Result<Option<PermitGuard>>) -> String {
     match r {
         Ok(Some(p)) => format!("permit {} token {}", p.index(), p.token()),
+        Ok(None) => "all permits held".to_owned(),
+        Err(e) => format!("error: {e}"),
+    }
+}
+
+fn describe_held(r: &leasehold::Result<Option<HeldPermit>>) -> String {
+    match r {
+        Ok(Some(p)) => format!("held permit {} token {}", p.index(), p.token()),
         Ok(None) => "all permits held".to_owned(),
         Err(e) => format!("error: {e}"),
     }

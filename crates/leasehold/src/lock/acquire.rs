@@ -66,11 +66,21 @@ impl Locks<'_> {
     pub async fn attempt(&self, namespace: &str, name: &str, ttl: Duration) -> Result<LockOutcome> {
         let key = LeaseKey::parse(namespace, name)?;
         let config = lock_config(ttl, self.service.request_timeout())?;
-        let Ok(permit) = self.service.lock_queues().queue(&key).try_lock_owned() else {
-            self.service.settle_lock(&key);
+        self.attempt_key(&key, config).await
+    }
+
+    /// [`Locks::attempt`] for a parsed key and a checked configuration ([`lock_config`] or
+    /// [`super::hold_config`]).
+    pub(super) async fn attempt_key(
+        &self,
+        key: &LeaseKey,
+        config: LeaseConfig,
+    ) -> Result<LockOutcome> {
+        let Ok(permit) = self.service.lock_queues().queue(key).try_lock_owned() else {
+            self.service.settle_lock(key);
             return Ok(LockOutcome::HeldLocally);
         };
-        Ok(self.service.attempt(&key, config, permit).await?.0)
+        Ok(self.service.attempt(key, config, permit).await?.0)
     }
 
     /// One attempt to take the lock `namespace`/`name` for `ttl`, returning at once; `None` when

@@ -92,6 +92,11 @@ impl LockGuard {
         self.done.store(true, Ordering::SeqCst);
     }
 
+    /// The lock's actor and the belief it keeps, for a hold made from this guard.
+    pub(crate) fn tenure_parts(&self) -> (Addr<LeaseActor>, Arc<Belief>, Duration) {
+        (self.actor.clone(), Arc::clone(&self.belief), self.limit)
+    }
+
     /// The lock's ttl.
     #[must_use]
     pub fn ttl(&self) -> Duration {

@@ -70,7 +70,14 @@ impl Locks<'_> {
             }
         };
         // The same actor renews it from now on: nothing to release when the guard goes.
-        if !service.engine().send(MakeHold { key }).await? {
+        if !service
+            .engine()
+            .send(MakeHold {
+                key,
+                compete_after_loss: true,
+            })
+            .await?
+        {
             // Its tenure ended in between: the guard releases what is left.
             return Ok(None);
         }

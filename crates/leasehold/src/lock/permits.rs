@@ -20,15 +20,15 @@
 
 use std::time::Duration;
 
-use leasehold_core::{FencingToken, LeaseKey, LeaseName, ValidationError};
+use leasehold_core::{FencingToken, LeaseConfig, LeaseKey, LeaseName, ValidationError};
 use rand::seq::SliceRandom;
 use tokio_util::sync::CancellationToken;
 
-use super::{LockError, LockGuard, LockOutcome, Locks};
+use super::{LockError, LockGuard, LockOutcome, Locks, lock_config};
 use crate::{Error, Result};
 
 /// The reserved part of a permit's lock name.
-const PERMIT: &str = "#permit:";
+pub(super) const PERMIT: &str = "#permit:";
 
 /// One held permit of a semaphore, from [`Locks::acquire_permit`]: a plain [`LockGuard`] on
 /// the permit's own lock, with its own tenure and fencing token.
@@ -54,9 +54,9 @@ const PERMIT: &str = "#permit:";
 /// ```
 #[derive(Debug)]
 pub struct PermitGuard {
-    index: u32,
-    permits: u32,
-    guard: LockGuard,
+    pub(super) index: u32,
+    pub(super) permits: u32,
+    pub(super) guard: LockGuard,
 }
 
 impl PermitGuard {
@@ -138,6 +138,18 @@ impl Locks<'_> {
         permits: u32,
         ttl: Duration,
     ) -> Result<Option<PermitGuard>> {
+        let config = lock_config(ttl, self.service.request_timeout())?;
+        self.take_permit(namespace, name, permits, config).await
+    }
+
+    /// One attempt at a permit, each permit's lock taken with `config` (a lock's or a hold's).
+    pub(super) async fn take_permit(
+        &self,
+        namespace: &str,
+        name: &str,
+        permits: u32,
+        config: LeaseConfig,
+    ) -> Result<Option<PermitGuard>> {
         let base = LeaseKey::parse(namespace, name)?;
         if permits == 0 {
             return Err(Error::Invalid(ValidationError::Relation {
@@ -150,8 +162,8 @@ impl Locks<'_> {
         let mut free: Vec<u32> = (0..permits).filter(|i| !held.contains(i)).collect();
         free.shuffle(&mut rand::rng());
         for index in free {
-            let permit = permit_name(name, index, permits);
-            let guard = match self.attempt(namespace, &permit, ttl).await? {
+            let permit = LeaseKey::parse(namespace, &permit_name(name, index, permits))?;
+            let guard = match self.attempt_key(&permit, config.clone()).await? {
                 LockOutcome::Acquired(guard) => guard,
                 _ => continue,
             };
