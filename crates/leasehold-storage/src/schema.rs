@@ -1,7 +1,7 @@
 //! What [`SeaOrmStore::verify_schema`] checks beyond the column names, read from each backend's
 //! catalog (the statements are `Sql::catalog_unique_keys` and `Sql::catalog_columns`).
 
-use sea_orm::{ConnectionTrait, DbErr};
+use sea_orm::{ConnectionTrait, DbErr, QueryResult, Statement};
 
 use crate::{SeaOrmStore, StoreError};
 
@@ -19,8 +19,7 @@ const KEY: &str = "namespace,lease_name";
 pub(crate) async fn problems(store: &SeaOrmStore) -> Result<Vec<String>, DbErr> {
     let mut out = Vec::new();
     let keys: Vec<String> = store
-        .connection()
-        .query_all_raw(store.sql.catalog_unique_keys())
+        .catalog(store.sql.catalog_unique_keys())
         .await?
         .iter()
         .map(|r| {
@@ -34,11 +33,7 @@ pub(crate) async fn problems(store: &SeaOrmStore) -> Result<Vec<String>, DbErr> 
         ));
     }
     let mysql = store.sql.backend.is_mysql();
-    for row in store
-        .connection()
-        .query_all_raw(store.sql.catalog_columns())
-        .await?
-    {
+    for row in store.catalog(store.sql.catalog_columns()).await? {
         let name: String = row.try_get("", "name")?;
         let ty: String = row.try_get::<String>("", "type")?.to_ascii_lowercase();
         let collation: String = row.try_get::<String>("", "collation")?.to_ascii_lowercase();
@@ -68,8 +63,7 @@ pub(crate) async fn problems(store: &SeaOrmStore) -> Result<Vec<String>, DbErr> 
 /// When the lease table exists but lacks `lease_value`, the sentence saying it predates step 2.
 pub(crate) async fn before_step_two(store: &SeaOrmStore) -> Result<Option<String>, DbErr> {
     let names: Vec<String> = store
-        .connection()
-        .query_all_raw(store.sql.catalog_columns())
+        .catalog(store.sql.catalog_columns())
         .await?
         .iter()
         .map(|r| r.try_get::<String>("", "name"))
@@ -85,6 +79,40 @@ pub(crate) async fn before_step_two(store: &SeaOrmStore) -> Result<Option<String
 }
 
 impl SeaOrmStore {
+    /// The rows of a catalog query about the lease table.
+    ///
+    /// MySQL/MariaDB get it as a simple text query, its one parameter (the table's name)
+    /// inlined as a string literal, not as a prepared statement: MariaDB 10.11 crashed (signal
+    /// 11, freeing the query's internal temporary table) executing the prepared
+    /// `information_schema` query while other sessions created tables. It runs once per
+    /// connect, so preparing it saves nothing.
+    async fn catalog(&self, stmt: Statement) -> Result<Vec<QueryResult>, DbErr> {
+        #[cfg(feature = "mysql")]
+        if self.sql.backend.is_mysql()
+            && let Some(values) = &stmt.values
+        {
+            use sea_orm::sqlx;
+            let name = match values.0.as_slice() {
+                [sea_orm::Value::String(Some(name))] => {
+                    name.replace('\\', "\\\\").replace('\'', "''")
+                }
+                other => {
+                    return Err(DbErr::Custom(format!(
+                        "a catalog query takes the table's name, not {other:?}"
+                    )));
+                }
+            };
+            let text = stmt.sql.replacen('?', &format!("'{name}'"), 1);
+            let pool = self.connection().get_mysql_connection_pool();
+            let rows = sqlx::raw_sql(sqlx::AssertSqlSafe(text))
+                .fetch_all(pool)
+                .await
+                .map_err(|e| DbErr::Query(sea_orm::RuntimeErr::SqlxError(e.into())))?;
+            return Ok(rows.into_iter().map(QueryResult::from).collect());
+        }
+        self.connection().query_all_raw(stmt).await
+    }
+
     /// Checks that the lease table exists with what leasehold's guarantees depend on: its
     /// columns (`lease_value` included), its token floor table `{table}_floor`, integer time and token columns, a unique key on exactly `(namespace,
     /// lease_name)`, and on MySQL/MariaDB a binary no-pad collation on the name columns (with
