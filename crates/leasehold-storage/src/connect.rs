@@ -407,6 +407,9 @@ impl StoreBuilder {
         });
         let mut store = SeaOrmStore::from_connection(db, &table).await?;
         store.set_server_timeout(bound);
+        if let [node] = hosts.addresses() {
+            store.set_node(node.clone());
+        }
         #[cfg(feature = "postgres")]
         store.set_follower(follower);
         match store.verify_schema().await {
@@ -626,7 +629,8 @@ const PG_LEFT_OPEN: Option<&str> =
 const MYSQL_LEFT_OPEN: Option<&str> = None;
 
 /// Sets the session's lock-wait and statement-time bounds and its isolation level (READ
-/// COMMITTED) on a new MySQL/MariaDB connection.
+/// COMMITTED) on a new MySQL/MariaDB connection, and on a Galera node the causality wait of
+/// its decisions (`wsrep_sync_wait`).
 #[cfg(feature = "mysql")]
 async fn mysql_session_bounds(
     conn: &mut sea_orm::sqlx::MySqlConnection,
@@ -644,6 +648,16 @@ async fn mysql_session_bounds(
     .await?;
     conn.execute(crate::backend::mysql::session::MYSQL_READ_COMMITTED)
         .await?;
+    if mariadb {
+        let wsrep: i64 = conn
+            .fetch_one(crate::backend::mysql::session::MARIADB_WSREP_ON)
+            .await?
+            .try_get("w")?;
+        if wsrep == 1 {
+            conn.execute(crate::backend::mysql::session::GALERA_SYNC_WAIT)
+                .await?;
+        }
+    }
     Ok(())
 }
 

@@ -35,6 +35,8 @@ pub struct SeaOrmStore {
     /// PostgreSQL with several hosts: keeps the task that follows the primary running while any
     /// clone of the store lives (`backend/postgres/primary.rs`).
     follower: Option<std::sync::Arc<()>>,
+    /// The server's `host:port` when the store was opened from a URL, for errors that name it.
+    node: Option<String>,
 }
 
 impl SeaOrmStore {
@@ -81,6 +83,7 @@ impl SeaOrmStore {
             server_timeout: None,
             row_ids: std::sync::Arc::default(),
             follower: None,
+            node: None,
         }
     }
 
@@ -88,6 +91,11 @@ impl SeaOrmStore {
     /// [`crate::StoreBuilder::server_timeout`]).
     pub(crate) fn set_server_timeout(&mut self, bound: Duration) {
         self.server_timeout = Some(bound);
+    }
+
+    /// Records the server's `host:port`, named by errors such as [`StoreError::NotPrimary`].
+    pub(crate) fn set_node(&mut self, node: String) {
+        self.node = Some(node);
     }
 
     /// Keeps the primary's follower running while the store lives.
@@ -226,7 +234,7 @@ impl SeaOrmStore {
     }
 
     pub(crate) fn err(&self, op: &'static str) -> impl FnOnce(sea_orm::DbErr) -> StoreError + '_ {
-        move |e| StoreError::db(op, &self.table, e)
+        move |e| StoreError::db_on(op, &self.table, self.node.as_deref(), e)
     }
 
     /// Sends `stmt` and reads its first row, retrying a deadlock victim ([`retry_deadlocks`]).
