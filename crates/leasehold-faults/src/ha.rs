@@ -146,7 +146,7 @@ pub fn auto_failover(
 }
 
 /// When the first grant after `after` was seen by any holder, waiting at most `within`.
-fn first_grant_after(run: &Run, after: u64, within: Duration) -> Option<u64> {
+pub(crate) fn first_grant_after(run: &Run, after: u64, within: Duration) -> Option<u64> {
     let until = crate::clock::deadline(within);
     loop {
         let first = run
