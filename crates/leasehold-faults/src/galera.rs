@@ -10,6 +10,7 @@ use crate::clock::{mono_ns, ms_between};
 use crate::fleet::HolderSpec;
 use crate::ha::first_grant_after;
 use crate::oracle::Report;
+use crate::record::Record;
 use crate::scenario::{Pace, Run, TERM_MS, setup};
 use crate::servers::{GaleraCluster, ServerError};
 
@@ -78,8 +79,10 @@ pub fn galera(
     if fault == GaleraFault::Contend {
         run.spawn(HolderSpec::new("c", &cluster.node_url(2)))?;
     }
+    let conflicts_before = certification_conflicts(cluster);
     run.sleep_ms(pace.warm_ms);
     let fault_at = mono_ns();
+    let mut refused_as_not_primary = None;
     match fault {
         GaleraFault::KillNode => {
             cluster.kill_node(0);
@@ -91,6 +94,7 @@ pub fn galera(
             ));
         }
         GaleraFault::IsolateNode => {
+            let probe = NodeProbe::open(cluster, 0)?;
             cluster.isolate_node(0)?;
             run.note("node1 (a's) isolated from the others (gmcast.isolate=1)");
             cluster.wait_non_primary(0, SETTLE)?;
@@ -98,6 +102,7 @@ pub fn galera(
                 "node1 non-primary, {:.0} ms after the fault",
                 ms_between(fault_at, mono_ns())
             ));
+            refused_as_not_primary = Some(probe.refused_as_not_primary());
         }
         GaleraFault::RestartAll => {
             cluster.kill_all();
@@ -130,7 +135,38 @@ pub fn galera(
         GaleraFault::RestartAll | GaleraFault::Contend => {}
     }
     run.sleep_ms(pace.tail_ms);
+    // The holder on the isolated node is refused with the typed error naming its node.
+    let not_primary = run.holders[0]
+        .records()
+        .iter()
+        .filter(|r| {
+            matches!(r, Record::Error { error, .. }
+                if error.contains("is not in the cluster's primary component")
+                    && error.contains(&format!("127.0.0.1:{}", cluster.port(0))))
+        })
+        .count();
+    let conflicts = certification_conflicts(cluster);
     let mut report = run.finish(cluster);
+    if fault == GaleraFault::Contend {
+        report.notes.push(format!(
+            "transactions refused by certification during the run: {}; local transactions \
+             aborted by a replicated write: {}",
+            conflicts.0.saturating_sub(conflicts_before.0),
+            conflicts.1.saturating_sub(conflicts_before.1)
+        ));
+    }
+    if fault == GaleraFault::IsolateNode {
+        report.notes.push(format!(
+            "a's calls refused as not primary (StoreError::NotPrimary) while its node was cut \
+             off: {not_primary}"
+        ));
+    }
+    if let Some(Err(answer)) = refused_as_not_primary {
+        report.unrecovered.push(format!(
+            "a grant on the non-primary node was not refused with StoreError::NotPrimary \
+             naming it: {answer}"
+        ));
+    }
     match first {
         Some(Some(at)) => report.notes.push(format!(
             "first grant {:.0} ms after the fault (term {TERM_MS} ms)",
@@ -142,4 +178,141 @@ pub fn galera(
         None => {}
     }
     Ok(report)
+}
+
+/// The cluster's certification failures and brute-force aborts so far, summed over the nodes.
+fn certification_conflicts(cluster: &GaleraCluster) -> (u64, u64) {
+    (
+        cluster.counter("wsrep_local_cert_failures"),
+        cluster.counter("wsrep_local_bf_aborts"),
+    )
+}
+
+/// A store on one node, opened while the node serves, to be asked again once it does not.
+pub(crate) struct NodeProbe {
+    rt: tokio::runtime::Runtime,
+    store: leasehold::SeaOrmStore,
+    node: String,
+}
+
+impl NodeProbe {
+    /// Opens a store on node `i` of `cluster`.
+    fn open(cluster: &GaleraCluster, i: usize) -> Result<Self, ServerError> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|cause| ServerError::Io {
+                what: "runtime".into(),
+                cause,
+            })?;
+        let store = rt
+            .block_on(leasehold::StoreBuilder::new(cluster.node_url(i)).connect())
+            .map_err(|e| ServerError::Command {
+                command: "open a store on a node".into(),
+                detail: e.to_string(),
+            })?;
+        Ok(Self {
+            rt,
+            store,
+            node: format!("127.0.0.1:{}", cluster.port(i)),
+        })
+    }
+
+    /// Asks for a grant: on a node outside the primary component it must be refused with
+    /// [`leasehold::StoreError::NotPrimary`] naming the node, a transient error. `Err` carries
+    /// what was answered instead.
+    fn refused_as_not_primary(&self) -> Result<(), String> {
+        use leasehold::{Grant, HolderId, LeaseKey, LeaseStore, Term};
+        let key = LeaseKey::parse("galera-probe", "x").map_err(|e| e.to_string())?;
+        let me = HolderId::new("probe").map_err(|e| e.to_string())?;
+        let term = Term::new("term", Duration::from_secs(5)).map_err(|e| e.to_string())?;
+        let answer = self
+            .rt
+            .block_on(self.store.begin_tenure(&key, &me, Grant::New, term, None));
+        match answer {
+            Err(e @ leasehold::StoreError::NotPrimary { .. })
+                if e.is_transient() && e.to_string().contains(&self.node) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(e.to_string()),
+            Ok(o) => Err(format!("answered {o:?}")),
+        }
+    }
+}
+
+/// How long a waiter on one node waited for a lock released on another, and how long it could
+/// have waited at most by polling alone.
+#[derive(Debug, Clone, Copy)]
+pub struct Wakeup {
+    /// From the release's return to the waiter's grant.
+    pub waited: Duration,
+    /// The longest pause between a waiter's attempts: the retry interval doubled up to 8×,
+    /// plus its 25 % jitter.
+    pub poll_bound: Duration,
+}
+
+/// A lock held through node 1 and waited for through node 2: the MySQL doorbell (named locks,
+/// `GET_LOCK`) is per node, so node 2's waiter is not woken by node 1's release and finds the
+/// lock free at its next poll.
+///
+/// # Errors
+/// The service's or the lock's error, or a waiter that never got the lock.
+pub fn cross_node_wakeup(cluster: &GaleraCluster) -> Result<Wakeup, ServerError> {
+    let failed = |detail: String| ServerError::Command {
+        command: "cross-node lock wake-up".into(),
+        detail,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|cause| ServerError::Io {
+            what: "runtime".into(),
+            cause,
+        })?;
+    rt.block_on(async {
+        let ttl = Duration::from_secs(60);
+        let retry = Duration::from_millis(100);
+        let service = |node: usize, holder: &'static str| {
+            leasehold::LeaseService::builder(cluster.node_url(node))
+                .namespace("galera-wakeup")
+                .holder_id(holder)
+                .build()
+        };
+        let a = service(0, "wake-a")
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        let b = service(1, "wake-b")
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        b.locks().set_retry_interval(retry);
+        let held = a
+            .lock("galera-wakeup", "x", ttl)
+            .await
+            .map_err(|e| failed(e.to_string()))?
+            .ok_or_else(|| failed("node 1 could not take the free lock".into()))?;
+        let b2 = b.clone();
+        let waiter = tokio::spawn(async move {
+            let got = b2
+                .try_locker("galera-wakeup", "x", Some(Duration::from_secs(30)), ttl)
+                .await;
+            (got, mono_ns())
+        });
+        // Long enough for the waiter's pauses to have grown to their longest.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        held.unlock().await.map_err(|e| failed(e.to_string()))?;
+        let released = mono_ns();
+        let (got, at) = waiter.await.map_err(|e| failed(e.to_string()))?;
+        let guard = got
+            .map_err(|e| failed(e.to_string()))?
+            .ok_or_else(|| failed("node 2's waiter never got the lock".into()))?;
+        let _ = guard.unlock().await;
+        let _ = a.shutdown().await;
+        let _ = b.shutdown().await;
+        Ok(Wakeup {
+            waited: Duration::from_nanos(at.saturating_sub(released)),
+            poll_bound: retry * 8 + retry * 2,
+        })
+    })
 }

@@ -388,6 +388,12 @@ impl StoreBuilder {
                 return Err(
                     match tls::diagnose(&url, &cause, self.connect_timeout).await {
                         Some(problem) => tls_error(&url, problem, &cause),
+                        None if crate::error::is_not_primary(&cause) => StoreError::db_on(
+                            "connect",
+                            &table,
+                            hosts.addresses().first().map(String::as_str),
+                            cause,
+                        ),
                         None => StoreError::Connect {
                             url: redact(&url),
                             cause,
@@ -405,11 +411,22 @@ impl StoreBuilder {
             );
             alive
         });
-        let mut store = SeaOrmStore::from_connection(db, &table).await?;
+        let node = hosts.addresses().first().cloned();
+        let mut store = SeaOrmStore::from_connection(db, &table)
+            .await
+            .map_err(|e| match e {
+                StoreError::NotPrimary { op, cause, .. } => StoreError::NotPrimary {
+                    op,
+                    node: node.clone().unwrap_or_else(|| "the store's server".into()),
+                    cause,
+                },
+                other => other,
+            })?;
         store.set_server_timeout(bound);
-        if let [node] = hosts.addresses() {
-            store.set_node(node.clone());
+        if let (Some(node), false) = (node, hosts.several()) {
+            store.set_node(node);
         }
+        store.detect_galera().await;
         #[cfg(feature = "postgres")]
         store.set_follower(follower);
         match store.verify_schema().await {

@@ -263,14 +263,21 @@ fn driver_code(_: &DbErr) -> Option<String> {
     None
 }
 
+/// MariaDB Galera, ER_UNKNOWN_COM_ERROR (1047, SQLSTATE 08S01) with wsrep's text: the node is
+/// not in the primary component.
+pub(crate) fn is_not_primary(e: &DbErr) -> bool {
+    e.to_string()
+        .to_ascii_lowercase()
+        .contains("wsrep has not yet prepared node")
+}
+
 fn classify(e: &DbErr) -> Kind {
     let code = driver_code(e).unwrap_or_default();
     let msg = e.to_string().to_ascii_lowercase();
     // SQLite: primary result code in the low byte of the extended code.
     let sqlite = code.parse::<i32>().ok().map(|c| c & 0xff);
-    // MariaDB Galera, ER_UNKNOWN_COM_ERROR (1047, SQLSTATE 08S01) with wsrep's text: the node is
-    // not in the primary component. Judged first: its text must not read as a connection loss.
-    if msg.contains("wsrep has not yet prepared node") {
+    // Judged first: its text must not read as a connection loss.
+    if is_not_primary(e) {
         return Kind::NotPrimary;
     }
     if matches!(sqlite, Some(8)) // SQLITE_READONLY

@@ -273,6 +273,15 @@ impl GaleraCluster {
             .map(str::to_owned)
     }
 
+    /// The sum over the nodes that answer of a numeric wsrep status counter
+    /// (`wsrep_local_cert_failures`, `wsrep_local_bf_aborts`, …).
+    #[must_use]
+    pub fn counter(&self, name: &str) -> u64 {
+        (0..self.nodes.len())
+            .filter_map(|i| self.status(i, name)?.parse::<u64>().ok())
+            .sum()
+    }
+
     /// Whether node `i` is synced with the primary component and serves clients.
     #[must_use]
     pub fn is_synced(&self, i: usize) -> bool {
