@@ -108,10 +108,12 @@ pub fn galera(
             cluster.kill_all();
             run.note("every node SIGKILLed");
             run.sleep_ms(pace.fault_ms);
-            let first = cluster.restart_all()?;
+            let (first, serving) = cluster.restart_all()?;
             run.note(&format!(
-                "cluster bootstrapped from node{} and rejoined, {:.0} ms after the fault",
+                "node{} bootstrapped and serving {:.0} ms after the fault; every node synced \
+                 {:.0} ms after the fault",
                 first + 1,
+                ms_between(fault_at, serving),
                 ms_between(fault_at, mono_ns())
             ));
         }

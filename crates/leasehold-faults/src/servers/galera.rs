@@ -415,11 +415,12 @@ impl GaleraCluster {
     /// (`safe_to_bootstrap: 1` in its `grastate.dat`, the last to leave a clean shutdown) or,
     /// when none is (every node was killed), the one whose recovered position
     /// (`mariadbd --wsrep-recover`) is the highest is marked so and bootstraps a new primary
-    /// component; the others join it. Returns which node bootstrapped.
+    /// component; the others join it. Returns which node bootstrapped and when (on
+    /// `CLOCK_MONOTONIC`) it was synced and serving, before the others joined.
     ///
     /// # Errors
     /// [`ServerError::NotReady`] with a node's log, or the recovery's output.
-    pub fn restart_all(&self) -> Result<usize, ServerError> {
+    pub fn restart_all(&self) -> Result<(usize, u64), ServerError> {
         let safe = (0..self.nodes.len()).find(|&i| {
             std::fs::read_to_string(self.data(i).join("grastate.dat"))
                 .is_ok_and(|s| s.contains("safe_to_bootstrap: 1"))
@@ -446,6 +447,7 @@ impl GaleraCluster {
         };
         self.spawn(first, true)?;
         self.wait_synced(first, SETTLE)?;
+        let serving = crate::clock::mono_ns();
         for i in (0..self.nodes.len()).filter(|&i| i != first) {
             self.spawn(i, false)?;
         }
@@ -453,7 +455,7 @@ impl GaleraCluster {
             self.wait_synced(i, SETTLE)?;
         }
         self.wait_size(first, self.nodes.len(), SETTLE)?;
-        Ok(first)
+        Ok((first, serving))
     }
 
     /// Node `i`'s last committed seqno, recovered from its storage engine
