@@ -63,7 +63,7 @@ pub fn prepare(bin: &Path, cluster: &GaleraCluster) -> Result<(), ServerError> {
 /// the fault to the first grant after it.
 ///
 /// # Errors
-/// Setup failures, or a cluster that does not settle within [`SETTLE`].
+/// Setup failures, or a cluster that does not settle within 90 s.
 pub fn galera(
     bin: &Path,
     cluster: &GaleraCluster,

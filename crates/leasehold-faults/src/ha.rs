@@ -48,7 +48,7 @@ pub fn prepare(bin: &Path, formation: &Formation) -> Result<(), ServerError> {
 /// after it (the service resuming on the new primary).
 ///
 /// # Errors
-/// Setup failures, or a formation that does not promote or settle within [`SETTLE`].
+/// Setup failures, or a formation that does not promote or settle within 90 s.
 pub fn auto_failover(
     bin: &Path,
     formation: &mut Formation,
