@@ -318,3 +318,93 @@ pub fn cross_node_wakeup(cluster: &GaleraCluster) -> Result<Wakeup, ServerError>
         })
     })
 }
+
+/// A fenced transaction opened through node 1 while its tenure is live; the tenure lapses and
+/// another holder is granted the name through node 2, where node 1's row lock does not reach;
+/// then the fenced transaction writes and commits. The commit must be refused (the grant
+/// through node 2 is ordered first and changed the fence's row) and its write must not be
+/// applied on any node. `Ok` carries the commit's error text.
+///
+/// # Errors
+/// What went wrong, as text: a setup step, or a fenced commit that succeeded.
+pub fn fence_overtaken_on_another_node(cluster: &GaleraCluster) -> Result<String, String> {
+    use leasehold::sea_orm::ConnectionTrait;
+    use leasehold::{AcquireOutcome, Grant, HolderId, LeaseKey, LeaseStore, Term};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(async {
+        let text = |e: &dyn std::fmt::Display| e.to_string();
+        let one = leasehold::StoreBuilder::new(cluster.node_url(0))
+            .connect()
+            .await
+            .map_err(|e| text(&e))?;
+        let two = leasehold::StoreBuilder::new(cluster.node_url(1))
+            .connect()
+            .await
+            .map_err(|e| text(&e))?;
+        one.connection()
+            .execute_unprepared(
+                "CREATE TABLE IF NOT EXISTS galera_fenced (id BIGINT AUTO_INCREMENT PRIMARY KEY, \
+                 token BIGINT NOT NULL)",
+            )
+            .await
+            .map_err(|e| text(&e))?;
+        let key = LeaseKey::parse("galera-fence", "x").map_err(|e| text(&e))?;
+        let (a, b) = (
+            HolderId::new("fence-a").map_err(|e| text(&e))?,
+            HolderId::new("fence-b").map_err(|e| text(&e))?,
+        );
+        let term = Term::new("term", Duration::from_secs(1)).map_err(|e| text(&e))?;
+        let AcquireOutcome::Acquired { token, .. } = one
+            .begin_tenure(&key, &a, Grant::New, term, None)
+            .await
+            .map_err(|e| text(&e))?
+        else {
+            return Err("node 1 did not grant the free name".into());
+        };
+        let txn = one
+            .begin_fenced(&key, &a, token)
+            .await
+            .map_err(|e| text(&e))?
+            .ok_or("the fence refused a live tenure")?;
+        // The tenure lapses; node 2 does not see node 1's row lock and grants the name.
+        tokio::time::sleep(Duration::from_millis(1300)).await;
+        let taken = two
+            .begin_tenure(&key, &b, Grant::New, term, None)
+            .await
+            .map_err(|e| text(&e))?;
+        let AcquireOutcome::Acquired { token: next, .. } = taken else {
+            return Err(format!("node 2 did not grant the lapsed name: {taken:?}"));
+        };
+        let write = txn
+            .execute_unprepared(&format!(
+                "INSERT INTO galera_fenced (token) VALUES ({})",
+                token.get()
+            ))
+            .await;
+        let committed = match write {
+            Ok(_) => txn.commit().await.map_err(|e| text(&e)),
+            Err(e) => Err(text(&e)),
+        };
+        let kept = two
+            .connection()
+            .query_all_raw(leasehold::sea_orm::Statement::from_string(
+                leasehold::sea_orm::DbBackend::MySql,
+                format!("SELECT id FROM galera_fenced WHERE token = {}", token.get()),
+            ))
+            .await
+            .map_err(|e| text(&e))?
+            .len();
+        match committed {
+            Ok(()) => Err(format!(
+                "the fenced commit under token {} succeeded after node 2 granted token {}",
+                token.get(),
+                next.get()
+            )),
+            Err(_) if kept > 0 => Err("a refused fenced write was applied".into()),
+            Err(e) => Ok(e),
+        }
+    })
+}
