@@ -11,7 +11,7 @@ use leasehold_storage::{LeaseStore, SeaOrmStore, StoreBuilder};
 use leasehold_testkit::conformance::{self, Outcome, Report};
 
 use crate::Cli;
-use crate::exit::{CLOCK_RATE, DB_ERROR, Failure, wall_clock_ms};
+use crate::exit::{CLOCK_RATE, DB_ERROR, Failure, NODE_CLOCKS, wall_clock_ms};
 
 /// Exit code of a run interrupted by Ctrl-C (128 + SIGINT), after the scratch table is dropped.
 const INTERRUPTED: u8 = 130;
@@ -42,22 +42,29 @@ fn scratch_prefix() -> String {
 pub async fn check(cli: &Cli, args: &CheckArgs) -> Result<u8, Failure> {
     args.config.validate()?;
     args.clock.validate()?;
-    let store = StoreBuilder::new(cli.db.clone())
-        .table_prefix(scratch_prefix())
-        .migrate(true)
-        .connect()
-        .await?;
+    let urls = node_urls(&cli.db)?;
+    let prefix = scratch_prefix();
+    let mut stores = Vec::new();
+    for url in &urls {
+        match StoreBuilder::new(url.clone())
+            .table_prefix(prefix.clone())
+            .migrate(true)
+            .connect()
+            .await
+        {
+            Ok(s) => stores.push(s),
+            Err(e) => {
+                drop_scratch(&stores).await;
+                return Err(e.into());
+            }
+        }
+    }
     let outcome = tokio::select! {
-        outcome = run(&store, args) => outcome,
+        outcome = run(&stores, args) => outcome,
         _ = tokio::signal::ctrl_c() => Ok(INTERRUPTED),
     };
-    let dropped = store.drop_table().await;
-    if let Err(e) = &dropped {
-        eprintln!(
-            "leasehold: could not drop the scratch table {}: {e}",
-            store.table()
-        );
-    }
+    let dropped = drop_scratch(&stores).await;
+    let store = &stores[0];
     let code = outcome?;
     if code == INTERRUPTED {
         eprintln!(
@@ -65,11 +72,75 @@ pub async fn check(cli: &Cli, args: &CheckArgs) -> Result<u8, Failure> {
             store.table()
         );
     }
-    Ok(if dropped.is_err() && code == 0 {
+    Ok(if !dropped && code == 0 {
         DB_ERROR
     } else {
         code
     })
+}
+
+/// The servers to check: one, or for a MySQL/MariaDB URL naming several (the nodes of a
+/// Galera cluster, `mysql://user@h1:3306,h2:3306,h3:3306/db`) each node's URL. A store follows
+/// one MySQL server only; the list is for `check`, which compares the nodes' clocks.
+fn node_urls(url: &str) -> Result<Vec<String>, Failure> {
+    let hosts = leasehold_storage::HostList::parse(url)?;
+    let mysql = url.trim().to_ascii_lowercase().starts_with("mysql://");
+    Ok(if mysql && hosts.several() {
+        hosts.urls().to_vec()
+    } else {
+        vec![url.to_owned()]
+    })
+}
+
+/// Drops the scratch table through every store (`IF EXISTS`: on a cluster the first drop
+/// replicates); whether every drop succeeded.
+async fn drop_scratch(stores: &[SeaOrmStore]) -> bool {
+    let mut all = true;
+    for store in stores {
+        if let Err(e) = store.drop_table().await {
+            eprintln!(
+                "leasehold: could not drop the scratch table {}: {e}",
+                store.table()
+            );
+            all = false;
+        }
+    }
+    all
+}
+
+/// Node `other`'s clock minus node `first`'s, from the pair of readings with the smallest
+/// uncertainty out of 20: each reading is placed at the middle of its round trip on this host's
+/// monotonic clock, so the uncertainty is half of both round trips plus a millisecond for the
+/// readings' resolution.
+struct NodeOffset {
+    offset_ms: f64,
+    uncertainty_ms: f64,
+}
+
+async fn node_offset(first: &SeaOrmStore, other: &SeaOrmStore) -> Result<NodeOffset, Failure> {
+    let clock = MonotonicClock;
+    let mut best: Option<NodeOffset> = None;
+    for _ in 0..20 {
+        let t0 = clock.now();
+        let a = first.db_now().await?;
+        let t1 = clock.now();
+        let b = other.db_now().await?;
+        let t2 = clock.now();
+        let between = ((t2 - t1) + (t1 - t0)).as_secs_f64() * 1000.0 / 2.0;
+        #[allow(clippy::cast_precision_loss)] // milliseconds since the epoch fit an f64 exactly
+        let offset_ms = (b.as_millis() - a.as_millis()) as f64 - between;
+        let uncertainty_ms = between + 1.0;
+        if best
+            .as_ref()
+            .is_none_or(|b| uncertainty_ms < b.uncertainty_ms)
+        {
+            best = Some(NodeOffset {
+                offset_ms,
+                uncertainty_ms,
+            });
+        }
+    }
+    best.ok_or_else(|| Failure::Args("no clock readings".into()))
 }
 
 /// The round trips and the offset of the database clock from this host's wall clock.
@@ -100,7 +171,8 @@ async fn offset(store: &SeaOrmStore) -> Result<Offset, Failure> {
     })
 }
 
-async fn run(store: &SeaOrmStore, args: &CheckArgs) -> Result<u8, Failure> {
+async fn run(stores: &[SeaOrmStore], args: &CheckArgs) -> Result<u8, Failure> {
+    let store = &stores[0];
     if !args.json {
         println!(
             "database: {:?}, scratch table {} (dropped after the run)",
@@ -134,15 +206,55 @@ async fn run(store: &SeaOrmStore, args: &CheckArgs) -> Result<u8, Failure> {
         }
         Some(report)
     };
+    // Each node judges expiry by its own clock: a node ahead of the one that granted sees a
+    // lease end early, so two nodes' clocks must agree within the safety margin.
+    let margin_ms = args.config.safety_margin().as_secs_f64() * 1000.0;
+    let mut nodes = Vec::new();
+    for (i, other) in stores.iter().enumerate().skip(1) {
+        let o = node_offset(store, other).await?;
+        let within = o.offset_ms.abs() + o.uncertainty_ms < margin_ms;
+        if !args.json {
+            println!(
+                "node {} clock minus node 1: {:+.1} ms ± {:.1} ms: {} the safety margin ({:?})",
+                i + 1,
+                o.offset_ms,
+                o.uncertainty_ms,
+                if within { "within" } else { "NOT shown within" },
+                args.config.safety_margin()
+            );
+        }
+        nodes.push((i + 1, o, within));
+    }
+    let nodes_within = nodes.iter().all(|(_, _, within)| *within);
     let code = if report.as_ref().is_some_and(|r| r.failed() != 0) {
         DB_ERROR
+    } else if !nodes_within {
+        NODE_CLOCKS
     } else if !rate.verdict.is_within() {
         CLOCK_RATE
     } else {
         0
     };
     if args.json {
-        println!("{}", json(store, &offset, &rate, report.as_ref(), code));
+        let mut v = json(store, &offset, &rate, report.as_ref(), code);
+        v["nodes"] = nodes
+            .iter()
+            .map(|(n, o, within)| {
+                serde_json::json!({
+                    "node": n,
+                    "offset_ms": o.offset_ms,
+                    "uncertainty_ms": o.uncertainty_ms,
+                    "within": within,
+                })
+            })
+            .collect();
+        println!("{v}");
+    }
+    if !nodes_within {
+        eprintln!(
+            "leasehold: the nodes' clocks are not shown to agree within the safety margin ({:?})",
+            args.config.safety_margin()
+        );
     }
     if !rate.verdict.is_within() {
         eprintln!(

@@ -12,6 +12,9 @@ pub(crate) const REFUSED: u8 = 3;
 /// Exit code: `check` found the clock rates too far apart for the margin and term, or could not
 /// show they are not.
 pub(crate) const CLOCK_RATE: u8 = 5;
+/// Exit code: `check` given several MySQL/MariaDB nodes (a Galera cluster) found two of their
+/// clocks further apart than the safety margin, or could not show they are not.
+pub(crate) const NODE_CLOCKS: u8 = 6;
 
 /// Why a command could not do its work: bad arguments (exit 2) or the database (exit 1).
 pub(crate) enum Failure {

@@ -4,7 +4,8 @@
 //!
 //! Exit codes: 0 done; 1 database error; 2 bad arguments; 3 refused (held by another holder, or
 //! not ours to unlock); 5 `check`: the clock rates differ too much for the configured margin
-//! and term, or could not be shown not to.
+//! and term, or could not be shown not to; 6 `check` of several MySQL/MariaDB nodes: two
+//! nodes' clocks are not shown to agree within the safety margin.
 #![forbid(unsafe_code)]
 
 mod check;
@@ -148,9 +149,12 @@ pub enum Command {
     /// round-trip time, and measure the clock-rate difference between the database and this
     /// host's monotonic clock over a window: exit 5 when it is larger than safety-margin / term
     /// (or cannot be shown smaller). A check that cannot apply to the database says `skipped`
-    /// and is not counted as passed.
+    /// and is not counted as passed. A MySQL/MariaDB URL naming several nodes (a Galera
+    /// cluster, `mysql://u:p@h1:3306,h2:3306,h3:3306/db`) runs the checks on the first and
+    /// measures every other node's clock against it: exit 6 when one is not shown within the
+    /// safety margin (each node judges expiry by its own clock).
     #[command(
-        after_help = "Example:\n  leasehold --db postgres://postgres@127.0.0.1/test check --term 10s --safety-margin 1s --clock-window 5s"
+        after_help = "Examples:\n  leasehold --db postgres://postgres@127.0.0.1/test check --term 10s --safety-margin 1s --clock-window 5s\n  leasehold --db mysql://app:pw@db1:3306,db2:3306,db3:3306/app check --clock-only --safety-margin 1s"
     )]
     Check {
         /// The lease term the clock-rate verdict is for.

@@ -7,7 +7,9 @@ use std::process::{Child, Command, Stdio};
 
 use crate::holder::WRITES_TABLE;
 use crate::oracle::{CommittedWrite, DbState};
-use crate::servers::{MariaDb, Postgres, ServerError, Session, SqliteDb, loopback, which};
+use crate::servers::{
+    GaleraCluster, MariaDb, Postgres, ServerError, Session, SqliteDb, loopback, which,
+};
 
 /// A database the scenarios run against.
 pub trait Backend {
@@ -257,17 +259,7 @@ impl Backend for MariaDb {
         "mariadb"
     }
     fn audit_ddl(&self) -> Vec<String> {
-        vec![
-            format!(
-                "CREATE TABLE {AUDIT_TABLE} (id BIGINT AUTO_INCREMENT PRIMARY KEY, namespace VARCHAR(128), lease_name VARCHAR(255), holder VARCHAR(255), version BIGINT, status INT)"
-            ),
-            format!(
-                "CREATE TRIGGER fault_audit_i AFTER INSERT ON lease_info FOR EACH ROW {AUDIT_INSERT}"
-            ),
-            format!(
-                "CREATE TRIGGER fault_audit_u AFTER UPDATE ON lease_info FOR EACH ROW {AUDIT_INSERT}"
-            ),
-        ]
+        mariadb_audit_ddl()
     }
     fn url(&self) -> String {
         MariaDb::url(self)
@@ -313,6 +305,72 @@ impl Backend for MariaDb {
                 .args(["--auto-generate-sql", "--auto-generate-sql-load-type=write"])
                 .args(["--number-of-queries=100000000", "--iterations=1"]),
         )
+    }
+}
+
+/// MariaDB's audit table and triggers ([`Backend::audit_ddl`]).
+fn mariadb_audit_ddl() -> Vec<String> {
+    vec![
+        format!(
+            "CREATE TABLE {AUDIT_TABLE} (id BIGINT AUTO_INCREMENT PRIMARY KEY, namespace VARCHAR(128), lease_name VARCHAR(255), holder VARCHAR(255), version BIGINT, status INT)"
+        ),
+        format!(
+            "CREATE TRIGGER fault_audit_i AFTER INSERT ON lease_info FOR EACH ROW {AUDIT_INSERT}"
+        ),
+        format!(
+            "CREATE TRIGGER fault_audit_u AFTER UPDATE ON lease_info FOR EACH ROW {AUDIT_INSERT}"
+        ),
+    ]
+}
+
+/// A Galera cluster as one database: its URL and address are the first node's, statements run
+/// on a node synced with the primary component (any node keeps every committed row), and
+/// stopping, killing or starting it acts on every node. Scenarios that fault one node use
+/// [`GaleraCluster`]'s own methods.
+impl Backend for GaleraCluster {
+    fn name(&self) -> &'static str {
+        "galera"
+    }
+    fn audit_ddl(&self) -> Vec<String> {
+        mariadb_audit_ddl()
+    }
+    fn url(&self) -> String {
+        self.node_url(0)
+    }
+    fn upstream(&self) -> Option<SocketAddr> {
+        Some(loopback(self.port(0)))
+    }
+    fn rows(&self, sql: &str) -> Result<Vec<Vec<String>>, ServerError> {
+        let node = self.synced_node().unwrap_or_default();
+        Ok(split(&self.admin(node, &format!("USE test; {sql}"))?, '\t'))
+    }
+    fn stop_fast(&self) -> Result<(), ServerError> {
+        self.kill_all();
+        Ok(())
+    }
+    fn kill9(&self) {
+        self.kill_all();
+    }
+    fn start_again(&self) -> Result<(), ServerError> {
+        self.restart_all().map(|_| ())
+    }
+    fn read_only(&self, on: bool) -> Result<(), ServerError> {
+        for i in 0..self.len() {
+            self.admin(i, &format!("SET GLOBAL read_only = {}", u8::from(on)))?;
+        }
+        Ok(())
+    }
+    fn lock_rows(&self, _namespaces: &[&str]) -> Result<Session, ServerError> {
+        Err(ServerError::Command {
+            command: "lock_rows".into(),
+            detail: "a row lock holds on one Galera node only".into(),
+        })
+    }
+    fn saturate(&self, _clients: u32, _secs: u32) -> Result<Child, ServerError> {
+        Err(ServerError::Command {
+            command: "saturate".into(),
+            detail: "not part of the Galera scenarios".into(),
+        })
     }
 }
 

@@ -54,7 +54,7 @@ pub fn prepare(bin: &Path, formation: &Formation) -> Result<(), ServerError> {
 /// after it (the service resuming on the new primary).
 ///
 /// # Errors
-/// Setup failures, or a formation that does not promote or settle within [`SETTLE`].
+/// Setup failures, or a formation that does not promote or settle within 90 s.
 pub fn auto_failover(
     bin: &Path,
     formation: &mut Formation,
@@ -167,7 +167,7 @@ pub fn auto_failover(
 }
 
 /// When the first grant after `after` was seen by any holder, waiting at most `within`.
-fn first_grant_after(run: &Run, after: u64, within: Duration) -> Option<u64> {
+pub(crate) fn first_grant_after(run: &Run, after: u64, within: Duration) -> Option<u64> {
     let until = crate::clock::deadline(within);
     loop {
         let first = run

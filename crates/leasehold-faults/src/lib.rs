@@ -14,6 +14,7 @@
 pub mod backend;
 pub mod clock;
 pub mod fleet;
+pub mod galera;
 pub mod ha;
 pub mod holder;
 pub mod oracle;

@@ -291,12 +291,14 @@ impl Drop for Session {
 }
 
 mod auto_failover;
+mod galera;
 mod mariadb;
 mod postgres;
 mod sqlite;
 mod tls;
 
 pub use auto_failover::Formation;
+pub use galera::GaleraCluster;
 pub use mariadb::MariaDb;
 pub use postgres::Postgres;
 pub use sqlite::SqliteDb;

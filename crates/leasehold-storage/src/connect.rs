@@ -388,6 +388,12 @@ impl StoreBuilder {
                 return Err(
                     match tls::diagnose(&url, &cause, self.connect_timeout).await {
                         Some(problem) => tls_error(&url, problem, &cause),
+                        None if crate::error::is_not_primary(&cause) => StoreError::db_on(
+                            "connect",
+                            &table,
+                            hosts.addresses().first().map(String::as_str),
+                            cause,
+                        ),
                         None => StoreError::Connect {
                             url: redact(&url),
                             cause,
@@ -405,8 +411,22 @@ impl StoreBuilder {
             );
             alive
         });
-        let mut store = SeaOrmStore::from_connection(db, &table).await?;
+        let node = hosts.addresses().first().cloned();
+        let mut store = SeaOrmStore::from_connection(db, &table)
+            .await
+            .map_err(|e| match e {
+                StoreError::NotPrimary { op, cause, .. } => StoreError::NotPrimary {
+                    op,
+                    node: node.clone().unwrap_or_else(|| "the store's server".into()),
+                    cause,
+                },
+                other => other,
+            })?;
         store.set_server_timeout(bound);
+        if let (Some(node), false) = (node, hosts.several()) {
+            store.set_node(node);
+        }
+        store.detect_galera().await;
         #[cfg(feature = "postgres")]
         store.set_follower(follower);
         match store.verify_schema().await {
@@ -626,7 +646,8 @@ const PG_LEFT_OPEN: Option<&str> =
 const MYSQL_LEFT_OPEN: Option<&str> = None;
 
 /// Sets the session's lock-wait and statement-time bounds and its isolation level (READ
-/// COMMITTED) on a new MySQL/MariaDB connection.
+/// COMMITTED) on a new MySQL/MariaDB connection, and on a Galera node the causality wait of
+/// its decisions (`wsrep_sync_wait`).
 #[cfg(feature = "mysql")]
 async fn mysql_session_bounds(
     conn: &mut sea_orm::sqlx::MySqlConnection,
@@ -644,6 +665,16 @@ async fn mysql_session_bounds(
     .await?;
     conn.execute(crate::backend::mysql::session::MYSQL_READ_COMMITTED)
         .await?;
+    if mariadb {
+        let wsrep: i64 = conn
+            .fetch_one(crate::backend::mysql::session::MARIADB_WSREP_ON)
+            .await?
+            .try_get("w")?;
+        if wsrep == 1 {
+            conn.execute(crate::backend::mysql::session::GALERA_SYNC_WAIT)
+                .await?;
+        }
+    }
     Ok(())
 }
 

@@ -103,6 +103,22 @@ pub enum StoreError {
         /// The driver's error (its text is in the message; it is not the error's `source()`).
         cause: DbErr,
     },
+    /// The server is a node of a MariaDB Galera cluster that is not part of the primary
+    /// component (cut off from the majority, joining, or donating a state transfer): it refuses
+    /// reads and writes (MariaDB error 1047, "WSREP has not yet prepared node for application
+    /// use") until it rejoins. Nothing was changed. Transient: the node serves again once it is
+    /// back in the primary component.
+    #[error(
+        "database node {node} is not in the cluster's primary component during {op} (Galera): nothing changed: {}", DriverText(.cause)
+    )]
+    NotPrimary {
+        /// The store operation.
+        op: &'static str,
+        /// The node, as `host:port` of the store's URL (or "the store's server" when unknown).
+        node: String,
+        /// The driver's error (its text is in the message; it is not the error's `source()`).
+        cause: DbErr,
+    },
     /// A statement failed (connection lost, timeout, constraint, …).
     #[error("database error during {op}: {}", DriverText(.cause))]
     Database {
@@ -169,6 +185,12 @@ impl StoreError {
     /// Classifies a driver error raised during `op`: by the driver's error code where it has one
     /// (SQLite result codes, PostgreSQL and MySQL SQLSTATEs and error numbers), else by message.
     pub(crate) fn db(op: &'static str, table: &str, cause: DbErr) -> Self {
+        Self::db_on(op, table, None, cause)
+    }
+
+    /// [`StoreError::db`] for a store whose server is `node` (`host:port`), named by
+    /// [`StoreError::NotPrimary`].
+    pub(crate) fn db_on(op: &'static str, table: &str, node: Option<&str>, cause: DbErr) -> Self {
         // A store following a PostgreSQL primary checks its server after any failure.
         #[cfg(feature = "postgres")]
         crate::backend::postgres::primary::note_trouble();
@@ -177,6 +199,11 @@ impl StoreError {
             Kind::Full => Self::StorageFull { op, cause },
             Kind::Io => Self::StorageIo { op, cause },
             Kind::Timeout => Self::ServerTimeout { op, cause },
+            Kind::NotPrimary => Self::NotPrimary {
+                op,
+                node: node.unwrap_or("the store's server").to_owned(),
+                cause,
+            },
             Kind::Schema => Self::Schema {
                 table: table.to_owned(),
                 cause,
@@ -193,6 +220,7 @@ impl StoreError {
             self,
             Self::Connect { .. }
                 | Self::NoWritableHost { .. }
+                | Self::NotPrimary { .. }
                 | Self::Database { .. }
                 | Self::Unexpected { .. }
                 | Self::StorageIo { .. }
@@ -208,6 +236,7 @@ enum Kind {
     Full,
     Io,
     Timeout,
+    NotPrimary,
     Schema,
     Other,
 }
@@ -234,11 +263,23 @@ fn driver_code(_: &DbErr) -> Option<String> {
     None
 }
 
+/// MariaDB Galera, ER_UNKNOWN_COM_ERROR (1047, SQLSTATE 08S01) with wsrep's text: the node is
+/// not in the primary component.
+pub(crate) fn is_not_primary(e: &DbErr) -> bool {
+    e.to_string()
+        .to_ascii_lowercase()
+        .contains("wsrep has not yet prepared node")
+}
+
 fn classify(e: &DbErr) -> Kind {
     let code = driver_code(e).unwrap_or_default();
     let msg = e.to_string().to_ascii_lowercase();
     // SQLite: primary result code in the low byte of the extended code.
     let sqlite = code.parse::<i32>().ok().map(|c| c & 0xff);
+    // Judged first: its text must not read as a connection loss.
+    if is_not_primary(e) {
+        return Kind::NotPrimary;
+    }
     if matches!(sqlite, Some(8)) // SQLITE_READONLY
         || code == "25006" // read_only_sql_transaction (PostgreSQL, MySQL)
         || code == "42501" // insufficient_privilege
@@ -311,6 +352,27 @@ pub(crate) fn redact(url: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::StoreError;
+
+    #[test]
+    fn a_galera_node_outside_the_primary_component_is_not_primary_and_transient() {
+        let cause = sea_orm::DbErr::Custom(
+            "error returned from database: 1047 (08S01): WSREP has not yet prepared node for \
+             application use"
+                .into(),
+        );
+        let e = StoreError::db_on("renew", "lease_info", Some("db2:3306"), cause);
+        assert!(matches!(e, StoreError::NotPrimary { .. }), "{e:?}");
+        assert!(e.is_transient());
+        assert!(e.to_string().contains("db2:3306"), "{e}");
+        let other = StoreError::db(
+            "renew",
+            "lease_info",
+            sea_orm::DbErr::Custom("Lost connection to server".into()),
+        );
+        assert!(matches!(other, StoreError::Database { .. }), "{other:?}");
+    }
+
     #[test]
     fn redacts_passwords() {
         assert_eq!(

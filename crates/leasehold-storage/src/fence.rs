@@ -7,6 +7,10 @@
 //! transaction began, and no other holder can take the lease over until it ends (the takeover's
 //! upsert waits for the row lock). A stale holder gets `None` and writes nothing.
 //!
+//! On MySQL/MariaDB the fence also writes the row (its `gmt_modified`): on a Galera cluster a
+//! row lock holds only on its own node, and the write is what makes certification refuse the
+//! fenced commit when another node changed the row meanwhile.
+//!
 //! On SQLite there are no row locks: the fenced transaction begins `IMMEDIATE`, taking the
 //! database's write lock before it checks the tenure, so a takeover by another process waits
 //! (up to the busy timeout) until the fenced transaction ends, just as it waits for the row lock
@@ -44,10 +48,7 @@ impl FencedTransaction {
         self.txn
             .commit()
             .await
-            .map_err(|cause| StoreError::Database {
-                op: "fenced commit",
-                cause,
-            })
+            .map_err(|cause| StoreError::db("fenced commit", "", cause))
     }
 
     /// Rolls the transaction back.
@@ -118,18 +119,19 @@ impl SeaOrmStore {
         let txn = self
             .begin_whole(options)
             .await
-            .map_err(|e| StoreError::db(op, self.table(), e))?;
+            .map_err(|e| self.err(op)(e))?;
         let live = txn
             .query_one_raw(self.sql.fenced(key, holder, token))
             .await
-            .map_err(|e| StoreError::db(op, self.table(), e))?
+            .map_err(|e| self.err(op)(e))?
             .is_some();
         if live {
+            if let Some(write) = self.sql.fence_write(key, holder, token) {
+                txn.execute_raw(write).await.map_err(self.err(op))?;
+            }
             Ok(Some(FencedTransaction { txn, token }))
         } else {
-            txn.rollback()
-                .await
-                .map_err(|e| StoreError::db(op, self.table(), e))?;
+            txn.rollback().await.map_err(|e| self.err(op)(e))?;
             Ok(None)
         }
     }

@@ -121,7 +121,7 @@ impl SeaOrmStore {
     /// # Errors
     /// [`StoreError::Schema`] naming the table and what is wrong.
     pub async fn verify_schema(&self) -> Result<(), StoreError> {
-        let as_schema = |e| match StoreError::db("verify_schema", self.table(), e) {
+        let as_schema = |e| match self.err("verify_schema")(e) {
             StoreError::Database { cause, .. } => StoreError::Schema {
                 table: self.table().to_owned(),
                 cause,
@@ -156,7 +156,7 @@ impl SeaOrmStore {
         }
         let problems = problems(self)
             .await
-            .map_err(|e| StoreError::db("verify_schema", self.table(), e))?;
+            .map_err(|e| self.err("verify_schema")(e))?;
         if problems.is_empty() {
             Ok(())
         } else {

@@ -35,6 +35,11 @@ pub struct SeaOrmStore {
     /// PostgreSQL with several hosts: keeps the task that follows the primary running while any
     /// clone of the store lives (`backend/postgres/primary.rs`).
     follower: Option<std::sync::Arc<()>>,
+    /// The server's `host:port` when the store was opened from a URL, for errors that name it.
+    node: Option<String>,
+    /// The server is a MariaDB Galera node (`@@wsrep_on`), whose refusals outside the primary
+    /// component are told apart from lock waits ([`SeaOrmStore::judged`]).
+    galera: bool,
 }
 
 impl SeaOrmStore {
@@ -81,6 +86,8 @@ impl SeaOrmStore {
             server_timeout: None,
             row_ids: std::sync::Arc::default(),
             follower: None,
+            node: None,
+            galera: false,
         }
     }
 
@@ -88,6 +95,66 @@ impl SeaOrmStore {
     /// [`crate::StoreBuilder::server_timeout`]).
     pub(crate) fn set_server_timeout(&mut self, bound: Duration) {
         self.server_timeout = Some(bound);
+    }
+
+    /// Records the server's `host:port`, named by errors such as [`StoreError::NotPrimary`].
+    pub(crate) fn set_node(&mut self, node: String) {
+        self.node = Some(node);
+    }
+
+    /// Marks the store's server as a MariaDB Galera node when it is one (`@@wsrep_on`).
+    pub(crate) async fn detect_galera(&mut self) {
+        if self.backend != Backend::MariaDb {
+            return;
+        }
+        let on = self
+            .db
+            .query_one_raw(Statement::from_string(
+                DbBackend::MySql,
+                crate::backend::mysql::session::MARIADB_WSREP_ON,
+            ))
+            .await
+            .ok()
+            .flatten()
+            .and_then(|r| r.try_get::<i64>("", "w").ok());
+        self.galera = on == Some(1);
+    }
+
+    /// Classifies the error `e` of `op` ([`SeaOrmStore::err`]); on a Galera node, a statement
+    /// that gave up at a lock wait is checked against the node's `wsrep_ready`: outside the
+    /// primary component the causality wait (`wsrep_sync_wait`) fails with the lock wait
+    /// timeout's code (1205), and that is [`StoreError::NotPrimary`], not a lock wait.
+    pub(crate) async fn judged(&self, op: &'static str, e: sea_orm::DbErr) -> StoreError {
+        let err = self.err(op)(e);
+        let StoreError::ServerTimeout { op, cause } = err else {
+            return err;
+        };
+        if self.galera && !self.node_ready().await {
+            return StoreError::NotPrimary {
+                op,
+                node: self
+                    .node
+                    .clone()
+                    .unwrap_or_else(|| "the store's server".into()),
+                cause,
+            };
+        }
+        StoreError::ServerTimeout { op, cause }
+    }
+
+    /// Whether the Galera node answers `wsrep_ready = ON` within a second (a status query,
+    /// which no causality wait holds up). No answer counts as ready: the error stays as it was.
+    async fn node_ready(&self) -> bool {
+        let ask = self.db.query_one_raw(Statement::from_string(
+            DbBackend::MySql,
+            "SHOW GLOBAL STATUS LIKE 'wsrep_ready'",
+        ));
+        match tokio::time::timeout(Duration::from_secs(1), ask).await {
+            Ok(Ok(Some(row))) => row
+                .try_get::<String>("", "Value")
+                .map_or(true, |v| v.eq_ignore_ascii_case("ON")),
+            _ => true,
+        }
     }
 
     /// Keeps the primary's follower running while the store lives.
@@ -226,7 +293,7 @@ impl SeaOrmStore {
     }
 
     pub(crate) fn err(&self, op: &'static str) -> impl FnOnce(sea_orm::DbErr) -> StoreError + '_ {
-        move |e| StoreError::db(op, &self.table, e)
+        move |e| StoreError::db_on(op, &self.table, self.node.as_deref(), e)
     }
 
     /// Sends `stmt` and reads its first row, retrying a deadlock victim ([`retry_deadlocks`]).
@@ -236,9 +303,10 @@ impl SeaOrmStore {
         stmt: Statement,
     ) -> Result<Option<QueryResult>, StoreError> {
         tracing::trace!("{op}: {}", stmt.sql);
-        retry_deadlocks(op, || self.db.query_one_raw(stmt.clone()))
-            .await
-            .map_err(self.err(op))
+        match retry_deadlocks(op, || self.db.query_one_raw(stmt.clone())).await {
+            Ok(row) => Ok(row),
+            Err(e) => Err(self.judged(op, e).await),
+        }
     }
 
     /// Sends `stmt` and reads every row, retrying a deadlock victim ([`retry_deadlocks`]).
@@ -248,9 +316,10 @@ impl SeaOrmStore {
         stmt: Statement,
     ) -> Result<Vec<QueryResult>, StoreError> {
         tracing::trace!("{op}: {}", stmt.sql);
-        retry_deadlocks(op, || self.db.query_all_raw(stmt.clone()))
-            .await
-            .map_err(self.err(op))
+        match retry_deadlocks(op, || self.db.query_all_raw(stmt.clone())).await {
+            Ok(rows) => Ok(rows),
+            Err(e) => Err(self.judged(op, e).await),
+        }
     }
 
     /// Sends `stmt` and returns the rows it changed, retrying a deadlock victim
@@ -261,10 +330,10 @@ impl SeaOrmStore {
         stmt: Statement,
     ) -> Result<u64, StoreError> {
         tracing::trace!("{op}: {}", stmt.sql);
-        retry_deadlocks(op, || self.db.execute_raw(stmt.clone()))
-            .await
-            .map(|r| r.rows_affected())
-            .map_err(self.err(op))
+        match retry_deadlocks(op, || self.db.execute_raw(stmt.clone())).await {
+            Ok(r) => Ok(r.rows_affected()),
+            Err(e) => Err(self.judged(op, e).await),
+        }
     }
 }
 

@@ -215,6 +215,23 @@ impl Sql {
         )
     }
 
+    /// The write of the fence's row after [`Sql::fenced`] found it live (see
+    /// [`crate::backend::Dialect::fence_write`]); `None` where the fence's lock suffices.
+    pub(crate) fn fence_write(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        token: FencingToken,
+    ) -> Option<Statement> {
+        let [ns, name] = key_values(key);
+        self.text.fence_write.as_ref().map(|text| {
+            self.statement(
+                text,
+                vec![ns, name, holder.as_str().into(), token.get().into()],
+            )
+        })
+    }
+
     /// Every column leasehold reads or writes, no row: fails when one is missing.
     pub(crate) fn columns(&self) -> Statement {
         self.statement(&self.text.columns, Vec::new())

@@ -147,6 +147,13 @@ pub(crate) trait Dialect: Send + Sync + std::fmt::Debug {
         " FOR UPDATE"
     }
 
+    /// A write of the fence's own row, run after the fence found the tenure live (parameters:
+    /// namespace, name, holder, token), for engines where a row lock does not exclude writers
+    /// on other nodes; `None` where the lock excludes every writer.
+    fn fence_write(&self, _table: &str, _now: &str) -> Option<String> {
+        None
+    }
+
     /// Appends to `sql` the condition of a name under `prefix` (matched literally), and its
     /// values to `values`.
     fn name_prefix(&self, prefix: &str, sql: &mut String, values: &mut Vec<Value>);

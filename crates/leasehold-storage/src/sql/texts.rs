@@ -15,6 +15,7 @@ pub(super) struct Texts {
     pub force_release: String,
     pub db_now: String,
     pub fenced: String,
+    pub fence_write: Option<String>,
     pub columns: String,
     pub set_value: String,
     pub floor_columns: String,
@@ -74,6 +75,7 @@ impl Texts {
             "SELECT version FROM {t} WHERE namespace = ? AND lease_name = ? AND holder = ? AND version = ? \
              AND status = 1 AND lease_end_time > {now}{lock}"
         );
+        let fence_write = dialect.fence_write(t, now);
         let columns = format!(
             "SELECT id, namespace, lease_name, holder, lease_end_time, status, version, lease_value, gmt_create, gmt_modified \
              FROM {t} WHERE 1 = 0"
@@ -94,6 +96,7 @@ impl Texts {
             force_release,
             db_now,
             fenced,
+            fence_write,
             columns,
             set_value,
             floor_columns,
@@ -111,6 +114,7 @@ impl Texts {
         ] {
             *s = dialect.finish(std::mem::take(s));
         }
+        text.fence_write = text.fence_write.take().map(|s| dialect.finish(s));
         text
     }
 }

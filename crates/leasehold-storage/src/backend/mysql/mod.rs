@@ -41,6 +41,21 @@ impl Dialect for MySql {
          + GREATEST(0, TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)))) DIV 1000)"
     }
 
+    /// Galera certifies a transaction by the keys of the rows it writes, and a `FOR UPDATE`
+    /// lock holds only on the node that took it: a grant on another node could commit in
+    /// between and the fenced statements still commit after it. Writing the lease row puts its
+    /// key in the fenced transaction, so certification refuses the commit (error 1213) when
+    /// another transaction changed the row since; the later of the two writes loses. The end
+    /// time and token stay as they are; `gmt_modified` moves forward (by at least a
+    /// millisecond, so the row always changes and its key is always written). On one server the
+    /// row is already locked by the fence, and the write changes nothing else.
+    fn fence_write(&self, table: &str, now: &str) -> Option<String> {
+        Some(format!(
+            "UPDATE {table} SET gmt_modified = GREATEST({now}, gmt_modified + 1) \
+             WHERE namespace = ? AND lease_name = ? AND holder = ? AND version = ?"
+        ))
+    }
+
     /// MySQL reads the floor with a locking read (the newest committed row, after waiting for a
     /// purge that holds it).
     fn fresh_version(&self, floor: &str) -> String {

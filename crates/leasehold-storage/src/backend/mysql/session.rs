@@ -40,3 +40,20 @@ pub(crate) fn mysql_session_bounds(mariadb: bool, bound: std::time::Duration) ->
 #[cfg(feature = "mysql")]
 pub(crate) const MYSQL_READ_COMMITTED: &str =
     "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED";
+
+/// Whether the MariaDB server is a Galera node with replication on (`@@wsrep_on`; the
+/// variable exists on every MariaDB build, 0 without a cluster).
+pub(crate) const MARIADB_WSREP_ON: &str = "SELECT CAST(@@wsrep_on AS SIGNED) AS w";
+
+/// Galera: every read, update, delete, insert and replace first waits until this node has
+/// applied every transaction the cluster committed before the statement began (causality
+/// checks 1 + 2 + 4). A grant, renewal or fence then decides on the cluster's newest rows rather
+/// than on a node that lags; certification at commit stays the decider between nodes, and this
+/// makes it refuse fewer statements. On a node outside the primary component a statement is
+/// refused with 1047 (`StoreError::NotPrimary`), or fails its causality wait with the lock wait
+/// timeout's code (1205), which the store tells apart from a lock wait by asking the node's
+/// `wsrep_ready` (`SeaOrmStore::judged`); both are transient. The wait is bounded by the
+/// provider's
+/// `repl.causal_read_timeout` and, like every statement, by the store's server bound.
+#[cfg(feature = "mysql")]
+pub(crate) const GALERA_SYNC_WAIT: &str = "SET SESSION wsrep_sync_wait = 7";
