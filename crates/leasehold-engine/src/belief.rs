@@ -170,6 +170,21 @@ impl Belief {
         self.token() == Some(token)
     }
 
+    /// The local deadline of tenure `token` (monotonic clock) while it is believed: the instant
+    /// it stops being believed unless a renewal moves it first. `None` once it has ended.
+    #[must_use]
+    pub fn deadline_of(&self, token: FencingToken) -> Option<Instant> {
+        let now = self.clock.now();
+        match *self.lock() {
+            State::Held {
+                token: live,
+                deadline,
+                ..
+            } if live == token && now < deadline && !self.service.is_cancelled() => Some(deadline),
+            _ => None,
+        }
+    }
+
     /// The live tenure's token and cancellation token (made now if nobody asked before); `None`
     /// when no tenure is live, its local deadline has passed, or the service has been shut down
     /// or dropped.

@@ -372,6 +372,9 @@ fn sample_loop(
     period: Duration,
 ) {
     let mut open: HashMap<(Signal, String), Open> = HashMap::new();
+    // Each lock tenure's last seen local deadline: a later one is a renewal that landed, also
+    // one the actor retried after `renew()` had answered its timeout, which no call logs.
+    let mut deadlines: HashMap<(String, i64), tokio::time::Instant> = HashMap::new();
     let mut sample: Vec<(Signal, String, Option<i64>)> = Vec::new();
     let mut prev_t0 = mono_ns();
     loop {
@@ -414,6 +417,17 @@ fn sample_loop(
                     guard.is_held().then_some(token),
                 ));
                 let live = !guard.cancellation_token().is_cancelled();
+                if let Some(deadline) = guard.deadline() {
+                    let seen = deadlines.insert((key.clone(), token), deadline);
+                    if seen.is_some_and(|before| deadline > before) {
+                        log.emit(&Record::Renewed {
+                            key: key.clone(),
+                            token,
+                            sent: None,
+                            at: t0,
+                        });
+                    }
+                }
                 sample.push((Signal::GuardToken, key, live.then_some(token)));
             }
         }

@@ -156,6 +156,30 @@ impl LockGuard {
         !self.done.load(Ordering::SeqCst) && self.belief.holds_token(self.token)
     }
 
+    /// The local deadline of this tenure on the monotonic clock (`send time + ttl − margin`,
+    /// moved by each renewal): the instant [`LockGuard::is_held`] turns false unless a renewal
+    /// moves it first. `None` once the tenure has ended. Memory only. A renewal that
+    /// [`LockGuard::renew`] answered with a timeout may still land later (the lock's actor keeps
+    /// trying until this deadline) and move it.
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let service = leasehold::LeaseService::builder("sqlite::memory:").build().await?;
+    /// let guard = service.lock("ns", "a", std::time::Duration::from_secs(10)).await?.expect("free");
+    /// let left = guard.deadline().expect("held").saturating_duration_since(tokio::time::Instant::now());
+    /// assert!(left <= std::time::Duration::from_secs(10));
+    /// guard.unlock().await?;
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn deadline(&self) -> Option<Instant> {
+        if self.done.load(Ordering::SeqCst) {
+            return None;
+        }
+        self.belief.deadline_of(self.token)
+    }
+
     /// A token cancelled the instant this tenure ends here: at the local deadline, on unlock
     /// (before the release is sent), at shutdown, or when the service is dropped. Already
     /// cancelled if the tenure has ended.
