@@ -3,14 +3,16 @@
 //!
 //! One cluster serves the scenarios in turn: holders on every node competing for the same
 //! names (certification decides); the first holder's node SIGKILLed, then started again (only
-//! when named in `LEASEHOLD_FAULTS`, see below); that node cut off from the other two (it leaves the primary component and refuses clients), then
-//! healed; and every node SIGKILLed, the cluster bootstrapped again from the newest node.
-//! Before them, a lock released through node 1 is waited for through node 2 (the doorbell is
-//! per node: the waiter must get it by polling, within a few poll pauses), and a fenced
-//! transaction on node 1 whose tenure node 2 granted to another holder meanwhile must be refused
-//! at its commit, its write applied nowhere. Asserted for each scenario: no two believers, no token granted twice, fenced writes never going back,
-//! belief ending by the local deadline while the holder's node does not serve, and a grant
-//! again after the fault. The time from the fault to the first grant is printed.
+//! when named in `LEASEHOLD_FAULTS`, see below); that node cut off from the other two (it
+//! leaves the primary component and refuses clients), then healed; and every node SIGKILLed,
+//! the cluster bootstrapped again from the newest node. Before them, a lock released through
+//! node 1 is waited for through node 2 (the doorbell is per node: the waiter must get it by
+//! polling, within a few poll pauses), and a fenced transaction on node 1 whose tenure node 2
+//! granted to another holder meanwhile must be refused at its commit, its write applied
+//! nowhere. Asserted for each scenario: no two believers, no token granted twice, fenced writes
+//! never going back, belief ending by the local deadline while the holder's node does not
+//! serve, and a grant again after the fault. The time from the fault to the first grant is
+//! printed.
 
 mod common;
 
@@ -25,8 +27,9 @@ use leasehold_faults::servers::GaleraCluster;
 fn galera_keeps_one_believer_through_node_loss_and_certification() {
     // The node kill runs only when named (`LEASEHOLD_FAULTS=galera_node_sigkill`): in one run
     // of thirteen the holder on a surviving node believed its lock 1,850 ms after the last
-    // confirmation of the tenure (term 1,500 ms), not yet explained, so it does not gate the
-    // default run until it is.
+    // logged confirmation of the tenure (term 1,500 ms). The likely cause, a renewal retried by
+    // the lock's actor that the holder did not log, is now logged (docs/operations.md); until
+    // more runs confirm it, the kill does not gate the default run.
     let kill_named = std::env::var("LEASEHOLD_FAULTS").is_ok_and(|l| {
         l.split(',')
             .any(|n| n.trim() == GaleraFault::KillNode.name())
