@@ -190,9 +190,20 @@ fn wait_until(
     what: &str,
     secs: u64,
     log: &Path,
+    ready: impl FnMut() -> bool,
+) -> Result<(), ServerError> {
+    poll_until(Duration::from_secs(secs), what, || tail(log), ready)
+}
+
+/// Asks `ready` every 100 ms until it holds, for at most `within`; then
+/// [`ServerError::NotReady`] naming `what`, with the server log `log` gives.
+fn poll_until(
+    within: Duration,
+    what: &str,
+    log: impl FnOnce() -> String,
     mut ready: impl FnMut() -> bool,
 ) -> Result<(), ServerError> {
-    let until = crate::clock::deadline(Duration::from_secs(secs));
+    let until = crate::clock::deadline(within);
     while !crate::clock::passed(until) {
         if ready() {
             return Ok(());
@@ -201,8 +212,8 @@ fn wait_until(
     }
     Err(ServerError::NotReady {
         what: what.to_owned(),
-        secs,
-        log: tail(log),
+        secs: within.as_secs(),
+        log: log(),
     })
 }
 

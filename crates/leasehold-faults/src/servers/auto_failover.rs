@@ -604,19 +604,8 @@ impl Drop for Formation {
     }
 }
 
-fn wait(within: Duration, what: &str, mut ready: impl FnMut() -> bool) -> Result<(), ServerError> {
-    let until = crate::clock::deadline(within);
-    while !crate::clock::passed(until) {
-        if ready() {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    Err(ServerError::NotReady {
-        what: what.to_owned(),
-        secs: within.as_secs(),
-        log: String::new(),
-    })
+fn wait(within: Duration, what: &str, ready: impl FnMut() -> bool) -> Result<(), ServerError> {
+    super::poll_until(within, what, String::new, ready)
 }
 
 /// The formation as one database: statements go to the node that accepts writes now. Only the

@@ -324,20 +324,10 @@ impl GaleraCluster {
         i: usize,
         within: Duration,
         what: &str,
-        mut ok: impl FnMut() -> bool,
+        ok: impl FnMut() -> bool,
     ) -> Result<(), ServerError> {
-        let until = crate::clock::deadline(within);
-        while !crate::clock::passed(until) {
-            if ok() {
-                return Ok(());
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        Err(ServerError::NotReady {
-            what: format!("{} {what}", self.nodes[i].name),
-            secs: within.as_secs(),
-            log: tail(&self.log(i)),
-        })
+        let what = format!("{} {what}", self.nodes[i].name);
+        super::poll_until(within, &what, || tail(&self.log(i)), ok)
     }
 
     /// Signals node `i`'s process group, waits (at most 30 s) until its server exited, then
