@@ -408,3 +408,269 @@ pub fn fence_overtaken_on_another_node(cluster: &GaleraCluster) -> Result<String
         }
     })
 }
+
+/// Every transactional path of the store on MySQL/MariaDB (the joint grant, the batched grant,
+/// renewal and release, the purge) run through node 1 with its `COMMIT` held at a proxy while
+/// node 2 commits a conflicting grant of one of its rows. Node 1's transaction then loses to the
+/// write ordered first (it is aborted by the replicated write, or refused by certification if
+/// its commit is replicated first); either way its `COMMIT` answers 1213. Each path must answer
+/// from what the database kept: the store retries the deadlock victim and its answer agrees
+/// with node 2's grant (never a grant, renewal or release of the row node 2 granted), or it
+/// answers a transient error; and node 2's tenure is still live, with the holder and token it
+/// was granted, on every node. `Ok` carries one line per path: what it answered.
+///
+/// # Errors
+/// What went wrong, as text: a setup step, a `COMMIT` that was never held, or a path whose
+/// answer or whose effect contradicts node 2's grant.
+pub fn commits_lost_to_another_node(cluster: &GaleraCluster) -> Result<Vec<String>, String> {
+    use leasehold::{
+        AcquireOutcome, AdminStore, AllOutcome, BatchRenewal, Grant, HolderId, LeaseKey,
+        LeaseStore, ReleaseOutcome, SeaOrmStore, TenureRef, Term,
+    };
+    use leasehold_testkit::FaultProxy;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(async {
+        let text = |e: &dyn std::fmt::Display| e.to_string();
+        let node1: std::net::SocketAddr = ([127, 0, 0, 1], cluster.port(0)).into();
+        let proxy = FaultProxy::start(node1).await.map_err(|e| text(&e))?;
+        let one = leasehold::StoreBuilder::new(proxy.url_for(&cluster.node_url(0), node1))
+            .connect()
+            .await
+            .map_err(|e| text(&e))?;
+        let two = leasehold::StoreBuilder::new(cluster.node_url(1))
+            .connect()
+            .await
+            .map_err(|e| text(&e))?;
+        let ns = format!("galera-commit-{}", std::process::id());
+        let key = |name: &str| LeaseKey::parse(&ns, name).map_err(|e| text(&e));
+        let (a, b) = (
+            HolderId::new("commit-a").map_err(|e| text(&e))?,
+            HolderId::new("commit-b").map_err(|e| text(&e))?,
+        );
+        let term = Term::new("term", Duration::from_secs(30)).map_err(|e| text(&e))?;
+        let mut held = 0;
+        let mut lines = Vec::new();
+        let conflicts_before = certification_conflicts(cluster);
+
+        // Runs `call` on node 1 with its COMMIT held; meanwhile node 2 grants `contested` to b
+        // (after taking it from a by force when a holds it). Returns the call's answer and b's
+        // token.
+        async fn contest<T: Send + 'static>(
+            proxy: &FaultProxy,
+            held: &mut u64,
+            call: impl std::future::Future<Output = T> + Send + 'static,
+            two: &SeaOrmStore,
+            contested: &LeaseKey,
+            b: &HolderId,
+            term: Term,
+        ) -> Result<(T, leasehold::FencingToken), String> {
+            proxy.hold_commits();
+            let answer = tokio::spawn(call);
+            *held += 1;
+            if !proxy
+                .wait_commits_held(*held, Duration::from_secs(10))
+                .await
+            {
+                proxy.pass_commits();
+                return Err("node 1's COMMIT was not held within 10 s".into());
+            }
+            let _ = two
+                .force_release(contested)
+                .await
+                .map_err(|e| e.to_string())?;
+            let granted = two
+                .begin_tenure(contested, b, Grant::New, term, None)
+                .await
+                .map_err(|e| e.to_string());
+            // Let node 1 apply node 2's write before its COMMIT goes on (it is refused either way).
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            proxy.pass_commits();
+            let answer = answer.await.map_err(|e| e.to_string())?;
+            match granted? {
+                AcquireOutcome::Acquired { token, .. } => Ok((answer, token)),
+                other => Err(format!("node 2 did not grant {contested}: {other:?}")),
+            }
+        }
+
+        // b's tenure of `k` (token `t`), read on every node, must be live and unchanged.
+        let check_b = |k: LeaseKey, t: leasehold::FencingToken| {
+            let (one, two, b) = (one.clone(), two.clone(), b.clone());
+            async move {
+                for (node, store) in [("node 1", &one), ("node 2", &two)] {
+                    let row = store.get(&k).await.map_err(|e| e.to_string())?;
+                    match row {
+                        Some(r) if r.held && r.holder == b && r.token == t => {}
+                        other => {
+                            return Err(format!(
+                                "{k}: node 2 granted it to {b} (token {}), {node} shows {other:?}",
+                                t.get()
+                            ));
+                        }
+                    }
+                }
+                Ok::<(), String>(())
+            }
+        };
+        let transient = |path: &str, e: &leasehold::StoreError| {
+            if e.is_transient() {
+                Ok(format!("{path}: a transient error ({e})"))
+            } else {
+                Err(format!("{path}: an error that is not transient: {e}"))
+            }
+        };
+
+        // The joint grant (all or nothing).
+        let (j1, j2) = (key("joint-1")?, key("joint-2")?);
+        let call = {
+            let (one, a, keys) = (one.clone(), a.clone(), vec![j1.clone(), j2.clone()]);
+            async move { one.begin_tenure_all(&a, &keys, term).await }
+        };
+        let (answer, bt) = contest(&proxy, &mut held, call, &two, &j1, &b, term).await?;
+        lines.push(match &answer {
+            Ok(AllOutcome::HeldBy { key, holder, .. }) if *key == j1 && *holder == b => {
+                format!("joint grant: held by {b}, nothing granted")
+            }
+            Ok(other) => return Err(format!("joint grant answered {other:?} after {b}'s grant")),
+            Err(e) => transient("joint grant", e)?,
+        });
+        check_b(j1.clone(), bt).await?;
+        if let Some(r) = two.get(&j2).await.map_err(|e| text(&e))?
+            && r.held
+        {
+            return Err(format!("joint grant: {j2} held after the refusal: {r:?}"));
+        }
+
+        // The batched grant.
+        let (m1, m2) = (key("many-1")?, key("many-2")?);
+        let call = {
+            let (one, a, keys) = (one.clone(), a.clone(), vec![m1.clone(), m2.clone()]);
+            async move { one.begin_tenure_many(&a, &keys, term, None).await }
+        };
+        let (answer, bt) = contest(&proxy, &mut held, call, &two, &m1, &b, term).await?;
+        lines.push(match &answer {
+            Ok(items) => match items.as_slice() {
+                [
+                    Ok(AcquireOutcome::HeldBy { holder, .. }),
+                    Ok(AcquireOutcome::Acquired { .. }),
+                ] if *holder == b => {
+                    format!("batched grant: {m1} held by {b}, {m2} granted")
+                }
+                other => {
+                    return Err(format!(
+                        "batched grant answered {other:?} after {b}'s grant"
+                    ));
+                }
+            },
+            Err(e) => transient("batched grant", e)?,
+        });
+        check_b(m1.clone(), bt).await?;
+
+        // Tenures of a, granted through node 1 before the batched renewal and release.
+        let mut tenures = Vec::new();
+        for name in ["renew-1", "renew-2", "release-1", "release-2"] {
+            let k = key(name)?;
+            match one
+                .begin_tenure(&k, &a, Grant::New, term, None)
+                .await
+                .map_err(|e| text(&e))?
+            {
+                AcquireOutcome::Acquired { token, .. } => tenures.push(TenureRef { key: k, token }),
+                other => return Err(format!("{k} not granted to {a}: {other:?}")),
+            }
+        }
+
+        // The batched renewal.
+        let (r1, r2) = (tenures[0].clone(), tenures[1].clone());
+        let call = {
+            let (one, a, items) = (one.clone(), a.clone(), vec![r1.clone(), r2.clone()]);
+            async move { one.renew_batch(&a, &items, term).await }
+        };
+        let (answer, bt) = contest(&proxy, &mut held, call, &two, &r1.key, &b, term).await?;
+        lines.push(match &answer {
+            Ok(items) => match items.as_slice() {
+                [
+                    BatchRenewal::Lost | BatchRenewal::Unknown,
+                    BatchRenewal::Renewed,
+                ] => {
+                    format!(
+                        "batched renewal: {} {:?}, {} renewed",
+                        r1.key, items[0], r2.key
+                    )
+                }
+                other => {
+                    return Err(format!(
+                        "batched renewal answered {other:?} after {b}'s grant"
+                    ));
+                }
+            },
+            Err(e) => transient("batched renewal", e)?,
+        });
+        check_b(r1.key.clone(), bt).await?;
+
+        // The batched release.
+        let (q1, q2) = (tenures[2].clone(), tenures[3].clone());
+        let call = {
+            let (one, a, items) = (one.clone(), a.clone(), vec![q1.clone(), q2.clone()]);
+            async move { one.release_batch(&a, &items).await }
+        };
+        let (answer, bt) = contest(&proxy, &mut held, call, &two, &q1.key, &b, term).await?;
+        lines.push(match &answer {
+            Ok(items) => match items.as_slice() {
+                [Ok(ReleaseOutcome::NotHeld), Ok(ReleaseOutcome::Released)] => {
+                    format!("batched release: {} not held, {} released", q1.key, q2.key)
+                }
+                other => {
+                    return Err(format!(
+                        "batched release answered {other:?} after {b}'s grant"
+                    ));
+                }
+            },
+            Err(e) => transient("batched release", e)?,
+        });
+        check_b(q1.key.clone(), bt).await?;
+
+        // The purge: a released row deleted by node 1 while node 2 grants it again.
+        let p = key("purge-1")?;
+        let AcquireOutcome::Acquired { token, .. } = one
+            .begin_tenure(&p, &a, Grant::New, term, None)
+            .await
+            .map_err(|e| text(&e))?
+        else {
+            return Err(format!("{p} not granted to {a}"));
+        };
+        one.release(&p, &a, token).await.map_err(|e| text(&e))?;
+        let call = {
+            let (one, ns) = (one.clone(), p.namespace.clone());
+            async move { one.purge(Some(&ns), Duration::ZERO).await }
+        };
+        let (answer, bt) = contest(&proxy, &mut held, call, &two, &p, &b, term).await?;
+        lines.push(match &answer {
+            Ok(n) => format!("purge: {n} rows deleted, {p} kept"),
+            Err(e) => transient("purge", e)?,
+        });
+        check_b(p.clone(), bt).await?;
+
+        // Each contest must have cost node 1's transaction its commit (an abort by the
+        // replicated write or a certification failure), or the test showed nothing.
+        let conflicts = certification_conflicts(cluster);
+        let lost =
+            (conflicts.0 + conflicts.1).saturating_sub(conflicts_before.0 + conflicts_before.1);
+        if lost < held {
+            return Err(format!(
+                "only {lost} transactions lost to a replicated write in {held} contests"
+            ));
+        }
+        lines.push(format!(
+            "{} refused by certification, {} aborted by the replicated write",
+            conflicts.0 - conflicts_before.0,
+            conflicts.1 - conflicts_before.1
+        ));
+        let _ = two.release_all(&b).await;
+        let _ = one.release_all(&a).await;
+        Ok(lines)
+    })
+}

@@ -9,7 +9,9 @@
 //! node 1 is waited for through node 2 (the doorbell is per node: the waiter must get it by
 //! polling, within a few poll pauses), and a fenced transaction on node 1 whose tenure node 2
 //! granted to another holder meanwhile must be refused at its commit, its write applied
-//! nowhere. Asserted for each scenario: no two believers, no token granted twice, fenced writes
+//! nowhere; and every transactional path of the store (joint, batched grant, batched renewal
+//! and release, purge) whose `COMMIT` through node 1 loses to a grant through node 2 must
+//! answer from what the cluster kept, node 2's tenure intact. Asserted for each scenario: no two believers, no token granted twice, fenced writes
 //! never going back, belief ending by the local deadline while the holder's node does not
 //! serve, and a grant again after the fault. The time from the fault to the first grant is
 //! printed.
@@ -18,7 +20,8 @@ mod common;
 
 use common::{bin, require, selected, summary};
 use leasehold_faults::galera::{
-    GaleraFault, cross_node_wakeup, fence_overtaken_on_another_node, galera, prepare,
+    GaleraFault, commits_lost_to_another_node, cross_node_wakeup, fence_overtaken_on_another_node,
+    galera, prepare,
 };
 use leasehold_faults::scenario::print_report;
 use leasehold_faults::servers::GaleraCluster;
@@ -43,7 +46,11 @@ fn galera_keeps_one_believer_through_node_loss_and_certification() {
     .into_iter()
     .filter(|f| *f != GaleraFault::KillNode || kill_named)
     .collect();
-    let checks = ["galera_cross_node_wakeup", "galera_fence_overtaken"];
+    let checks = [
+        "galera_cross_node_wakeup",
+        "galera_fence_overtaken",
+        "galera_commits_lost",
+    ];
     if !faults.iter().any(|f| selected(f.name())) && !checks.iter().any(|c| selected(c)) {
         return;
     }
@@ -73,6 +80,18 @@ fn galera_keeps_one_believer_through_node_loss_and_certification() {
         match fence_overtaken_on_another_node(&cluster) {
             Ok(refusal) => println!("fenced commit overtaken through node 2: refused ({refusal})"),
             Err(e) => panic!("fenced commit overtaken through node 2: {e}"),
+        }
+    }
+    if selected("galera_commits_lost") {
+        // Every transactional path whose COMMIT on node 1 loses to a grant through node 2 (the
+        // COMMIT held at a proxy meanwhile) answers from what the cluster kept.
+        match commits_lost_to_another_node(&cluster) {
+            Ok(lines) => {
+                for line in lines {
+                    println!("COMMIT lost to node 2's grant: {line}");
+                }
+            }
+            Err(e) => panic!("a COMMIT lost to node 2's grant: {e}"),
         }
     }
     let mut reports = Vec::new();

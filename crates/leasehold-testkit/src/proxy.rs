@@ -37,6 +37,8 @@ struct State {
     dead_before: u64,
     /// Incremented on every change.
     epoch: u64,
+    /// A client's `COMMIT` is held, not forwarded, while this is set.
+    hold_commits: bool,
 }
 
 /// A fault-injecting TCP proxy on `127.0.0.1`. Dropping it stops it and closes its connections.
@@ -44,6 +46,8 @@ struct State {
 pub struct FaultProxy {
     addr: SocketAddr,
     state: Arc<watch::Sender<State>>,
+    /// How many `COMMIT`s have been held so far.
+    held: Arc<watch::Sender<u64>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -68,20 +72,24 @@ impl FaultProxy {
             upstream,
             dead_before: 0,
             epoch: 0,
+            hold_commits: false,
         });
+        let held = Arc::new(watch::channel(0).0);
+        let counter = Arc::clone(&held);
         let task = tokio::spawn(async move {
             loop {
                 let Ok((client, _)) = listener.accept().await else {
                     return;
                 };
                 let rx = rx.clone();
+                let counter = Arc::clone(&counter);
                 tokio::spawn(async move {
                     let born = *rx.borrow();
                     if born.fault == Fault::Drop {
                         return; // accepted and closed at once
                     }
                     match TcpStream::connect(born.upstream).await {
-                        Ok(server) => relay(client, server, rx, born).await,
+                        Ok(server) => relay(client, server, rx, born, counter).await,
                         Err(e) => log::warn!("fault proxy: upstream {}: {e}", born.upstream),
                     }
                 });
@@ -90,6 +98,7 @@ impl FaultProxy {
         Ok(Self {
             addr,
             state: Arc::new(tx),
+            held,
             task,
         })
     }
@@ -151,6 +160,59 @@ impl FaultProxy {
     }
 }
 
+impl FaultProxy {
+    /// From now on a client's `COMMIT` (a MySQL `COM_QUERY` or a PostgreSQL simple query of
+    /// exactly that text) is held, not forwarded, until [`FaultProxy::pass_commits`]: the
+    /// transaction stays open on the server, its writes done, while a test changes the same rows
+    /// elsewhere. Everything else passes as the fault in force says.
+    pub fn hold_commits(&self) {
+        self.state.send_modify(|s| {
+            s.hold_commits = true;
+            s.epoch += 1;
+        });
+    }
+
+    /// Forwards the held `COMMIT`s and every later one.
+    pub fn pass_commits(&self) {
+        self.state.send_modify(|s| {
+            s.hold_commits = false;
+            s.epoch += 1;
+        });
+    }
+
+    /// How many `COMMIT`s have been held since the proxy started.
+    #[must_use]
+    pub fn commits_held(&self) -> u64 {
+        *self.held.borrow()
+    }
+
+    /// Waits until `count` `COMMIT`s have been held since the proxy started, at most `limit`;
+    /// whether they were.
+    pub async fn wait_commits_held(&self, count: u64, limit: Duration) -> bool {
+        let mut rx = self.held.subscribe();
+        tokio::time::timeout(limit, rx.wait_for(|&n| n >= count))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+}
+
+/// Whether `chunk` is exactly one `COMMIT` statement from a client: MySQL's `COM_QUERY` packet
+/// (3-byte length, sequence, 0x03, the text) or PostgreSQL's simple query (`Q`, 4-byte length,
+/// the text, NUL).
+fn is_commit(chunk: &[u8]) -> bool {
+    let text = |t: &[u8]| t.eq_ignore_ascii_case(b"COMMIT");
+    let mysql = chunk.len() > 5
+        && chunk[4] == 0x03
+        && usize::from(chunk[0]) + (usize::from(chunk[1]) << 8) + (usize::from(chunk[2]) << 16)
+            == chunk.len() - 4
+        && text(&chunk[5..]);
+    let postgres = chunk.len() > 6
+        && chunk[0] == b'Q'
+        && chunk.last() == Some(&0)
+        && text(&chunk[5..chunk.len() - 1]);
+    mysql || postgres
+}
+
 impl Drop for FaultProxy {
     fn drop(&mut self) {
         self.task.abort();
@@ -187,20 +249,28 @@ fn verdict(born: State, now: State) -> Verdict {
     }
 }
 
-async fn relay(client: TcpStream, server: TcpStream, rx: watch::Receiver<State>, born: State) {
+async fn relay(
+    client: TcpStream,
+    server: TcpStream,
+    rx: watch::Receiver<State>,
+    born: State,
+    held: Arc<watch::Sender<u64>>,
+) {
     let (cr, cw) = client.into_split();
     let (sr, sw) = server.into_split();
-    let up = tokio::spawn(pump(cr, sw, rx.clone(), born));
-    let down = tokio::spawn(pump(sr, cw, rx, born));
+    let up = tokio::spawn(pump(cr, sw, rx.clone(), born, Some(held)));
+    let down = tokio::spawn(pump(sr, cw, rx, born, None));
     let _ = tokio::join!(up, down);
 }
 
-/// Copies one direction, obeying the state in force for every chunk.
+/// Copies one direction, obeying the state in force for every chunk. `held` is given for the
+/// client's direction: a `COMMIT` is counted there and held while commits are held.
 async fn pump(
     mut from: OwnedReadHalf,
     mut to: OwnedWriteHalf,
     mut rx: watch::Receiver<State>,
     born: State,
+    held: Option<Arc<watch::Sender<u64>>>,
 ) {
     let mut buf = vec![0u8; 16 * 1024];
     loop {
@@ -213,6 +283,24 @@ async fn pump(
                 continue;
             }
         };
+        if let Some(held) = &held
+            && rx.borrow_and_update().hold_commits
+            && is_commit(&buf[..n])
+        {
+            held.send_modify(|c| *c += 1);
+            loop {
+                let now = *rx.borrow_and_update();
+                if matches!(verdict(born, now), Verdict::Cut) {
+                    return;
+                }
+                if !now.hold_commits {
+                    break;
+                }
+                if rx.changed().await.is_err() {
+                    return;
+                }
+            }
+        }
         loop {
             let now = *rx.borrow_and_update();
             match verdict(born, now) {

@@ -116,3 +116,77 @@ async fn mysql_through_proxy() {
     };
     cut_and_restore(&url).await;
 }
+
+/// A transaction through the proxy whose `COMMIT` is held: its write stays invisible to another
+/// connection until the commit is passed, then is committed.
+async fn commit_held_then_passed(url: &str) {
+    use sea_orm::{ConnectionTrait, Database, TransactionTrait};
+    let up = upstream(url);
+    let proxy = FaultProxy::start(up).await.expect("proxy");
+    let through = Database::connect(proxy.url_for(url, up))
+        .await
+        .expect("connect through proxy");
+    let direct = Database::connect(url).await.expect("connect");
+    let table = format!("proxy_commit_{}", std::process::id());
+    let count = format!("SELECT id FROM {table}");
+    direct
+        .execute_unprepared(&format!(
+            "CREATE TABLE IF NOT EXISTS {table} (id INT PRIMARY KEY)"
+        ))
+        .await
+        .expect("table");
+    proxy.hold_commits();
+    let txn = through.begin().await.expect("begin");
+    txn.execute_unprepared(&format!("INSERT INTO {table} (id) VALUES (1)"))
+        .await
+        .expect("insert");
+    let commit = tokio::spawn(txn.commit());
+    assert!(
+        proxy.wait_commits_held(1, Duration::from_secs(5)).await,
+        "the COMMIT was not held"
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!commit.is_finished(), "the held COMMIT was answered");
+    let seen = |rows: Vec<sea_orm::QueryResult>| rows.len();
+    let before = seen(
+        direct
+            .query_all_raw(stmt(&direct, &count))
+            .await
+            .expect("read"),
+    );
+    assert_eq!(before, 0, "a write whose COMMIT is held was visible");
+    proxy.pass_commits();
+    commit.await.expect("task").expect("commit");
+    let after = seen(
+        direct
+            .query_all_raw(stmt(&direct, &count))
+            .await
+            .expect("read"),
+    );
+    assert_eq!(after, 1, "the passed COMMIT did not commit");
+    assert_eq!(proxy.commits_held(), 1);
+    direct
+        .execute_unprepared(&format!("DROP TABLE {table}"))
+        .await
+        .expect("drop");
+}
+
+fn stmt(db: &sea_orm::DatabaseConnection, sql: &str) -> sea_orm::Statement {
+    sea_orm::Statement::from_string(db.get_database_backend(), sql)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_commit_held() {
+    let Some(url) = backend_url(POSTGRES_ENV) else {
+        return;
+    };
+    commit_held_then_passed(&url).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_commit_held() {
+    let Some(url) = backend_url(MYSQL_ENV) else {
+        return;
+    };
+    commit_held_then_passed(&url).await;
+}

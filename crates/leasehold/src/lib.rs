@@ -107,9 +107,9 @@ pub use leasehold_storage::RenewItem;
 pub use leasehold_storage::fencing_header::{self, FENCING_HEADER, HeaderError, TokenGate};
 pub use leasehold_storage::observe::{LeaseObserver, Observation, ObserveOptions};
 pub use leasehold_storage::{
-    AcquireOutcome, AdminStore, AllOutcome, Fence, FenceError, FenceOutcome, FencedTransaction,
-    Grant, LeaseStore, MemoryStore, ReleaseOutcome, RenewOutcome, SeaOrmStore, Store, StoreBuilder,
-    StoreError, TenureRef, TlsProblem,
+    AcquireOutcome, AdminStore, AllOutcome, BatchRenewal, Fence, FenceError, FenceOutcome,
+    FencedTransaction, Grant, LeaseStore, MemoryStore, ReleaseOutcome, RenewOutcome, SeaOrmStore,
+    Store, StoreBuilder, StoreError, TenureRef, TlsProblem,
 };
 pub use sea_orm;
 pub use tokio_util::sync::CancellationToken;
