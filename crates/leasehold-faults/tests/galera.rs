@@ -2,8 +2,8 @@
 //! connected to a different node.
 //!
 //! One cluster serves the scenarios in turn: holders on every node competing for the same
-//! names (certification decides); the first holder's node SIGKILLed, then started again (only
-//! when named in `LEASEHOLD_FAULTS`, see below); that node cut off from the other two (it
+//! names (certification decides); the first holder's node SIGKILLed, then started again; that
+//! node cut off from the other two (it
 //! leaves the primary component and refuses clients), then healed; and every node SIGKILLed,
 //! the cluster bootstrapped again from the newest node. Before them, a lock released through
 //! node 1 is waited for through node 2 (the doorbell is per node: the waiter must get it by
@@ -28,24 +28,12 @@ use leasehold_faults::servers::GaleraCluster;
 
 #[test]
 fn galera_keeps_one_believer_through_node_loss_and_certification() {
-    // The node kill runs only when named (`LEASEHOLD_FAULTS=galera_node_sigkill`): in one run
-    // of thirteen the holder on a surviving node believed its lock 1,850 ms after the last
-    // logged confirmation of the tenure (term 1,500 ms). The likely cause, a renewal retried by
-    // the lock's actor that the holder did not log, is now logged (docs/operations.md); until
-    // more runs confirm it, the kill does not gate the default run.
-    let kill_named = std::env::var("LEASEHOLD_FAULTS").is_ok_and(|l| {
-        l.split(',')
-            .any(|n| n.trim() == GaleraFault::KillNode.name())
-    });
-    let faults: Vec<GaleraFault> = [
+    let faults = [
         GaleraFault::Contend,
         GaleraFault::KillNode,
         GaleraFault::IsolateNode,
         GaleraFault::RestartAll,
-    ]
-    .into_iter()
-    .filter(|f| *f != GaleraFault::KillNode || kill_named)
-    .collect();
+    ];
     let checks = [
         "galera_cross_node_wakeup",
         "galera_fence_overtaken",
