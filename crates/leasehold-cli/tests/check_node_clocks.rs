@@ -2,7 +2,9 @@
 //! measures each node's clock against the first and exits 6 when one is not shown within the
 //! safety margin. Here the test server is named twice: its two "nodes" share one clock, so the
 //! offset is within a 2 s margin, and a 1 ms margin cannot hold the measurement's own
-//! uncertainty (a millisecond of resolution plus the round trips).
+//! uncertainty (a millisecond of resolution plus the round trips). Then a throwaway MariaDB
+//! whose clock runs 3 s ahead (libfaketime) is named beside the test server: check must measure
+//! about +3 s and exit 6 under a 1 s margin, naming the node.
 
 use std::process::Command;
 
@@ -57,6 +59,58 @@ fn check_compares_the_clocks_of_every_node_named() {
     assert_eq!(code, Some(6), "{nodes}:\n{stdout}\n{stderr}");
     assert!(
         stderr.contains("nodes' clocks are not shown to agree within the safety margin (1ms)"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn check_finds_a_node_whose_clock_runs_ahead() {
+    use leasehold_faults::servers::{MariaDb, ServerError};
+    let Some(url) = backend_url(MYSQL_ENV) else {
+        return;
+    };
+    let ahead = match MariaDb::start_with_clock_offset(3) {
+        Ok(db) => db,
+        Err(e @ ServerError::Missing { .. }) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "{e}: CI is set, so a missing tool fails this test (install it in .ci/run)"
+            );
+            eprintln!("SKIPPED: {e}");
+            return;
+        }
+        Err(e) => panic!("a MariaDB with its clock ahead: {e}"),
+    };
+    let (scheme_user, rest) = url.rsplit_once('@').expect("a URL with a user");
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (host, tail) = rest.split_at(end);
+    let nodes = format!("{scheme_user}@{host},127.0.0.1:{}{tail}", ahead.port());
+    // The throwaway server knows `holder`, the test server `root`: both get the same user.
+    ahead
+        .admin(
+            "CREATE USER IF NOT EXISTS 'root'@'127.0.0.1'; \
+             GRANT ALL ON *.* TO 'root'@'127.0.0.1';",
+        )
+        .expect("root over TCP on the throwaway server");
+    let (code, stdout, stderr) = check(&nodes, "1s");
+    println!("{stdout}\n{stderr}");
+    assert_eq!(code, Some(6), "{nodes}:\n{stdout}\n{stderr}");
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("node 2 clock minus node 1:"))
+        .unwrap_or_else(|| panic!("no offset for node 2: {stdout}"));
+    let ms: f64 = line
+        .split("node 2 clock minus node 1:")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|t| t.trim_start_matches('+').parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("no figure in {line:?}"));
+    assert!(
+        (2500.0..3500.0).contains(&ms),
+        "measured {ms} ms for a clock 3 s ahead: {line}"
+    );
+    assert!(
+        stderr.contains("nodes' clocks are not shown to agree within the safety margin (1s)"),
         "{stderr}"
     );
 }

@@ -1,6 +1,6 @@
 //! A throwaway MariaDB: `mariadb-install-db` + `mariadbd` in a temp dir on a spare port.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -21,6 +21,8 @@ pub struct MariaDb {
     child: Mutex<Option<Child>>,
     /// Extra server options.
     options: Vec<String>,
+    /// Extra environment of the server process.
+    env: Vec<(String, String)>,
 }
 
 impl MariaDb {
@@ -48,7 +50,36 @@ impl MariaDb {
         ])
     }
 
+    /// Like [`MariaDb::start`], the server's wall clock `offset_secs` ahead of the machine's
+    /// (behind when negative), by libfaketime preloaded into `mariadbd`: `NOW()` and every
+    /// expiry the server judges follow the shifted clock, as on a node whose clock drifted. Its
+    /// monotonic clock is left alone, so its timeouts run as usual.
+    ///
+    /// # Errors
+    /// As [`MariaDb::start`]; [`ServerError::Missing`] without libfaketime.
+    pub fn start_with_clock_offset(offset_secs: i64) -> Result<Self, ServerError> {
+        const LIB: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+        if !Path::new(LIB).is_file() {
+            return Err(ServerError::Missing {
+                tool: LIB.to_owned(),
+                hint: "install the `libfaketime` package".to_owned(),
+            });
+        }
+        Self::start_env(
+            Vec::new(),
+            vec![
+                ("LD_PRELOAD".to_owned(), LIB.to_owned()),
+                ("FAKETIME".to_owned(), format!("{offset_secs:+}")),
+                ("FAKETIME_DONT_FAKE_MONOTONIC".to_owned(), "1".to_owned()),
+            ],
+        )
+    }
+
     fn start_with(options: Vec<String>) -> Result<Self, ServerError> {
+        Self::start_env(options, Vec::new())
+    }
+
+    fn start_env(options: Vec<String>, env: Vec<(String, String)>) -> Result<Self, ServerError> {
         let install = which("mariadb-install-db", "mariadb-server")?;
         let server = which("mariadbd", "mariadb-server")?;
         let client = which("mariadb", "mariadb-client")?;
@@ -60,6 +91,7 @@ impl MariaDb {
             dir,
             child: Mutex::new(None),
             options,
+            env,
         };
         run(Command::new(install)
             .arg("--no-defaults")
@@ -136,6 +168,7 @@ impl MariaDb {
             .args(["--innodb-buffer-pool-size=32M", "--max-connections=400"])
             .args(["--innodb-flush-log-at-trx-commit=2", "--skip-name-resolve"])
             .args(&self.options)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(log2)
