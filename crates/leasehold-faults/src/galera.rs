@@ -220,26 +220,54 @@ impl NodeProbe {
         })
     }
 
-    /// Asks for a grant: on a node outside the primary component it must be refused with
+    /// Asks for a grant, alone and in a batch (a transaction on MySQL/MariaDB): on a node
+    /// outside the primary component each must be refused with
     /// [`leasehold::StoreError::NotPrimary`] naming the node, a transient error. `Err` carries
     /// what was answered instead.
     fn refused_as_not_primary(&self) -> Result<(), String> {
-        use leasehold::{Grant, HolderId, LeaseKey, LeaseStore, Term};
+        use leasehold::{Grant, HolderId, LeaseKey, LeaseStore, StoreError, Term};
         let key = LeaseKey::parse("galera-probe", "x").map_err(|e| e.to_string())?;
+        let other = LeaseKey::parse("galera-probe", "y").map_err(|e| e.to_string())?;
         let me = HolderId::new("probe").map_err(|e| e.to_string())?;
         let term = Term::new("term", Duration::from_secs(5)).map_err(|e| e.to_string())?;
-        let answer = self
-            .rt
-            .block_on(self.store.begin_tenure(&key, &me, Grant::New, term, None));
-        match answer {
-            Err(e @ leasehold::StoreError::NotPrimary { .. })
+        let refused = |answer: Result<String, StoreError>, call: &str| match answer {
+            Err(e @ StoreError::NotPrimary { .. })
                 if e.is_transient() && e.to_string().contains(&self.node) =>
             {
                 Ok(())
             }
-            Err(e) => Err(e.to_string()),
-            Ok(o) => Err(format!("answered {o:?}")),
-        }
+            Err(e) => Err(format!("{call}: {e}")),
+            Ok(o) => Err(format!("{call}: answered {o}")),
+        };
+        let alone = self
+            .rt
+            .block_on(self.store.begin_tenure(&key, &me, Grant::New, term, None))
+            .map(|o| format!("{o:?}"));
+        refused(alone, "begin_tenure")?;
+        let batch = self.rt.block_on(self.store.begin_tenure_many(
+            &me,
+            &[key.clone(), other.clone()],
+            term,
+            None,
+        ));
+        // The batch fails whole, or each item answers the error.
+        let batch = match batch {
+            Ok(items) => match items
+                .into_iter()
+                .map(|i| i.err())
+                .collect::<Option<Vec<_>>>()
+            {
+                Some(errors) => {
+                    for e in errors {
+                        refused(Err(e), "begin_tenure_many's item")?;
+                    }
+                    return Ok(());
+                }
+                None => Ok("a batch with an answered item".to_owned()),
+            },
+            Err(e) => Err(e),
+        };
+        refused(batch, "begin_tenure_many")
     }
 }
 

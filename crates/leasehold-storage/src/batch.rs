@@ -120,10 +120,15 @@ impl SeaOrmStore {
             }
             Backend::MySql | Backend::MariaDb => {
                 for chunk in by_namespace(items) {
-                    let (renewed, locked_out, unknown) =
-                        retry_deadlocks(op, || self.renew_chunk_mysql(holder, items, &chunk, term))
-                            .await
-                            .map_err(self.err(op))?;
+                    let (renewed, locked_out, unknown) = self
+                        .settled(
+                            op,
+                            retry_deadlocks(op, || {
+                                self.renew_chunk_mysql(holder, items, &chunk, term)
+                            })
+                            .await,
+                        )
+                        .await?;
                     for i in renewed {
                         answers[i] = BatchRenewal::Renewed;
                     }

@@ -116,18 +116,14 @@ impl SeaOrmStore {
                 .then_some(SqliteTransactionMode::Immediate),
             ..TransactionOptions::default()
         };
-        let txn = self
-            .begin_whole(options)
-            .await
-            .map_err(|e| self.err(op)(e))?;
-        let live = txn
-            .query_one_raw(self.sql.fenced(key, holder, token))
-            .await
-            .map_err(|e| self.err(op)(e))?
-            .is_some();
+        let txn = self.begin_whole(options).await;
+        let txn = self.settled(op, txn).await?;
+        let live = txn.query_one_raw(self.sql.fenced(key, holder, token)).await;
+        let live = self.settled(op, live).await?.is_some();
         if live {
             if let Some(write) = self.sql.fence_write(key, holder, token) {
-                txn.execute_raw(write).await.map_err(self.err(op))?;
+                let wrote = txn.execute_raw(write).await;
+                self.settled(op, wrote).await?;
             }
             Ok(Some(FencedTransaction { txn, token }))
         } else {

@@ -85,9 +85,8 @@ impl SeaOrmStore {
             GrantAnswer::WithTook => self.query_all(op, stmt.clone()).await?.into_iter().next(),
             GrantAnswer::ReadBack => {
                 tracing::trace!("{op}: {}", stmt.sql);
-                retry_deadlocks(op, || self.upsert_in_transaction(stmt.clone(), key))
-                    .await
-                    .map_err(self.err(op))?
+                let r = retry_deadlocks(op, || self.upsert_in_transaction(stmt.clone(), key)).await;
+                self.settled(op, r).await?
             }
         };
         let Some(row) = row else {

@@ -237,7 +237,7 @@ impl SeaOrmStore {
                 .await
             }
         };
-        decided.map_err(self.err(OP))
+        self.settled(OP, decided).await
     }
 }
 
@@ -289,16 +289,15 @@ impl SeaOrmStore {
             Backend::Postgres => self.sql.pg_release_batch(holder, items, chunk)?,
             Backend::Sqlite => self.sql.sqlite_release_batch(holder, items, chunk)?,
             Backend::MySql | Backend::MariaDb => {
-                return retry_deadlocks(RELEASE_OP, || {
+                let released = retry_deadlocks(RELEASE_OP, || {
                     self.release_chunk_mysql(holder, items, chunk)
                 })
-                .await
-                .map_err(self.err(RELEASE_OP));
+                .await;
+                return self.settled(RELEASE_OP, released).await;
             }
         };
-        retry_deadlocks(RELEASE_OP, || self.released(&stmt, items, chunk))
-            .await
-            .map_err(self.err(RELEASE_OP))
+        let released = retry_deadlocks(RELEASE_OP, || self.released(&stmt, items, chunk)).await;
+        self.settled(RELEASE_OP, released).await
     }
 
     /// Sends a release statement answering `RETURNING namespace, lease_name, version`: the

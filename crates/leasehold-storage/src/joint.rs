@@ -45,9 +45,9 @@ impl SeaOrmStore {
     ) -> Result<AllOutcome, StoreError> {
         let mut order: Vec<usize> = (0..keys.len()).collect();
         order.sort_by(|&a, &b| keys[a].cmp(&keys[b]));
-        let decided = retry_deadlocks(OP, || self.joint_transaction(holder, keys, &order, term))
-            .await
-            .map_err(self.err(OP))?;
+        let decided =
+            retry_deadlocks(OP, || self.joint_transaction(holder, keys, &order, term)).await;
+        let decided = self.settled(OP, decided).await?;
         match decided {
             Ok(tenures) => Ok(AllOutcome::Acquired { tenures }),
             Err((i, holder, token, until)) => Ok(AllOutcome::HeldBy {

@@ -59,9 +59,8 @@ impl SeaOrmStore {
                     .await?;
                 let mut n = 0;
                 for chunk in ids.chunks(PURGE_CHUNK) {
-                    n += retry_deadlocks(OP, || self.purge_mysql_chunk(age, chunk))
-                        .await
-                        .map_err(self.err(OP))?;
+                    let purged = retry_deadlocks(OP, || self.purge_mysql_chunk(age, chunk)).await;
+                    n += self.settled(OP, purged).await?;
                 }
                 Ok(n)
             }

@@ -142,6 +142,19 @@ impl SeaOrmStore {
         StoreError::ServerTimeout { op, cause }
     }
 
+    /// `r`, its error classified by [`SeaOrmStore::judged`]: the answer of a statement or a
+    /// whole transaction after [`retry_deadlocks`].
+    pub(crate) async fn settled<T>(
+        &self,
+        op: &'static str,
+        r: Result<T, sea_orm::DbErr>,
+    ) -> Result<T, StoreError> {
+        match r {
+            Ok(v) => Ok(v),
+            Err(e) => Err(self.judged(op, e).await),
+        }
+    }
+
     /// Whether the Galera node answers `wsrep_ready = ON` within a second (a status query,
     /// which no causality wait holds up). No answer counts as ready: the error stays as it was.
     async fn node_ready(&self) -> bool {
