@@ -702,3 +702,41 @@ pub fn commits_lost_to_another_node(cluster: &GaleraCluster) -> Result<Vec<Strin
         Ok(lines)
     })
 }
+
+/// A store wrapped around the application's own pool on a Galera node
+/// (`SeaOrmStore::from_connection`) is refused with `StoreError::Misconfigured` while the pool's
+/// connections do not wait for causality, and accepted once they do (`wsrep_sync_wait = 7`).
+/// `Ok` carries the refusal's text.
+///
+/// # Errors
+/// What went wrong, as text: a connection that failed, a pool accepted without the setting, or
+/// one refused with it.
+pub fn own_pool_needs_causality_wait(cluster: &GaleraCluster) -> Result<String, String> {
+    use leasehold::sea_orm::{ConnectOptions, ConnectionTrait, Database};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(async {
+        let text = |e: &dyn std::fmt::Display| e.to_string();
+        let mut options = ConnectOptions::new(cluster.node_url(0));
+        options.max_connections(1).min_connections(1);
+        let pool = Database::connect(options).await.map_err(|e| text(&e))?;
+        let refusal =
+            match leasehold::SeaOrmStore::from_connection(pool.clone(), "lease_info").await {
+                Err(e @ leasehold::StoreError::Misconfigured { .. }) if !e.is_transient() => {
+                    e.to_string()
+                }
+                Err(e) => return Err(format!("refused with the wrong error: {e}")),
+                Ok(_) => return Err("a pool without wsrep_sync_wait was accepted".into()),
+            };
+        // The pool's one connection now waits for causality.
+        pool.execute_unprepared("SET SESSION wsrep_sync_wait = 7")
+            .await
+            .map_err(|e| text(&e))?;
+        leasehold::SeaOrmStore::from_connection(pool, "lease_info")
+            .await
+            .map_err(|e| format!("refused with wsrep_sync_wait = 7: {e}"))?;
+        Ok(refusal)
+    })
+}

@@ -21,7 +21,7 @@ mod common;
 use common::{bin, require, selected, summary};
 use leasehold_faults::galera::{
     GaleraFault, commits_lost_to_another_node, cross_node_wakeup, fence_overtaken_on_another_node,
-    galera, prepare,
+    galera, own_pool_needs_causality_wait, prepare,
 };
 use leasehold_faults::scenario::print_report;
 use leasehold_faults::servers::GaleraCluster;
@@ -38,6 +38,7 @@ fn galera_keeps_one_believer_through_node_loss_and_certification() {
         "galera_cross_node_wakeup",
         "galera_fence_overtaken",
         "galera_commits_lost",
+        "galera_own_pool",
     ];
     if !faults.iter().any(|f| selected(f.name())) && !checks.iter().any(|c| selected(c)) {
         return;
@@ -80,6 +81,14 @@ fn galera_keeps_one_believer_through_node_loss_and_certification() {
                 }
             }
             Err(e) => panic!("a COMMIT lost to node 2's grant: {e}"),
+        }
+    }
+    if selected("galera_own_pool") {
+        // A store around the application's own pool must not decide on a node that does not
+        // wait for causality.
+        match own_pool_needs_causality_wait(&cluster) {
+            Ok(refusal) => println!("own pool without wsrep_sync_wait: refused ({refusal})"),
+            Err(e) => panic!("own pool on a Galera node: {e}"),
         }
     }
     let mut reports = Vec::new();

@@ -42,6 +42,15 @@ pub enum StoreError {
         /// What each server answered, in the URL's order.
         found: String,
     },
+    /// A connection given to the store lacks a setting leasehold's decisions rely on (see
+    /// [`crate::SeaOrmStore::from_connection`]); nothing was written. Set it and try again.
+    #[error("the connection to {node} is not set up as leasehold needs: {problem}")]
+    Misconfigured {
+        /// The server (`host:port`, or "the store's server").
+        node: String,
+        /// What is missing, and how to set it.
+        problem: String,
+    },
     /// The database could not be reached or refused the connection.
     #[error("cannot connect to {url}: {}", DriverText(.cause))]
     Connect {

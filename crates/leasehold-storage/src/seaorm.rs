@@ -46,8 +46,17 @@ impl SeaOrmStore {
     /// Wraps an existing connection whose lease table is `table` (created beforehand, for
     /// example with [`crate::ddl::create_lease_table`]).
     ///
+    /// On a MariaDB Galera node (`@@wsrep_on`) the connection must make its decisions wait
+    /// for causality (`wsrep_sync_wait` covering reads, updates and deletes, and inserts: 7),
+    /// which [`crate::StoreBuilder`] sets on every connection it opens: set it on every
+    /// connection of the pool given here (the server's `wsrep_sync_wait = 7`, or the pool's
+    /// after-connect hook), or a grant on a lagging node could be decided on rows older than
+    /// another node's commit.
+    ///
     /// # Errors
-    /// [`StoreError::Database`] if the MySQL server version cannot be read.
+    /// [`StoreError::Database`] if the MySQL server version cannot be read;
+    /// [`StoreError::Misconfigured`] on a Galera node whose connection's `wsrep_sync_wait` is
+    /// not 7 (or more).
     pub async fn from_connection(db: DatabaseConnection, table: &str) -> Result<Self, StoreError> {
         let backend = match db.get_database_backend() {
             DbBackend::Postgres => Backend::Postgres,
@@ -71,7 +80,46 @@ impl SeaOrmStore {
                 }
             }
         };
-        Ok(Self::with_backend(db, table, backend))
+        let mut store = Self::with_backend(db, table, backend);
+        store.detect_galera().await;
+        if store.galera {
+            store.check_causality_wait().await?;
+        }
+        Ok(store)
+    }
+
+    /// On a Galera node: whether this connection's `wsrep_sync_wait` covers reads, updates and
+    /// deletes, and inserts (bits 1, 2 and 4), as [`crate::StoreBuilder`]'s connections do.
+    async fn check_causality_wait(&self) -> Result<(), StoreError> {
+        let row = self
+            .db
+            .query_one_raw(Statement::from_string(
+                DbBackend::MySql,
+                "SELECT CAST(@@session.wsrep_sync_wait AS SIGNED) AS w",
+            ))
+            .await
+            .map_err(|cause| StoreError::Database {
+                op: "connect",
+                cause,
+            })?;
+        let wait = row
+            .and_then(|r| r.try_get::<i64>("", "w").ok())
+            .unwrap_or(0);
+        if wait & 7 == 7 {
+            return Ok(());
+        }
+        Err(StoreError::Misconfigured {
+            node: self
+                .node
+                .clone()
+                .unwrap_or_else(|| "the store's server".into()),
+            problem: format!(
+                "it is a Galera node and the connection's wsrep_sync_wait is {wait}: a grant \
+                 could be decided on rows older than another node's commit; set \
+                 wsrep_sync_wait = 7 on every connection of the pool (the server's option, or \
+                 the pool's after-connect hook), or connect with StoreBuilder, which does"
+            ),
+        })
     }
 
     /// Wraps a connection, forcing the backend's SQL flavour (tests use this to run the MySQL 8
