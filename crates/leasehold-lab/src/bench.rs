@@ -27,6 +27,7 @@
 //! Wall time is read in one place, [`stopwatch`].
 
 mod handoff_processes;
+mod handover;
 mod locks;
 mod observe;
 mod scale;
@@ -67,6 +68,10 @@ pub struct BenchArgs {
     /// rows of issue 17 goal 2, against the advisory or named-lock peer in the same run.
     #[arg(long, conflicts_with = "scale")]
     pub locks: bool,
+    /// Only the hand-over rows (`handover_*`): a lock, a lease task and a shard group's names
+    /// handed from one service to another, quiet and under load.
+    #[arg(long, conflicts_with_all = ["scale", "locks"])]
+    pub handover: bool,
 }
 
 /// Sizes of one run.
@@ -401,6 +406,13 @@ pub async fn run(db: &str, table_prefix: &str, args: &BenchArgs) -> u8 {
         ctx.store.connection().clone().close().await.ok();
         return print_rows(args, &backend, ctx.plan, &rows);
     }
+    if args.handover {
+        progress("hand-over of every kind");
+        rows.extend(handover::rows(&ctx).await);
+        statements::cleanup(&ctx).await;
+        ctx.store.connection().clone().close().await.ok();
+        return print_rows(args, &backend, ctx.plan, &rows);
+    }
     progress("grant / renew / release");
     rows.extend(statements::rows(&ctx).await);
     progress("lock pairs");
@@ -415,6 +427,8 @@ pub async fn run(db: &str, table_prefix: &str, args: &BenchArgs) -> u8 {
     progress("lock handoff between processes");
     let handoff_processes = handoff_processes::row(&ctx, &handoff).await;
     rows.extend([handoff, handoff_processes]);
+    progress("hand-over of every kind");
+    rows.extend(handover::rows(&ctx).await);
     progress("observers");
     rows.extend(observe::rows(&ctx).await);
     statements::cleanup(&ctx).await;

@@ -588,7 +588,7 @@ pub(crate) async fn rows(ctx: &Ctx) -> Vec<Row> {
 }
 
 /// One handoff: A holds, B waits in `try_locker`; from A's unlock call until B holds.
-async fn handoff_once(a: &LeaseService, b: &LeaseService, ns: &str) -> R<Duration> {
+pub(crate) async fn handoff_once(a: &LeaseService, b: &LeaseService, ns: &str) -> R<Duration> {
     let ttl = Duration::from_secs(30);
     let guard = a
         .lock(ns, "handoff", ttl)
