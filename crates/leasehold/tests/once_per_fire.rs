@@ -115,7 +115,12 @@ async fn three_skewed_tickers_run_every_fire_exactly_once() {
                     if let FireOutcome::Ran { recorded, .. } = &outcome {
                         assert!(recorded, "runner {runner}: a run's fire was not recorded");
                     }
-                    again = outcome.ask_again_at();
+                    // A refusal says until when the row is held; a ticker that ran the fire
+                    // keeps its own skewed idea of the next one.
+                    again = match &outcome {
+                        FireOutcome::Claimed { .. } => outcome.ask_again_at(),
+                        _ => None,
+                    };
                     if at >= tick {
                         fire = DbInstant(fire.as_millis() + period.as_millis() as i64);
                     }
@@ -151,8 +156,6 @@ async fn three_skewed_tickers_run_every_fire_exactly_once() {
             seen.windows(2).all(|w| w[0].token < w[1].token),
             "{backend}: tokens did not grow from run to run: {seen:?}"
         );
-        // The early ticker's asks before each fire found the previous fire done; every runner
-        // is told so, and the run that did a fire is the only one that saw it.
         let runners: std::collections::BTreeSet<usize> = seen.iter().map(|r| r.runner).collect();
         eprintln!("{backend}: fires run by runners {runners:?}");
         for s in services {
@@ -211,7 +214,10 @@ async fn a_crashed_run_is_run_again_after_its_term_with_a_larger_token() {
         a.abort_without_release().await;
         crashed.abort();
         let first = runs(&log)[0].clone();
-        assert_eq!(first.fire, fire, "{backend}: the first run ran another fire");
+        assert_eq!(
+            first.fire, fire,
+            "{backend}: the first run ran another fire"
+        );
         // b and c ask every 100 ms until one of them runs the fire again.
         let deadline = local_instant(&b, DbInstant(fire.as_millis() + 3500)).await;
         let mut claimed_by_a = 0;
@@ -320,7 +326,10 @@ async fn a_failed_job_leaves_its_fire_due_and_a_done_fire_is_claimed() {
             "{backend}: the failed fire was not run again"
         );
         assert_eq!(output, again, "{backend}");
-        assert!(later > token, "{backend}: the second run's token is not larger");
+        assert!(
+            later > token,
+            "{backend}: the second run's token is not larger"
+        );
         for s in [&a, &b] {
             let done = s
                 .run_once(JOB, &schedule, |_| async { Ok::<_, ()>(()) })
@@ -337,6 +346,56 @@ async fn a_failed_job_leaves_its_fire_due_and_a_done_fire_is_claimed() {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_ending_just_before_the_next_fire_is_not_run_again() {
+    for (backend, url) in common::backends("once-per-fire-close") {
+        let ns = common::unique_namespace("once-close");
+        let (a, b) = (process(&url, &ns).await, process(&url, &ns).await);
+        let schedule = Schedule::every(Duration::from_millis(1500))
+            .expect("period")
+            .term(Duration::from_secs(1));
+        // Asked at a fire, so the job can end 100 ms before the next one: less than the
+        // request timeout (300 ms) is left for the record.
+        let fire = schedule.next_fire(a.db_now().await.expect("db time"));
+        tokio::time::sleep_until(local_instant(&a, fire).await + Duration::from_millis(20)).await;
+        let a2 = a.clone();
+        let ran = a
+            .run_once(JOB, &schedule, |ctx| async move {
+                let end = DbInstant(ctx.next_fire().as_millis() - 100);
+                tokio::time::sleep_until(local_instant(&a2, end).await).await;
+                Ok::<_, ()>(ctx.fire())
+            })
+            .await
+            .expect("run_once");
+        let FireOutcome::Ran {
+            output: done,
+            next,
+            recorded: true,
+            ..
+        } = ran
+        else {
+            panic!("{backend}: {ran:?}");
+        };
+        // The next ask, at once, runs the next fire: never the one just done.
+        let again = b
+            .run_once(JOB, &schedule, |ctx| async move { Ok::<_, ()>(ctx.fire()) })
+            .await
+            .expect("run_once");
+        match again {
+            FireOutcome::Ran { output, .. } => {
+                assert_eq!(output, next, "{backend}: the fire {done} was run again")
+            }
+            FireOutcome::Claimed { until, .. } => assert!(
+                until >= next,
+                "{backend}: the done fire {done} was held only until {until}"
+            ),
+            other => panic!("{backend}: {other:?}"),
+        }
+        a.shutdown().await.expect("shutdown");
+        b.shutdown().await.expect("shutdown");
+    }
+}
+
 #[tokio::test]
 async fn bad_input_is_refused_before_anything_is_written() {
     let service = LeaseService::builder("sqlite::memory:")
@@ -345,12 +404,18 @@ async fn bad_input_is_refused_before_anything_is_written() {
         .expect("service");
     assert!(matches!(
         Schedule::every(Duration::ZERO),
-        Err(Error::Invalid(ValidationError::TooShort { field: "period", .. }))
+        Err(Error::Invalid(ValidationError::TooShort {
+            field: "period",
+            ..
+        }))
     ));
     let every = Schedule::every(Duration::from_secs(60)).expect("period");
     assert!(matches!(
         every.offset(Duration::from_secs(60)),
-        Err(Error::Invalid(ValidationError::Relation { field: "offset", .. }))
+        Err(Error::Invalid(ValidationError::Relation {
+            field: "offset",
+            ..
+        }))
     ));
     let job = |_: leasehold::FireContext| async { Ok::<_, ()>(()) };
     assert!(matches!(
@@ -365,7 +430,10 @@ async fn bad_input_is_refused_before_anything_is_written() {
         service
             .run_once("j", &every.term(Duration::from_millis(2)), job)
             .await,
-        Err(Error::Invalid(ValidationError::Relation { field: "ttl", .. }))
+        Err(Error::Invalid(ValidationError::Relation {
+            field: "ttl",
+            ..
+        }))
     ));
     assert!(
         service
