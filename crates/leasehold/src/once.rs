@@ -16,12 +16,14 @@
 //!    held row is [`FireOutcome::Claimed`]: a run is going on, or the due fire is done;
 //! 2. once granted, reads the database's clock: the fire due then
 //!    ([`Schedule::fire_at_or_before`]) is the one this tenure runs;
-//! 3. switches the lock to automatic renewal (as [`crate::Locks::hold_permit`]) and runs the
-//!    job with a [`FireContext`]: the fire, the tenure's fencing token and its cancellation
-//!    token;
+//! 3. runs the job with a [`FireContext`] (the fire, the tenure's fencing token and its
+//!    cancellation token) while asking the lock's actor to renew the tenure every `term / 3`:
+//!    its machine renews it, ends it at the local deadline when renewals fail, and cancels the
+//!    token then;
 //! 4. when the job returns `Ok`, records the fire done by keeping the row held, by the
 //!    database's clock, until the next fire (the release of a lock that must last at least
-//!    until then, ShedLock's `lockAtLeastFor`, sent only while the tenure is live); when it
+//!    until then, ShedLock's `lockAtLeastFor`, sent only while the tenure is live and no
+//!    renewal is in flight, since a renewal landing after it would cut it short); when it
 //!    returns `Err`, releases the row, so the fire is due again at the next ask.
 //!
 //! Why that is enough: a fire `F` done before a grant at database time `g` left the row held
@@ -40,16 +42,17 @@ mod schedule;
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix::Addr;
 use leasehold_core::{DbInstant, FencingToken, HolderId, LeaseKey, LeaseName, ValidationError};
-use leasehold_engine::{Belief, LeaseActor, MakeHold, ReadRecord, UnlockLock};
-use tokio::time::Instant;
+use leasehold_engine::{Belief, ReadRecord};
 use tokio_util::sync::CancellationToken;
 
 pub use schedule::{DEFAULT_RUN_TERM, Schedule};
 
-use crate::lock::{LockError, LockOutcome, hold_config, release_tenure};
-use crate::{Error, LeaseService, Result};
+#[cfg(doc)]
+use crate::Error;
+use crate::LockGuard;
+use crate::lock::{LockOutcome, hold_config, lock_config, release_tenure};
+use crate::{LeaseService, Result};
 
 /// The reserved part of a job's lock name: job `report` is the lock `report#once`.
 pub const ONCE_SUFFIX: &str = "#once";
@@ -179,9 +182,10 @@ impl LeaseService {
     /// skew): the ticker decides only when to ask. How it decides is on the [module
     /// page](crate::once).
     ///
-    /// The job runs on the caller's task under a live tenure that the engine renews every
-    /// `term / 3` ([`Schedule::term`]); its [`FireContext`] carries the fire, the fencing
-    /// token and the cancellation token, cancelled the instant the tenure ends here.
+    /// The job runs on the caller's task under a live tenure renewed every `term / 3`
+    /// ([`Schedule::term`]) by the lock's actor, asked from this call while the job runs; its
+    /// [`FireContext`] carries the fire, the fencing token and the cancellation token,
+    /// cancelled the instant the tenure ends here.
     ///
     /// **At least once, not exactly once.** A run that crashes, or whose tenure ends before
     /// the job returns, has not recorded its fire: another process runs the fire again once
@@ -213,8 +217,7 @@ impl LeaseService {
     /// [`Error::Invalid`] for an empty name, a name too long for the lock name
     /// `{name}#once`, or a term too short to be renewed (as [`crate::Locks::hold`]);
     /// [`Error::KeyInUse`] when a lease task or another feature of this service uses the
-    /// job's key; [`Error::NotHeld`] when the run's tenure ended before the job could start (a
-    /// term close to the round trip: what is left is released); [`Error::Store`];
+    /// job's key; [`Error::Store`] (a grant made before a failure is released);
     /// [`Error::ShutDown`]. The job's own error is [`FireOutcome::Failed`].
     ///
     /// # Cancel safety
@@ -232,7 +235,12 @@ impl LeaseService {
         Fut: Future<Output = std::result::Result<T, E>>,
     {
         let key = job_key(self, name)?;
-        let config = hold_config(schedule.run_term(), self.request_timeout())?;
+        // Checked as a hold (renewed every term/3), taken as a lock renewed on request: the
+        // renewals are asked for here, one at a time, so none is in flight when the fire is
+        // recorded (a renewal landing after the record would cut it short).
+        hold_config(schedule.run_term(), self.request_timeout())?;
+        let config = lock_config(schedule.run_term(), self.request_timeout())?;
+        let every = config.renew_interval();
         // One ask of this service at a time per job, from the read to the end of the run.
         let Ok(permit) = self.lock_queues().queue(&key).try_lock_owned() else {
             self.settle_lock(&key);
@@ -267,38 +275,23 @@ impl LeaseService {
             LockOutcome::HeldLocally => return Ok(FireOutcome::HeldLocally),
         };
         // The fire is read after the grant: every fire after (grant time − period) is undone,
-        // and the database's clock now is past the grant (module page). Until the run is a
-        // hold, the guard releases the row if this fails or the future is dropped.
+        // and the database's clock now is past the grant (module page). From here on, the
+        // guard releases the row in the background if this future is dropped.
         let now = self.db_now().await?;
         let (fire, next) = (schedule.fire_at_or_before(now), schedule.next_fire(now));
-        let hold = MakeHold {
-            key: key.clone(),
-            compete_after_loss: false,
-        };
-        if !self.engine().send(hold).await? {
-            return Err(Error::NotHeld { key });
-        }
-        guard.disarm();
-        let (actor, belief, limit) = guard.tenure_parts();
         let token = guard.token();
-        let mut run = Run {
-            actor,
-            belief,
-            key,
-            token,
-            limit,
-            armed: true,
-        };
+        let (_, belief, _) = guard.tenure_parts();
         let context = FireContext {
             fire,
             next,
             token,
-            key: run.key.clone(),
-            belief: Arc::clone(&run.belief),
+            key,
+            belief,
         };
-        match job(context).await {
+        let (output, settled) = renewed(&guard, every, job(context)).await;
+        match output {
             Ok(output) => {
-                let recorded = self.record(&mut run, next).await;
+                let recorded = self.record(guard, next, settled).await;
                 Ok(FireOutcome::Ran {
                     fire,
                     next,
@@ -309,43 +302,76 @@ impl LeaseService {
             }
             Err(error) => {
                 // Left due: a release that fails leaves the row to lapse after its term.
-                let _ = run.release(None).await;
+                let _ = guard.unlock().await;
                 Ok(FireOutcome::Failed { fire, token, error })
             }
         }
     }
 
     /// Records the run's fire done: its row stays held until `next` by the database's clock,
-    /// written only while the tenure is live (the lock's release with a minimum hold, one
-    /// renewal naming the token). The database's time is read first and `next` turned into an
-    /// instant on this process's monotonic clock taken after the read, so the instant is late
-    /// rather than early. When less than the request timeout is left, the run keeps its tenure
-    /// (renewed) here until then and releases it: a minimum hold shorter than the time the
-    /// release may take to be sent could end before `next`.
-    async fn record(&self, run: &mut Run, next: DbInstant) -> bool {
-        if !run.belief.holds_token(run.token) {
-            let _ = run.release(None).await;
-            return false;
-        }
-        let Ok(now) = self.db_now().await else {
-            let _ = run.release(None).await;
+    /// written only while the tenure is live (the lock's release with a minimum hold: one
+    /// renewal naming the token, for the time left), and only when every renewal asked for was
+    /// answered (`settled`), so no renewal sent earlier can land after it and cut it short;
+    /// otherwise the row is released and the fire is due again. The database's time is read
+    /// first and `next` turned into an instant on this process's monotonic clock taken after
+    /// the read, so the instant is late rather than early. The machine sends a plain release
+    /// instead when less than a millisecond of the minimum hold is left; the database's clock
+    /// is then past `next` already (the instant is [`ROUNDING`] late), so that release ends the
+    /// row after `next` too.
+    async fn record(&self, guard: LockGuard, next: DbInstant, settled: bool) -> bool {
+        let now = if settled && guard.is_held() {
+            self.db_now().await.ok()
+        } else {
+            None
+        };
+        let Some(now) = now else {
+            let _ = guard.unlock().await;
             return false;
         };
         let read = self.registry().clock().now();
         let left = next.saturating_since(now);
-        let not_before = if left.is_zero() {
-            // The run overran its next fire: that fire is due already.
-            None
-        } else {
-            let at = read + left + ROUNDING;
-            if left < self.request_timeout() {
-                tokio::time::sleep_until(at).await;
-                None
-            } else {
-                Some(at)
+        // A run that overran its next fire releases at once: that fire is due already.
+        let not_before = (!left.is_zero()).then(|| read + left + ROUNDING);
+        guard.disarm();
+        let (actor, belief, limit) = guard.tenure_parts();
+        release_tenure(
+            limit,
+            &actor,
+            &belief,
+            guard.key(),
+            guard.token(),
+            not_before,
+        )
+        .await
+        .is_ok()
+    }
+}
+
+/// Runs `job` while the run's lock is renewed every `every` (asked of the lock's actor, whose
+/// machine renews it, ends it at its local deadline and cancels its token). Answers the job's
+/// output and whether every renewal asked for was confirmed: a renewal still in flight when the
+/// job ends is waited for, so none is outstanding after this returns unless one timed out
+/// (then the actor may still be trying it, and `false` says so).
+async fn renewed<O>(guard: &LockGuard, every: Duration, job: impl Future<Output = O>) -> (O, bool) {
+    let mut settled = true;
+    let mut job = std::pin::pin!(job);
+    loop {
+        tokio::select! {
+            out = &mut job => return (out, settled),
+            () = tokio::time::sleep(every) => {}
+        }
+        if !guard.is_held() {
+            // Ended here (its token is cancelled): nothing left to renew.
+            return (job.await, false);
+        }
+        let mut renewal = std::pin::pin!(guard.renew());
+        tokio::select! {
+            out = &mut job => {
+                settled &= renewal.await.is_ok();
+                return (out, settled);
             }
-        };
-        run.release(not_before).await.is_ok()
+            answer = &mut renewal => settled &= answer.is_ok(),
+        }
     }
 }
 
@@ -356,45 +382,4 @@ fn job_key(service: &LeaseService, name: &str) -> Result<LeaseKey> {
     }
     let lock = LeaseName::new(&format!("{name}{ONCE_SUFFIX}"))?;
     Ok(LeaseKey::new(service.namespace().clone(), lock))
-}
-
-/// A run's tenure after it became a hold: released once, by [`Run::release`] or on drop.
-struct Run {
-    actor: Addr<LeaseActor>,
-    belief: Arc<Belief>,
-    key: LeaseKey,
-    token: FencingToken,
-    limit: Duration,
-    armed: bool,
-}
-
-impl Run {
-    /// Ends the tenure here and releases it (keeping the row held until `not_before`, on the
-    /// monotonic clock), waiting for the database's answer.
-    async fn release(&mut self, not_before: Option<Instant>) -> Result<(), LockError> {
-        self.armed = false;
-        release_tenure(
-            self.limit,
-            &self.actor,
-            &self.belief,
-            &self.key,
-            self.token,
-            not_before,
-        )
-        .await
-    }
-}
-
-impl Drop for Run {
-    fn drop(&mut self) {
-        if self.armed {
-            // The run was given up (its future dropped, or the job panicked): the tenure ends
-            // and the row is released in the background, the fire left due.
-            self.actor.do_send(UnlockLock {
-                token: self.token,
-                not_before: None,
-                reply: None,
-            });
-        }
-    }
 }

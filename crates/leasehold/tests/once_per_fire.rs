@@ -11,20 +11,17 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use leasehold::{
-    Clock, DbInstant, Error, FencingToken, FireOutcome, LeaseConfig, LeaseService, MonotonicClock,
-    Schedule, ValidationError,
+    Clock, DbInstant, Error, FencingToken, FireOutcome, LeaseService, MonotonicClock, Schedule,
+    ValidationError,
 };
 use tokio::time::Instant;
 
 const JOB: &str = "report";
 
-/// A service of its own (a process of its own, as far as the database can tell) in `ns`. The
-/// request timeout is short so that a done fire's record is sent as a minimum hold (a record
-/// with less than the request timeout left is kept by the run instead).
+/// A service of its own (a process of its own, as far as the database can tell) in `ns`.
 async fn process(url: &str, ns: &str) -> LeaseService {
     LeaseService::builder(url)
         .namespace(ns)
-        .config(LeaseConfig::default().with_request_timeout(Duration::from_millis(300)))
         .build()
         .await
         .expect("service")
@@ -354,8 +351,8 @@ async fn a_run_ending_just_before_the_next_fire_is_not_run_again() {
         let schedule = Schedule::every(Duration::from_millis(1500))
             .expect("period")
             .term(Duration::from_secs(1));
-        // Asked at a fire, so the job can end 100 ms before the next one: less than the
-        // request timeout (300 ms) is left for the record.
+        // Asked at a fire, so the job can end 100 ms before the next one: the record is a
+        // minimum hold of about 100 ms.
         let fire = schedule.next_fire(a.db_now().await.expect("db time"));
         tokio::time::sleep_until(local_instant(&a, fire).await + Duration::from_millis(20)).await;
         let a2 = a.clone();
@@ -390,6 +387,58 @@ async fn a_run_ending_just_before_the_next_fire_is_not_run_again() {
                 "{backend}: the done fire {done} was held only until {until}"
             ),
             other => panic!("{backend}: {other:?}"),
+        }
+        a.shutdown().await.expect("shutdown");
+        b.shutdown().await.expect("shutdown");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_made_as_a_renewal_is_due_is_not_cut_short() {
+    for (backend, url) in common::backends("once-per-fire-renewals") {
+        let ns = common::unique_namespace("once-renewals");
+        let (a, b) = (process(&url, &ns).await, process(&url, &ns).await);
+        let term = Duration::from_secs(1);
+        let schedule = Schedule::every(Duration::from_secs(4))
+            .expect("period")
+            .term(term);
+        let fire = schedule.next_fire(a.db_now().await.expect("db time"));
+        tokio::time::sleep_until(local_instant(&a, fire).await + Duration::from_millis(20)).await;
+        // Jobs ending around their third renewal (every term/3): a renewal is often in flight
+        // as the job returns, and one landing after the record would end the row a term
+        // later, before the next fire.
+        let mut jobs = Vec::new();
+        for (i, ms) in [980u64, 995, 1000, 1005, 1020].into_iter().enumerate() {
+            let a = a.clone();
+            jobs.push(tokio::spawn(async move {
+                a.run_once(&format!("job-{i}"), &schedule, |_| async move {
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                    Ok::<_, ()>(())
+                })
+                .await
+                .expect("run_once")
+            }));
+        }
+        for j in jobs {
+            let ran = j.await.expect("job");
+            assert!(
+                matches!(ran, FireOutcome::Ran { recorded: true, .. }),
+                "{backend}: {ran:?}"
+            );
+        }
+        // Past a term after the runs ended, still before the next fire: every fire is done.
+        tokio::time::sleep(term + Duration::from_millis(300)).await;
+        for i in 0..5 {
+            let again = b
+                .run_once(&format!("job-{i}"), &schedule, |_| async {
+                    Ok::<_, ()>(())
+                })
+                .await
+                .expect("run_once");
+            assert!(
+                matches!(&again, FireOutcome::Claimed { until, .. } if *until >= schedule.next_fire(fire)),
+                "{backend}: job-{i}'s record was cut short: {again:?}"
+            );
         }
         a.shutdown().await.expect("shutdown");
         b.shutdown().await.expect("shutdown");
