@@ -380,6 +380,6 @@ fn job_key(service: &LeaseService, name: &str) -> Result<LeaseKey> {
     if name.is_empty() {
         return Err(ValidationError::Empty { field: "job name" }.into());
     }
-    let lock = LeaseName::new(&format!("{name}{ONCE_SUFFIX}"))?;
+    let lock = LeaseName::new(format!("{name}{ONCE_SUFFIX}"))?;
     Ok(LeaseKey::new(service.namespace().clone(), lock))
 }
