@@ -64,6 +64,31 @@ const ROUNDING: Duration = Duration::from_millis(5);
 
 /// What a job is given for the fire it runs: the fire, the tenure's fencing token and its
 /// belief.
+///
+/// # Examples
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+/// use std::time::Duration;
+/// use leasehold::{FireContext, LeaseService, Schedule};
+/// async fn compact(fire: FireContext) -> Result<u32, std::io::Error> {
+///     let mut done = 0;
+///     for _chunk in 0..3 {
+///         // Stop between chunks once the run's tenure has ended here: another process may be
+///         // running this fire again by now.
+///         if fire.cancellation_token().is_cancelled() {
+///             break;
+///         }
+///         // ... write the chunk, admitting `fire.token()` where it is written ...
+///         done += 1;
+///     }
+///     Ok(done)
+/// }
+/// let service = LeaseService::builder("sqlite::memory:").build().await?;
+/// let daily = Schedule::every(Duration::from_secs(86_400))?.offset(Duration::from_secs(7200))?;
+/// let outcome = service.run_once("compact", &daily, compact).await?;
+/// assert!(matches!(outcome, leasehold::FireOutcome::Ran { output: 3, .. }));
+/// # service.shutdown().await?; Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 pub struct FireContext {
     fire: DbInstant,
@@ -164,6 +189,24 @@ impl<T, E> FireOutcome<T, E> {
     /// When it is worth asking again, by the database's clock: the next fire after a run, the
     /// end of the holding grant when claimed; `None` to ask again whenever (a failed run's
     /// fire is due at once; a local run's end is not known here).
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// use std::time::Duration;
+    /// use leasehold::{LeaseService, Schedule};
+    /// let service = LeaseService::builder("sqlite::memory:").build().await?;
+    /// let every_minute = Schedule::every(Duration::from_secs(60))?;
+    /// let ok = |_| async { Ok::<_, std::io::Error>(()) };
+    /// let ran = service.run_once("sweep", &every_minute, ok).await?;
+    /// let next = ran.ask_again_at().expect("the next fire");
+    /// let leasehold::FireOutcome::Ran { fire, .. } = ran else { unreachable!() };
+    /// assert_eq!(next, every_minute.next_fire(fire));
+    /// // Asked again before then: claimed until the next fire.
+    /// let claimed = service.run_once("sweep", &every_minute, ok).await?;
+    /// assert!(claimed.ask_again_at() >= Some(next));
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
     #[must_use]
     pub fn ask_again_at(&self) -> Option<DbInstant> {
         match self {
