@@ -157,8 +157,9 @@ pub enum FireOutcome<T, E> {
         /// What the job returned.
         output: T,
         /// Whether the fire was recorded done: false when the run's tenure ended before the
-        /// record could be made (or the record failed), and then another process may run the
-        /// same fire again.
+        /// record could be made, when a renewal was left unanswered, or when the record failed
+        /// or got no answer in time (then it may or may not have been made). Unrecorded, the
+        /// fire may be run again by another process.
         recorded: bool,
     },
     /// This process ran the due fire and the job returned `Err`: the row was released, so
