@@ -1,6 +1,7 @@
-//! Once-per-fire scheduled jobs: [`LeaseService::run_once`] runs a job at most once per fire
-//! of its [`Schedule`] across every process that asks, the fire being decided by the
-//! database's clock; ShedLock's purpose, without its `lockAtLeastFor` guess.
+//! Once-per-fire scheduled jobs: [`LeaseService::run_once`] runs a job once per fire of its
+//! [`Schedule`] across every process that asks, the fire being decided by the database's
+//! clock, and runs a fire again only when its run ended before recording it (a crash: at least
+//! once); ShedLock's purpose, without its `lockAtLeastFor` guess.
 //!
 //! # Where things are
 //! | file | holds |
