@@ -2,7 +2,8 @@
 //! MySQL: three services standing for three processes, their tickers skewed by about a second,
 //! run every fire exactly once, none skipped and never two runs at once; a run that crashes is
 //! run again by another service only after its term has lapsed, for the same fire, with a
-//! larger token; a job's error leaves its fire due; bad input is refused.
+//! larger token; a job's error leaves its fire due; asks while a run goes on run nothing; a
+//! done fire's row outlasts the renewals of its run; bad input is refused.
 
 mod common;
 
@@ -440,6 +441,53 @@ async fn a_record_made_as_a_renewal_is_due_is_not_cut_short() {
                 "{backend}: job-{i}'s record was cut short: {again:?}"
             );
         }
+        a.shutdown().await.expect("shutdown");
+        b.shutdown().await.expect("shutdown");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn asks_while_a_run_goes_on_run_nothing() {
+    for (backend, url) in common::backends("once-per-fire-busy") {
+        let ns = common::unique_namespace("once-busy");
+        let (a, b) = (process(&url, &ns).await, process(&url, &ns).await);
+        let schedule = Schedule::every(Duration::from_secs(3600))
+            .expect("period")
+            .term(Duration::from_secs(1));
+        let (started_tx, started) = tokio::sync::oneshot::channel();
+        let (finish, finished) = tokio::sync::oneshot::channel::<()>();
+        let running = {
+            let a = a.clone();
+            tokio::spawn(async move {
+                a.run_once(JOB, &schedule, |ctx| async move {
+                    let _ = started_tx.send(ctx.token());
+                    let _ = finished.await;
+                    Ok::<_, ()>(())
+                })
+                .await
+                .expect("run_once")
+            })
+        };
+        let token = started.await.expect("the run started");
+        let nothing = |_| async { Ok::<_, ()>(()) };
+        let local = a.run_once(JOB, &schedule, nothing).await.expect("run_once");
+        assert!(
+            matches!(local, FireOutcome::HeldLocally),
+            "{backend}: {local:?}"
+        );
+        // Past a term: the run's renewals keep its row.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let other = b.run_once(JOB, &schedule, nothing).await.expect("run_once");
+        assert!(
+            matches!(&other, FireOutcome::Claimed { holder, token: t, .. } if holder == a.holder() && *t == token),
+            "{backend}: {other:?}"
+        );
+        finish.send(()).expect("the job waits");
+        let ran = running.await.expect("run");
+        assert!(
+            matches!(ran, FireOutcome::Ran { recorded: true, token: t, .. } if t == token),
+            "{backend}: {ran:?}"
+        );
         a.shutdown().await.expect("shutdown");
         b.shutdown().await.expect("shutdown");
     }
