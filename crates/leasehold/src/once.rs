@@ -221,9 +221,10 @@ impl<T, E> FireOutcome<T, E> {
 
 impl LeaseService {
     /// Runs `job` for the fire of `schedule` that is due now by the database's clock, unless
-    /// another process (or task of this one) is running it or has done it: at most one run per
-    /// fire at a time across every process asking with the same name in the same namespace, and
-    /// a fire done is never run again. Call it from a ticker of your own (any interval, any
+    /// another process (or task of this one) is running it or has done it: at most one
+    /// believed run of the job at a time across every process asking with the same name in the
+    /// same namespace, and a fire recorded done is never run again. Call it from a ticker of
+    /// your own (any interval, any
     /// skew): the ticker decides only when to ask. How it decides is on the [module
     /// page](crate::once).
     ///
