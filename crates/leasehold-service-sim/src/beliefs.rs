@@ -57,6 +57,8 @@ pub enum TokenSource {
     MultiLock,
     /// `HeldPermit::cancellation_token`.
     HeldPermit,
+    /// `FireContext::cancellation_token` of a `run_once` job.
+    Once,
 }
 
 /// Which signal said "I hold it".

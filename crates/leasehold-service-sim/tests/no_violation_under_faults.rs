@@ -89,6 +89,7 @@ async fn hand_over_and_yield_under_faults() {
         permit: 0,
         hold_permit: 0,
         held_permit_end: 0,
+        run_once: 0,
         lock_all: 0,
         multi_end: 0,
         reenter: 0,
@@ -129,6 +130,7 @@ async fn permits_and_multi_locks_under_faults() {
         permit: 10,
         hold_permit: 8,
         held_permit_end: 5,
+        run_once: 0,
         lock_all: 10,
         multi_end: 6,
         reenter: 0,
@@ -168,6 +170,7 @@ async fn reentrant_locks_under_faults() {
         hold_lock: 0,
         hold_permit: 0,
         held_permit_end: 0,
+        run_once: 0,
         permit: 0,
         lock_all: 0,
         multi_end: 0,
@@ -185,6 +188,47 @@ async fn reentrant_locks_under_faults() {
 
 /// Runs `weights` for 3 s on the memory store and every backend (seed 0; `LEASEHOLD_SIM_SEEDS`
 /// for more): each run must grant a few times and report no violation.
+/// Once-per-fire jobs (`run_once`: two jobs, a period of one term, runs past their renewals
+/// and past the next fire, failing now and then) beside plain locks on other names, with
+/// service ends, under the default faults, on every backend: a run's cancellation token is
+/// never believed beside another run's or past its grant, and a done fire's row lapses within
+/// a term of its run (seed 0; `LEASEHOLD_SIM_SEEDS` for more).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn once_per_fire_jobs_under_faults() {
+    use leasehold_service_sim::OpWeights;
+    let weights = OpWeights {
+        start_lease_task: 0,
+        stop_lease_task: 0,
+        observe_task: 0,
+        hand_over: 0,
+        yield_lease: 0,
+        lock: 3,
+        try_locker: 0,
+        guard_unlock: 2,
+        guard_drop: 1,
+        guard_renew: 1,
+        guard_at_least: 0,
+        guard_fenced: 0,
+        unlock_by_name: 0,
+        hold_lock: 0,
+        permit: 0,
+        hold_permit: 0,
+        held_permit_end: 0,
+        run_once: 12,
+        lock_all: 0,
+        multi_end: 0,
+        reenter: 0,
+        reentrant_end: 0,
+        start_sharded: 0,
+        leave: 0,
+        read: 1,
+        shutdown: 1,
+        drop_service: 1,
+        pause: 2,
+    };
+    on_every_backend_3s(&weights).await;
+}
+
 async fn on_every_backend_3s(weights: &leasehold_service_sim::OpWeights) {
     let mut failed = Vec::new();
     let runs = std::iter::once(Backend::Memory)

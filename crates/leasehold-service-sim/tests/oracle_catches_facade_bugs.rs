@@ -28,6 +28,7 @@ fn none() -> OpWeights {
         permit: 0,
         hold_permit: 0,
         held_permit_end: 0,
+        run_once: 0,
         lock_all: 0,
         multi_end: 0,
         reenter: 0,

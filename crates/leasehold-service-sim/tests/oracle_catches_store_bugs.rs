@@ -29,6 +29,7 @@ fn contention() -> OpWeights {
         permit: 0,
         hold_permit: 0,
         held_permit_end: 0,
+        run_once: 0,
         lock_all: 0,
         multi_end: 0,
         reenter: 0,

@@ -65,6 +65,7 @@ mod health;
 mod holder;
 mod lock;
 mod observe;
+pub mod once;
 mod retention;
 mod runtime;
 mod service;
@@ -83,6 +84,7 @@ pub use lock::{
     LockGuard, LockOutcome, Locks, MultiLockGuard, MultiLockOutcome, OwnedLocks, PermitGuard,
     ReentrantGuard,
 };
+pub use once::{DEFAULT_RUN_TERM, FireContext, FireOutcome, Schedule};
 pub use retention::Retention;
 pub use service::{LeaseService, START_CHUNK};
 pub use shard::{DEFAULT_SHARD_GROUP, NameSource, ShardOptions, ShardedTasks};

@@ -76,6 +76,7 @@ pub use held_permits::HeldPermit;
 pub use permits::PermitGuard;
 pub(crate) use queue::LockQueues;
 pub use reentrant::{OwnedLocks, ReentrantGuard};
+pub(crate) use release::release as release_tenure;
 
 use crate::{Error, LeaseService, Result};
 

@@ -110,6 +110,15 @@ fn held_permits_hand_a_released_slot_over_at_once() {
     runs("held_permits", &[], "worker-c got permit");
 }
 
+#[test]
+fn once_per_fire_runs_each_fire_once_and_a_crashed_fire_again() {
+    runs(
+        "once_per_fire",
+        &[],
+        "node-b ran the crashed fire again after the term",
+    );
+}
+
 /// The lease task's and the lock's events appear inside their `lease` spans, with the fields.
 #[test]
 fn tracing_events_show_spans_and_fields() {

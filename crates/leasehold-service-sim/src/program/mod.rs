@@ -8,6 +8,7 @@
 
 mod drive;
 mod locks;
+mod once;
 mod sets;
 mod tasks;
 
@@ -116,6 +117,7 @@ enum Op {
     Permit,
     HoldPermit,
     HeldPermitEnd,
+    RunOnce,
     LockAll,
     MultiEnd,
     Reenter,
@@ -128,7 +130,7 @@ enum Op {
     Pause,
 }
 
-fn menu(w: &OpWeights) -> [(Op, u32); 27] {
+fn menu(w: &OpWeights) -> [(Op, u32); 28] {
     [
         (Op::StartLeaseTask, w.start_lease_task),
         (Op::StopLeaseTask, w.stop_lease_task),
@@ -147,6 +149,7 @@ fn menu(w: &OpWeights) -> [(Op, u32); 27] {
         (Op::Permit, w.permit),
         (Op::HoldPermit, w.hold_permit),
         (Op::HeldPermitEnd, w.held_permit_end),
+        (Op::RunOnce, w.run_once),
         (Op::LockAll, w.lock_all),
         (Op::MultiEnd, w.multi_end),
         (Op::Reenter, w.reenter),
@@ -246,6 +249,7 @@ impl Program {
             Op::Permit => self.permit().await,
             Op::HoldPermit => self.hold_permit().await,
             Op::HeldPermitEnd => self.held_permit_end().await,
+            Op::RunOnce => self.run_once().await,
             Op::LockAll => self.lock_all().await,
             Op::MultiEnd => self.multi_end().await,
             Op::Reenter => self.reenter().await,

@@ -1,0 +1,1 @@
+../../../examples/once_per_fire.rs
