@@ -23,7 +23,7 @@ impl LeaseMachine {
         match event {
             Event::Timer if now >= renew_at => self.send_renew(now, tenure, 0, None, out),
             ev @ (Event::StandBy | Event::Release | Event::ReleaseNotBefore(_) | Event::Stop) => {
-                self.give_up_for(now, tenure, &ev, out)
+                self.give_up_for(now, tenure, &ev, (None, None), out)
             }
             Event::Yield => self.yield_tenure(now, tenure, out),
             Event::RenewNow => self.send_renew(now, tenure, 0, None, out),
@@ -92,7 +92,13 @@ impl LeaseMachine {
                 _,
                 _,
                 ev @ (Event::StandBy | Event::Release | Event::ReleaseNotBefore(_) | Event::Stop),
-            ) => self.give_up_for(now, tenure, &ev, out),
+            ) => {
+                let in_flight = match next {
+                    Try::InFlight(p) => Some(p),
+                    Try::At(_) => None,
+                };
+                self.give_up_for(now, tenure, &ev, (in_flight, abandoned), out)
+            }
             (_, _, Event::Yield) => self.yield_tenure(now, tenure, out),
             (_, _, Event::EndTenure(reason)) => self.end_tenure(now, tenure, reason, out),
             // A stale answer (another request's) or a timer before its instant; answers of
@@ -124,19 +130,21 @@ impl LeaseMachine {
     }
 
     /// The live `tenure` is given up by `ev` (`StandBy`, `Release`, `ReleaseNotBefore`, `Stop`):
-    /// ended here, released, and the machine rests.
+    /// ended here, released, and the machine rests. `renewing`: renewals of it still out (in
+    /// flight, abandoned and awaited).
     fn give_up_for(
         &mut self,
         now: Instant,
         tenure: Tenure,
         ev: &Event,
+        renewing: (Option<Pending>, Option<Pending>),
         out: &mut Vec<Command>,
     ) -> Phase {
         let not_before = match ev {
             Event::ReleaseNotBefore(at) => Some(*at),
             _ => None,
         };
-        let cleanup = self.give_up(now, tenure, not_before, out);
+        let cleanup = self.give_up_after(now, tenure, not_before, renewing, out);
         self.rest(now, Rest::of(ev), cleanup, false, out)
     }
 

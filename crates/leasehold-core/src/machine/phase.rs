@@ -38,6 +38,13 @@ pub(super) struct Releasing {
     pub(super) notify: bool,
     /// The grant must last at least until then (a minimum hold): released as a shortening.
     pub(super) not_before: Option<Instant>,
+    /// Given up with a minimum hold while a renewal of the tenure was in flight: the release
+    /// waits for that renewal's answer (or its timeout), since a renewal applied after the
+    /// shortening would set the grant's end again, before the minimum hold or past it. The
+    /// renewal is the machine's last request: nothing else is sent while the release waits.
+    /// (A flag, not the request id: it fits in the struct's padding, and every held lease's
+    /// actor carries one.)
+    pub(super) after_renewal: bool,
 }
 
 /// What is left to settle with the store after giving the lease up.

@@ -7,7 +7,7 @@
 use tokio::time::Instant;
 
 use super::phase::{Cleanup, Phase, Rest, Tenure, Try};
-use super::{Command, Event, LeaseMachine};
+use super::{Command, Event, LeaseMachine, RequestId};
 use crate::AcquireOutcome;
 
 impl LeaseMachine {
@@ -48,6 +48,19 @@ impl LeaseMachine {
                 let cleanup = match result {
                     Ok(_) => self.settle(r, out),
                     Err(_) => self.backoff_release(now, r, out),
+                };
+                self.rest(now, rest, cleanup, resume, out)
+            }
+            // The renewal a minimum-hold release waited for is answered: send the release now.
+            (rest, Cleanup::Release(r), Event::RenewResult { req, .. })
+                if r.after_renewal
+                    && req == RequestId(self.last_req)
+                    && matches!(r.next, Try::At(_)) =>
+            {
+                let cleanup = if now >= r.give_up_at {
+                    self.settle(r, out)
+                } else {
+                    Cleanup::Release(self.send_release(now, r, out))
                 };
                 self.rest(now, rest, cleanup, resume, out)
             }

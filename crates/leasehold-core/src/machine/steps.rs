@@ -151,6 +151,23 @@ impl LeaseMachine {
         not_before: Option<Instant>,
         out: &mut Vec<Command>,
     ) -> Cleanup {
+        self.give_up_after(now, tenure, not_before, (None, None), out)
+    }
+
+    /// [`LeaseMachine::give_up`] while renewals of the tenure are out (`renewing`: the one in
+    /// flight, and one abandoned at its timeout whose answer is still awaited): a release with
+    /// a minimum hold is sent once they are answered or past their bounds (before the tenure's
+    /// deadline), never beside them, since a renewal applied after the shortening would set
+    /// the grant's end again; a plain release goes at once (a renewal applied after it finds
+    /// the row released and changes nothing).
+    pub(super) fn give_up_after(
+        &mut self,
+        now: Instant,
+        tenure: Tenure,
+        not_before: Option<Instant>,
+        renewing: (Option<Pending>, Option<Pending>),
+        out: &mut Vec<Command>,
+    ) -> Cleanup {
         out.push(Command::EndTenure {
             token: tenure.token,
             given_up: true,
@@ -165,7 +182,31 @@ impl LeaseMachine {
             attempt: 0,
             notify: true,
             not_before,
+            after_renewal: false,
         };
+        let (in_flight, abandoned) = renewing;
+        let bound = [
+            in_flight.map(|p| self.timeout_of(p)),
+            abandoned.map(|a| self.answer_awaited_until(a)),
+        ]
+        .into_iter()
+        .flatten()
+        .max();
+        if let (Some(_), Some(bound)) = (not_before, bound) {
+            // Sent at the answer (of the one in flight, when no abandoned one is awaited too),
+            // or at the bound; a moment before the deadline at the latest, while the row is
+            // still the tenure's to shorten.
+            let at = bound
+                .min(tenure.deadline.checked_sub(MIN_INTERVAL).unwrap_or(now))
+                .max(now);
+            if at > now {
+                return Cleanup::Release(Releasing {
+                    next: Try::At(at),
+                    after_renewal: in_flight.is_some() && abandoned.is_none(),
+                    ..release
+                });
+            }
+        }
         Cleanup::Release(self.send_release(now, release, out))
     }
 
@@ -283,6 +324,7 @@ impl LeaseMachine {
             attempt: 0,
             notify,
             not_before: None,
+            after_renewal: false,
         };
         self.send_release(now, r, out)
     }
@@ -312,6 +354,7 @@ impl LeaseMachine {
         });
         Releasing {
             next: Try::InFlight(p),
+            after_renewal: false,
             ..r
         }
     }

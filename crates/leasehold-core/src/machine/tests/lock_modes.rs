@@ -445,3 +445,74 @@ fn settle_now_sends_a_failed_release_again_at_once() {
         "{cmds:?}"
     );
 }
+
+/// A release with a minimum hold while a renewal is in flight: the tenure ends at once, but the
+/// shortening waits for the renewal's answer, so the renewal cannot land after it and set the
+/// grant's end again (before the minimum hold, or past it).
+#[test]
+fn release_not_before_waits_for_a_renewal_in_flight() {
+    let (mut m, t0) = machine();
+    lock(&mut m, t0);
+    m.handle(t0 + secs(1), Event::RenewNow);
+    let cmds = m.handle(t0 + secs(2), Event::ReleaseNotBefore(t0 + secs(7)));
+    assert_eq!(
+        &cmds[..2],
+        [
+            Command::EndTenure {
+                token: FencingToken(7),
+                given_up: true
+            },
+            Command::Notify(Notification::Ended {
+                token: FencingToken(7)
+            }),
+        ]
+    );
+    assert!(
+        !cmds
+            .iter()
+            .any(|c| matches!(c, Command::ReleaseAfter { .. } | Command::Release { .. })),
+        "no release beside the renewal in flight: {cmds:?}"
+    );
+    assert!(!m.holds(t0 + secs(2)), "belief ends at once");
+    // The renewal's answer (renewed or not) sends the shortening, for the time still left.
+    let cmds = m.handle(t0 + secs(3), renewed(2, Ok(RenewOutcome::Renewed)));
+    assert_eq!(
+        cmds,
+        [
+            Command::ReleaseAfter {
+                req: RequestId(3),
+                token: FencingToken(7),
+                after: Term::new("left", secs(4)).expect("term")
+            },
+            Command::TimerAt(t0 + secs(3) + TIMEOUT)
+        ]
+    );
+    assert!(
+        !m.holds(t0 + secs(3)),
+        "the renewal's answer brings no belief back"
+    );
+}
+
+/// The same renewal never answered: the shortening goes at the renewal's timeout.
+#[test]
+fn release_not_before_goes_at_the_timeout_of_an_unanswered_renewal() {
+    let (mut m, t0) = machine();
+    lock(&mut m, t0);
+    m.handle(t0 + secs(1), Event::RenewNow);
+    // The timer set for the renewal's timeout (t0 + 1 s + TIMEOUT) stays the next wake.
+    let cmds = m.handle(t0 + secs(2), Event::ReleaseNotBefore(t0 + secs(20)));
+    assert_eq!(cmds.len(), 2, "the tenure ended, nothing sent: {cmds:?}");
+    let early = m.handle(t0 + secs(1) + TIMEOUT - ms(1), Event::Timer);
+    assert!(
+        early.iter().all(|c| matches!(c, Command::TimerAt(_))),
+        "nothing sent before the renewal's timeout: {early:?}"
+    );
+    let at = t0 + secs(1) + TIMEOUT;
+    let cmds = m.handle(at, Event::Timer);
+    assert!(
+        cmds.iter().any(|c| matches!(c,
+            Command::ReleaseAfter { token: FencingToken(7), after, .. }
+                if *after == Term::new("left", (t0 + secs(20)).duration_since(at)).expect("term"))),
+        "{cmds:?}"
+    );
+}
