@@ -84,12 +84,7 @@ fn rounds(ctx: &Ctx) -> usize {
     if ctx.plan.quick { 5 } else { 30 }
 }
 
-fn row(
-    name: &'static str,
-    measured: (Vec<f64>, Option<String>),
-    load: Option<&Load>,
-    what: &str,
-) -> Row {
+fn row(name: &'static str, measured: Rounds, load: Option<&Load>, what: &str) -> Row {
     let (mut samples, error) = measured;
     let n = samples.len();
     let load = load.map_or_else(String::new, |l| format!("; {}", l.describe()));
@@ -122,52 +117,56 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-/// Lock hand-overs between two services, in milliseconds.
-async fn lock_rounds(ctx: &Ctx) -> (Vec<f64>, Option<String>) {
-    let ns = ctx.namespace("handover-lock");
-    let (a, b) = match (service(ctx, &ns, "la").await, service(ctx, &ns, "lb").await) {
+/// What a row's rounds gave: the hand-overs in milliseconds, and why they stopped early.
+type Rounds = (Vec<f64>, Option<String>);
+
+/// Runs `rounds` with two new services `a` and `b` in a namespace of their own (named after
+/// `part`), and shuts them down after.
+async fn with_two<F, Fut>(ctx: &Ctx, part: &str, rounds: F) -> Rounds
+where
+    F: FnOnce(LeaseService, LeaseService, String) -> Fut,
+    Fut: std::future::Future<Output = R<Rounds>>,
+{
+    let ns = ctx.namespace(part);
+    let (a, b) = match (
+        service(ctx, &ns, &format!("{part}-a")).await,
+        service(ctx, &ns, &format!("{part}-b")).await,
+    ) {
         (Ok(a), Ok(b)) => (a, b),
         (Err(e), _) | (_, Err(e)) => return (Vec::new(), Some(e.to_string())),
     };
-    let mut out = Vec::new();
-    let mut error = None;
-    for i in 0..rounds(ctx) {
-        let (from, to) = if i % 2 == 0 { (&a, &b) } else { (&b, &a) };
-        match handoff_once(from, to, &ns).await {
-            Ok(d) => out.push(ms(d)),
-            Err(e) => {
-                error = Some(e);
-                break;
-            }
-        }
-    }
+    let out = rounds(a.clone(), b.clone(), ns).await;
     let _ = a.shutdown().await;
     let _ = b.shutdown().await;
-    (out, error)
+    out.unwrap_or_else(|e| (Vec::new(), Some(e)))
+}
+
+/// Lock hand-overs between two services, back and forth.
+async fn lock_rounds(ctx: &Ctx) -> Rounds {
+    let n = rounds(ctx);
+    with_two(ctx, "handover-lock", |a, b, ns| async move {
+        let mut out = Vec::new();
+        for i in 0..n {
+            let (from, to) = if i % 2 == 0 { (&a, &b) } else { (&b, &a) };
+            match handoff_once(from, to, &ns).await {
+                Ok(d) => out.push(ms(d)),
+                Err(e) => return Ok((out, Some(e))),
+            }
+        }
+        Ok((out, None))
+    })
+    .await
 }
 
 /// Lease task hand-overs by `yield_lease`, back and forth between two services.
-async fn task_rounds(ctx: &Ctx) -> (Vec<f64>, Option<String>) {
-    let ns = ctx.namespace("handover-task");
-    let r = async {
-        let a = service(ctx, &ns, "ta").await.map_err(err)?;
-        let b = service(ctx, &ns, "tb").await.map_err(err)?;
-        let out = task_ping_pong(ctx, &a, &b).await;
-        let _ = a.shutdown().await;
-        let _ = b.shutdown().await;
-        out
-    };
-    match r.await {
-        Ok(v) => (v.0, v.1),
-        Err(e) => (Vec::new(), Some(e)),
-    }
+async fn task_rounds(ctx: &Ctx) -> Rounds {
+    with_two(ctx, "handover-task", |a, b, _| async move {
+        task_ping_pong(ctx, &a, &b).await
+    })
+    .await
 }
 
-async fn task_ping_pong(
-    ctx: &Ctx,
-    a: &LeaseService,
-    b: &LeaseService,
-) -> R<(Vec<f64>, Option<String>)> {
+async fn task_ping_pong(ctx: &Ctx, a: &LeaseService, b: &LeaseService) -> R<Rounds> {
     let ta = a
         .start_lease_task("leader", LeaseTaskOptions::new())
         .await
@@ -209,20 +208,11 @@ async fn task_ping_pong(
 
 /// A shard group of two members: one leaves, the other takes over every name it held; then it
 /// joins again and the names are shared out again before the next round.
-async fn shard_rounds(ctx: &Ctx) -> (Vec<f64>, Option<String>) {
-    let ns = ctx.namespace("handover-shard");
-    let r = async {
-        let a = service(ctx, &ns, "sa").await.map_err(err)?;
-        let b = service(ctx, &ns, "sb").await.map_err(err)?;
-        let out = shard_leave_rounds(ctx, &a, &b).await;
-        let _ = a.shutdown().await;
-        let _ = b.shutdown().await;
-        out
-    };
-    match r.await {
-        Ok(v) => (v.0, v.1),
-        Err(e) => (Vec::new(), Some(e)),
-    }
+async fn shard_rounds(ctx: &Ctx) -> Rounds {
+    with_two(ctx, "handover-shard", |a, b, _| async move {
+        shard_leave_rounds(ctx, &a, &b).await
+    })
+    .await
 }
 
 /// When each name was last acquired by one member.
@@ -238,11 +228,7 @@ fn recording(acquired: &Acquired) -> ShardOptions {
     })
 }
 
-async fn shard_leave_rounds(
-    ctx: &Ctx,
-    a: &LeaseService,
-    b: &LeaseService,
-) -> R<(Vec<f64>, Option<String>)> {
+async fn shard_leave_rounds(ctx: &Ctx, a: &LeaseService, b: &LeaseService) -> R<Rounds> {
     let names: Vec<String> = (0..SHARDS).map(|i| format!("shard-{i}")).collect();
     let on_b: Acquired = Arc::default();
     let sb = b
