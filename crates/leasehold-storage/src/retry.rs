@@ -1,6 +1,7 @@
-//! The store's one retry loop ([`retry_deadlocks`]), the begin of a transaction that always
-//! runs to its end ([`begin_whole`]), and the note that a statement was abandoned
-//! ([`abandoned_recently`]).
+//! The store's one retry loop ([`retry_deadlocks`]) and the store's calls through it
+//! (`query_one`, `query_all`, `execute`, and `settled` for whole transactions, each error
+//! classified), the begin of a transaction that always runs to its end ([`begin_whole`]), and
+//! the note that a statement was abandoned ([`abandoned_recently`]).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -13,8 +14,11 @@ use leasehold_core::{Clock, MonotonicClock};
 use tokio::time::Instant;
 
 use sea_orm::{
-    DatabaseConnection, DatabaseTransaction, DbErr, TransactionOptions, TransactionTrait,
+    ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbErr, QueryResult, Statement,
+    TransactionOptions, TransactionTrait,
 };
+
+use crate::StoreError;
 
 /// Begins a transaction on `db` in a task of its own that always runs to its end, so a caller
 /// that gives up (its bound passed, its future dropped) while the `BEGIN` is on the wire does not
@@ -147,6 +151,61 @@ impl<F> Drop for Watched<F> {
 /// is reused (`crate::connect`'s release hook). Outside such a window releases cost nothing more.
 pub(crate) fn abandoned_recently() -> bool {
     now_ms() < DRAIN_UNTIL.load(Ordering::Relaxed)
+}
+
+impl crate::SeaOrmStore {
+    /// `r`, its error classified by [`SeaOrmStore::judged`]: the answer of a statement or a
+    /// whole transaction after [`retry_deadlocks`].
+    pub(crate) async fn settled<T>(
+        &self,
+        op: &'static str,
+        r: Result<T, sea_orm::DbErr>,
+    ) -> Result<T, StoreError> {
+        match r {
+            Ok(v) => Ok(v),
+            Err(e) => Err(self.judged(op, e).await),
+        }
+    }
+
+    /// Sends `stmt` and reads its first row, retrying a deadlock victim ([`retry_deadlocks`]).
+    pub(crate) async fn query_one(
+        &self,
+        op: &'static str,
+        stmt: Statement,
+    ) -> Result<Option<QueryResult>, StoreError> {
+        tracing::trace!("{op}: {}", stmt.sql);
+        match retry_deadlocks(op, || self.db.query_one_raw(stmt.clone())).await {
+            Ok(row) => Ok(row),
+            Err(e) => Err(self.judged(op, e).await),
+        }
+    }
+
+    /// Sends `stmt` and reads every row, retrying a deadlock victim ([`retry_deadlocks`]).
+    pub(crate) async fn query_all(
+        &self,
+        op: &'static str,
+        stmt: Statement,
+    ) -> Result<Vec<QueryResult>, StoreError> {
+        tracing::trace!("{op}: {}", stmt.sql);
+        match retry_deadlocks(op, || self.db.query_all_raw(stmt.clone())).await {
+            Ok(rows) => Ok(rows),
+            Err(e) => Err(self.judged(op, e).await),
+        }
+    }
+
+    /// Sends `stmt` and returns the rows it changed, retrying a deadlock victim
+    /// ([`retry_deadlocks`]).
+    pub(crate) async fn execute(
+        &self,
+        op: &'static str,
+        stmt: Statement,
+    ) -> Result<u64, StoreError> {
+        tracing::trace!("{op}: {}", stmt.sql);
+        match retry_deadlocks(op, || self.db.execute_raw(stmt.clone())).await {
+            Ok(r) => Ok(r.rows_affected()),
+            Err(e) => Err(self.judged(op, e).await),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use leasehold_core::{
     AcquireOutcome, DbInstant, FencingToken, HolderId, LeaseKey, LeaseRecord, LeaseValue,
     Namespace, ReleaseOutcome, RenewOutcome, SetValueOutcome, Term,
 };
-use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, QueryResult, Statement};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, QueryResult};
 
 use crate::backend::Backend;
 pub(crate) use crate::retry::retry_deadlocks;
@@ -25,7 +25,7 @@ pub(crate) const MYSQL_RENEW_CHUNK: usize = 5_000;
 /// existing connection with [`SeaOrmStore::from_connection`].
 #[derive(Debug, Clone)]
 pub struct SeaOrmStore {
-    db: DatabaseConnection,
+    pub(crate) db: DatabaseConnection,
     table: String,
     backend: Backend,
     pub(crate) sql: Sql,
@@ -36,10 +36,11 @@ pub struct SeaOrmStore {
     /// clone of the store lives (`backend/postgres/primary.rs`).
     follower: Option<std::sync::Arc<()>>,
     /// The server's `host:port` when the store was opened from a URL, for errors that name it.
-    node: Option<String>,
+    pub(crate) node: Option<String>,
     /// The server is a MariaDB Galera node (`@@wsrep_on`), whose refusals outside the primary
-    /// component are told apart from lock waits ([`SeaOrmStore::judged`]).
-    galera: bool,
+    /// component are told apart from lock waits ([`SeaOrmStore::judged`];
+    /// `backend/mysql/galera.rs`).
+    pub(crate) galera: bool,
 }
 
 impl SeaOrmStore {
@@ -88,40 +89,6 @@ impl SeaOrmStore {
         Ok(store)
     }
 
-    /// On a Galera node: whether this connection's `wsrep_sync_wait` covers reads, updates and
-    /// deletes, and inserts (bits 1, 2 and 4), as [`crate::StoreBuilder`]'s connections do.
-    async fn check_causality_wait(&self) -> Result<(), StoreError> {
-        let row = self
-            .db
-            .query_one_raw(Statement::from_string(
-                DbBackend::MySql,
-                "SELECT CAST(@@session.wsrep_sync_wait AS SIGNED) AS w",
-            ))
-            .await
-            .map_err(|cause| StoreError::Database {
-                op: "connect",
-                cause,
-            })?;
-        let wait = row
-            .and_then(|r| r.try_get::<i64>("", "w").ok())
-            .unwrap_or(0);
-        if wait & 7 == 7 {
-            return Ok(());
-        }
-        Err(StoreError::Misconfigured {
-            node: self
-                .node
-                .clone()
-                .unwrap_or_else(|| "the store's server".into()),
-            problem: format!(
-                "it is a Galera node and the connection's wsrep_sync_wait is {wait}: a grant \
-                 could be decided on rows older than another node's commit; set \
-                 wsrep_sync_wait = 7 on every connection of the pool (the server's option, or \
-                 the pool's after-connect hook), or connect with StoreBuilder, which does"
-            ),
-        })
-    }
-
     /// Wraps a connection, forcing the backend's SQL flavour (tests use this to run the MySQL 8
     /// path on MariaDB).
     #[must_use]
@@ -148,74 +115,6 @@ impl SeaOrmStore {
     /// Records the server's `host:port`, named by errors such as [`StoreError::NotPrimary`].
     pub(crate) fn set_node(&mut self, node: String) {
         self.node = Some(node);
-    }
-
-    /// Marks the store's server as a MariaDB Galera node when it is one (`@@wsrep_on`).
-    pub(crate) async fn detect_galera(&mut self) {
-        if self.backend != Backend::MariaDb {
-            return;
-        }
-        let on = self
-            .db
-            .query_one_raw(Statement::from_string(
-                DbBackend::MySql,
-                crate::backend::mysql::session::MARIADB_WSREP_ON,
-            ))
-            .await
-            .ok()
-            .flatten()
-            .and_then(|r| r.try_get::<i64>("", "w").ok());
-        self.galera = on == Some(1);
-    }
-
-    /// Classifies the error `e` of `op` ([`SeaOrmStore::err`]); on a Galera node, a statement
-    /// that gave up at a lock wait is checked against the node's `wsrep_ready`: outside the
-    /// primary component the causality wait (`wsrep_sync_wait`) fails with the lock wait
-    /// timeout's code (1205), and that is [`StoreError::NotPrimary`], not a lock wait.
-    pub(crate) async fn judged(&self, op: &'static str, e: sea_orm::DbErr) -> StoreError {
-        let err = self.err(op)(e);
-        let StoreError::ServerTimeout { op, cause } = err else {
-            return err;
-        };
-        if self.galera && !self.node_ready().await {
-            return StoreError::NotPrimary {
-                op,
-                node: self
-                    .node
-                    .clone()
-                    .unwrap_or_else(|| "the store's server".into()),
-                cause,
-            };
-        }
-        StoreError::ServerTimeout { op, cause }
-    }
-
-    /// `r`, its error classified by [`SeaOrmStore::judged`]: the answer of a statement or a
-    /// whole transaction after [`retry_deadlocks`].
-    pub(crate) async fn settled<T>(
-        &self,
-        op: &'static str,
-        r: Result<T, sea_orm::DbErr>,
-    ) -> Result<T, StoreError> {
-        match r {
-            Ok(v) => Ok(v),
-            Err(e) => Err(self.judged(op, e).await),
-        }
-    }
-
-    /// Whether the Galera node answers `wsrep_ready = ON` within a second (a status query,
-    /// which no causality wait holds up). No answer counts as ready: the error stays as it was.
-    async fn node_ready(&self) -> bool {
-        let ask = self.db.query_one_raw(Statement::from_string(
-            DbBackend::MySql,
-            "SHOW GLOBAL STATUS LIKE 'wsrep_ready'",
-        ));
-        match tokio::time::timeout(Duration::from_secs(1), ask).await {
-            Ok(Ok(Some(row))) => row
-                .try_get::<String>("", "Value")
-                .map_or(true, |v| v.eq_ignore_ascii_case("ON")),
-            _ => true,
-        }
     }
 
     /// Keeps the primary's follower running while the store lives.
@@ -355,46 +254,6 @@ impl SeaOrmStore {
 
     pub(crate) fn err(&self, op: &'static str) -> impl FnOnce(sea_orm::DbErr) -> StoreError + '_ {
         move |e| StoreError::db_on(op, &self.table, self.node.as_deref(), e)
-    }
-
-    /// Sends `stmt` and reads its first row, retrying a deadlock victim ([`retry_deadlocks`]).
-    pub(crate) async fn query_one(
-        &self,
-        op: &'static str,
-        stmt: Statement,
-    ) -> Result<Option<QueryResult>, StoreError> {
-        tracing::trace!("{op}: {}", stmt.sql);
-        match retry_deadlocks(op, || self.db.query_one_raw(stmt.clone())).await {
-            Ok(row) => Ok(row),
-            Err(e) => Err(self.judged(op, e).await),
-        }
-    }
-
-    /// Sends `stmt` and reads every row, retrying a deadlock victim ([`retry_deadlocks`]).
-    pub(crate) async fn query_all(
-        &self,
-        op: &'static str,
-        stmt: Statement,
-    ) -> Result<Vec<QueryResult>, StoreError> {
-        tracing::trace!("{op}: {}", stmt.sql);
-        match retry_deadlocks(op, || self.db.query_all_raw(stmt.clone())).await {
-            Ok(rows) => Ok(rows),
-            Err(e) => Err(self.judged(op, e).await),
-        }
-    }
-
-    /// Sends `stmt` and returns the rows it changed, retrying a deadlock victim
-    /// ([`retry_deadlocks`]).
-    pub(crate) async fn execute(
-        &self,
-        op: &'static str,
-        stmt: Statement,
-    ) -> Result<u64, StoreError> {
-        tracing::trace!("{op}: {}", stmt.sql);
-        match retry_deadlocks(op, || self.db.execute_raw(stmt.clone())).await {
-            Ok(r) => Ok(r.rows_affected()),
-            Err(e) => Err(self.judged(op, e).await),
-        }
     }
 }
 

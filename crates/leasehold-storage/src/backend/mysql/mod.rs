@@ -8,6 +8,7 @@ use super::{Dialect, GrantAnswer, GrantValues, Names};
 
 #[cfg(feature = "mysql")]
 pub mod doorbell;
+mod galera;
 mod group;
 #[cfg(feature = "mysql")]
 mod named_locks;
