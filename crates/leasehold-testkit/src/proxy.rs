@@ -46,8 +46,8 @@ struct State {
 pub struct FaultProxy {
     addr: SocketAddr,
     state: Arc<watch::Sender<State>>,
-    /// How many `COMMIT`s have been held so far.
-    held: Arc<watch::Sender<u64>>,
+    /// The `COMMIT`s held so far, and what clients sent while commits were held.
+    held: Arc<Commits>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -74,7 +74,10 @@ impl FaultProxy {
             epoch: 0,
             hold_commits: false,
         });
-        let held = Arc::new(watch::channel(0).0);
+        let held = Arc::new(Commits {
+            count: watch::channel(0).0,
+            sent: std::sync::Mutex::new(std::collections::VecDeque::new()),
+        });
         let counter = Arc::clone(&held);
         let task = tokio::spawn(async move {
             loop {
@@ -183,33 +186,68 @@ impl FaultProxy {
     /// How many `COMMIT`s have been held since the proxy started.
     #[must_use]
     pub fn commits_held(&self) -> u64 {
-        *self.held.borrow()
+        *self.held.count.borrow()
+    }
+
+    /// The last chunks clients sent while commits were held (their first 64 bytes, at most 16
+    /// chunks), printable: what to look at when a `COMMIT` was expected and not held.
+    #[must_use]
+    pub fn sent_while_holding(&self) -> Vec<String> {
+        self.held
+            .sent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .map(|c| c.escape_ascii().to_string())
+            .collect()
     }
 
     /// Waits until `count` `COMMIT`s have been held since the proxy started, at most `limit`;
     /// whether they were.
     pub async fn wait_commits_held(&self, count: u64, limit: Duration) -> bool {
-        let mut rx = self.held.subscribe();
+        let mut rx = self.held.count.subscribe();
         tokio::time::timeout(limit, rx.wait_for(|&n| n >= count))
             .await
             .is_ok_and(|r| r.is_ok())
     }
 }
 
-/// Whether `chunk` is exactly one `COMMIT` statement from a client: MySQL's `COM_QUERY` packet
-/// (3-byte length, sequence, 0x03, the text) or PostgreSQL's simple query (`Q`, 4-byte length,
-/// the text, NUL).
+/// The `COMMIT`s a proxy has held, and what clients sent while commits were held.
+#[derive(Debug)]
+struct Commits {
+    count: watch::Sender<u64>,
+    sent: std::sync::Mutex<std::collections::VecDeque<Vec<u8>>>,
+}
+
+impl Commits {
+    /// Keeps the start of `chunk` (a client's, sent while commits are held); whether it
+    /// carries a `COMMIT`.
+    fn note(&self, chunk: &[u8]) -> bool {
+        let mut sent = self
+            .sent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if sent.len() == 16 {
+            sent.pop_front();
+        }
+        sent.push_back(chunk[..chunk.len().min(64)].to_vec());
+        is_commit(chunk)
+    }
+}
+
+/// Whether `chunk`, read from a client, carries a `COMMIT` statement anywhere: MySQL's
+/// `COM_QUERY` packet of it (length 7, any sequence number, 0x03, `COMMIT`) or PostgreSQL's
+/// simple query (`Q`, length 11, `COMMIT`, NUL), in any letter case. A client may flush a
+/// `COMMIT` behind other messages (PostgreSQL: closing a cached statement), and a read may
+/// start anywhere, so the chunk is searched rather than parsed.
 fn is_commit(chunk: &[u8]) -> bool {
     let text = |t: &[u8]| t.eq_ignore_ascii_case(b"COMMIT");
-    let mysql = chunk.len() > 5
-        && chunk[4] == 0x03
-        && usize::from(chunk[0]) + (usize::from(chunk[1]) << 8) + (usize::from(chunk[2]) << 16)
-            == chunk.len() - 4
-        && text(&chunk[5..]);
-    let postgres = chunk.len() > 6
-        && chunk[0] == b'Q'
-        && chunk.last() == Some(&0)
-        && text(&chunk[5..chunk.len() - 1]);
+    let mysql = chunk
+        .windows(11)
+        .any(|w| w[..3] == [7, 0, 0] && w[4] == 0x03 && text(&w[5..]));
+    let postgres = chunk
+        .windows(12)
+        .any(|w| w[..5] == [b'Q', 0, 0, 0, 11] && text(&w[5..11]) && w[11] == 0);
     mysql || postgres
 }
 
@@ -254,7 +292,7 @@ async fn relay(
     server: TcpStream,
     rx: watch::Receiver<State>,
     born: State,
-    held: Arc<watch::Sender<u64>>,
+    held: Arc<Commits>,
 ) {
     let (cr, cw) = client.into_split();
     let (sr, sw) = server.into_split();
@@ -270,7 +308,7 @@ async fn pump(
     mut to: OwnedWriteHalf,
     mut rx: watch::Receiver<State>,
     born: State,
-    held: Option<Arc<watch::Sender<u64>>>,
+    held: Option<Arc<Commits>>,
 ) {
     let mut buf = vec![0u8; 16 * 1024];
     loop {
@@ -285,9 +323,9 @@ async fn pump(
         };
         if let Some(held) = &held
             && rx.borrow_and_update().hold_commits
-            && is_commit(&buf[..n])
+            && held.note(&buf[..n])
         {
-            held.send_modify(|c| *c += 1);
+            held.count.send_modify(|c| *c += 1);
             loop {
                 let now = *rx.borrow_and_update();
                 if matches!(verdict(born, now), Verdict::Cut) {
@@ -341,5 +379,46 @@ async fn peer_closed(from: &mut OwnedReadHalf) -> bool {
             // Data waiting: not closed; look again later so this does not spin.
             Ok(_) => tokio::time::sleep(Duration::from_millis(50)).await,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_commit;
+
+    fn pg(kind: u8, body: &[u8]) -> Vec<u8> {
+        let mut m = vec![kind];
+        m.extend_from_slice(&u32::try_from(body.len() + 4).expect("small").to_be_bytes());
+        m.extend_from_slice(body);
+        m
+    }
+
+    fn my(seq: u8, payload: &[u8]) -> Vec<u8> {
+        let len = payload.len();
+        let mut m = vec![len as u8, (len >> 8) as u8, (len >> 16) as u8, seq];
+        m.extend_from_slice(payload);
+        m
+    }
+
+    #[test]
+    fn commits_are_found_alone_and_behind_other_messages() {
+        assert!(is_commit(&pg(b'Q', b"COMMIT\0")));
+        let mut two = pg(b'C', b"Sstmt1\0");
+        two.extend(pg(b'S', b""));
+        two.extend(pg(b'Q', b"COMMIT\0"));
+        assert!(is_commit(&two));
+        assert!(is_commit(&my(0, b"\x03COMMIT")));
+        assert!(is_commit(&my(0, b"\x03commit")));
+    }
+
+    #[test]
+    fn other_statements_and_torn_chunks_are_not_commits() {
+        assert!(!is_commit(&pg(b'Q', b"SELECT 1\0")));
+        assert!(!is_commit(&pg(b'Q', b"COMMIT AND CHAIN\0")));
+        assert!(!is_commit(&my(0, b"\x03ROLLBACK")));
+        let whole = pg(b'Q', b"COMMIT\0");
+        assert!(!is_commit(&whole[..whole.len() - 2]), "a torn message");
+        assert!(!is_commit(b""));
+        assert!(!is_commit(&pg(b'Q', b"SELECT 'COMMIT'\0")));
     }
 }

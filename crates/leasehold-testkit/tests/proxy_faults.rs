@@ -143,7 +143,8 @@ async fn commit_held_then_passed(url: &str) {
     let commit = tokio::spawn(txn.commit());
     assert!(
         proxy.wait_commits_held(1, Duration::from_secs(5)).await,
-        "the COMMIT was not held"
+        "the COMMIT was not held; the client sent meanwhile: {:?}",
+        proxy.sent_while_holding()
     );
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(!commit.is_finished(), "the held COMMIT was answered");
