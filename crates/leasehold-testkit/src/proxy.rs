@@ -167,7 +167,9 @@ impl FaultProxy {
     /// From now on a client's `COMMIT` (a MySQL `COM_QUERY` or a PostgreSQL simple query of
     /// exactly that text) is held, not forwarded, until [`FaultProxy::pass_commits`]: the
     /// transaction stays open on the server, its writes done, while a test changes the same rows
-    /// elsewhere. Everything else passes as the fault in force says.
+    /// elsewhere. Everything else passes as the fault in force says. The proxy reads the
+    /// protocol, so the client must connect in clear (PostgreSQL `sslmode=disable`, MySQL
+    /// `ssl-mode=disabled`): a `COMMIT` inside TLS is not seen, and not held.
     pub fn hold_commits(&self) {
         self.state.send_modify(|s| {
             s.hold_commits = true;
