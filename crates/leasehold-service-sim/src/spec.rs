@@ -77,6 +77,45 @@ pub struct OpWeights {
     pub pause: u32,
 }
 
+impl OpWeights {
+    /// No operation at all: a base for a program of a few operations
+    /// (`OpWeights { lock: 3, pause: 1, ..OpWeights::none() }`). A program needs at least one
+    /// weight above zero.
+    #[must_use]
+    pub fn none() -> Self {
+        Self {
+            start_lease_task: 0,
+            stop_lease_task: 0,
+            observe_task: 0,
+            hand_over: 0,
+            yield_lease: 0,
+            lock: 0,
+            try_locker: 0,
+            guard_unlock: 0,
+            guard_drop: 0,
+            guard_renew: 0,
+            guard_at_least: 0,
+            guard_fenced: 0,
+            unlock_by_name: 0,
+            hold_lock: 0,
+            permit: 0,
+            hold_permit: 0,
+            held_permit_end: 0,
+            run_once: 0,
+            lock_all: 0,
+            multi_end: 0,
+            reenter: 0,
+            reentrant_end: 0,
+            start_sharded: 0,
+            leave: 0,
+            read: 0,
+            shutdown: 0,
+            drop_service: 0,
+            pause: 0,
+        }
+    }
+}
+
 impl Default for OpWeights {
     /// Every operation, service ends rare (about one in forty steps).
     fn default() -> Self {

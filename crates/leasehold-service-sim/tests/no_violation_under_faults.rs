@@ -77,29 +77,8 @@ async fn hand_over_and_yield_under_faults() {
         observe_task: 4,
         hand_over: 5,
         yield_lease: 6,
-        lock: 0,
-        try_locker: 0,
-        guard_unlock: 0,
-        guard_drop: 0,
-        guard_renew: 0,
-        guard_at_least: 0,
-        guard_fenced: 0,
-        unlock_by_name: 0,
-        hold_lock: 0,
-        permit: 0,
-        hold_permit: 0,
-        held_permit_end: 0,
-        run_once: 0,
-        lock_all: 0,
-        multi_end: 0,
-        reenter: 0,
-        reentrant_end: 0,
-        start_sharded: 0,
-        leave: 0,
-        read: 0,
-        shutdown: 0,
-        drop_service: 0,
         pause: 2,
+        ..OpWeights::none()
     };
     on_every_backend_3s(&weights).await;
 }
@@ -113,34 +92,22 @@ async fn hand_over_and_yield_under_faults() {
 async fn permits_and_multi_locks_under_faults() {
     use leasehold_service_sim::OpWeights;
     let weights = OpWeights {
-        start_lease_task: 0,
-        stop_lease_task: 0,
-        observe_task: 0,
-        hand_over: 0,
-        yield_lease: 0,
         lock: 4,
         try_locker: 2,
         guard_unlock: 4,
         guard_drop: 3,
         guard_renew: 3,
-        guard_at_least: 0,
-        guard_fenced: 0,
         unlock_by_name: 2,
-        hold_lock: 0,
         permit: 10,
         hold_permit: 8,
         held_permit_end: 5,
-        run_once: 0,
         lock_all: 10,
         multi_end: 6,
-        reenter: 0,
-        reentrant_end: 0,
-        start_sharded: 0,
-        leave: 0,
         read: 1,
         shutdown: 1,
         drop_service: 1,
         pause: 3,
+        ..OpWeights::none()
     };
     on_every_backend_3s(&weights).await;
 }
@@ -154,40 +121,23 @@ async fn permits_and_multi_locks_under_faults() {
 async fn reentrant_locks_under_faults() {
     use leasehold_service_sim::OpWeights;
     let weights = OpWeights {
-        start_lease_task: 0,
-        stop_lease_task: 0,
-        observe_task: 0,
-        hand_over: 0,
-        yield_lease: 0,
         lock: 3,
         try_locker: 2,
         guard_unlock: 2,
         guard_drop: 1,
         guard_renew: 2,
-        guard_at_least: 0,
-        guard_fenced: 0,
         unlock_by_name: 2,
-        hold_lock: 0,
-        hold_permit: 0,
-        held_permit_end: 0,
-        run_once: 0,
-        permit: 0,
-        lock_all: 0,
-        multi_end: 0,
         reenter: 12,
         reentrant_end: 8,
-        start_sharded: 0,
-        leave: 0,
         read: 1,
         shutdown: 1,
         drop_service: 1,
         pause: 3,
+        ..OpWeights::none()
     };
     on_every_backend_3s(&weights).await;
 }
 
-/// Runs `weights` for 3 s on the memory store and every backend (seed 0; `LEASEHOLD_SIM_SEEDS`
-/// for more): each run must grant a few times and report no violation.
 /// Once-per-fire jobs (`run_once`: two jobs, a period of one term, runs past their renewals
 /// and past the next fire, failing now and then) beside plain locks on other names, with
 /// service ends, under the default faults, on every backend: a run's cancellation token is
@@ -197,38 +147,22 @@ async fn reentrant_locks_under_faults() {
 async fn once_per_fire_jobs_under_faults() {
     use leasehold_service_sim::OpWeights;
     let weights = OpWeights {
-        start_lease_task: 0,
-        stop_lease_task: 0,
-        observe_task: 0,
-        hand_over: 0,
-        yield_lease: 0,
         lock: 3,
-        try_locker: 0,
         guard_unlock: 2,
         guard_drop: 1,
         guard_renew: 1,
-        guard_at_least: 0,
-        guard_fenced: 0,
-        unlock_by_name: 0,
-        hold_lock: 0,
-        permit: 0,
-        hold_permit: 0,
-        held_permit_end: 0,
         run_once: 12,
-        lock_all: 0,
-        multi_end: 0,
-        reenter: 0,
-        reentrant_end: 0,
-        start_sharded: 0,
-        leave: 0,
         read: 1,
         shutdown: 1,
         drop_service: 1,
         pause: 2,
+        ..OpWeights::none()
     };
     on_every_backend_3s(&weights).await;
 }
 
+/// Runs `weights` for 3 s on the memory store and every backend (seed 0; `LEASEHOLD_SIM_SEEDS`
+/// for more): each run must grant a few times and report no violation.
 async fn on_every_backend_3s(weights: &leasehold_service_sim::OpWeights) {
     let mut failed = Vec::new();
     let runs = std::iter::once(Backend::Memory)

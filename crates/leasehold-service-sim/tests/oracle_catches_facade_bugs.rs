@@ -11,34 +11,8 @@ use leasehold_service_sim::{
 
 fn none() -> OpWeights {
     OpWeights {
-        start_lease_task: 0,
-        stop_lease_task: 0,
-        observe_task: 0,
-        hand_over: 0,
-        yield_lease: 0,
-        lock: 0,
-        try_locker: 0,
-        guard_unlock: 0,
-        guard_drop: 0,
-        guard_renew: 0,
-        guard_at_least: 0,
-        guard_fenced: 0,
-        unlock_by_name: 0,
-        hold_lock: 0,
-        permit: 0,
-        hold_permit: 0,
-        held_permit_end: 0,
-        run_once: 0,
-        lock_all: 0,
-        multi_end: 0,
-        reenter: 0,
-        reentrant_end: 0,
-        start_sharded: 0,
-        leave: 0,
-        read: 0,
-        shutdown: 0,
-        drop_service: 0,
         pause: 1,
+        ..OpWeights::none()
     }
 }
 
