@@ -182,6 +182,17 @@ pub fn galera(
     Ok(report)
 }
 
+/// Runs `work` to its end on a runtime of its own (two worker threads: the checks below spawn
+/// calls that must go on while they wait); a runtime that cannot be built is the error.
+fn on_new_runtime<T>(work: impl Future<Output = Result<T, String>>) -> Result<T, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?
+        .block_on(work)
+}
+
 /// The cluster's certification failures and brute-force aborts so far, summed over the nodes.
 fn certification_conflicts(cluster: &GaleraCluster) -> (u64, u64) {
     (
@@ -358,11 +369,7 @@ pub fn cross_node_wakeup(cluster: &GaleraCluster) -> Result<Wakeup, ServerError>
 pub fn fence_overtaken_on_another_node(cluster: &GaleraCluster) -> Result<String, String> {
     use leasehold::sea_orm::ConnectionTrait;
     use leasehold::{AcquireOutcome, Grant, HolderId, LeaseKey, LeaseStore, Term};
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
-    rt.block_on(async {
+    on_new_runtime(async {
         let text = |e: &dyn std::fmt::Display| e.to_string();
         let one = leasehold::StoreBuilder::new(cluster.node_url(0))
             .connect()
@@ -456,12 +463,7 @@ pub fn commits_lost_to_another_node(cluster: &GaleraCluster) -> Result<Vec<Strin
         LeaseStore, ReleaseOutcome, SeaOrmStore, TenureRef, Term,
     };
     use leasehold_testkit::FaultProxy;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
-    rt.block_on(async {
+    on_new_runtime(async {
         let text = |e: &dyn std::fmt::Display| e.to_string();
         let node1: std::net::SocketAddr = ([127, 0, 0, 1], cluster.port(0)).into();
         let proxy = FaultProxy::start(node1).await.map_err(|e| text(&e))?;
@@ -713,11 +715,7 @@ pub fn commits_lost_to_another_node(cluster: &GaleraCluster) -> Result<Vec<Strin
 /// one refused with it.
 pub fn own_pool_needs_causality_wait(cluster: &GaleraCluster) -> Result<String, String> {
     use leasehold::sea_orm::{ConnectOptions, ConnectionTrait, Database};
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
-    rt.block_on(async {
+    on_new_runtime(async {
         let text = |e: &dyn std::fmt::Display| e.to_string();
         let mut options = ConnectOptions::new(cluster.node_url(0));
         options.max_connections(1).min_connections(1);
