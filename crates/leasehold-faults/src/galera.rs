@@ -460,7 +460,7 @@ pub fn fence_overtaken_on_another_node(cluster: &GaleraCluster) -> Result<String
 pub fn commits_lost_to_another_node(cluster: &GaleraCluster) -> Result<Vec<String>, String> {
     use leasehold::{
         AcquireOutcome, AdminStore, AllOutcome, BatchRenewal, Grant, HolderId, LeaseKey,
-        LeaseStore, ReleaseOutcome, SeaOrmStore, TenureRef, Term,
+        LeaseStore, ReleaseOutcome, TenureRef, Term,
     };
     use leasehold_testkit::FaultProxy;
     on_new_runtime(async {
@@ -482,49 +482,17 @@ pub fn commits_lost_to_another_node(cluster: &GaleraCluster) -> Result<Vec<Strin
             HolderId::new("commit-b").map_err(|e| text(&e))?,
         );
         let term = Term::new("term", Duration::from_secs(30)).map_err(|e| text(&e))?;
-        let mut held = 0;
         let mut lines = Vec::new();
-        let conflicts_before = certification_conflicts(cluster);
-
-        // Runs `call` on node 1 with its COMMIT held; meanwhile node 2 grants `contested` to b
-        // (after taking it from a by force when a holds it). Returns the call's answer and b's
-        // token.
-        async fn contest<T: Send + 'static>(
-            proxy: &FaultProxy,
-            held: &mut u64,
-            call: impl std::future::Future<Output = T> + Send + 'static,
-            two: &SeaOrmStore,
-            contested: &LeaseKey,
-            b: &HolderId,
-            term: Term,
-        ) -> Result<(T, leasehold::FencingToken), String> {
-            proxy.hold_commits();
-            let answer = tokio::spawn(call);
-            *held += 1;
-            if !proxy
-                .wait_commits_held(*held, Duration::from_secs(10))
-                .await
-            {
-                proxy.pass_commits();
-                return Err("node 1's COMMIT was not held within 10 s".into());
-            }
-            let _ = two
-                .force_release(contested)
-                .await
-                .map_err(|e| e.to_string())?;
-            let granted = two
-                .begin_tenure(contested, b, Grant::New, term, None)
-                .await
-                .map_err(|e| e.to_string());
-            // Let node 1 apply node 2's write before its COMMIT goes on (it is refused either way).
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            proxy.pass_commits();
-            let answer = answer.await.map_err(|e| e.to_string())?;
-            match granted? {
-                AcquireOutcome::Acquired { token, .. } => Ok((answer, token)),
-                other => Err(format!("node 2 did not grant {contested}: {other:?}")),
-            }
-        }
+        let mut contest = Contest {
+            proxy: &proxy,
+            cluster,
+            two: &two,
+            b: &b,
+            term,
+            held: 0,
+            cert: 0,
+            aborted: 0,
+        };
 
         // b's tenure of `k` (token `t`), read on every node, must be live and unchanged.
         let check_b = |k: LeaseKey, t: leasehold::FencingToken| {
@@ -559,7 +527,7 @@ pub fn commits_lost_to_another_node(cluster: &GaleraCluster) -> Result<Vec<Strin
             let (one, a, keys) = (one.clone(), a.clone(), vec![j1.clone(), j2.clone()]);
             async move { one.begin_tenure_all(&a, &keys, term).await }
         };
-        let (answer, bt) = contest(&proxy, &mut held, call, &two, &j1, &b, term).await?;
+        let (answer, bt) = contest.run(call, &j1).await?;
         lines.push(match &answer {
             Ok(AllOutcome::HeldBy { key, holder, .. }) if *key == j1 && *holder == b => {
                 format!("joint grant: held by {b}, nothing granted")
@@ -580,7 +548,7 @@ pub fn commits_lost_to_another_node(cluster: &GaleraCluster) -> Result<Vec<Strin
             let (one, a, keys) = (one.clone(), a.clone(), vec![m1.clone(), m2.clone()]);
             async move { one.begin_tenure_many(&a, &keys, term, None).await }
         };
-        let (answer, bt) = contest(&proxy, &mut held, call, &two, &m1, &b, term).await?;
+        let (answer, bt) = contest.run(call, &m1).await?;
         lines.push(match &answer {
             Ok(items) => match items.as_slice() {
                 [
@@ -619,7 +587,7 @@ pub fn commits_lost_to_another_node(cluster: &GaleraCluster) -> Result<Vec<Strin
             let (one, a, items) = (one.clone(), a.clone(), vec![r1.clone(), r2.clone()]);
             async move { one.renew_batch(&a, &items, term).await }
         };
-        let (answer, bt) = contest(&proxy, &mut held, call, &two, &r1.key, &b, term).await?;
+        let (answer, bt) = contest.run(call, &r1.key).await?;
         lines.push(match &answer {
             Ok(items) => match items.as_slice() {
                 [
@@ -647,7 +615,7 @@ pub fn commits_lost_to_another_node(cluster: &GaleraCluster) -> Result<Vec<Strin
             let (one, a, items) = (one.clone(), a.clone(), vec![q1.clone(), q2.clone()]);
             async move { one.release_batch(&a, &items).await }
         };
-        let (answer, bt) = contest(&proxy, &mut held, call, &two, &q1.key, &b, term).await?;
+        let (answer, bt) = contest.run(call, &q1.key).await?;
         lines.push(match &answer {
             Ok(items) => match items.as_slice() {
                 [Ok(ReleaseOutcome::NotHeld), Ok(ReleaseOutcome::Released)] => {
@@ -677,32 +645,100 @@ pub fn commits_lost_to_another_node(cluster: &GaleraCluster) -> Result<Vec<Strin
             let (one, ns) = (one.clone(), p.namespace.clone());
             async move { one.purge(Some(&ns), Duration::ZERO).await }
         };
-        let (answer, bt) = contest(&proxy, &mut held, call, &two, &p, &b, term).await?;
+        let (answer, bt) = contest.run(call, &p).await?;
         lines.push(match &answer {
             Ok(n) => format!("purge: {n} rows deleted, {p} kept"),
             Err(e) => transient("purge", e)?,
         });
         check_b(p.clone(), bt).await?;
 
-        // Each contest must have cost node 1's transaction its commit (an abort by the
-        // replicated write or a certification failure), or the test showed nothing.
-        let conflicts = certification_conflicts(cluster);
-        let lost =
-            (conflicts.0 + conflicts.1).saturating_sub(conflicts_before.0 + conflicts_before.1);
-        if lost < held {
-            return Err(format!(
-                "only {lost} transactions lost to a replicated write in {held} contests"
-            ));
-        }
         lines.push(format!(
             "{} refused by certification, {} aborted by the replicated write",
-            conflicts.0 - conflicts_before.0,
-            conflicts.1 - conflicts_before.1
+            contest.cert, contest.aborted
         ));
         let _ = two.release_all(&b).await;
         let _ = one.release_all(&a).await;
         Ok(lines)
     })
+}
+
+/// One contest of [`commits_lost_to_another_node`]: a call through node 1 (behind `proxy`)
+/// against a grant of the same row through node 2, and the tally of how node 1 lost.
+struct Contest<'a> {
+    proxy: &'a leasehold_testkit::FaultProxy,
+    cluster: &'a GaleraCluster,
+    two: &'a leasehold::SeaOrmStore,
+    b: &'a leasehold::HolderId,
+    term: leasehold::Term,
+    /// COMMITs held so far.
+    held: u64,
+    /// Node 1 transactions refused by certification.
+    cert: u64,
+    /// Node 1 transactions aborted by node 2's replicated write.
+    aborted: u64,
+}
+
+impl Contest<'_> {
+    /// Runs `call` on node 1 with its COMMIT held; meanwhile node 2 grants `contested` to b
+    /// (after taking it from a by force when a holds it). Returns the call's answer and b's
+    /// token, once the cluster's counters show how node 1's transaction lost its commit.
+    async fn run<T: Send + 'static>(
+        &mut self,
+        call: impl std::future::Future<Output = T> + Send + 'static,
+        contested: &leasehold::LeaseKey,
+    ) -> Result<(T, leasehold::FencingToken), String> {
+        use leasehold::{AcquireOutcome, AdminStore, Grant, LeaseStore};
+        let before = certification_conflicts(self.cluster);
+        self.proxy.hold_commits();
+        let answer = tokio::spawn(call);
+        self.held += 1;
+        if !self
+            .proxy
+            .wait_commits_held(self.held, Duration::from_secs(10))
+            .await
+        {
+            self.proxy.pass_commits();
+            return Err("node 1's COMMIT was not held within 10 s".into());
+        }
+        let _ = self
+            .two
+            .force_release(contested)
+            .await
+            .map_err(|e| e.to_string())?;
+        let granted = self
+            .two
+            .begin_tenure(contested, self.b, Grant::New, self.term, None)
+            .await
+            .map_err(|e| e.to_string());
+        // Let node 1 apply node 2's write before its COMMIT goes on (it is refused either way).
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        self.proxy.pass_commits();
+        let answer = answer.await.map_err(|e| e.to_string())?;
+        // The contest must have cost node 1's transaction its commit (an abort by the
+        // replicated write or a certification failure), or it showed nothing. The counters are
+        // status reads of each node, which can lag the client's answer: wait for them a little.
+        let lost = |c: (u64, u64)| c.0 + c.1 > before.0 + before.1;
+        let mut after = certification_conflicts(self.cluster);
+        for _ in 0..50 {
+            if lost(after) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            after = certification_conflicts(self.cluster);
+        }
+        if !lost(after) {
+            return Err(format!(
+                "{contested}: node 1's transaction was neither refused by certification nor \
+                 aborted by node 2's write (counters {before:?}, then {after:?})"
+            ));
+        }
+        self.cert += after.0 - before.0;
+        self.aborted += after.1 - before.1;
+        match granted? {
+            AcquireOutcome::Acquired { token, .. } => Ok((answer, token)),
+            other => Err(format!("node 2 did not grant {contested}: {other:?}")),
+        }
+    }
 }
 
 /// A store wrapped around the application's own pool on a Galera node
