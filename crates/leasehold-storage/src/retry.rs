@@ -149,6 +149,8 @@ impl<F> Drop for Watched<F> {
 /// Whether a statement of this process was abandoned less than [`DRAIN_WINDOW`] ago: then a
 /// connection handed back to a pool may still have that statement out, and is drained before it
 /// is reused (`crate::connect`'s release hook). Outside such a window releases cost nothing more.
+/// A server's pool only: SQLite's connections are in-process.
+#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
 pub(crate) fn abandoned_recently() -> bool {
     now_ms() < DRAIN_UNTIL.load(Ordering::Relaxed)
 }

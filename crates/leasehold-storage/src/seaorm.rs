@@ -33,7 +33,8 @@ pub struct SeaOrmStore {
     /// MySQL: the ids of the rows it renewed lately (`row_ids.rs`).
     pub(crate) row_ids: std::sync::Arc<crate::row_ids::RowIds>,
     /// PostgreSQL with several hosts: keeps the task that follows the primary running while any
-    /// clone of the store lives (`backend/postgres/primary.rs`).
+    /// clone of the store lives (`backend/postgres/primary.rs`). Only held, never read.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     follower: Option<std::sync::Arc<()>>,
     /// The server's `host:port` when the store was opened from a URL, for errors that name it.
     pub(crate) node: Option<String>,
@@ -118,6 +119,7 @@ impl SeaOrmStore {
     }
 
     /// Keeps the primary's follower running while the store lives.
+    #[cfg(feature = "postgres")]
     pub(crate) fn set_follower(&mut self, follower: Option<std::sync::Arc<()>>) {
         self.follower = follower;
     }
