@@ -96,11 +96,30 @@ impl FaultPlan {
             ..Self::standard(request_timeout)
         }
     }
+
+    /// The longest a statement may reach the store after it was sent: a long delay or a late
+    /// application (up to four request timeouts), or a stall beside another session (up to the
+    /// longest hold). A renewal sent while its holder still believed can land that late, after
+    /// the holder stopped believing, and extend the row by its ttl from then.
+    #[must_use]
+    pub fn longest_late(&self) -> Duration {
+        let mut late = Duration::ZERO;
+        if self.long_delay > 0.0 || self.apply_late > 0.0 {
+            late = self.request_timeout.mul_f64(LONG.end);
+        }
+        if self.row_locked > 0.0 || self.uncommitted > 0.0 {
+            late = late.max(self.session_hold.end);
+        }
+        late
+    }
 }
 
 /// A hang ends after this long with an error, so that a caller without a bound shows up as a
 /// call-bound violation instead of stalling the run.
 pub const HANG_CAP: Duration = Duration::from_secs(4);
+
+/// A long delay, a slow answer or a late application, in request timeouts.
+const LONG: std::ops::Range<f64> = 1.2..4.0;
 
 /// The fault drawn for one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -250,7 +269,7 @@ impl FaultDice {
         let mut rng = self.rng.lock().unwrap_or_else(PoisonError::into_inner);
         let x: f64 = rng.random();
         let short = |rng: &mut StdRng| timeout.mul_f64(rng.random_range(0.05..0.8));
-        let long = |rng: &mut StdRng| timeout.mul_f64(rng.random_range(1.2..4.0));
+        let long = |rng: &mut StdRng| timeout.mul_f64(rng.random_range(LONG));
         let hold = p.session_hold.clone();
         let held = |rng: &mut StdRng| {
             if hold.is_empty() {

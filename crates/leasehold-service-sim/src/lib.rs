@@ -12,8 +12,8 @@
 //! - never two believers of one key across services ([`oracle::two_believers`]);
 //! - never a belief after the database's grant for that tenure ended, by the store's clock
 //!   ([`oracle::belief_after_grant`]);
-//! - every row held in the database is believed by its holder or lapses within one term
-//!   ([`oracle::leaked_grants`]);
+//! - every row held in the database is believed by its holder or lapses within one term of
+//!   the last statement its holder sent while believing ([`oracle::leaked_grants`]);
 //! - every call returns within its documented bound ([`oracle::call_bounds`]);
 //! - no panic ([`oracle::panics`]).
 //!

@@ -167,7 +167,8 @@ async fn check_rows(ctx: Arc<Ctx>, stop: Arc<AtomicBool>) {
             break;
         }
         if let Ok(rows) = ctx.world.live_rows().await {
-            ctx.oracle.check_rows(&rows, ctx.max_term());
+            ctx.oracle
+                .check_rows(&rows, ctx.max_term(), ctx.plan.longest_late());
         }
         // Purge every row released or expired a millisecond ago, as an impatient retention
         // would: the oracle's `tokens_never_repeat` checks that no name's token ever comes back.

@@ -40,7 +40,20 @@ async fn run_seeds(backend: Backend, seeds: &[u64]) -> Vec<String> {
         "{}: no call was stalled by another session",
         backend.name()
     );
-    failed.iter().map(SimReport::summary).collect()
+    failed.iter().map(brief).collect()
+}
+
+/// A failed run's summary and the first line of each violation, for the panic message (the full
+/// report with each scenario went to stderr, which a CI log may cut).
+fn brief(report: &SimReport) -> String {
+    let mut text = report.summary();
+    for v in &report.violations {
+        text.push_str(&format!(
+            "\n  [{:?}] at {:.3?}: {}",
+            v.invariant, v.at, v.detail
+        ));
+    }
+    text
 }
 
 fn assert_none(failed: &[String]) {

@@ -2,10 +2,14 @@
 //! term (no leaked grants).
 //!
 //! A grant nobody believes is normal for a moment (an answer in flight, an abandoned request
-//! applied late, the minimum hold of `lock_at_least_for`), but it must end within one term of
-//! the first time it was seen unbelieved: a row that is still being extended (renewed) while
-//! its holder believes nothing is a leak. Judged on the store's clock (`LeaseRecord::db_now`
-//! and `until`), with [`LEAK_SLACK_MS`] for renewals in flight.
+//! applied late, the minimum hold of `lock_at_least_for`), but it must end within a window of
+//! the first time it was seen unbelieved: the longest term, plus the longest a statement may
+//! reach the store after it was sent (a renewal sent while its holder still believed can land
+//! after the holder stopped, and extend the row by its ttl from then: seen with a renewal
+//! applied 400 ms late behind a `lock_at_least_for` release that failed), plus
+//! [`LEAK_SLACK_MS`]. A row still being extended past that window while its holder believes
+//! nothing was extended by a statement sent after the belief ended: a leak. Judged on the
+//! store's clock (`LeaseRecord::db_now` and `until`).
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -14,7 +18,8 @@ use leasehold::{HolderId, LeaseKey, LeaseRecord};
 use super::{Finding, Invariant};
 use crate::beliefs::Sighting;
 
-/// Slack beyond one term before an unbelieved row counts as leaked: 250 ms.
+/// Slack beyond the window before an unbelieved row counts as leaked (a row check and a sweep
+/// read a moment apart, timers running late): 250 ms.
 pub const LEAK_SLACK_MS: i64 = 250;
 
 /// When each live row was first seen without a believer.
@@ -24,13 +29,13 @@ pub(crate) struct LeakWatch {
 }
 
 impl LeakWatch {
-    /// Checks the live `rows` against a sweep read right after them; `max_term_ms` is the
-    /// longest term or ttl any program uses.
+    /// Checks the live `rows` against a sweep read right after them; `window_ms` is the longest
+    /// term or ttl any program uses plus the longest a statement may reach the store late.
     pub(crate) fn check(
         &mut self,
         rows: &[LeaseRecord],
         sweep: &[Sighting],
-        max_term_ms: i64,
+        window_ms: i64,
     ) -> Vec<Finding> {
         let believed: BTreeSet<(&LeaseKey, &HolderId)> =
             sweep.iter().map(|s| (&s.key, &s.owner.holder)).collect();
@@ -51,7 +56,7 @@ impl LeakWatch {
                 .unbelieved_since
                 .entry(id)
                 .or_insert(r.db_now.as_millis());
-            let limit = since + max_term_ms + LEAK_SLACK_MS;
+            let limit = since + window_ms + LEAK_SLACK_MS;
             if r.until.as_millis() > limit {
                 found.push(Finding {
                     invariant: Invariant::LeakedGrant,
@@ -60,8 +65,8 @@ impl LeakWatch {
                     signal: None,
                     dedupe: format!("{} {} {}", r.key, r.holder, r.token),
                     detail: format!(
-                        "{} (token {}) is held by {} until {} though no signal of that holder believes it since {} (more than one term, {} ms)",
-                        r.key, r.token, r.holder, r.until, since, max_term_ms
+                        "{} (token {}) is held by {} until {} though no signal of that holder believes it since {} (more than the window, {} ms, and {LEAK_SLACK_MS} ms)",
+                        r.key, r.token, r.holder, r.until, since, window_ms
                     ),
                 });
             }

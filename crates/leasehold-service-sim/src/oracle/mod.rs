@@ -208,16 +208,18 @@ impl Oracle {
     }
 
     /// Checks the live rows of the database (read just now, not through any fault layer)
-    /// against a sweep taken right after them.
-    pub fn check_rows(&self, rows: &[LeaseRecord], max_term: Duration) {
+    /// against a sweep taken right after them; `max_term` is the longest term or ttl any
+    /// program uses, `late` the longest a statement may reach the store after it was sent
+    /// ([`crate::FaultPlan::longest_late`]).
+    pub fn check_rows(&self, rows: &[LeaseRecord], max_term: Duration, late: Duration) {
         let sweep = self.beliefs.sample(false);
         self.stats.row_checks.fetch_add(1, Ordering::Relaxed);
-        let max_term_ms = i64::try_from(max_term.as_millis()).unwrap_or(i64::MAX / 4);
+        let window_ms = i64::try_from((max_term + late).as_millis()).unwrap_or(i64::MAX / 4);
         let mut findings = self
             .leaks
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .check(rows, &sweep, max_term_ms);
+            .check(rows, &sweep, window_ms);
         for f in &mut findings {
             // The row's holder, for the scenario.
             let holder = rows
