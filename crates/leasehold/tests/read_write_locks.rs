@@ -68,8 +68,20 @@ async fn readers_share_and_a_writer_excludes_everyone() {
             .unwrap_or_else(|| panic!("{db}: the free lock refused a writer"));
         for s in [&a, &b] {
             let locks = s.locks();
-            assert!(locks.acquire_shared(&ns, "catalog", TTL).await.expect("r").is_none());
-            assert!(locks.acquire_exclusive(&ns, "catalog", TTL).await.expect("w").is_none());
+            assert!(
+                locks
+                    .acquire_shared(&ns, "catalog", TTL)
+                    .await
+                    .expect("r")
+                    .is_none()
+            );
+            assert!(
+                locks
+                    .acquire_exclusive(&ns, "catalog", TTL)
+                    .await
+                    .expect("w")
+                    .is_none()
+            );
             let waited = locks
                 .acquire_shared_within(&ns, "catalog", Some(Duration::from_millis(200)), TTL)
                 .await
@@ -87,7 +99,10 @@ async fn readers_share_and_a_writer_excludes_everyone() {
                 .await
         });
         tokio::time::sleep(Duration::from_millis(200)).await;
-        assert!(!reader.is_finished(), "{db}: a reader got in beside the writer");
+        assert!(
+            !reader.is_finished(),
+            "{db}: a reader got in beside the writer"
+        );
         w.unlock().await.expect("writer unlock");
         let r = reader
             .await
@@ -173,10 +188,19 @@ async fn signals_agree_and_writers_tokens_increase() {
         assert!(r.is_held() && !cancel.is_cancelled() && r.token().get() > 0);
         assert!(r.deadline().is_some());
         assert_eq!(r.key().name.as_str(), "ledger");
-        assert!(r.guard().key().name.as_str().starts_with("ledger#read#permit:"));
+        assert!(
+            r.guard()
+                .key()
+                .name
+                .as_str()
+                .starts_with("ledger#read#permit:")
+        );
         r.renew().await.expect("renew");
         r.unlock().await.expect("unlock");
-        assert!(cancel.is_cancelled(), "{db}: a reader's token outlived its unlock");
+        assert!(
+            cancel.is_cancelled(),
+            "{db}: a reader's token outlived its unlock"
+        );
 
         let mut last = None;
         for s in [&a, &b, &a] {
@@ -195,7 +219,10 @@ async fn signals_agree_and_writers_tokens_increase() {
             last = Some(w.token());
             w.renew().await.expect("renew");
             w.unlock().await.expect("unlock");
-            assert!(cancel.is_cancelled(), "{db}: a writer's token outlived its unlock");
+            assert!(
+                cancel.is_cancelled(),
+                "{db}: a writer's token outlived its unlock"
+            );
         }
         a.shutdown().await.expect("shutdown");
         b.shutdown().await.expect("shutdown");
@@ -225,13 +252,19 @@ async fn a_writers_belief_ends_at_its_local_deadline_when_its_database_stops_ans
         switch.set(Mode::Hanging);
         // The renewal gets no answer: the writer keeps believing until its deadline, no longer.
         let renewed = w.renew().await;
-        assert!(renewed.is_err(), "{db}: a renewal answered by a hanging store");
+        assert!(
+            renewed.is_err(),
+            "{db}: a renewal answered by a hanging store"
+        );
         while w.is_held() {
             assert!(
                 tokio::time::Instant::now() < deadline + Duration::from_millis(20),
                 "{db}: belief past its deadline"
             );
-            assert!(!cancel.is_cancelled(), "{db}: the token ended before is_held");
+            assert!(
+                !cancel.is_cancelled(),
+                "{db}: the token ended before is_held"
+            );
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
         tokio::time::timeout(Duration::from_millis(500), cancel.cancelled())
@@ -260,7 +293,10 @@ async fn bad_names_and_ttls_are_invalid() {
     for result in [
         locks.acquire_shared("ns", "", TTL).await.map(|_| ()),
         locks.acquire_exclusive("ns", "", TTL).await.map(|_| ()),
-        locks.acquire_shared("ns", "x", Duration::ZERO).await.map(|_| ()),
+        locks
+            .acquire_shared("ns", "x", Duration::ZERO)
+            .await
+            .map(|_| ()),
         locks
             .acquire_exclusive_within("ns", "x", None, Duration::ZERO)
             .await

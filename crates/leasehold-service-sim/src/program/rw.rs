@@ -95,7 +95,11 @@ impl Program {
         let f = async move {
             let locks = service.locks();
             match wait {
-                Some(w) => locks.acquire_exclusive_within(&ns, &name, Some(w), ttl).await,
+                Some(w) => {
+                    locks
+                        .acquire_exclusive_within(&ns, &name, Some(w), ttl)
+                        .await
+                }
                 None => locks.acquire_exclusive(&ns, &name, ttl).await,
             }
         };
