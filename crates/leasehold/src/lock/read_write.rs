@@ -30,8 +30,8 @@
 //! gave up. Both reads are of rows, by the database's clock, after the grant they follow was
 //! answered; neither side needs the other's process.
 //!
-//! The brief for this module had a reader pass through the gate (take it, take a slot, release
-//! it). The read of the gate's row gives the same exclusion without readers queuing on one
+//! Why not have a reader pass through the gate (take it, take a slot, release it)? The read
+//! of the gate's row gives the same exclusion without readers queuing on one
 //! row, one at a time: readers of many processes take their slots at once, and one attempt of
 //! [`Locks::acquire_shared`] answers `None` only for a writer (held or waiting) or full slots,
 //! never because another reader was passing through.
