@@ -9,10 +9,11 @@ mod common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{Mode, Switch};
 use leasehold::{Error, LeaseService, Store};
+use leasehold_core::{Clock, MonotonicClock};
 
 const TTL: Duration = Duration::from_secs(30);
 
@@ -137,9 +138,9 @@ async fn a_waiting_writer_is_not_starved_by_a_stream_of_readers() {
                         .expect("reader");
                     if let Some(r) = got {
                         taken += 1;
-                        held.push((Instant::now(), r));
+                        held.push((MonotonicClock.now(), r));
                     }
-                    let now = Instant::now();
+                    let now = MonotonicClock.now();
                     held.retain(|(at, _)| now - *at < Duration::from_millis(150));
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
@@ -147,7 +148,7 @@ async fn a_waiting_writer_is_not_starved_by_a_stream_of_readers() {
             })
         };
         tokio::time::sleep(Duration::from_millis(600)).await;
-        let started = Instant::now();
+        let started = MonotonicClock.now();
         let w = b
             .locks()
             .acquire_exclusive_within(&ns, "index", Some(Duration::from_secs(10)), TTL)
@@ -258,7 +259,7 @@ async fn a_writers_belief_ends_at_its_local_deadline_when_its_database_stops_ans
         );
         while w.is_held() {
             assert!(
-                tokio::time::Instant::now() < deadline + Duration::from_millis(20),
+                MonotonicClock.now() < deadline + Duration::from_millis(20),
                 "{db}: belief past its deadline"
             );
             assert!(

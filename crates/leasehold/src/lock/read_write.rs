@@ -106,7 +106,7 @@ impl RwNames {
 
 /// What one reader's attempt came to.
 enum ReadTry {
-    Reader(SharedLockGuard),
+    Reader(Box<SharedLockGuard>),
     /// The gate is held: a writer, or one waiting for the readers.
     Writer,
     /// Every read slot is held.
@@ -138,7 +138,7 @@ impl Locks<'_> {
         let names = RwNames::new(namespace, name)?;
         let config = lock_config(ttl, self.service.request_timeout())?;
         Ok(match self.try_shared(&names, config).await? {
-            ReadTry::Reader(guard) => Some(guard),
+            ReadTry::Reader(guard) => Some(*guard),
             ReadTry::Writer | ReadTry::Full => None,
         })
     }
@@ -183,7 +183,7 @@ impl Locks<'_> {
             let mut watched = false;
             loop {
                 match self.try_shared(&names, config.clone()).await? {
-                    ReadTry::Reader(guard) => return Ok(guard),
+                    ReadTry::Reader(guard) => return Ok(*guard),
                     ReadTry::Writer if !watched => {
                         // Watch first, then try again at once: a release after this try rings.
                         watched = true;
@@ -365,10 +365,10 @@ impl Locks<'_> {
             let _ = permit.unlock().await;
             return Ok(ReadTry::Writer);
         }
-        Ok(ReadTry::Reader(SharedLockGuard {
+        Ok(ReadTry::Reader(Box::new(SharedLockGuard {
             key: names.key.clone(),
             permit,
-        }))
+        })))
     }
 }
 
