@@ -59,6 +59,12 @@ pub enum TokenSource {
     HeldPermit,
     /// `FireContext::cancellation_token` of a `run_once` job.
     Once,
+    /// `SharedLockGuard::cancellation_token`: a reader of a read-write lock (registered on its
+    /// read slot's key).
+    SharedLock,
+    /// `ExclusiveLockGuard::cancellation_token`: the writer of a read-write lock (registered on
+    /// its gate's key).
+    ExclusiveLock,
 }
 
 /// Which signal said "I hold it".

@@ -174,6 +174,30 @@ async fn once_per_fire_jobs_under_faults() {
     on_every_backend_3s(&weights).await;
 }
 
+/// Read-write locks (readers and writers, one attempt or waiting, unlocked, dropped or renewed)
+/// on the plain lock names, beside plain locks and service ends, under the default faults, on
+/// every backend: a writer is never believed beside a reader or another writer of its lock,
+/// no reader or writer is believed past its grant, and a gate held by a writer waiting for the
+/// readers is not leaked (seed 0; `LEASEHOLD_SIM_SEEDS` for more).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_write_locks_under_faults() {
+    use leasehold_service_sim::OpWeights;
+    let weights = OpWeights {
+        lock: 2,
+        guard_unlock: 1,
+        guard_drop: 1,
+        shared_lock: 12,
+        exclusive_lock: 8,
+        rw_end: 10,
+        read: 1,
+        shutdown: 1,
+        drop_service: 1,
+        pause: 2,
+        ..OpWeights::none()
+    };
+    on_every_backend_3s(&weights).await;
+}
+
 /// Runs `weights` for 3 s on the memory store and every backend (seed 0; `LEASEHOLD_SIM_SEEDS`
 /// for more): each run must grant a few times and report no violation.
 async fn on_every_backend_3s(weights: &leasehold_service_sim::OpWeights) {

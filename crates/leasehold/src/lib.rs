@@ -80,9 +80,10 @@ pub use event::{EventKind, LeaseEvent};
 pub use hand_over::HandOver;
 pub use health::{DatabaseProbe, Health, HealthReason, Verdict};
 pub use lock::{
-    DEFAULT_LOCK_NAMESPACE, DEFAULT_LOCK_RETRY_INTERVAL, DEFAULT_LOCK_TTL, HeldPermit, LockError,
-    LockGuard, LockOutcome, Locks, MultiLockGuard, MultiLockOutcome, OwnedLocks, PermitGuard,
-    ReentrantGuard,
+    DEFAULT_LOCK_NAMESPACE, DEFAULT_LOCK_RETRY_INTERVAL, DEFAULT_LOCK_TTL, ExclusiveLockGuard,
+    HeldPermit, LockError, LockGuard, LockOutcome, Locks, MAX_READERS, MultiLockGuard,
+    MultiLockOutcome, OwnedLocks, PermitGuard, RW_GATE_SUFFIX, RW_READ_SUFFIX, ReentrantGuard,
+    SharedLockGuard,
 };
 pub use once::{DEFAULT_RUN_TERM, FireContext, FireOutcome, Schedule};
 pub use retention::Retention;

@@ -16,6 +16,8 @@
 //! | `lock/reentrant.rs` | re-entry by an explicit owner ([`Locks::owned_by`], [`OwnedLocks`], [`ReentrantGuard`]) |
 //! | `lock/permits.rs` | semaphores: `N` permits on `N` plain locks ([`Locks::acquire_permit`], [`PermitGuard`]) |
 //! | `lock/held_permits.rs` | permits renewed in the background ([`Locks::hold_permit`], [`HeldPermit`], [`Locks::is_holding_permit`], [`Locks::release_permit`]) |
+//! | `lock/read_write.rs` | read-write locks on a gate and read slots ([`Locks::acquire_shared`], [`Locks::acquire_exclusive`]) |
+//! | `lock/rw_guards.rs` | [`SharedLockGuard`], [`ExclusiveLockGuard`] |
 //! | `lock/guard.rs` | [`LockGuard`] |
 //! | `lock/seed_names.rs` | the seeds' names on [`LeaseService`], each a thin delegation to [`Locks`] |
 //!
@@ -59,8 +61,10 @@ mod hold;
 mod permits;
 mod query;
 mod queue;
+mod read_write;
 mod reentrant;
 mod release;
+mod rw_guards;
 mod seed_names;
 
 use std::time::Duration;
@@ -75,8 +79,10 @@ pub use guard::LockGuard;
 pub use held_permits::HeldPermit;
 pub use permits::PermitGuard;
 pub(crate) use queue::LockQueues;
+pub use read_write::{MAX_READERS, RW_GATE_SUFFIX, RW_READ_SUFFIX};
 pub use reentrant::{OwnedLocks, ReentrantGuard};
 pub(crate) use release::release as release_tenure;
+pub use rw_guards::{ExclusiveLockGuard, SharedLockGuard};
 
 use crate::{Error, LeaseService, Result};
 

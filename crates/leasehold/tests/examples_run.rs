@@ -111,6 +111,11 @@ fn held_permits_hand_a_released_slot_over_at_once() {
 }
 
 #[test]
+fn read_write_lock_lets_readers_share_and_the_writer_write_alone() {
+    runs("read_write_lock", &[], "reader-b reads the rebuilt catalog");
+}
+
+#[test]
 fn once_per_fire_runs_each_fire_once_and_a_crashed_fire_again() {
     runs(
         "once_per_fire",

@@ -1,12 +1,13 @@
 //! The oracle: samples every belief signal every few milliseconds and checks one invariant per
 //! file: [`two_believers`], [`belief_after_grant`], [`leaked_grants`], [`call_bounds`],
-//! [`panics`], [`permits`], [`tokens_never_repeat`].
+//! [`panics`], [`permits`], [`rw_exclusion`], [`tokens_never_repeat`].
 
 pub mod belief_after_grant;
 pub mod call_bounds;
 pub mod leaked_grants;
 pub mod panics;
 pub mod permits;
+pub mod rw_exclusion;
 pub mod tokens_never_repeat;
 pub mod two_believers;
 
@@ -39,6 +40,9 @@ pub enum Invariant {
     /// A key's token was granted again (after its release, or to another holder), for example
     /// after a purge reset it.
     TokenRepeated,
+    /// A read-write lock's writer was believed beside another believer of the lock (a reader
+    /// or another writer).
+    WriterBesideOthers,
 }
 
 /// What one check found, before the oracle stamps it.
@@ -179,10 +183,14 @@ impl Oracle {
             .fetch_add(first.len() as u64, Ordering::Relaxed);
         let mut findings = belief_after_grant::check(&first, at, &self.log);
         findings.extend(tokens_never_repeat::check(&self.log));
-        if two_believers::suspected(&first) || permits::suspected(&first) {
+        if two_believers::suspected(&first)
+            || permits::suspected(&first)
+            || rw_exclusion::suspected(&first)
+        {
             let second = self.beliefs.sample(true);
             findings.extend(two_believers::check(&first, &second));
             findings.extend(permits::check(&first, &second));
+            findings.extend(rw_exclusion::check(&first, &second));
         }
         self.record(findings, at);
     }

@@ -9,6 +9,7 @@
 mod drive;
 mod locks;
 mod once;
+mod rw;
 mod sets;
 mod tasks;
 
@@ -92,6 +93,8 @@ pub(crate) struct Program {
     reentrant: Vec<(Owner, Arc<ReentrantCell>)>,
     /// Held permits' handles, likewise.
     held_permits: Vec<(Owner, Arc<HeldPermitCell>)>,
+    /// Read-write lock guards (readers and writers), likewise.
+    rw: Vec<rw::RwHeld>,
     holds: BTreeSet<String>,
     sharded: Option<ShardedTasks>,
     /// The last holder id and whether its incarnation is fully gone (so it may be reused).
@@ -118,6 +121,9 @@ enum Op {
     HoldPermit,
     HeldPermitEnd,
     RunOnce,
+    SharedLock,
+    ExclusiveLock,
+    RwEnd,
     LockAll,
     MultiEnd,
     Reenter,
@@ -130,7 +136,7 @@ enum Op {
     Pause,
 }
 
-fn menu(w: &OpWeights) -> [(Op, u32); 28] {
+fn menu(w: &OpWeights) -> [(Op, u32); 31] {
     [
         (Op::StartLeaseTask, w.start_lease_task),
         (Op::StopLeaseTask, w.stop_lease_task),
@@ -150,6 +156,9 @@ fn menu(w: &OpWeights) -> [(Op, u32); 28] {
         (Op::HoldPermit, w.hold_permit),
         (Op::HeldPermitEnd, w.held_permit_end),
         (Op::RunOnce, w.run_once),
+        (Op::SharedLock, w.shared_lock),
+        (Op::ExclusiveLock, w.exclusive_lock),
+        (Op::RwEnd, w.rw_end),
         (Op::LockAll, w.lock_all),
         (Op::MultiEnd, w.multi_end),
         (Op::Reenter, w.reenter),
@@ -180,6 +189,7 @@ impl Program {
             multis: Vec::new(),
             reentrant: Vec::new(),
             held_permits: Vec::new(),
+            rw: Vec::new(),
             holds: BTreeSet::new(),
             sharded: None,
             last_holder: None,
@@ -250,6 +260,9 @@ impl Program {
             Op::HoldPermit => self.hold_permit().await,
             Op::HeldPermitEnd => self.held_permit_end().await,
             Op::RunOnce => self.run_once().await,
+            Op::SharedLock => self.shared_lock().await,
+            Op::ExclusiveLock => self.exclusive_lock().await,
+            Op::RwEnd => self.rw_end().await,
             Op::LockAll => self.lock_all().await,
             Op::MultiEnd => self.multi_end().await,
             Op::Reenter => self.reenter().await,
@@ -347,6 +360,7 @@ impl Program {
             for (_, p) in self.held_permits.drain(..) {
                 drop(p.lock().unwrap_or_else(PoisonError::into_inner).take());
             }
+            self.rw.clear();
         }
         self.tasks.clear();
         self.holds.clear();
