@@ -5,15 +5,17 @@
 //! refused before anything is written.
 //!
 //! Each service stands in for a process (its own holder id, engine thread and connection
-//! pool); a killed process is a service stopped without a word to the database
-//! (`abort_without_release`), so its ticket only lapses.
+//! pool); a killed process is a service whose store stops answering and whose engine then
+//! stops (`abort_without_release`): nothing it had in flight reaches the database, so its
+//! ticket only lapses.
 
 mod common;
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use leasehold::{Error, FencingToken, HolderId, LeaseRecord, LeaseService};
+use common::{Mode, Switch};
+use leasehold::{Error, FencingToken, HolderId, LeaseRecord, LeaseService, Store};
 use tokio::time::Instant;
 
 const LOCK: &str = "ledger";
@@ -164,16 +166,32 @@ async fn a_killed_waiter_holds_the_queue_up_no_longer_than_its_tickets_term() {
             .await
             .expect("acquire")
             .expect("free");
-        let (a, killed, c) = (service(&url).await, service(&url).await, service(&url).await);
+        let switch = Switch::default();
+        let killed = {
+            let layer = switch.clone();
+            let s = LeaseService::builder(&url)
+                .store_layer(move |inner| Arc::new(layer.wrap(inner)) as Arc<dyn Store>)
+                .build()
+                .await
+                .expect("service");
+            s.locks().set_retry_interval(RETRY);
+            s
+        };
+        let (a, c) = (service(&url).await, service(&url).await);
         let served: Served = Arc::default();
         let a_task = waiter(&a, &ns, 0, term, Duration::from_millis(50), &served);
         queue_of(&holder, &ns, 1, backend).await;
-        let k_task = waiter(&killed, &ns, 1, term, Duration::ZERO, &served);
+        let k_task = {
+            let (k, ns) = (killed.clone(), ns.clone());
+            tokio::spawn(async move { k.locks().acquire_fair_within(&ns, LOCK, None, term).await })
+        };
         queue_of(&holder, &ns, 2, backend).await;
         let c_task = waiter(&c, &ns, 2, term, Duration::ZERO, &served);
         queue_of(&holder, &ns, 3, backend).await;
 
-        // The kill: the engine stops without a word to the database; the ticket only lapses.
+        // The kill: nothing more reaches the database (a release sent as the waiter's future
+        // sees its service end hangs), then the engine stops; the ticket only lapses.
+        switch.set(Mode::Hanging);
         killed.abort_without_release().await;
         let killed_at = Instant::now();
         k_task.abort();
