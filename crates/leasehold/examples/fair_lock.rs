@@ -31,7 +31,13 @@ fn db_arg() -> Option<String> {
 async fn queued(service: &LeaseService, n: usize) -> Result<(), Box<dyn std::error::Error>> {
     let prefix = format!("{LOCK}{FAIR_QUEUE_SUFFIX}");
     for _ in 0..500 {
-        if service.locks().held_with_prefix(NAMESPACE, &prefix).await?.len() == n {
+        if service
+            .locks()
+            .held_with_prefix(NAMESPACE, &prefix)
+            .await?
+            .len()
+            == n
+        {
             return Ok(());
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -65,11 +71,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .holder_id(name.as_str())
             .build()
             .await?;
-        service.locks().set_retry_interval(Duration::from_millis(20));
+        service
+            .locks()
+            .set_retry_interval(Duration::from_millis(20));
         let (s, served) = (service.clone(), Arc::clone(&served));
         waiting.push(tokio::spawn(async move {
             let wait = Some(Duration::from_secs(30));
-            let got = s.locks().acquire_fair_within(NAMESPACE, LOCK, wait, TTL).await?;
+            let got = s
+                .locks()
+                .acquire_fair_within(NAMESPACE, LOCK, wait, TTL)
+                .await?;
             let guard = got.ok_or("waited 30 s")?;
             println!("{name} is served (token {})", guard.token());
             served
@@ -90,7 +101,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for w in waiting {
         w.await?.map_err(|e| e.to_string())?;
     }
-    let order = served.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    let order = served
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
     if order != [1, 2, 3, 4] {
         return Err(format!("served out of order: {order:?}").into());
     }

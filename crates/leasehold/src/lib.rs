@@ -85,8 +85,8 @@ pub use lock::{
     MultiLockOutcome, OwnedLocks, PermitGuard, RW_GATE_SUFFIX, RW_READ_SUFFIX, ReentrantGuard,
     SharedLockGuard,
 };
-pub use once::{DEFAULT_RUN_TERM, FireContext, FireOutcome, Schedule};
 pub use lock::{FAIR_QUEUE_SUFFIX, FAIR_TICKET_SUFFIX, MAX_FAIR_TICKET_TERM};
+pub use once::{DEFAULT_RUN_TERM, FireContext, FireOutcome, Schedule};
 pub use retention::Retention;
 pub use service::{LeaseService, START_CHUNK};
 pub use shard::{DEFAULT_SHARD_GROUP, NameSource, ShardOptions, ShardedTasks};

@@ -15,7 +15,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use common::{Mode, Switch};
-use leasehold::{Error, FencingToken, HolderId, LeaseRecord, LeaseService, Store};
+use leasehold::{
+    Clock, Error, FencingToken, HolderId, LeaseRecord, LeaseService, MonotonicClock, Store,
+};
 use tokio::time::Instant;
 
 const LOCK: &str = "ledger";
@@ -43,14 +45,14 @@ async fn tickets(observer: &LeaseService, ns: &str) -> Vec<LeaseRecord> {
 
 /// Waits (up to 10 s) until the queue has `n` live tickets, and answers them.
 async fn queue_of(observer: &LeaseService, ns: &str, n: usize, what: &str) -> Vec<LeaseRecord> {
-    let until = Instant::now() + Duration::from_secs(10);
+    let until = MonotonicClock.now() + Duration::from_secs(10);
     loop {
         let rows = tickets(observer, ns).await;
         if rows.len() == n {
             return rows;
         }
         assert!(
-            Instant::now() < until,
+            MonotonicClock.now() < until,
             "{what}: the queue has {} tickets, not {n}: {rows:?}",
             rows.len()
         );
@@ -79,7 +81,7 @@ fn waiter(
             .await
             .expect("acquire_fair_within")
             .unwrap_or_else(|| panic!("waiter {index} was not served within a minute"));
-        let at = Instant::now();
+        let at = MonotonicClock.now();
         served
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -126,16 +128,13 @@ async fn eight_processes_are_served_in_arrival_order() {
         let queue = queue_of(&holder, &ns, 8, backend).await;
         let holders: Vec<&HolderId> = queue.iter().map(|r| &r.holder).collect();
         let arrived: Vec<&HolderId> = services.iter().map(LeaseService::holder).collect();
-        assert_eq!(
-            holders, arrived,
-            "{backend}: tickets out of arrival order"
-        );
+        assert_eq!(holders, arrived, "{backend}: tickets out of arrival order");
         assert!(
             served_order(&served).is_empty(),
             "{backend}: served while the lock was held"
         );
         first.unlock().await.expect("unlock");
-        let released = Instant::now();
+        let released = MonotonicClock.now();
         for w in waiters {
             tokio::time::timeout(Duration::from_secs(60), w)
                 .await
@@ -198,7 +197,7 @@ async fn a_killed_waiter_holds_the_queue_up_no_longer_than_its_tickets_term() {
         // sees its service end hangs), then the engine stops; the ticket only lapses.
         switch.set(Mode::Hanging);
         killed.abort_without_release().await;
-        let killed_at = Instant::now();
+        let killed_at = MonotonicClock.now();
         k_task.abort();
         let queue = tickets(&holder, &ns).await;
         let dead = queue
@@ -224,7 +223,9 @@ async fn a_killed_waiter_holds_the_queue_up_no_longer_than_its_tickets_term() {
         // ... and within the ticket's term plus one poll interval of the kill (and a second of
         // slack for the grants and the scheduler).
         let waited = c_served.duration_since(killed_at);
-        println!("{backend}: the waiter behind the killed one was served {waited:?} after the kill (ticket term {term:?})");
+        println!(
+            "{backend}: the waiter behind the killed one was served {waited:?} after the kill (ticket term {term:?})"
+        );
         assert!(
             waited <= term + POLL + Duration::from_secs(1),
             "{backend}: the killed waiter held the queue up for {waited:?}, its ticket's term is {term:?}"
@@ -250,7 +251,11 @@ async fn a_waiter_that_leaves_frees_its_place_at_once() {
             .await
             .expect("acquire")
             .expect("free");
-        let (a, b, d) = (service(&url).await, service(&url).await, service(&url).await);
+        let (a, b, d) = (
+            service(&url).await,
+            service(&url).await,
+            service(&url).await,
+        );
         // a arrives first and gives up after a second.
         let a_task = {
             let (a, ns) = (a.clone(), ns.clone());
@@ -280,8 +285,14 @@ async fn a_waiter_that_leaves_frees_its_place_at_once() {
             "{backend}: a fair attempt went ahead of the queue"
         );
         d_task.abort();
-        let a_out = a_task.await.expect("waiter a").expect("acquire_fair_within");
-        assert!(a_out.is_none(), "{backend}: a was served while the lock was held");
+        let a_out = a_task
+            .await
+            .expect("waiter a")
+            .expect("acquire_fair_within");
+        assert!(
+            a_out.is_none(),
+            "{backend}: a was served while the lock was held"
+        );
         // Both places are free within a round trip or two, not after the tickets' 30 s term.
         let queue = queue_of(&holder, &ns, 1, backend).await;
         assert_eq!(&queue[0].holder, b.holder(), "{backend}");
@@ -320,8 +331,16 @@ async fn bad_input_is_refused_before_anything_is_written() {
             ("empty name", "", ok),
             ("name too long for its tickets", &long, ok),
             ("zero ttl", LOCK, Duration::ZERO),
-            ("ttl too short for a ticket to renew itself", LOCK, Duration::from_millis(1)),
-            ("ttl over the maximum", LOCK, Duration::from_secs(3651 * 86_400)),
+            (
+                "ttl too short for a ticket to renew itself",
+                LOCK,
+                Duration::from_millis(1),
+            ),
+            (
+                "ttl over the maximum",
+                LOCK,
+                Duration::from_secs(3651 * 86_400),
+            ),
         ];
         for (what, name, ttl) in cases {
             let waited = locks

@@ -253,7 +253,8 @@ impl Locks<'_> {
         let number = dispenser.token().get();
         let key = fair.ticket_key(number)?;
         // A number is never handed out twice, so its ticket's row is new and free.
-        let LockOutcome::Acquired(guard) = self.attempt_key(&key, fair.ticket_config.clone()).await?
+        let LockOutcome::Acquired(guard) =
+            self.attempt_key(&key, fair.ticket_config.clone()).await?
         else {
             return Ok(Some(Arrival::Again));
         };
