@@ -198,6 +198,31 @@ async fn read_write_locks_under_faults() {
     on_every_backend_3s(&weights).await;
 }
 
+/// Fair locks (`acquire_fair_within` queued behind other services' waiters, giving up within
+/// half a term or dropped part-way; `acquire_fair`) beside plain locks, waits, renewals and
+/// service ends on the same names, under the default faults, on every backend: never two
+/// believers of a key, belief never past the grant, and no dispenser or ticket row outliving
+/// its waiter by more than the leak window (seed 0; `LEASEHOLD_SIM_SEEDS` for more).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_locks_under_faults() {
+    use leasehold_service_sim::OpWeights;
+    let weights = OpWeights {
+        lock: 3,
+        try_locker: 2,
+        guard_unlock: 4,
+        guard_drop: 2,
+        guard_renew: 2,
+        unlock_by_name: 1,
+        fair_lock: 12,
+        read: 1,
+        shutdown: 1,
+        drop_service: 1,
+        pause: 2,
+        ..OpWeights::none()
+    };
+    on_every_backend_3s(&weights).await;
+}
+
 /// Runs `weights` for 3 s on the memory store and every backend (seed 0; `LEASEHOLD_SIM_SEEDS`
 /// for more): each run must grant a few times and report no violation.
 async fn on_every_backend_3s(weights: &leasehold_service_sim::OpWeights) {

@@ -85,6 +85,7 @@ pub use lock::{
     MultiLockOutcome, OwnedLocks, PermitGuard, RW_GATE_SUFFIX, RW_READ_SUFFIX, ReentrantGuard,
     SharedLockGuard,
 };
+pub use lock::{FAIR_QUEUE_SUFFIX, FAIR_TICKET_SUFFIX, MAX_FAIR_TICKET_TERM};
 pub use once::{DEFAULT_RUN_TERM, FireContext, FireOutcome, Schedule};
 pub use retention::Retention;
 pub use service::{LeaseService, START_CHUNK};

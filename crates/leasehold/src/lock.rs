@@ -12,6 +12,7 @@
 //! | `lock/hold.rs` | locks renewed in the background ([`Locks::hold`], [`Locks::is_holding`]) |
 //! | `lock/query.rs` | prefix listings ([`Locks::held_with_prefix`]) and fencing by name ([`Locks::begin_fenced`]) |
 //! | `lock/queue.rs` | this process's fair queue per lock ([`LockQueues`]) |
+//! | `lock/fair.rs` | fair waiting across processes, a ticket per waiter ([`Locks::acquire_fair_within`], [`Locks::acquire_fair`]) |
 //! | `lock/all.rs` | several locks all or nothing ([`Locks::acquire_all`], [`MultiLockGuard`]) |
 //! | `lock/reentrant.rs` | re-entry by an explicit owner ([`Locks::owned_by`], [`OwnedLocks`], [`ReentrantGuard`]) |
 //! | `lock/permits.rs` | semaphores: `N` permits on `N` plain locks ([`Locks::acquire_permit`], [`PermitGuard`]) |
@@ -55,6 +56,7 @@
 
 mod acquire;
 mod all;
+mod fair;
 mod guard;
 mod held_permits;
 mod hold;
@@ -75,6 +77,7 @@ use leasehold_core::{
 
 pub(crate) use acquire::LockContext;
 pub use all::{MultiLockGuard, MultiLockOutcome};
+pub use fair::{FAIR_QUEUE_SUFFIX, FAIR_TICKET_SUFFIX, MAX_FAIR_TICKET_TERM};
 pub use guard::LockGuard;
 pub use held_permits::HeldPermit;
 pub use permits::PermitGuard;

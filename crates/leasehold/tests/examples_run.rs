@@ -116,6 +116,11 @@ fn read_write_lock_lets_readers_share_and_the_writer_write_alone() {
 }
 
 #[test]
+fn fair_lock_serves_the_workers_in_arrival_order() {
+    runs("fair_lock", &[], "served in arrival order");
+}
+
+#[test]
 fn once_per_fire_runs_each_fire_once_and_a_crashed_fire_again() {
     runs(
         "once_per_fire",

@@ -308,7 +308,7 @@ fn describe_reentrant(r: &leasehold::Result<Option<leasehold::ReentrantGuard>>) 
     }
 }
 
-fn describe(r: &leasehold::Result<Option<LockGuard>>) -> String {
+pub(super) fn describe(r: &leasehold::Result<Option<LockGuard>>) -> String {
     match r {
         Ok(Some(g)) => format!("token {}", g.token()),
         Ok(None) => "not acquired".to_owned(),

@@ -7,6 +7,7 @@
 //! ([`crate::beliefs`]).
 
 mod drive;
+mod fair;
 mod locks;
 mod once;
 mod rw;
@@ -128,6 +129,7 @@ enum Op {
     MultiEnd,
     Reenter,
     ReentrantEnd,
+    FairLock,
     StartSharded,
     Leave,
     Read,
@@ -136,7 +138,7 @@ enum Op {
     Pause,
 }
 
-fn menu(w: &OpWeights) -> [(Op, u32); 31] {
+fn menu(w: &OpWeights) -> [(Op, u32); 32] {
     [
         (Op::StartLeaseTask, w.start_lease_task),
         (Op::StopLeaseTask, w.stop_lease_task),
@@ -163,6 +165,7 @@ fn menu(w: &OpWeights) -> [(Op, u32); 31] {
         (Op::MultiEnd, w.multi_end),
         (Op::Reenter, w.reenter),
         (Op::ReentrantEnd, w.reentrant_end),
+        (Op::FairLock, w.fair_lock),
         (Op::StartSharded, w.start_sharded),
         (Op::Leave, w.leave),
         (Op::Read, w.read),
@@ -267,6 +270,7 @@ impl Program {
             Op::MultiEnd => self.multi_end().await,
             Op::Reenter => self.reenter().await,
             Op::ReentrantEnd => self.reentrant_end().await,
+            Op::FairLock => self.fair_lock().await,
             Op::StartSharded => self.start_sharded().await,
             Op::Leave => self.leave().await,
             Op::Read => self.read().await,
