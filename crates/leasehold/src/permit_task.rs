@@ -213,7 +213,8 @@ impl PermitTask {
         let slot = self.shared.slot();
         let permit = slot.as_ref()?;
         let cancel = permit.cancellation_token();
-        (permit.is_held() && !cancel.is_cancelled()).then(|| (permit.index(), permit.token(), cancel))
+        (permit.is_held() && !cancel.is_cancelled())
+            .then(|| (permit.index(), permit.token(), cancel))
     }
 
     /// Stops the task here: its slot's tenure ends at once (cancellation token cancelled,
@@ -280,7 +281,10 @@ impl LeaseService {
                 reason: "an N-holder lease task's slots are granted without a value".into(),
             }));
         }
-        let config = options.config.clone().unwrap_or_else(|| self.parts().2.clone());
+        let config = options
+            .config
+            .clone()
+            .unwrap_or_else(|| self.parts().2.clone());
         config.validate()?;
         if let Some(running) = self.running_permit_task(&key, permits).await? {
             return Ok(running);
@@ -376,7 +380,11 @@ impl LeaseService {
 
     /// The running task of `key`, if any (waiting for a stopped one's loop to end first);
     /// [`Error::PermitsMismatch`] if it runs with another count.
-    async fn running_permit_task(&self, key: &LeaseKey, permits: u32) -> Result<Option<PermitTask>> {
+    async fn running_permit_task(
+        &self,
+        key: &LeaseKey,
+        permits: u32,
+    ) -> Result<Option<PermitTask>> {
         let found = self.permit_task_book().map().get(key).cloned();
         let Some(task) = found else {
             return Ok(None);
@@ -425,7 +433,8 @@ async fn run(
         let permit = match first.take() {
             Some(permit) => permit,
             None => {
-                let Some(permit) = ask(&service, &shared, standby, &service_token, &mut rings).await
+                let Some(permit) =
+                    ask(&service, &shared, standby, &service_token, &mut rings).await
                 else {
                     return;
                 };
@@ -467,14 +476,20 @@ async fn run(
             if ended() {
                 return;
             }
-            tracing::warn!("{}: on_acquired panicked; slot {index} given back", shared.key);
+            tracing::warn!(
+                "{}: on_acquired panicked; slot {index} given back",
+                shared.key
+            );
             if let Some(f) = &options.on_lost {
                 let _ = catch_unwind(AssertUnwindSafe(|| f(LossReason::CallbackPanicked)));
             }
             continue;
         }
         if permit.was_given_up() {
-            tracing::info!("{}: slot {index} (token {token}) released by name", shared.key);
+            tracing::info!(
+                "{}: slot {index} (token {token}) released by name",
+                shared.key
+            );
             continue;
         }
         tracing::warn!("{}: slot {index} (token {token}) lost", shared.key);
@@ -515,9 +530,7 @@ async fn ask(
             Err(Error::ShutDown) => return None,
             Err(e) => tracing::warn!("{}: an attempt of an N-holder task failed: {e}", shared.key),
         }
-        let pause = standby
-            .retry
-            .mul_f64(rand::rng().random_range(0.75..1.25));
+        let pause = standby.retry.mul_f64(rand::rng().random_range(0.75..1.25));
         let ring = rang(rings);
         tokio::select! {
             biased;
