@@ -162,6 +162,13 @@ impl PermitTask {
         self.held().map(|(slot, _)| slot)
     }
 
+    /// The slot (from 0 to `permits - 1`) and its fencing token believed now, read together:
+    /// [`PermitTask::slot`] and [`PermitTask::token`] in one look.
+    #[must_use]
+    pub fn held_slot(&self) -> Option<(u32, FencingToken)> {
+        self.held()
+    }
+
     /// The slot and token believed now.
     fn held(&self) -> Option<(u32, FencingToken)> {
         let slot = self.shared.slot();

@@ -9,6 +9,7 @@
 mod drive;
 mod locks;
 mod once;
+mod permit_tasks;
 mod rw;
 mod sets;
 mod tasks;
@@ -120,6 +121,8 @@ enum Op {
     Permit,
     HoldPermit,
     HeldPermitEnd,
+    StartPermitTask,
+    StopPermitTask,
     RunOnce,
     SharedLock,
     ExclusiveLock,
@@ -136,7 +139,7 @@ enum Op {
     Pause,
 }
 
-fn menu(w: &OpWeights) -> [(Op, u32); 31] {
+fn menu(w: &OpWeights) -> [(Op, u32); 33] {
     [
         (Op::StartLeaseTask, w.start_lease_task),
         (Op::StopLeaseTask, w.stop_lease_task),
@@ -155,6 +158,8 @@ fn menu(w: &OpWeights) -> [(Op, u32); 31] {
         (Op::Permit, w.permit),
         (Op::HoldPermit, w.hold_permit),
         (Op::HeldPermitEnd, w.held_permit_end),
+        (Op::StartPermitTask, w.start_permit_task),
+        (Op::StopPermitTask, w.stop_permit_task),
         (Op::RunOnce, w.run_once),
         (Op::SharedLock, w.shared_lock),
         (Op::ExclusiveLock, w.exclusive_lock),
@@ -259,6 +264,8 @@ impl Program {
             Op::Permit => self.permit().await,
             Op::HoldPermit => self.hold_permit().await,
             Op::HeldPermitEnd => self.held_permit_end().await,
+            Op::StartPermitTask => self.start_permit_task().await,
+            Op::StopPermitTask => self.stop_permit_task().await,
             Op::RunOnce => self.run_once().await,
             Op::SharedLock => self.shared_lock().await,
             Op::ExclusiveLock => self.exclusive_lock().await,
