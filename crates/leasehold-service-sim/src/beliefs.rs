@@ -234,7 +234,9 @@ impl Beliefs {
 
     /// An N-holder lease task's handle (its `has_lease` and `held_slot`, on the slot's key).
     pub fn permit_task(&self, owner: &Owner, task: PermitTask) {
-        locked(&self.probes).permit_tasks.push((owner.clone(), task));
+        locked(&self.probes)
+            .permit_tasks
+            .push((owner.clone(), task));
     }
 
     /// A running piece of work under `key` (its `WorkGuard::is_held`, with its token).
