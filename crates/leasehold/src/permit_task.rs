@@ -130,12 +130,32 @@ pub struct PermitTask {
 
 impl PermitTask {
     /// The task's name (the semaphore) in the service's namespace.
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// # use leasehold::{LeaseService, LeaseTaskOptions};
+    /// # let service = LeaseService::builder("sqlite::memory:").build().await?;
+    /// let task = service.start_lease_task_with_permits("indexer", 2, LeaseTaskOptions::new()).await?;
+    /// assert_eq!(task.key().name.as_str(), "indexer");
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
     #[must_use]
     pub fn key(&self) -> &LeaseKey {
         &self.shared.key
     }
 
     /// How many services may hold the task at once.
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// # use leasehold::{LeaseService, LeaseTaskOptions};
+    /// # let service = LeaseService::builder("sqlite::memory:").build().await?;
+    /// let task = service.start_lease_task_with_permits("indexer", 2, LeaseTaskOptions::new()).await?;
+    /// assert_eq!(task.permits(), 2);
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
     #[must_use]
     pub fn permits(&self) -> u32 {
         self.shared.permits
@@ -144,6 +164,17 @@ impl PermitTask {
     /// Whether this service holds a slot now: the slot's permit is believed (live, before its
     /// local deadline). Memory only; agrees with [`PermitTask::token`] and
     /// [`PermitTask::cancellation_token`].
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// # use leasehold::{LeaseService, LeaseTaskOptions};
+    /// # let service = LeaseService::builder("sqlite::memory:").build().await?;
+    /// let task = service.start_lease_task_with_permits("indexer", 2, LeaseTaskOptions::new()).await?;
+    /// task.acquired().await?;
+    /// assert!(task.has_lease());
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
     #[must_use]
     pub fn has_lease(&self) -> bool {
         self.shared.slot().as_ref().is_some_and(HeldPermit::is_held)
@@ -151,12 +182,34 @@ impl PermitTask {
 
     /// The fencing token of the slot held now (each slot's tokens grow on their own), if one is
     /// believed.
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// # use leasehold::{LeaseService, LeaseTaskOptions};
+    /// # let service = LeaseService::builder("sqlite::memory:").build().await?;
+    /// let task = service.start_lease_task_with_permits("indexer", 2, LeaseTaskOptions::new()).await?;
+    /// let (_, token, _) = task.acquired().await?;
+    /// assert_eq!(task.token(), Some(token));
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
     #[must_use]
     pub fn token(&self) -> Option<FencingToken> {
         self.held().map(|(_, token)| token)
     }
 
     /// Which slot (from 0 to `permits - 1`) this service holds now, if one is believed.
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// # use leasehold::{LeaseService, LeaseTaskOptions};
+    /// # let service = LeaseService::builder("sqlite::memory:").build().await?;
+    /// let task = service.start_lease_task_with_permits("indexer", 2, LeaseTaskOptions::new()).await?;
+    /// let (slot, _, _) = task.acquired().await?;
+    /// assert_eq!(task.slot(), Some(slot));
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
     #[must_use]
     pub fn slot(&self) -> Option<u32> {
         self.held().map(|(slot, _)| slot)
@@ -164,6 +217,17 @@ impl PermitTask {
 
     /// The slot (from 0 to `permits - 1`) and its fencing token believed now, read together:
     /// [`PermitTask::slot`] and [`PermitTask::token`] in one look.
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// # use leasehold::{LeaseService, LeaseTaskOptions};
+    /// # let service = LeaseService::builder("sqlite::memory:").build().await?;
+    /// let task = service.start_lease_task_with_permits("indexer", 2, LeaseTaskOptions::new()).await?;
+    /// let (slot, token, _) = task.acquired().await?;
+    /// assert_eq!(task.held_slot(), Some((slot, token)));
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
     #[must_use]
     pub fn held_slot(&self) -> Option<(u32, FencingToken)> {
         self.held()
@@ -178,6 +242,19 @@ impl PermitTask {
 
     /// The held slot's cancellation token: cancelled the instant its tenure ends here. When no
     /// slot is held, an already cancelled token.
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// # use leasehold::{LeaseService, LeaseTaskOptions};
+    /// # let service = LeaseService::builder("sqlite::memory:").build().await?;
+    /// let task = service.start_lease_task_with_permits("indexer", 2, LeaseTaskOptions::new()).await?;
+    /// task.acquired().await?;
+    /// let cancel = task.cancellation_token();
+    /// task.stop().await?;
+    /// assert!(cancel.is_cancelled() && task.cancellation_token().is_cancelled());
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
     #[must_use]
     pub fn cancellation_token(&self) -> CancellationToken {
         match self.shared.slot().as_ref() {
@@ -188,6 +265,17 @@ impl PermitTask {
 
     /// Waits until this service holds a slot and returns its index, fencing token and
     /// cancellation token.
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// # use leasehold::{LeaseService, LeaseTaskOptions};
+    /// # let service = LeaseService::builder("sqlite::memory:").build().await?;
+    /// let task = service.start_lease_task_with_permits("indexer", 2, LeaseTaskOptions::new()).await?;
+    /// let (slot, token, cancel) = task.acquired().await?;
+    /// assert!(slot < 2 && token.get() > 0 && !cancel.is_cancelled());
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`Error::TaskStopped`] if the task is stopped (or the service shut down) first.
@@ -228,6 +316,18 @@ impl PermitTask {
     /// [`PermitTask::has_lease`] false) before the release is sent, and this waits for the
     /// release's answer (bounded by the request timeout), so a standby elsewhere can take the
     /// slot. Returns whether the task was running. Other services' shares go on.
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// # use leasehold::{LeaseService, LeaseTaskOptions};
+    /// # let service = LeaseService::builder("sqlite::memory:").build().await?;
+    /// let task = service.start_lease_task_with_permits("indexer", 2, LeaseTaskOptions::new()).await?;
+    /// task.acquired().await?;
+    /// assert!(task.stop().await?);
+    /// assert!(!task.has_lease() && !task.stop().await?);
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// None today; the `Result` leaves room for a failed release.
@@ -318,18 +418,23 @@ impl LeaseService {
                 done: CancellationToken::new(),
             }),
         };
-        {
+        let raced = {
             let mut map = self.permit_task_book().map();
-            if let Some(running) = map.get(&key).filter(|t| !t.shared.stop.is_cancelled()) {
-                // Another start of the same name won the race: give this grant back.
-                let running = running.clone();
-                drop(map);
-                if let Some(permit) = first {
-                    let _ = permit.release().await;
-                }
-                return check_count(running, permits);
+            let running = map
+                .get(&key)
+                .filter(|t| !t.shared.stop.is_cancelled())
+                .cloned();
+            if running.is_none() {
+                map.insert(key.clone(), task.clone());
             }
-            map.insert(key.clone(), task.clone());
+            running
+        };
+        if let Some(running) = raced {
+            // Another start of the same name won the race: give this grant back.
+            if let Some(permit) = first {
+                let _ = permit.release().await;
+            }
+            return check_count(running, permits);
         }
         let run = run(
             self.downgrade(),
@@ -375,6 +480,16 @@ impl LeaseService {
     }
 
     /// The names of this service's running N-holder lease tasks.
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// # use leasehold::{LeaseService, LeaseTaskOptions};
+    /// # let service = LeaseService::builder("sqlite::memory:").build().await?;
+    /// let task = service.start_lease_task_with_permits("indexer", 2, LeaseTaskOptions::new()).await?;
+    /// assert_eq!(service.permit_tasks(), vec![task.key().name.clone()]);
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
     #[must_use]
     pub fn permit_tasks(&self) -> Vec<LeaseName> {
         self.permit_task_book()
