@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use common::{Mode, Switch};
 use leasehold::{
-    Error, LeaseConfig, LeaseService, LeaseTaskOptions, LeaseValue, MAX_TASK_PERMITS, PermitTask,
-    Store,
+    Clock, Error, LeaseConfig, LeaseService, LeaseTaskOptions, LeaseValue, MAX_TASK_PERMITS,
+    MonotonicClock, PermitTask, Store,
 };
 
 const TASK: &str = "indexer";
@@ -239,7 +239,8 @@ async fn a_master_cut_off_from_its_store_stops_believing_and_a_standby_replaces_
             let active = until_active(&tasks, 2, &what).await;
             let cut = active[0];
             let (_, _, cancel) = tasks[cut].acquired().await.expect("held");
-            let cut_at = std::time::Instant::now();
+            let clock = MonotonicClock;
+            let cut_at = clock.now();
             switches[cut].set(mode);
             // No renewal succeeds: the slot's tenure ends at its local deadline, less than a
             // term after the last renewal (the bound is for liveness only).
@@ -253,7 +254,7 @@ async fn a_master_cut_off_from_its_store_stops_believing_and_a_standby_replaces_
                     && tasks[cut].cancellation_token().is_cancelled(),
                 "{what}: a signal still believes after the token was cancelled"
             );
-            let belief_ended = cut_at.elapsed();
+            let belief_ended = clock.now() - cut_at;
             // The slot's row lapses at the database, and a standby takes it.
             let rest: Vec<PermitTask> = (0..4)
                 .filter(|&i| i != cut)
@@ -268,7 +269,7 @@ async fn a_master_cut_off_from_its_store_stops_believing_and_a_standby_replaces_
             eprintln!(
                 "{what}: belief ended {belief_ended:?} after the cut (term {TERM:?}), a standby \
                  held the slot {:?} after it; at most {most} believers in {rounds} samples",
-                cut_at.elapsed()
+                clock.now() - cut_at
             );
             assert!(
                 most <= 2,
