@@ -2,7 +2,8 @@
 //!
 //! Signals: `has_lease` and `has_hold_lock` of every service for every key, `LeaseTask::has_lease`
 //! and `LeaseTask::token`, `LockGuard::is_held` (with its token; a semaphore's permits are lock
-//! guards), `HeldPermit::is_held` (with its token), `MultiLockGuard::is_held` (every key of the set, with its token), `WorkGuard::is_held` of
+//! guards), `HeldPermit::is_held` (with its token), `PermitTask::has_lease` and
+//! `PermitTask::held_slot` (an N-holder lease task's slot, on the slot's permit key), `MultiLockGuard::is_held` (every key of the set, with its token), `WorkGuard::is_held` of
 //! running work, `ShardedTasks::held`, and every
 //! tenure's `CancellationToken` handed out (by `on_acquired` callbacks, `LeaseTask::acquired`,
 //! `LeaseTask::cancellation_token`, `LockGuard::cancellation_token`,
@@ -16,7 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use leasehold::{
     CancellationToken, FencingToken, HeldPermit, HolderId, LeaseKey, LeaseService, LeaseTask,
-    LockGuard, MultiLockGuard, ReentrantGuard, ShardedTasks, WorkGuard,
+    LockGuard, MultiLockGuard, PermitTask, ReentrantGuard, ShardedTasks, WorkGuard,
 };
 
 /// One incarnation of one service: the believer the oracle names.
@@ -65,6 +66,9 @@ pub enum TokenSource {
     /// `ExclusiveLockGuard::cancellation_token`: the writer of a read-write lock (registered on
     /// its gate's key).
     ExclusiveLock,
+    /// The cancellation token of an N-holder lease task's slot (`on_acquired`, or
+    /// `PermitTask::cancellation_token`), registered on the slot's permit key.
+    PermitTask,
 }
 
 /// Which signal said "I hold it".
@@ -80,6 +84,10 @@ pub enum Signal {
     GuardIsHeld,
     /// `HeldPermit::is_held`.
     HeldPermitIsHeld,
+    /// `PermitTask::has_lease` (on the slot `PermitTask::held_slot` names).
+    PermitTaskHasLease,
+    /// `PermitTask::held_slot` is some (the slot's key, with its token).
+    PermitTaskSlot,
     /// `ShardedTasks::held` lists the name.
     ShardedHeld,
     /// `MultiLockGuard::is_held` (seen for every key of the set).
@@ -134,6 +142,7 @@ struct Probes {
     sharded: Vec<(Owner, ShardedTasks)>,
     multis: Vec<(Owner, Arc<MultiCell>)>,
     held_permits: Vec<(Owner, Arc<HeldPermitCell>)>,
+    permit_tasks: Vec<(Owner, PermitTask)>,
     works: Vec<(Owner, LeaseKey, Arc<WorkCell>)>,
     reentrant: Vec<(Owner, Arc<ReentrantCell>)>,
 }
@@ -223,6 +232,13 @@ impl Beliefs {
             .push((owner.clone(), Arc::clone(cell)));
     }
 
+    /// An N-holder lease task's handle (its `has_lease` and `held_slot`, on the slot's key).
+    pub fn permit_task(&self, owner: &Owner, task: PermitTask) {
+        locked(&self.probes)
+            .permit_tasks
+            .push((owner.clone(), task));
+    }
+
     /// A running piece of work under `key` (its `WorkGuard::is_held`, with its token).
     pub fn work(&self, owner: &Owner, key: LeaseKey, cell: &Arc<WorkCell>) {
         locked(&self.probes)
@@ -265,7 +281,7 @@ impl Beliefs {
                 });
             };
         let p = &*probes;
-        let steps: [&Step<'_>; 9] = [
+        let steps: [&Step<'_>; 10] = [
             &|f| {
                 each(&p.services, reverse, |(o, cell, keys)| {
                     if let Some(s) = locked(cell).as_ref() {
@@ -314,6 +330,26 @@ impl Beliefs {
                         && h.is_held()
                     {
                         f(o, h.key(), Signal::HeldPermitIsHeld, Some(h.token()));
+                    }
+                })
+            },
+            &|f| {
+                each(&p.permit_tasks, reverse, |(o, t)| {
+                    let slot_key = |slot: u32| {
+                        let (key, n) = (t.key(), t.permits());
+                        let name = format!("{}#permit:{slot}/{n}", key.name.as_str());
+                        LeaseKey::parse(key.namespace.as_str(), &name).ok()
+                    };
+                    if t.has_lease()
+                        && let Some((slot, token)) = t.held_slot()
+                        && let Some(k) = slot_key(slot)
+                    {
+                        f(o, &k, Signal::PermitTaskHasLease, Some(token));
+                    }
+                    if let Some((slot, token)) = t.held_slot()
+                        && let Some(k) = slot_key(slot)
+                    {
+                        f(o, &k, Signal::PermitTaskSlot, Some(token));
                     }
                 })
             },

@@ -125,6 +125,29 @@ async fn permits_and_multi_locks_under_faults() {
     on_every_backend_3s(&weights).await;
 }
 
+/// N-holder lease tasks (`start_lease_task_with_permits`, two permits over the services),
+/// started and stopped, with `on_acquired` panicking now and then, held permits of the same
+/// kind on another semaphore, and service shutdowns and drops, under the default faults, on
+/// every backend: at most `N` believers of the task by any signal (its handles' `has_lease` and
+/// `held_slot`, every slot's cancellation token), never two believers of a slot, no belief past
+/// a slot's grant (seed 0; `LEASEHOLD_SIM_SEEDS` for more).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn n_holder_lease_tasks_under_faults() {
+    use leasehold_service_sim::OpWeights;
+    let weights = OpWeights {
+        start_permit_task: 10,
+        stop_permit_task: 6,
+        hold_permit: 3,
+        held_permit_end: 2,
+        read: 1,
+        shutdown: 1,
+        drop_service: 1,
+        pause: 3,
+        ..OpWeights::none()
+    };
+    on_every_backend_3s(&weights).await;
+}
+
 /// Owners re-entering their locks (`Locks::owned_by`), with plain locks, waits, renewals,
 /// releases by name and service ends on the same names, under the default faults, on every
 /// backend: never two believers of a key, belief never past the grant, and an owner's last

@@ -66,6 +66,7 @@ mod holder;
 mod lock;
 mod observe;
 pub mod once;
+mod permit_task;
 mod retention;
 mod runtime;
 mod service;
@@ -87,6 +88,7 @@ pub use lock::{
 };
 pub use lock::{FAIR_QUEUE_SUFFIX, FAIR_TICKET_SUFFIX, MAX_FAIR_TICKET_TERM};
 pub use once::{DEFAULT_RUN_TERM, FireContext, FireOutcome, Schedule};
+pub use permit_task::{MAX_TASK_PERMITS, PermitTask};
 pub use retention::Retention;
 pub use service::{LeaseService, START_CHUNK};
 pub use shard::{DEFAULT_SHARD_GROUP, NameSource, ShardOptions, ShardedTasks};

@@ -82,6 +82,19 @@ struct ServiceState {
     bug: Option<leasehold_engine::KnownBug>,
     /// The latest report of the background clock-rate check, if it runs.
     clock_rate: Arc<Mutex<Option<crate::ClockRateReport>>>,
+    /// The running N-holder lease tasks, by name.
+    permit_tasks: crate::permit_task::PermitTasks,
+}
+
+/// A [`LeaseService`] that does not keep it alive: a background loop upgrades it for one step.
+#[derive(Debug, Clone)]
+pub(crate) struct WeakService(std::sync::Weak<ServiceState>);
+
+impl WeakService {
+    /// The service, unless its last clone was dropped.
+    pub(crate) fn upgrade(&self) -> Option<LeaseService> {
+        self.0.upgrade().map(|inner| LeaseService { inner })
+    }
 }
 
 impl std::fmt::Debug for EngineThread {
@@ -199,6 +212,7 @@ impl LeaseService {
                 #[cfg(feature = "known-bugs")]
                 bug,
                 clock_rate: Arc::default(),
+                permit_tasks: crate::permit_task::PermitTasks::default(),
             }),
         })
     }
@@ -332,6 +346,16 @@ impl LeaseService {
         thread
             .as_ref()
             .is_some_and(|t| t.system.arbiter().spawn(fut))
+    }
+
+    /// The running N-holder lease tasks.
+    pub(crate) fn permit_task_book(&self) -> &crate::permit_task::PermitTasks {
+        &self.inner.permit_tasks
+    }
+
+    /// A handle on this service that does not keep it alive, for its background loops.
+    pub(crate) fn downgrade(&self) -> WeakService {
+        WeakService(Arc::downgrade(&self.inner))
     }
 
     pub(crate) fn engine(&self) -> &Addr<LeaseEngine> {

@@ -111,6 +111,11 @@ fn held_permits_hand_a_released_slot_over_at_once() {
 }
 
 #[test]
+fn n_holder_tasks_hand_a_stopped_slot_to_the_standby() {
+    runs("n_holder_tasks", &[], "two nodes crawl again");
+}
+
+#[test]
 fn read_write_lock_lets_readers_share_and_the_writer_write_alone() {
     runs("read_write_lock", &[], "reader-b reads the rebuilt catalog");
 }

@@ -10,6 +10,7 @@ mod drive;
 mod fair;
 mod locks;
 mod once;
+mod permit_tasks;
 mod rw;
 mod sets;
 mod tasks;
@@ -121,6 +122,8 @@ enum Op {
     Permit,
     HoldPermit,
     HeldPermitEnd,
+    StartPermitTask,
+    StopPermitTask,
     RunOnce,
     SharedLock,
     ExclusiveLock,
@@ -138,7 +141,7 @@ enum Op {
     Pause,
 }
 
-fn menu(w: &OpWeights) -> [(Op, u32); 32] {
+fn menu(w: &OpWeights) -> [(Op, u32); 34] {
     [
         (Op::StartLeaseTask, w.start_lease_task),
         (Op::StopLeaseTask, w.stop_lease_task),
@@ -157,6 +160,8 @@ fn menu(w: &OpWeights) -> [(Op, u32); 32] {
         (Op::Permit, w.permit),
         (Op::HoldPermit, w.hold_permit),
         (Op::HeldPermitEnd, w.held_permit_end),
+        (Op::StartPermitTask, w.start_permit_task),
+        (Op::StopPermitTask, w.stop_permit_task),
         (Op::RunOnce, w.run_once),
         (Op::SharedLock, w.shared_lock),
         (Op::ExclusiveLock, w.exclusive_lock),
@@ -262,6 +267,8 @@ impl Program {
             Op::Permit => self.permit().await,
             Op::HoldPermit => self.hold_permit().await,
             Op::HeldPermitEnd => self.held_permit_end().await,
+            Op::StartPermitTask => self.start_permit_task().await,
+            Op::StopPermitTask => self.stop_permit_task().await,
             Op::RunOnce => self.run_once().await,
             Op::SharedLock => self.shared_lock().await,
             Op::ExclusiveLock => self.exclusive_lock().await,

@@ -113,6 +113,12 @@ impl HeldPermit {
         self.belief.cancellation_of(self.token)
     }
 
+    /// Whether the tenure ended because it was given up here (released by handle or by name)
+    /// rather than lost.
+    pub(crate) fn was_given_up(&self) -> bool {
+        self.belief.was_given_up(self.token)
+    }
+
     /// Releases the permit and waits for the database's answer: the tenure ends here first
     /// (its token is cancelled before the release is sent), and the slot is free for any holder
     /// once this returns `Ok`.
