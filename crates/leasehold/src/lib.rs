@@ -67,6 +67,7 @@ mod lock;
 mod observe;
 pub mod once;
 mod retention;
+pub mod revoke;
 mod runtime;
 mod service;
 mod shard;
@@ -87,6 +88,7 @@ pub use lock::{
 };
 pub use once::{DEFAULT_RUN_TERM, FireContext, FireOutcome, Schedule};
 pub use retention::Retention;
+pub use revoke::{ASK_SUFFIX, AskOptions, AskOutcome, Revocable, Revocation};
 pub use service::{LeaseService, START_CHUNK};
 pub use shard::{DEFAULT_SHARD_GROUP, NameSource, ShardOptions, ShardedTasks};
 pub use task::{LeaseTask, LeaseTaskOptions};
