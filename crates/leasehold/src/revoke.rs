@@ -144,8 +144,6 @@ pub enum Revocation {
         asker: HolderId,
         /// The tenure asked for.
         token: FencingToken,
-        /// Whether the ask carries a force deadline (the drain ends by then at the latest).
-        force: bool,
     },
     /// The ask ended before the work returned: tenure `token` goes on, new work is accepted
     /// again.

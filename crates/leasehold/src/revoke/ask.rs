@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use leasehold_core::{FencingToken, LeaseKey, LeaseRecord};
+use leasehold_core::{FencingToken, LeaseConfig, LeaseKey, LeaseRecord};
 use tokio::time::Instant;
 use leasehold_engine::{FindTask, Owner, ReadRecord, SetTaskValue, ValueAnswer};
 use leasehold_storage::observe::{Observation, ObserveOptions};
@@ -78,7 +78,7 @@ impl LeaseService {
         options.validate()?;
         let key = self.key(name)?;
         let ask = ask_key(&key)?;
-        let config = lock_config(options.patience, self.request_timeout())?;
+        let config = ask_config(options.patience, self.request_timeout())?;
         let value = options.value()?;
         let clock = std::sync::Arc::clone(self.registry().clock());
         let give_up = clock.now() + options.patience;
@@ -177,6 +177,22 @@ impl LeaseService {
             }
         }
     }
+}
+
+/// The ask's lock configuration: its ttl outlasts the patience by enough that the ask is still
+/// believed when the asker withdraws it at the end of its patience (a plain lock is believed
+/// until its ttl less its safety margin), so the withdrawal is a release, not a lapse.
+fn ask_config(patience: Duration, request_timeout: Duration) -> Result<LeaseConfig> {
+    let needed = patience + request_timeout;
+    let mut ttl = needed;
+    for _ in 0..8 {
+        let config = lock_config(ttl, request_timeout)?;
+        if ttl.saturating_sub(config.safety_margin()) >= needed {
+            return Ok(config);
+        }
+        ttl = needed + config.safety_margin();
+    }
+    lock_config(needed * 2, request_timeout)
 }
 
 /// Whether `row` still shows tenure `token` live.

@@ -99,7 +99,6 @@ impl AskWatch {
         self.tell(Revocation::Asked {
             asker: ask.asker.clone(),
             token,
-            force: ask.force_before_end.is_some(),
         });
         let draining = Draining::new(Arc::clone(&self.belief));
         let outcome = match self.drain(token, cancel, ask, asks).await {
