@@ -41,8 +41,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leasehold_core::{
-    DbInstant, FencingToken, HolderId, LeaseKey, LeaseName, LeaseRecord, LeaseValue, Term,
-    ValidationError,
+    DbInstant, FencingToken, HolderId, LeaseKey, LeaseRecord, LeaseValue, Term, ValidationError,
 };
 
 use crate::{HandOver, Result};
@@ -50,12 +49,7 @@ use crate::{HandOver, Result};
 #[cfg(doc)]
 use crate::{LeaseService, LeaseTaskOptions};
 
-/// The reserved part of an ask's lock name: an ask for lease `leader` is the lock
-/// `leader#ask`.
-pub const ASK_SUFFIX: &str = "#ask";
-
-/// The prefix of an ask's value that carries its force deadline.
-const FORCE_PREFIX: &str = "force-before-end-ms=";
+pub use leasehold_core::ask::ASK_SUFFIX;
 
 type OnRevoke = Arc<dyn Fn(Revocation) + Send + Sync>;
 
@@ -235,8 +229,8 @@ impl AskOptions {
         let Some(force) = self.force_after else {
             return Ok(None);
         };
-        let before_end = self.patience.saturating_sub(force).as_millis();
-        Ok(Some(LeaseValue::new(format!("{FORCE_PREFIX}{before_end}"))?))
+        let before_end = self.patience.saturating_sub(force);
+        Ok(Some(leasehold_core::ask::force_value(before_end)?))
     }
 }
 
@@ -303,9 +297,7 @@ impl Ask {
         let force_before_end = row
             .value
             .as_ref()
-            .and_then(|v| v.as_str().strip_prefix(FORCE_PREFIX))
-            .and_then(|ms| ms.parse::<u64>().ok())
-            .map(Duration::from_millis);
+            .and_then(leasehold_core::ask::force_before_end);
         Some(Self {
             asker: row.holder.clone(),
             left: row.time_left(),
@@ -322,8 +314,7 @@ impl Ask {
 
 /// The ask's lock of `key`: `{name}#ask` in the same namespace.
 pub(crate) fn ask_key(key: &LeaseKey) -> Result<LeaseKey> {
-    let name = LeaseName::new(format!("{}{ASK_SUFFIX}", key.name.as_str()))?;
-    Ok(LeaseKey::new(key.namespace.clone(), name))
+    Ok(leasehold_core::ask::ask_key(key)?)
 }
 
 /// Refuses, before a task starts, a revocable task whose ask key cannot be made (a name too
