@@ -178,7 +178,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 Some(h) => HolderId::new(h.as_str())?,
                 None => HolderId::new(format!("ask-release:{}", std::process::id()))?,
             };
-            let store = open(&cli, false).await?;
+            let store = open(&cli, true).await?;
             let args = crate::ask::AskArgs {
                 key,
                 holder,
