@@ -50,7 +50,12 @@ pub(crate) async fn ask_release(store: &SeaOrmStore, args: &AskArgs) -> Result<u
     let ask = ask_key(&args.key)?;
     let started = Instant::now();
     let Some(held) = read(store, &args.key).await?.filter(|r| r.held) else {
-        say(args, "not_held", None, &format!("{} is not held: nothing asked", args.key));
+        say(
+            args,
+            "not_held",
+            None,
+            &format!("{} is not held: nothing asked", args.key),
+        );
         return Ok(REFUSED);
     };
     // The row outlives the wait by a little, so the withdrawal below is a release.
@@ -65,7 +70,10 @@ pub(crate) async fn ask_release(store: &SeaOrmStore, args: &AskArgs) -> Result<u
     {
         AcquireOutcome::Acquired { token, .. } => token,
         AcquireOutcome::HeldBy { holder, until, .. } => {
-            let text = format!("{} is already asked for by {holder} until {until}", args.key);
+            let text = format!(
+                "{} is already asked for by {holder} until {until}",
+                args.key
+            );
             say(args, "already_asked", None, &text);
             return Ok(REFUSED);
         }
@@ -134,7 +142,12 @@ async fn read(store: &SeaOrmStore, key: &LeaseKey) -> Result<Option<LeaseRecord>
 }
 
 /// Prints the outcome: a line of text, or one JSON object.
-fn say(args: &AskArgs, outcome: &str, rows: Option<(&LeaseRecord, Option<&LeaseRecord>)>, text: &str) {
+fn say(
+    args: &AskArgs,
+    outcome: &str,
+    rows: Option<(&LeaseRecord, Option<&LeaseRecord>)>,
+    text: &str,
+) {
     if !args.json {
         println!("{text}");
         return;

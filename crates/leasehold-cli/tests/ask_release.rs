@@ -31,9 +31,16 @@ async fn asks(db: &str) {
     assert_eq!(json(&out)["outcome"], "not_held");
 
     // A revocable holder with ~300 ms of running work hands over after it.
-    let holder = LeaseService::builder(db).namespace(&ns).build().await.expect("service");
+    let holder = LeaseService::builder(db)
+        .namespace(&ns)
+        .build()
+        .await
+        .expect("service");
     let options = LeaseTaskOptions::new().revocable(Revocable::new(Duration::from_secs(30)));
-    let task = holder.start_lease_task("leader", options).await.expect("start");
+    let task = holder
+        .start_lease_task("leader", options)
+        .await
+        .expect("start");
     let (token, cancel) = task.acquired().await.expect("held");
     let work = task.begin_work().expect("held");
     let worker = tokio::spawn(async move {
@@ -52,8 +59,14 @@ async fn asks(db: &str) {
     let answer = json(&out);
     assert_eq!(answer["outcome"], "handed_over", "{answer}");
     assert_eq!(answer["asked_token"], token.get(), "{answer}");
-    assert!(started.elapsed() >= Duration::from_millis(300), "waited for the work");
-    assert!(cancel.is_cancelled() && !task.has_lease(), "the holder's belief ended");
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "waited for the work"
+    );
+    assert!(
+        cancel.is_cancelled() && !task.has_lease(),
+        "the holder's belief ended"
+    );
     let ask_row = holder.current_holder("leader#ask").await.expect("read");
     assert!(ask_row.is_none(), "the ask was withdrawn: {ask_row:?}");
     holder.shutdown().await.expect("shutdown");
@@ -67,16 +80,33 @@ async fn asks(db: &str) {
         .begin_tenure(&key, &me, Grant::New, term, None)
         .await
         .expect("grant");
-    let out = ask(db, &[&ns, "plain", "--wait", "600ms", "--force-after", "300ms", "--json"]);
+    let out = ask(
+        db,
+        &[
+            &ns,
+            "plain",
+            "--wait",
+            "600ms",
+            "--force-after",
+            "300ms",
+            "--json",
+        ],
+    );
     assert_eq!(out.status.code(), Some(3), "{out:?}");
     let answer = json(&out);
     assert_eq!(answer["outcome"], "timed_out", "{answer}");
     assert_eq!(answer["holder"], "plain-holder", "{answer}");
     let row = store.get(&key).await.expect("read").expect("row");
     assert!(row.held && row.holder == me, "not moved: {row:?}");
-    assert!(matches!(granted, leasehold_storage::AcquireOutcome::Acquired { token, .. } if token == row.token));
+    assert!(
+        matches!(granted, leasehold_storage::AcquireOutcome::Acquired { token, .. } if token == row.token)
+    );
     let ask_key = LeaseKey::parse(&ns, "plain#ask").expect("key");
-    let ask_row = store.get(&ask_key).await.expect("read").expect("the ask's row");
+    let ask_row = store
+        .get(&ask_key)
+        .await
+        .expect("read")
+        .expect("the ask's row");
     assert!(!ask_row.held, "withdrawn: {ask_row:?}");
 }
 

@@ -217,7 +217,10 @@ impl AskOptions {
         {
             return Err(ValidationError::Relation {
                 field: "force_after",
-                reason: format!("{force:?} must be shorter than the patience {:?}", self.patience),
+                reason: format!(
+                    "{force:?} must be shorter than the patience {:?}",
+                    self.patience
+                ),
             }
             .into());
         }

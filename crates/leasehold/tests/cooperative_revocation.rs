@@ -54,7 +54,9 @@ fn revocable(drain: Duration) -> (LeaseTaskOptions, Arc<Mutex<Vec<Revocation>>>)
 
 /// Every belief signal of one task: `has_lease`, its token, its tenure's cancellation token.
 fn believes(service: &LeaseService, task: &LeaseTask) -> bool {
-    service.has_lease("leader") || task.token().is_some() || !task.cancellation_token().is_cancelled()
+    service.has_lease("leader")
+        || task.token().is_some()
+        || !task.cancellation_token().is_cancelled()
 }
 
 /// Samples both tasks' belief signals every millisecond on a thread of its own; counts the
@@ -107,7 +109,10 @@ async fn the_asker_gets_the_lease_only_after_the_holders_work_returned() {
         let holder = service(&url, &ns).await;
         let asker = service(&url, &ns).await;
         let (options, told) = revocable(Duration::from_secs(30));
-        let task_h = holder.start_lease_task("leader", options).await.expect("start");
+        let task_h = holder
+            .start_lease_task("leader", options)
+            .await
+            .expect("start");
         let token_h = held(&task_h).await;
         let cancel_h = task_h.cancellation_token();
         let task_a = asker
@@ -161,15 +166,24 @@ async fn the_asker_gets_the_lease_only_after_the_holders_work_returned() {
         };
         assert_eq!(previous, token_h, "{backend}");
         assert!(token > token_h, "{backend}: a larger token");
-        assert_eq!(both, 0, "{backend}: two believers in {both} of {rounds} samples");
+        assert_eq!(
+            both, 0,
+            "{backend}: two believers in {both} of {rounds} samples"
+        );
         assert!(rounds > 100, "{backend}: sampled {rounds} rounds");
         let returned = returned.lock().expect("returned").expect("work returned");
-        assert!(returned < answered, "{backend}: the work returned before the answer");
+        assert!(
+            returned < answered,
+            "{backend}: the work returned before the answer"
+        );
         assert!(
             returned.duration_since(asked) >= Duration::from_millis(250),
             "{backend}: the asker waited for the work"
         );
-        assert!(cancel_h.is_cancelled(), "{backend}: the holder's belief ended");
+        assert!(
+            cancel_h.is_cancelled(),
+            "{backend}: the holder's belief ended"
+        );
         assert!(task_a.has_lease() && !task_h.has_lease(), "{backend}");
         assert!(
             cancelled_first.await.expect("events"),
@@ -223,7 +237,13 @@ async fn an_ask_of_a_lease_nobody_holds_is_not_held() {
             .await
             .expect("ask");
         assert_eq!(outcome, AskOutcome::HeldHere { token }, "{backend}");
-        assert!(asker.current_holder("leader#ask").await.expect("read").is_none());
+        assert!(
+            asker
+                .current_holder("leader#ask")
+                .await
+                .expect("read")
+                .is_none()
+        );
         asker.shutdown().await.expect("shutdown");
     }
 }
@@ -274,7 +294,10 @@ async fn an_ask_withdrawn_before_the_work_returned_leaves_the_holder_holding() {
         let holder = service(&url, &ns).await;
         let asker = service(&url, &ns).await;
         let (options, told) = revocable(Duration::from_secs(3600));
-        let task_h = holder.start_lease_task("leader", options).await.expect("start");
+        let task_h = holder
+            .start_lease_task("leader", options)
+            .await
+            .expect("start");
         let token_h = held(&task_h).await;
         let work = task_h.begin_work().expect("held");
         let outcome = asker
@@ -294,7 +317,10 @@ async fn an_ask_withdrawn_before_the_work_returned_leaves_the_holder_holding() {
         }
         assert!(!task_h.is_draining(), "{backend}: still draining");
         assert_eq!(task_h.token(), Some(token_h), "{backend}");
-        assert!(task_h.begin_work().is_some(), "{backend}: new work accepted again");
+        assert!(
+            task_h.begin_work().is_some(),
+            "{backend}: new work accepted again"
+        );
         drop(work);
         let told = told.lock().expect("told").clone();
         assert_eq!(
@@ -314,7 +340,10 @@ async fn the_force_deadline_ends_a_holder_whose_work_never_returns() {
         let holder = service(&url, &ns).await;
         let asker = service(&url, &ns).await;
         let (options, told) = revocable(Duration::from_secs(3600));
-        let task_h = holder.start_lease_task("leader", options).await.expect("start");
+        let task_h = holder
+            .start_lease_task("leader", options)
+            .await
+            .expect("start");
         let token_h = held(&task_h).await;
         let cancel_h = task_h.cancellation_token();
         let task_a = asker
@@ -327,8 +356,12 @@ async fn the_force_deadline_ends_a_holder_whose_work_never_returns() {
             (asker.clone(), task_a.clone()),
         );
         let asked = Instant::now();
-        let options = AskOptions::new(Duration::from_secs(10)).force_after(Duration::from_millis(800));
-        let outcome = asker.ask_release_with("leader", &options).await.expect("ask");
+        let options =
+            AskOptions::new(Duration::from_secs(10)).force_after(Duration::from_millis(800));
+        let outcome = asker
+            .ask_release_with("leader", &options)
+            .await
+            .expect("ask");
         let waited = asked.elapsed();
         let (both, rounds) = sampler.stop();
         let AskOutcome::Acquired { previous, token } = outcome else {
@@ -336,12 +369,18 @@ async fn the_force_deadline_ends_a_holder_whose_work_never_returns() {
         };
         assert_eq!(previous, token_h, "{backend}");
         assert!(token > token_h, "{backend}: a larger token");
-        assert_eq!(both, 0, "{backend}: two believers in {both} of {rounds} samples");
+        assert_eq!(
+            both, 0,
+            "{backend}: two believers in {both} of {rounds} samples"
+        );
         assert!(
             waited >= Duration::from_millis(700) && waited < Duration::from_secs(6),
             "{backend}: forced after {waited:?}"
         );
-        assert!(cancel_h.is_cancelled() && !stuck.is_held(), "{backend}: belief ended");
+        assert!(
+            cancel_h.is_cancelled() && !stuck.is_held(),
+            "{backend}: belief ended"
+        );
         let told = told.lock().expect("told").clone();
         assert_eq!(
             told.last(),
@@ -371,7 +410,10 @@ async fn bad_input_is_refused_before_anything_is_written() {
     assert!(invalid(asker.ask_release("", Duration::from_secs(1)).await));
     assert!(invalid(asker.ask_release("leader", Duration::ZERO).await));
     let long = "x".repeat(253);
-    assert!(invalid(asker.ask_release(&long, Duration::from_secs(1)).await), "{{name}}#ask too long");
+    assert!(
+        invalid(asker.ask_release(&long, Duration::from_secs(1)).await),
+        "{{name}}#ask too long"
+    );
     let forcing = AskOptions::new(Duration::from_secs(1)).force_after(Duration::from_secs(1));
     assert!(invalid(asker.ask_release_with("leader", &forcing).await));
     assert!(invalid(

@@ -3,9 +3,9 @@
 use std::time::Duration;
 
 use leasehold_core::{FencingToken, LeaseConfig, LeaseKey, LeaseRecord};
-use tokio::time::Instant;
 use leasehold_engine::{FindTask, Owner, ReadRecord, SetTaskValue, ValueAnswer};
 use leasehold_storage::observe::{Observation, ObserveOptions};
+use tokio::time::Instant;
 
 use super::{AskOptions, AskOutcome, ask_key};
 use crate::lock::{LockOutcome, lock_config};
@@ -32,7 +32,8 @@ impl LeaseService {
     /// # Cancel safety
     /// As [`LeaseService::ask_release_with`].
     pub async fn ask_release(&self, name: &str, patience: Duration) -> Result<AskOutcome> {
-        self.ask_release_with(name, &AskOptions::new(patience)).await
+        self.ask_release_with(name, &AskOptions::new(patience))
+            .await
     }
 
     /// Asks the holder of lease `name` (in this service's namespace) to hand it over
@@ -110,12 +111,17 @@ impl LeaseService {
                 value,
             };
             let answer = self.engine().send(set).await.map_err(Error::from);
-            if let Err(e) = answer.and_then(|a| a.map_err(Error::from)).and_then(set_error) {
+            if let Err(e) = answer
+                .and_then(|a| a.map_err(Error::from))
+                .and_then(set_error)
+            {
                 let _ = guard.unlock().await;
                 return Err(e);
             }
         }
-        let outcome = self.await_hand_over(&key, &held, options.patience, give_up).await;
+        let outcome = self
+            .await_hand_over(&key, &held, options.patience, give_up)
+            .await;
         // Withdrawn: the holder competes again (it lost nothing to a task of ours that holds).
         let _ = guard.unlock().await;
         outcome

@@ -226,7 +226,8 @@ fn record(seen: &Observation) -> Option<&leasehold_core::LeaseRecord> {
 
 /// The drain's deadline: the holder's own, or the ask's force deadline if sooner.
 fn forced(give_up: Instant, ask: &Ask, now: Instant) -> Instant {
-    ask.force_in().map_or(give_up, |left| give_up.min(now + left))
+    ask.force_in()
+        .map_or(give_up, |left| give_up.min(now + left))
 }
 
 /// Waits until the release of tenure `token` of `key` has settled (the machine announces it as
