@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use leasehold_core::ask::{ask_key, force_value};
+use leasehold_core::{Clock, MonotonicClock};
 use leasehold_storage::{
     AcquireOutcome, FencingToken, Grant, HolderId, LeaseKey, LeaseRecord, LeaseStore, SeaOrmStore,
     Term,
@@ -48,7 +49,8 @@ pub(crate) fn check(wait: Duration, force_after: Option<Duration>) -> Result<(),
 /// 3 when nothing changed (not held, another ask live, or the wait ran out).
 pub(crate) async fn ask_release(store: &SeaOrmStore, args: &AskArgs) -> Result<u8, Failure> {
     let ask = ask_key(&args.key)?;
-    let started = Instant::now();
+    let clock = MonotonicClock;
+    let started = clock.now();
     let Some(held) = read(store, &args.key).await?.filter(|r| r.held) else {
         say(
             args,
@@ -78,7 +80,7 @@ pub(crate) async fn ask_release(store: &SeaOrmStore, args: &AskArgs) -> Result<u
             return Ok(REFUSED);
         }
     };
-    let ended = wait_for_end(store, &args.key, held.token, started + args.wait).await;
+    let ended = wait_for_end(store, &args.key, held.token, started + args.wait, &clock).await;
     // Withdrawn whatever happened: the holder competes again (or stops draining).
     let _ = store.release(&ask, &args.holder, token).await;
     match ended? {
@@ -118,16 +120,18 @@ async fn wait_for_end(
     key: &LeaseKey,
     token: FencingToken,
     give_up: Instant,
+    clock: &MonotonicClock,
 ) -> Result<Option<Option<LeaseRecord>>, Failure> {
     loop {
         let row = read(store, key).await?;
         if !row.as_ref().is_some_and(|r| r.held && r.token == token) {
             return Ok(Some(row));
         }
-        if Instant::now() >= give_up {
+        let now = clock.now();
+        if now >= give_up {
             return Ok(None);
         }
-        tokio::time::sleep(POLL.min(give_up.saturating_duration_since(Instant::now()))).await;
+        tokio::time::sleep(POLL.min(give_up.saturating_duration_since(now))).await;
     }
 }
 

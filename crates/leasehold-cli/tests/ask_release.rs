@@ -3,7 +3,9 @@
 //! withdrawn), a lease nobody holds is not asked for (exit 3), bad arguments exit 2.
 
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use leasehold::{Clock, MonotonicClock};
 
 use leasehold::{LeaseService, LeaseTaskOptions, Revocable};
 use leasehold_storage::{Grant, HolderId, LeaseKey, LeaseStore, StoreBuilder, Term};
@@ -48,7 +50,7 @@ async fn asks(db: &str) {
         drop(work);
     });
     let (db2, ns2) = (db.to_owned(), ns.clone());
-    let started = Instant::now();
+    let started = MonotonicClock.now();
     let out = tokio::task::spawn_blocking(move || {
         ask(&db2, &[&ns2, "leader", "--wait", "20s", "--json"])
     })
@@ -60,7 +62,7 @@ async fn asks(db: &str) {
     assert_eq!(answer["outcome"], "handed_over", "{answer}");
     assert_eq!(answer["asked_token"], token.get(), "{answer}");
     assert!(
-        started.elapsed() >= Duration::from_millis(300),
+        MonotonicClock.now().duration_since(started) >= Duration::from_millis(300),
         "waited for the work"
     );
     assert!(
@@ -110,11 +112,13 @@ async fn asks(db: &str) {
     assert!(!ask_row.held, "withdrawn: {ask_row:?}");
 }
 
+/// A random number (the hasher's keys are drawn at random per process).
 fn rand_suffix() -> u32 {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    t ^ std::process::id()
+    use std::hash::{BuildHasher, Hasher};
+    let bits = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    u32::try_from(bits >> 32).unwrap_or(0)
 }
 
 #[test]

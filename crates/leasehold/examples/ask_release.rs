@@ -63,7 +63,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     match b.ask_release(LEASE, Duration::from_secs(10)).await? {
         AskOutcome::Acquired { previous, token } => {
             assert!(job_done.load(Ordering::SeqCst) && !task_a.has_lease());
-            println!("node-b took over from tenure {previous} with token {token}, after node-a's last job");
+            println!(
+                "node-b took over from tenure {previous} with token {token}, after node-a's last job"
+            );
         }
         other => return Err(format!("unexpected: {other:?}").into()),
     }
@@ -74,7 +76,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     match a.ask_release_with(LEASE, &forcing).await? {
         AskOutcome::Acquired { token, .. } => {
             assert!(!stuck.is_held() && !task_b.has_lease());
-            println!("forced: node-a leads again with token {token}; node-b's stuck job is no longer held");
+            println!(
+                "forced: node-a leads again with token {token}; node-b's stuck job is no longer held"
+            );
         }
         other => return Err(format!("unexpected: {other:?}").into()),
     }

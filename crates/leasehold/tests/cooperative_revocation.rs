@@ -14,9 +14,15 @@ use leasehold::{
     AskOptions, AskOutcome, Error, EventKind, FencingToken, HandOver, LeaseConfig, LeaseService,
     LeaseTask, LeaseTaskOptions, Revocable, Revocation,
 };
+use leasehold::{Clock, MonotonicClock};
 use tokio::time::Instant;
 
 use common::{backends, unique_namespace};
+
+/// Now, on the monotonic clock the library reads.
+fn now() -> Instant {
+    MonotonicClock.now()
+}
 
 fn config() -> LeaseConfig {
     LeaseConfig::default()
@@ -144,7 +150,7 @@ async fn the_asker_gets_the_lease_only_after_the_holders_work_returned() {
             let returned = Arc::clone(&returned);
             tokio::spawn(async move {
                 tokio::time::sleep(Duration::from_millis(300)).await;
-                *returned.lock().expect("returned") = Some(Instant::now());
+                *returned.lock().expect("returned") = Some(now());
                 drop(work);
             })
         };
@@ -152,12 +158,12 @@ async fn the_asker_gets_the_lease_only_after_the_holders_work_returned() {
             (holder.clone(), task_h.clone()),
             (asker.clone(), task_a.clone()),
         );
-        let asked = Instant::now();
+        let asked = now();
         let outcome = asker
             .ask_release_with("leader", &AskOptions::new(Duration::from_secs(20)))
             .await
             .expect("ask");
-        let answered = Instant::now();
+        let answered = now();
         let (both, rounds) = sampler.stop();
         worker.await.expect("worker");
 
@@ -260,12 +266,12 @@ async fn a_holder_that_did_not_opt_in_is_not_moved() {
             .expect("start");
         let token_h = held(&task_h).await;
         let cancel_h = task_h.cancellation_token();
-        let started = Instant::now();
+        let started = now();
         let outcome = asker
             .ask_release("leader", Duration::from_millis(1500))
             .await
             .expect("ask");
-        let waited = started.elapsed();
+        let waited = now().duration_since(started);
         assert_eq!(
             outcome,
             AskOutcome::TimedOut {
@@ -355,14 +361,14 @@ async fn the_force_deadline_ends_a_holder_whose_work_never_returns() {
             (holder.clone(), task_h.clone()),
             (asker.clone(), task_a.clone()),
         );
-        let asked = Instant::now();
+        let asked = now();
         let options =
             AskOptions::new(Duration::from_secs(10)).force_after(Duration::from_millis(800));
         let outcome = asker
             .ask_release_with("leader", &options)
             .await
             .expect("ask");
-        let waited = asked.elapsed();
+        let waited = now().duration_since(asked);
         let (both, rounds) = sampler.stop();
         let AskOutcome::Acquired { previous, token } = outcome else {
             panic!("{backend}: {outcome:?}");
