@@ -113,7 +113,7 @@ impl LeaseService {
             let answer = self.engine().send(set).await.map_err(Error::from);
             if let Err(e) = answer
                 .and_then(|a| a.map_err(Error::from))
-                .and_then(set_error)
+                .and_then(|a| set_error(a, &ask))
             {
                 let _ = guard.unlock().await;
                 return Err(e);
@@ -206,9 +206,12 @@ fn still_held(row: Option<&LeaseRecord>, token: FencingToken) -> bool {
     row.is_some_and(|r| r.held && r.token == token)
 }
 
-fn set_error(answer: ValueAnswer) -> Result<()> {
+/// The answer of writing the ask's force value: the ask's tenure ended before it (`NotHeld`),
+/// or the statement failed.
+fn set_error(answer: ValueAnswer, ask: &LeaseKey) -> Result<()> {
     match answer {
         ValueAnswer::Set { .. } => Ok(()),
+        ValueAnswer::NotHeld => Err(Error::NotHeld { key: ask.clone() }),
         ValueAnswer::Failed(e) => Err(Error::Store(e)),
         _ => Err(Error::ShutDown),
     }
