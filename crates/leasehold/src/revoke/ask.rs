@@ -74,7 +74,9 @@ impl LeaseService {
     ///
     /// # Cancel safety
     /// Dropped part-way, the ask's row is released in the background (the holder then stops
-    /// draining, or competes again); a hand-over already under way goes on.
+    /// draining, or competes again); a hand-over already under way goes on. Returns within the
+    /// patience plus its few statements before and after the wait (the read, the ask's grant
+    /// and value, its withdrawal), each bounded by the request timeout.
     pub async fn ask_release_with(&self, name: &str, options: &AskOptions) -> Result<AskOutcome> {
         options.validate()?;
         let key = self.key(name)?;
