@@ -434,3 +434,47 @@ async fn bad_input_is_refused_before_anything_is_written() {
     assert!(asker.lease_tasks().await.expect("list").is_empty());
     asker.shutdown().await.expect("shutdown");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_asker_without_a_task_sees_the_release_and_the_holder_comes_back() {
+    for (backend, url) in backends("revoke-notask") {
+        let ns = unique_namespace("revoke-notask");
+        let holder = service(&url, &ns).await;
+        let asker = service(&url, &ns).await;
+        // Started many at once: each revocable task watches its own ask.
+        let (options, told) = revocable(Duration::from_secs(30));
+        let tasks = holder
+            .start_lease_tasks(["leader", "other"], options)
+            .await
+            .expect("start");
+        let token = held(&tasks[0]).await;
+        let other = held(&tasks[1]).await;
+        let outcome = asker
+            .ask_release("leader", Duration::from_secs(10))
+            .await
+            .expect("ask");
+        assert_eq!(
+            outcome,
+            AskOutcome::Released { previous: token },
+            "{backend}"
+        );
+        // The ask is withdrawn on return: the holder competes again and takes a new tenure.
+        let again = held(&tasks[0]).await;
+        assert!(
+            again > token,
+            "{backend}: a new tenure {again} after {token}"
+        );
+        assert_eq!(
+            tasks[1].token(),
+            Some(other),
+            "{backend}: the other task untouched"
+        );
+        let told = told.lock().expect("told").clone();
+        assert!(
+            matches!(told.last(), Some(Revocation::HandedOver(HandOver::Drained { token: t })) if *t == token),
+            "{backend}: {told:?}"
+        );
+        holder.shutdown().await.expect("shutdown");
+        asker.shutdown().await.expect("shutdown");
+    }
+}
