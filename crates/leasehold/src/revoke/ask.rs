@@ -124,7 +124,8 @@ impl LeaseService {
         let outcome = self
             .await_hand_over(&key, &held, options.patience, give_up)
             .await;
-        // Withdrawn: the holder competes again (it lost nothing to a task of ours that holds).
+        // Withdrawn whatever came of it: a holder that handed over competes again (and finds
+        // this service's task holding, if it took the lease); one still draining stops.
         let _ = guard.unlock().await;
         outcome
     }
