@@ -163,6 +163,31 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 Ok(REFUSED)
             }
         }
+        Command::AskRelease {
+            namespace,
+            name,
+            wait,
+            force_after,
+            holder,
+            json,
+        } => {
+            let key = LeaseKey::parse(namespace, name)?;
+            leasehold_core::ask::ask_key(&key)?;
+            crate::ask::check(*wait, *force_after)?;
+            let holder = match holder {
+                Some(h) => HolderId::new(h.as_str())?,
+                None => HolderId::new(format!("ask-release:{}", std::process::id()))?,
+            };
+            let store = open(&cli, true).await?;
+            let args = crate::ask::AskArgs {
+                key,
+                holder,
+                wait: *wait,
+                force_after: *force_after,
+                json: *json,
+            };
+            crate::ask::ask_release(&store, &args).await
+        }
         Command::Purge {
             older_than,
             namespace,

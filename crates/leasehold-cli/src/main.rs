@@ -2,12 +2,13 @@
 //!
 //! The operator's tools only: the demo, the bench and the torture test are `leasehold-lab`.
 //!
-//! Exit codes: 0 done; 1 database error; 2 bad arguments; 3 refused (held by another holder, or
-//! not ours to unlock); 5 `check`: the clock rates differ too much for the configured margin
+//! Exit codes: 0 done; 1 database error; 2 bad arguments; 3 refused (held by another holder,
+//! not ours to unlock, or an ask that moved nothing); 5 `check`: the clock rates differ too much for the configured margin
 //! and term, or could not be shown not to; 6 `check` of several MySQL/MariaDB nodes: two
 //! nodes' clocks are not shown to agree within the safety margin.
 #![forbid(unsafe_code)]
 
+mod ask;
 mod check;
 mod commands;
 mod exit;
@@ -108,6 +109,33 @@ pub enum Command {
         namespace: String,
         /// Lease name.
         name: String,
+    },
+    /// Ask the holder of a lease to hand it over (cooperative revocation): takes the ask's row
+    /// NAME#ask for the wait, then waits for the holder's tenure to end. Only a holder that
+    /// opted in (a revocable lease task) answers: it finishes its running work, gives the lease
+    /// up and stays out while the ask is live. Exit 0 when the tenure ended, 3 when nothing
+    /// changed (not held, another ask live, or the wait ran out). The ask is withdrawn on exit.
+    #[command(
+        after_help = "Example:\n  leasehold ask-release jobs nightly-report --wait 30s --force-after 20s"
+    )]
+    AskRelease {
+        /// Namespace ("" for the default one).
+        namespace: String,
+        /// Lease name.
+        name: String,
+        /// How long to wait for the holder to hand over.
+        #[arg(long, default_value = "30s", value_parser = duration::parse, allow_hyphen_values = true)]
+        wait: Duration,
+        /// From this far into the wait, a revocable holder ends its tenure even with work still
+        /// running (only fencing protects from that work). Shorter than --wait.
+        #[arg(long, value_parser = duration::parse, allow_hyphen_values = true)]
+        force_after: Option<Duration>,
+        /// Holder id to ask as (default: ask-release:PID).
+        #[arg(long)]
+        holder: Option<String>,
+        /// Print one JSON object (`outcome`: handed_over, timed_out, not_held, already_asked).
+        #[arg(long)]
+        json: bool,
     },
     /// Delete rows released or expired for longer than the given age.
     #[command(after_help = "Example:\n  leasehold purge --older-than 7d")]

@@ -611,6 +611,7 @@ fn every_subcommand_help_shows_an_example() {
     assert_eq!(
         sorted,
         [
+            "ask-release",
             "check",
             "completions",
             "lock",

@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod ask;
 pub mod clock;
 pub mod clock_rate;
 pub mod config;

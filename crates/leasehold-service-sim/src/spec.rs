@@ -52,6 +52,9 @@ pub struct OpWeights {
     pub observe_task: u32,
     pub hand_over: u32,
     pub yield_lease: u32,
+    /// `ask_release` of a lease task's name (and, while above zero, lease tasks started
+    /// revocable half the time).
+    pub ask_release: u32,
     pub lock: u32,
     pub try_locker: u32,
     pub guard_unlock: u32,
@@ -95,6 +98,7 @@ impl OpWeights {
             observe_task: 0,
             hand_over: 0,
             yield_lease: 0,
+            ask_release: 0,
             lock: 0,
             try_locker: 0,
             guard_unlock: 0,
@@ -137,6 +141,7 @@ impl Default for OpWeights {
             observe_task: 6,
             hand_over: 3,
             yield_lease: 3,
+            ask_release: 0,
             lock: 10,
             try_locker: 6,
             guard_unlock: 5,

@@ -279,3 +279,26 @@ async fn on_every_backend_3s(weights: &leasehold_service_sim::OpWeights) {
     }
     assert_none(&failed);
 }
+
+/// Cooperative revocation: lease tasks (half of them revocable, with a drain timeout up to a
+/// term and a half) with work running, asked for by other services (`ask_release`, patience up
+/// to two terms, forcing one time in three), beside stops and service ends, under the default
+/// faults, on every backend: a holder and its asker are never believed together, nobody
+/// believes past its grant, no ask's row is leaked, every ask returns within its patience and
+/// the settling bound (seed 0; `LEASEHOLD_SIM_SEEDS` for more).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ask_release_under_faults() {
+    use leasehold_service_sim::OpWeights;
+    let weights = OpWeights {
+        start_lease_task: 6,
+        stop_lease_task: 1,
+        observe_task: 3,
+        ask_release: 8,
+        read: 1,
+        shutdown: 1,
+        drop_service: 1,
+        pause: 2,
+        ..OpWeights::none()
+    };
+    on_every_backend_3s(&weights).await;
+}

@@ -44,10 +44,10 @@ pub enum HandOver {
 
 /// Refuses new work while alive; accepts it again when dropped (also when a hand-over is
 /// dropped part-way).
-struct Draining(Arc<Belief>);
+pub(crate) struct Draining(Arc<Belief>);
 
 impl Draining {
-    fn new(belief: Arc<Belief>) -> Self {
+    pub(crate) fn new(belief: Arc<Belief>) -> Self {
         belief.set_draining(true);
         Self(belief)
     }

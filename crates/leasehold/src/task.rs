@@ -43,6 +43,7 @@ pub struct LeaseTaskOptions {
     pub(crate) on_lost: Option<OnLost>,
     pub(crate) config: Option<LeaseConfig>,
     pub(crate) value: Option<LeaseValue>,
+    pub(crate) revocable: Option<crate::Revocable>,
 }
 
 impl std::fmt::Debug for LeaseTaskOptions {
@@ -52,6 +53,7 @@ impl std::fmt::Debug for LeaseTaskOptions {
             .field("on_lost", &self.on_lost.is_some())
             .field("config", &self.config)
             .field("value", &self.value)
+            .field("revocable", &self.revocable)
             .finish()
     }
 }
@@ -141,6 +143,27 @@ impl LeaseTaskOptions {
     /// ```
     pub fn value(mut self, value: LeaseValue) -> Self {
         self.value = Some(value);
+        self
+    }
+
+    /// Lets other processes ask this task to hand its lease over
+    /// ([`LeaseService::ask_release`](crate::LeaseService::ask_release)); default: not
+    /// revocable, and an ask never moves it. While it holds the lease, the task watches the
+    /// ask's row `{name}#ask`; on an ask it drains its running work as
+    /// [`LeaseService::hand_over`](crate::LeaseService::hand_over) does (at most
+    /// `revocable`'s drain timeout, never past the ask's force deadline), gives the tenure up
+    /// (cancellation token first, then the release) and competes again once the ask ended.
+    /// Module page: [`crate::revoke`].
+    ///
+    /// # Examples
+    /// ```
+    /// use std::time::Duration;
+    /// use leasehold::{LeaseTaskOptions, Revocable};
+    /// let options = LeaseTaskOptions::new().revocable(Revocable::new(Duration::from_secs(30)));
+    /// # let _ = options;
+    /// ```
+    pub fn revocable(mut self, revocable: crate::Revocable) -> Self {
+        self.revocable = Some(revocable);
         self
     }
 }

@@ -97,6 +97,15 @@ fn graceful_hand_over_lets_the_last_job_finish_first() {
 }
 
 #[test]
+fn ask_release_moves_the_lease_after_the_last_job() {
+    runs(
+        "ask_release",
+        &[],
+        "node-b took over from tenure 1 with token 2, after node-a's last job",
+    );
+}
+
+#[test]
 fn axum_leader_serves_work_as_leader() {
     runs(
         "axum_leader",

@@ -6,6 +6,7 @@
 //! incarnation is gone). Every belief signal a step creates is registered with the oracle
 //! ([`crate::beliefs`]).
 
+mod ask;
 mod drive;
 mod fair;
 mod locks;
@@ -110,6 +111,7 @@ enum Op {
     ObserveTask,
     HandOver,
     YieldLease,
+    AskRelease,
     Lock,
     TryLocker,
     GuardUnlock,
@@ -141,13 +143,14 @@ enum Op {
     Pause,
 }
 
-fn menu(w: &OpWeights) -> [(Op, u32); 34] {
+fn menu(w: &OpWeights) -> [(Op, u32); 35] {
     [
         (Op::StartLeaseTask, w.start_lease_task),
         (Op::StopLeaseTask, w.stop_lease_task),
         (Op::ObserveTask, w.observe_task),
         (Op::HandOver, w.hand_over),
         (Op::YieldLease, w.yield_lease),
+        (Op::AskRelease, w.ask_release),
         (Op::Lock, w.lock),
         (Op::TryLocker, w.try_locker),
         (Op::GuardUnlock, w.guard_unlock),
@@ -255,6 +258,7 @@ impl Program {
             Op::ObserveTask => self.observe_task().await,
             Op::HandOver => self.hand_over(false).await,
             Op::YieldLease => self.hand_over(true).await,
+            Op::AskRelease => self.ask_release().await,
             Op::Lock => self.lock().await,
             Op::TryLocker => self.try_locker().await,
             Op::GuardUnlock => self.guard_unlock().await,

@@ -28,15 +28,22 @@ impl Program {
         let panics = self.rng.random_bool(0.1);
         let once = Arc::new(AtomicBool::new(panics));
         let (beliefs, o, k) = (Arc::clone(&self.ctx.beliefs), owner.clone(), key.clone());
-        let options = LeaseTaskOptions::new().on_acquired(move |token, cancel| {
+        let mut options = LeaseTaskOptions::new().on_acquired(move |token, cancel| {
             beliefs.token(&o, k.clone(), Some(token), cancel, TokenSource::OnAcquired);
             if once.swap(false, Ordering::SeqCst) {
                 panic!("{INTENDED_PANIC}: on_acquired of {k} (token {token})");
             }
         });
+        // Drawn only when asks are in the program, so other programs replay as before.
+        let revocable = (self.ctx.world.spec.weights.ask_release > 0 && self.rng.random_bool(0.5))
+            .then(|| self.ctx.term().mul_f64(self.rng.random_range(0.0..1.5)));
+        if let Some(drain) = revocable {
+            options = options.revocable(leasehold::Revocable::new(drain));
+        }
         let what = format!(
-            "start_lease_task {name}{}",
-            if panics { " (on_acquired panics)" } else { "" }
+            "start_lease_task {name}{}{}",
+            if panics { " (on_acquired panics)" } else { "" },
+            revocable.map_or(String::new(), |d| format!(" (revocable, drain {d:?})"))
         );
         let quick = self.ctx.quick();
         let f = service.start_lease_task(&name, options);

@@ -53,8 +53,12 @@ impl LeaseService {
             .clone()
             .unwrap_or_else(|| self.inner.config.clone());
         config.validate()?;
-        let start = self.start_message(key.clone(), config, &options);
-        let (belief, _) = self.inner.engine.send(start).await??;
+        crate::revoke::check(&key, &options)?;
+        let start = self.start_message(key.clone(), config.clone(), &options);
+        let (belief, started) = self.inner.engine.send(start).await??;
+        if started {
+            self.watch_asks(&key, &belief, &config, &options)?;
+        }
         Ok(LeaseTask {
             key,
             belief,
@@ -123,6 +127,9 @@ impl LeaseService {
             .clone()
             .unwrap_or_else(|| self.inner.config.clone());
         config.validate()?;
+        for key in &keys {
+            crate::revoke::check(key, &options)?;
+        }
         let mut tasks = Vec::with_capacity(keys.len());
         let mut started_here = Vec::new();
         for chunk in keys.chunks(START_CHUNK) {
@@ -154,6 +161,7 @@ impl LeaseService {
             };
             for (key, (belief, started)) in chunk.iter().zip(answered) {
                 if started {
+                    self.watch_asks(key, &belief, &config, &options)?;
                     started_here.push(key.clone());
                 }
                 tasks.push(LeaseTask {
