@@ -20,6 +20,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::Poll;
 use std::time::Duration;
 
 use actix::Addr;
@@ -27,7 +28,7 @@ use futures::future::join_all;
 use leasehold_core::{HolderId, LeaseConfig, LeaseKey, LeaseName, Namespace, Notification};
 use leasehold_engine::{
     Belief, Broadcast, LeaseEngine, ListLive, Owner, Registry, SetCompeting, StartTask, StopTask,
-    WakeTasks,
+    WakeTasks, WatchReleases,
 };
 use tokio::sync::{Notify, broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
@@ -187,13 +188,16 @@ impl Coordinator {
         let _round = self.round.lock().await;
         let self_live = self.registry.has_lease(&self.membership.key);
         let hosts = if self_live {
-            let records = self
-                .engine
-                .send(ListLive {
-                    namespace: self.namespace.clone(),
-                    prefix: self.membership.prefix.clone(),
-                })
-                .await??;
+            let list = self.engine.send(ListLive {
+                namespace: self.namespace.clone(),
+                prefix: self.membership.prefix.clone(),
+            });
+            // A round that has changed nothing yet gives way to `leave`, which waits for the
+            // round in progress: the read goes on in the engine's task and its answer is dropped.
+            let records = tokio::select! {
+                records = list => records??,
+                () = self.stop.cancelled() => return Ok(()),
+            };
             self.membership.live_hosts(&records, true)
         } else {
             BTreeSet::new()
@@ -271,6 +275,37 @@ impl Coordinator {
         Ok(())
     }
 
+    /// Watches the membership lease of every other member last read, and of no one else: its
+    /// release is pushed like any lease's (the doorbell rings once it has committed), so a
+    /// leaver, which ends its membership before it releases its names, is seen at once, without
+    /// waiting for the group's bell.
+    async fn watch_members(&self, watches: &mut MemberWatches) {
+        let others: BTreeSet<String> = self
+            .view()
+            .members
+            .iter()
+            .filter(|m| m.as_str() != self.holder().as_str())
+            .cloned()
+            .collect();
+        watches.retain(|m, _| others.contains(m));
+        for member in others {
+            if watches.contains_key(&member) {
+                continue;
+            }
+            let Ok(name) = LeaseName::new(format!("{}{member}", self.membership.prefix)) else {
+                continue;
+            };
+            let key = LeaseKey::new(self.namespace.clone(), name);
+            match self.engine.send(WatchReleases { key }).await {
+                Ok(Some(rx)) => {
+                    watches.insert(member, rx);
+                }
+                // No doorbell, or shut down: the bell and the refresh still come.
+                Ok(None) | Err(_) => return,
+            }
+        }
+    }
+
     fn key(&self, name: &LeaseName) -> LeaseKey {
         LeaseKey::new(self.namespace.clone(), name.clone())
     }
@@ -309,16 +344,25 @@ impl Coordinator {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
+        // Without a doorbell nothing is pushed: no member is watched either.
+        let doorbell = rings.is_some();
+        let mut members = MemberWatches::new();
         let mut rang = false;
         loop {
             if let Err(e) = self.reconcile().await {
                 // The leases themselves keep it safe; try again next round.
                 tracing::warn!("{}: sharding refresh failed: {e}", self.holder());
             }
+            if self.stop.is_cancelled() {
+                return;
+            }
             if std::mem::take(&mut rang)
                 && let Err(e) = self.wake_waiting().await
             {
                 tracing::debug!("{}: waking the waiting names failed: {e}", self.holder());
+            }
+            if doorbell {
+                self.watch_members(&mut members).await;
             }
             let refresh = tokio::time::sleep(self.refresh);
             tokio::pin!(refresh);
@@ -331,11 +375,36 @@ impl Coordinator {
                         rang = true;
                         break;
                     }
+                    () = next_member_ring(&mut members) => {
+                        rang = true;
+                        break;
+                    }
                     () = self.given_up.notified() => self.ring_bell().await,
                 }
             }
         }
     }
+}
+
+/// The rings of the other members' membership leases, by holder.
+type MemberWatches = BTreeMap<String, mpsc::Receiver<()>>;
+
+/// The next ring of any member's membership lease (a release: that member left); never while
+/// none is watched. A watch whose doorbell has gone is dropped (the next round watches again).
+async fn next_member_ring(watches: &mut MemberWatches) {
+    std::future::poll_fn(|cx| {
+        let mut rang = false;
+        watches.retain(|_, rx| match rx.poll_recv(cx) {
+            Poll::Ready(Some(())) => {
+                rang = true;
+                true
+            }
+            Poll::Ready(None) => false,
+            Poll::Pending => true,
+        });
+        if rang { Poll::Ready(()) } else { Poll::Pending }
+    })
+    .await;
 }
 
 /// The next ring of the group's bell; never, once the doorbell has gone (or without one).
