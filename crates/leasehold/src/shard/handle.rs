@@ -116,10 +116,12 @@ impl ShardedTasks {
         &self.shared.membership.key
     }
 
-    /// Leaves the ring gracefully: stops refreshing, releases the membership lease first, then
-    /// stops every name, releasing what is held, and rings the group's bell so the others take
-    /// the names over at once (at their next refresh if the ring is missed). Returns how many
-    /// names were held. The service keeps running.
+    /// Leaves the ring gracefully: stops refreshing (a round still reading the members gives
+    /// way at once), releases the membership lease first, then stops every name, releasing what
+    /// is held, and rings the group's bell. The other members watch the membership lease, so its
+    /// release makes them take the names over at once (the bell, or at worst their next
+    /// refresh, if that ring is missed). Returns how many names were held. The service keeps
+    /// running.
     ///
     /// # Errors
     /// [`Error::ShutDown`](crate::Error::ShutDown) if the service is shut down.

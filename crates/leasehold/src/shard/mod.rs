@@ -16,6 +16,17 @@
 //! up have all settled, and every member that hears it runs a round at once and wakes its names waiting to
 //! apply. The ring carries nothing: the round reads the members as always, so a missed ring (no
 //! doorbell, a dropped connection) only costs the refresh interval, as without it.
+//!
+//! A leaver is seen sooner still: every member watches the membership lease of every other
+//! member it last read (`Doorbell::watch`, as a lock's waiter does), and a leaver ends its
+//! membership (the release committed) before it releases its names. The membership's release is
+//! pushed like any lease's, so the members run a round at once and compete for the names the
+//! ring now gives them; a name the leaver still holds refuses them, and they wait on its own
+//! release, pushed the same way. On MySQL/MariaDB this is what avoids the bell's hold
+//! (`BELL_HOLD`); each watched member there takes turns on the doorbell's few waiting
+//! connections (`MAX_WAITING`, shared with the service's other waits), so in a large group a
+//! leave may still be heard at the bell. A missed ring costs what it did before: the bell, or
+//! the refresh interval.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
