@@ -18,11 +18,11 @@
 //! doorbell, a dropped connection) only costs the refresh interval, as without it.
 //!
 //! A leaver is seen sooner still: every member watches the membership lease of every other
-//! member it last read (`Doorbell::watch`, as a lock's waiter does), and a leaver ends its
-//! membership (the release committed) before it releases its names. The membership's release is
-//! pushed like any lease's, so the members run a round at once and compete for the names the
-//! ring now gives them; a name the leaver still holds refuses them, and they wait on its own
-//! release, pushed the same way. On MySQL/MariaDB this is what avoids the bell's hold
+//! member it last read (`Doorbell::watch`, as a lock's waiter does), and a leaver stops its
+//! membership and its names together. The membership's release is pushed like any lease's once
+//! it has committed, so the members run a round at once and compete for the names the ring now
+//! gives them; a name the leaver still holds refuses them, and they wait on its own release,
+//! pushed the same way. On MySQL/MariaDB this is what avoids the bell's hold
 //! (`BELL_HOLD`); each watched member there takes turns on the doorbell's few waiting
 //! connections (`MAX_WAITING`, shared with the service's other waits), so in a large group a
 //! leave may still be heard at the bell. A missed ring costs what it did before: the bell, or
@@ -288,8 +288,7 @@ impl Coordinator {
 
     /// Watches the membership lease of every other member last read, and of no one else: its
     /// release is pushed like any lease's (the doorbell rings once it has committed), so a
-    /// leaver, which ends its membership before it releases its names, is seen at once, without
-    /// waiting for the group's bell.
+    /// leaver is seen at once, without waiting for the group's bell.
     async fn watch_members(&self, watches: &mut MemberWatches) {
         let others: BTreeSet<String> = self
             .view()
