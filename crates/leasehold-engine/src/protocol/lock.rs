@@ -163,8 +163,9 @@ pub struct FindLock {
 /// so this is [`ListLive`](crate::ListLive).
 pub type ListLocks = super::ListLive;
 
-/// Watch for releases of `key` announced by any process (PostgreSQL `LISTEN`, one listener per
-/// service on a connection of its own). Answers `None` on other backends (waiters poll).
+/// Watch for releases of `key` announced by any process, through the service's doorbell
+/// ([`leasehold_storage::Doorbell::watch`]): of a lock, or of a shard group's member. Answers
+/// `None` without a doorbell (waiters poll).
 #[derive(Debug, Message)]
 #[rtype(result = "Option<mpsc::Receiver<()>>")]
 pub struct WatchReleases {

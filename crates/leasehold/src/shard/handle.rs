@@ -116,10 +116,12 @@ impl ShardedTasks {
         &self.shared.membership.key
     }
 
-    /// Leaves the ring gracefully: stops refreshing, releases the membership lease first, then
-    /// stops every name, releasing what is held, and rings the group's bell so the others take
-    /// the names over at once (at their next refresh if the ring is missed). Returns how many
-    /// names were held. The service keeps running.
+    /// Leaves the ring gracefully: stops refreshing (a round still reading the members gives
+    /// way at once), stops the membership lease and right after it every name, releasing what
+    /// is held (the releases go out together), and rings the group's bell. The other members
+    /// watch the membership lease, so its release makes them take the names over at once (the
+    /// bell, or at worst their next refresh, if that ring is missed). Returns how many names were held. The service keeps
+    /// running.
     ///
     /// # Errors
     /// [`Error::ShutDown`](crate::Error::ShutDown) if the service is shut down.
@@ -135,20 +137,21 @@ impl ShardedTasks {
         self.stop_everything().await
     }
 
-    /// Stops the membership first, then every name, releasing what is held; answers how many
-    /// names were held.
+    /// Stops the membership and every name (the membership's stop sent first), releasing what
+    /// is held; answers how many names were held.
     async fn stop_everything(&self) -> Result<usize> {
         let shared = &self.shared;
-        shared
-            .engine
-            .send(StopTask {
-                key: shared.membership.key.clone(),
-                owner: Owner::Membership(Arc::clone(&shared.group)),
-            })
-            .await?;
+        // The membership's stop is sent first (the engine takes it first) and the names' right
+        // after, without waiting: their releases go out together.
+        let membership = shared.engine.send(StopTask {
+            key: shared.membership.key.clone(),
+            owner: Owner::Membership(Arc::clone(&shared.group)),
+        });
         let names: Vec<LeaseName> = shared.view().competing.keys().cloned().collect();
         let held = self.held().len();
-        shared.stop_names(names).await?;
+        let (membership, names) = futures::join!(membership, shared.stop_names(names));
+        membership?;
+        names?;
         shared.view().members.clear();
         // Membership and names released: the others take them over now, not at their refresh.
         shared.ring_bell().await;

@@ -16,10 +16,22 @@
 //! up have all settled, and every member that hears it runs a round at once and wakes its names waiting to
 //! apply. The ring carries nothing: the round reads the members as always, so a missed ring (no
 //! doorbell, a dropped connection) only costs the refresh interval, as without it.
+//!
+//! A leaver is seen sooner still: every member watches the membership lease of every other
+//! member it last read (`Doorbell::watch`, as a lock's waiter does), and a leaver stops its
+//! membership and its names together. The membership's release is pushed like any lease's once
+//! it has committed, so the members run a round at once and compete for the names the ring now
+//! gives them; a name the leaver still holds refuses them, and they wait on its own release,
+//! pushed the same way. On MySQL/MariaDB this is what avoids the bell's hold
+//! (`BELL_HOLD`); each watched member there takes turns on the doorbell's few waiting
+//! connections (`MAX_WAITING`, shared with the service's other waits), so in a large group a
+//! leave may still be heard at the bell. A missed ring costs what it did before: the bell, or
+//! the refresh interval.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::Poll;
 use std::time::Duration;
 
 use actix::Addr;
@@ -27,7 +39,7 @@ use futures::future::join_all;
 use leasehold_core::{HolderId, LeaseConfig, LeaseKey, LeaseName, Namespace, Notification};
 use leasehold_engine::{
     Belief, Broadcast, LeaseEngine, ListLive, Owner, Registry, SetCompeting, StartTask, StopTask,
-    WakeTasks,
+    WakeTasks, WatchReleases,
 };
 use tokio::sync::{Notify, broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
@@ -187,13 +199,16 @@ impl Coordinator {
         let _round = self.round.lock().await;
         let self_live = self.registry.has_lease(&self.membership.key);
         let hosts = if self_live {
-            let records = self
-                .engine
-                .send(ListLive {
-                    namespace: self.namespace.clone(),
-                    prefix: self.membership.prefix.clone(),
-                })
-                .await??;
+            let list = self.engine.send(ListLive {
+                namespace: self.namespace.clone(),
+                prefix: self.membership.prefix.clone(),
+            });
+            // A round that has changed nothing yet gives way to `leave`, which waits for the
+            // round in progress: the read goes on in the engine's task and its answer is dropped.
+            let records = tokio::select! {
+                records = list => records??,
+                () = self.stop.cancelled() => return Ok(()),
+            };
             self.membership.live_hosts(&records, true)
         } else {
             BTreeSet::new()
@@ -271,6 +286,36 @@ impl Coordinator {
         Ok(())
     }
 
+    /// Watches the membership lease of every other member last read, and of no one else: its
+    /// release is pushed like any lease's (the doorbell rings once it has committed), so a
+    /// leaver is seen at once, without waiting for the group's bell.
+    async fn watch_members(&self, watches: &mut MemberWatches) {
+        let others: BTreeSet<String> = self
+            .view()
+            .members
+            .iter()
+            .filter(|m| m.as_str() != self.holder().as_str())
+            .cloned()
+            .collect();
+        watches.retain(|m, _| others.contains(m));
+        for member in others {
+            if watches.contains_key(&member) {
+                continue;
+            }
+            let Ok(name) = LeaseName::new(format!("{}{member}", self.membership.prefix)) else {
+                continue;
+            };
+            let key = LeaseKey::new(self.namespace.clone(), name);
+            match self.engine.send(WatchReleases { key }).await {
+                Ok(Some(rx)) => {
+                    watches.insert(member, rx);
+                }
+                // No doorbell, or shut down: the bell and the refresh still come.
+                Ok(None) | Err(_) => return,
+            }
+        }
+    }
+
     fn key(&self, name: &LeaseName) -> LeaseKey {
         LeaseKey::new(self.namespace.clone(), name.clone())
     }
@@ -309,16 +354,25 @@ impl Coordinator {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
+        // Without a doorbell nothing is pushed: no member is watched either.
+        let doorbell = rings.is_some();
+        let mut members = MemberWatches::new();
         let mut rang = false;
         loop {
             if let Err(e) = self.reconcile().await {
                 // The leases themselves keep it safe; try again next round.
                 tracing::warn!("{}: sharding refresh failed: {e}", self.holder());
             }
+            if self.stop.is_cancelled() {
+                return;
+            }
             if std::mem::take(&mut rang)
                 && let Err(e) = self.wake_waiting().await
             {
                 tracing::debug!("{}: waking the waiting names failed: {e}", self.holder());
+            }
+            if doorbell {
+                self.watch_members(&mut members).await;
             }
             let refresh = tokio::time::sleep(self.refresh);
             tokio::pin!(refresh);
@@ -331,11 +385,36 @@ impl Coordinator {
                         rang = true;
                         break;
                     }
+                    () = next_member_ring(&mut members) => {
+                        rang = true;
+                        break;
+                    }
                     () = self.given_up.notified() => self.ring_bell().await,
                 }
             }
         }
     }
+}
+
+/// The rings of the other members' membership leases, by holder.
+type MemberWatches = BTreeMap<String, mpsc::Receiver<()>>;
+
+/// The next ring of any member's membership lease (a release: that member left); never while
+/// none is watched. A watch whose doorbell has gone is dropped (the next round watches again).
+async fn next_member_ring(watches: &mut MemberWatches) {
+    std::future::poll_fn(|cx| {
+        let mut rang = false;
+        watches.retain(|_, rx| match rx.poll_recv(cx) {
+            Poll::Ready(Some(())) => {
+                rang = true;
+                true
+            }
+            Poll::Ready(None) => false,
+            Poll::Pending => true,
+        });
+        if rang { Poll::Ready(()) } else { Poll::Pending }
+    })
+    .await;
 }
 
 /// The next ring of the group's bell; never, once the doorbell has gone (or without one).
