@@ -127,12 +127,13 @@ impl LeaseService {
         };
         let outcome = drain(&draining.0, timeout).await;
         let stopped = self.on_engine(StopTask {
-            key,
+            key: key.clone(),
             owner: Owner::Task,
         });
         if !stopped.await? {
             return Ok(HandOver::NoTask);
         }
+        self.stop_candidacy(&key).await?;
         Ok(outcome)
     }
 

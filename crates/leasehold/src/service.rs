@@ -358,6 +358,12 @@ impl LeaseService {
         WeakService(Arc::downgrade(&self.inner))
     }
 
+    /// Whether this is the last handle on the service: a background step that upgraded its
+    /// [`WeakService`] and finds itself alone lets go, so the user's drop ends the service.
+    pub(crate) fn is_only_handle(&self) -> bool {
+        Arc::strong_count(&self.inner) == 1
+    }
+
     pub(crate) fn engine(&self) -> &Addr<LeaseEngine> {
         &self.inner.engine
     }

@@ -1,0 +1,142 @@
+//! The row of a lease task's candidacy (candidates and priority): where it lives and what its
+//! value says, shared by the library's candidate tasks, `LeaseService::participants` and the
+//! `leasehold` command, which does not link the library.
+//!
+//! A lease task of holder `h` that is a candidate for lease `name` keeps the row
+//! `{name}#cand:{h}` in the lease's namespace, held by `h` and renewed while the task runs. Its
+//! value is `priority=N` or `priority=N;value=V`: the candidate's priority and, optionally, the
+//! value it gives its readers (its address, say).
+
+use crate::{HolderId, LeaseKey, LeaseName, LeaseValue, ValidationError};
+
+/// The reserved part of a candidacy's row: holder `h`'s candidacy for lease `leader` is the row
+/// `leader#cand:h`.
+pub const CANDIDATE_SUFFIX: &str = "#cand:";
+
+const PRIORITY_PREFIX: &str = "priority=";
+const VALUE_PREFIX: &str = ";value=";
+
+/// The prefix every candidacy row of lease `key` starts with: `{name}#cand:`.
+#[must_use]
+pub fn candidate_prefix(key: &LeaseKey) -> String {
+    format!("{}{CANDIDATE_SUFFIX}", key.name.as_str())
+}
+
+/// The key of `holder`'s candidacy for lease `key`: `{name}#cand:{holder}` in the same namespace.
+///
+/// # Errors
+/// [`ValidationError::TooLong`] when `{name}#cand:{holder}` is longer than a lease name may be.
+///
+/// # Examples
+/// ```
+/// use leasehold_core::{HolderId, LeaseKey};
+/// let key = LeaseKey::parse("jobs", "leader").unwrap();
+/// let me = HolderId::new("host-a:17:0badcafe").unwrap();
+/// let row = leasehold_core::candidate::candidate_key(&key, &me).unwrap();
+/// assert_eq!(row.name.as_str(), "leader#cand:host-a:17:0badcafe");
+/// ```
+pub fn candidate_key(key: &LeaseKey, holder: &HolderId) -> Result<LeaseKey, ValidationError> {
+    let name = LeaseName::new(format!("{}{}", candidate_prefix(key), holder.as_str()))?;
+    Ok(LeaseKey::new(key.namespace.clone(), name))
+}
+
+/// What a candidacy row says: the candidate's priority and its value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidacy {
+    /// The higher, the more preferred.
+    pub priority: i32,
+    /// The value the candidate gives its readers.
+    pub value: Option<LeaseValue>,
+}
+
+impl Candidacy {
+    /// The row's value: `priority=N` or `priority=N;value=V`.
+    ///
+    /// # Errors
+    /// [`ValidationError::TooLong`] (field `value`) when the value is too long to fit beside the
+    /// priority in one lease value.
+    ///
+    /// # Examples
+    /// ```
+    /// use leasehold_core::{LeaseValue, candidate::Candidacy};
+    /// let c = Candidacy { priority: -3, value: Some(LeaseValue::new("10.0.0.7:80").unwrap()) };
+    /// let v = c.encode().unwrap();
+    /// assert_eq!(v.as_str(), "priority=-3;value=10.0.0.7:80");
+    /// assert_eq!(Candidacy::decode(&v), Some(c));
+    /// ```
+    pub fn encode(&self) -> Result<LeaseValue, ValidationError> {
+        let text = match &self.value {
+            Some(v) => format!(
+                "{PRIORITY_PREFIX}{}{VALUE_PREFIX}{}",
+                self.priority,
+                v.as_str()
+            ),
+            None => format!("{PRIORITY_PREFIX}{}", self.priority),
+        };
+        LeaseValue::new(text)
+    }
+
+    /// What [`Candidacy::encode`] wrote, read back; `None` for any other value.
+    #[must_use]
+    pub fn decode(value: &LeaseValue) -> Option<Self> {
+        let rest = value.as_str().strip_prefix(PRIORITY_PREFIX)?;
+        let (priority, value) = match rest.split_once(VALUE_PREFIX) {
+            Some((p, v)) => (p, Some(LeaseValue::new(v).ok()?)),
+            None => (rest, None),
+        };
+        Some(Self {
+            priority: priority.parse().ok()?,
+            value,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_refuses_other_values() {
+        let plain = Candidacy {
+            priority: 7,
+            value: None,
+        };
+        let v = plain.encode().expect("valid");
+        assert_eq!(v.as_str(), "priority=7");
+        assert_eq!(Candidacy::decode(&v), Some(plain));
+        let tricky = Candidacy {
+            priority: i32::MIN,
+            value: Some(LeaseValue::new(";value=x;priority=3").expect("valid")),
+        };
+        assert_eq!(
+            Candidacy::decode(&tricky.encode().expect("valid")),
+            Some(tricky)
+        );
+        for other in [
+            "",
+            "priority=",
+            "priority=x",
+            "force-before-end-ms=3",
+            "priority=1;v",
+        ] {
+            assert_eq!(
+                Candidacy::decode(&LeaseValue::new(other).expect("valid")),
+                None
+            );
+        }
+        let long = Candidacy {
+            priority: 1,
+            value: Some(LeaseValue::new("x".repeat(1020)).expect("valid")),
+        };
+        assert!(long.encode().is_err());
+    }
+
+    #[test]
+    fn a_name_too_long_for_the_suffix_is_refused() {
+        let me = HolderId::new("h").expect("valid");
+        let fits = LeaseKey::parse("", &"n".repeat(255 - 7)).expect("valid");
+        assert!(candidate_key(&fits, &me).is_ok());
+        let long = LeaseKey::parse("", &"n".repeat(255 - 6)).expect("valid");
+        assert!(candidate_key(&long, &me).is_err());
+    }
+}
