@@ -17,6 +17,12 @@ const PRIORITY_PREFIX: &str = "priority=";
 const VALUE_PREFIX: &str = ";value=";
 
 /// The prefix every candidacy row of lease `key` starts with: `{name}#cand:`.
+///
+/// # Examples
+/// ```
+/// let key = leasehold_core::LeaseKey::parse("jobs", "leader").unwrap();
+/// assert_eq!(leasehold_core::candidate::candidate_prefix(&key), "leader#cand:");
+/// ```
 #[must_use]
 pub fn candidate_prefix(key: &LeaseKey) -> String {
     format!("{}{CANDIDATE_SUFFIX}", key.name.as_str())
@@ -41,6 +47,13 @@ pub fn candidate_key(key: &LeaseKey, holder: &HolderId) -> Result<LeaseKey, Vali
 }
 
 /// What a candidacy row says: the candidate's priority and its value.
+///
+/// # Examples
+/// ```
+/// use leasehold_core::candidate::Candidacy;
+/// let c = Candidacy { priority: 2, value: None };
+/// assert_eq!(c.encode().unwrap().as_str(), "priority=2");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Candidacy {
     /// The higher, the more preferred.
@@ -77,6 +90,14 @@ impl Candidacy {
     }
 
     /// What [`Candidacy::encode`] wrote, read back; `None` for any other value.
+    ///
+    /// # Examples
+    /// ```
+    /// use leasehold_core::{LeaseValue, candidate::Candidacy};
+    /// let read = Candidacy::decode(&LeaseValue::new("priority=4;value=b:80").unwrap());
+    /// assert_eq!(read.map(|c| c.priority), Some(4));
+    /// assert_eq!(Candidacy::decode(&LeaseValue::new("10.0.0.7").unwrap()), None);
+    /// ```
     #[must_use]
     pub fn decode(value: &LeaseValue) -> Option<Self> {
         let rest = value.as_str().strip_prefix(PRIORITY_PREFIX)?;

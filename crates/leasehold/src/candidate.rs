@@ -271,7 +271,6 @@ impl LeaseService {
     /// let as_candidate = |p| LeaseTaskOptions::new().candidate(Candidate::new().priority(p));
     /// let (token, _) = a.start_lease_task("leader", as_candidate(1)).await?.acquired().await?;
     /// b.start_lease_task("leader", as_candidate(0)).await?;
-    /// # tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     /// let all = b.participants("leader").await?;
     /// assert_eq!(all.len(), 2);
     /// assert_eq!((&all[0].holder, all[0].priority, all[0].token), (a.holder(), Some(1), Some(token)));
@@ -333,7 +332,8 @@ impl LeaseService {
     }
 
     /// Registers the candidacy of the lease task of `key` just started with `options` (whose
-    /// configuration is `config`), and starts its watch, if it is a candidate. A failure stops
+    /// configuration is `config`), and starts its watch, if it is a candidate: returns once the
+    /// row was granted, or after one request timeout (the engine keeps trying). A failure stops
     /// the task again.
     pub(crate) async fn start_candidacy(
         &self,
@@ -372,6 +372,8 @@ impl LeaseService {
                 return Err(e);
             }
         };
+        // Listed before the start returns, unless the grant takes longer than a request.
+        let _ = tokio::time::timeout(config.request_timeout(), row_belief.settled()).await;
         let watch = preempt::Preempt {
             service: self.downgrade(),
             key: key.clone(),
