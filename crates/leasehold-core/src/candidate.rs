@@ -13,6 +13,10 @@ use crate::{HolderId, LeaseKey, LeaseName, LeaseValue, ValidationError};
 /// `leader#cand:h`.
 pub const CANDIDATE_SUFFIX: &str = "#cand:";
 
+/// The reserved part of a hand-over's successor marker: the holder of lease `leader` that hands
+/// it over to a named successor holds the row `leader#next`, whose value is the successor's id.
+pub const NEXT_SUFFIX: &str = "#next";
+
 const PRIORITY_PREFIX: &str = "priority=";
 const VALUE_PREFIX: &str = ";value=";
 
@@ -43,6 +47,21 @@ pub fn candidate_prefix(key: &LeaseKey) -> String {
 /// ```
 pub fn candidate_key(key: &LeaseKey, holder: &HolderId) -> Result<LeaseKey, ValidationError> {
     let name = LeaseName::new(format!("{}{}", candidate_prefix(key), holder.as_str()))?;
+    Ok(LeaseKey::new(key.namespace.clone(), name))
+}
+
+/// The key of the successor marker of lease `key`: `{name}#next` in the same namespace.
+///
+/// # Errors
+/// [`ValidationError::TooLong`] when `{name}#next` is longer than a lease name may be.
+///
+/// # Examples
+/// ```
+/// let key = leasehold_core::LeaseKey::parse("jobs", "leader").unwrap();
+/// assert_eq!(leasehold_core::candidate::next_key(&key).unwrap().name.as_str(), "leader#next");
+/// ```
+pub fn next_key(key: &LeaseKey) -> Result<LeaseKey, ValidationError> {
+    let name = LeaseName::new(format!("{}{NEXT_SUFFIX}", key.name.as_str()))?;
     Ok(LeaseKey::new(key.namespace.clone(), name))
 }
 

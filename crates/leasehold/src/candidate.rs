@@ -41,6 +41,7 @@
 //! beliefs, and asks.
 
 mod preempt;
+mod successor;
 
 use std::time::Duration;
 
@@ -52,7 +53,7 @@ use leasehold_engine::{ListLive, Owner, ReadRecord, StartTask, StopTask};
 
 use crate::{LeaseService, LeaseTaskOptions, Result};
 
-pub use leasehold_core::candidate::CANDIDATE_SUFFIX;
+pub use leasehold_core::candidate::{CANDIDATE_SUFFIX, NEXT_SUFFIX};
 
 /// How a lease task takes part as a candidate ([`LeaseTaskOptions::candidate`]): its priority,
 /// the value it shows, and the hysteresis of its pre-emption.
@@ -377,6 +378,7 @@ impl LeaseService {
         let watch = preempt::Preempt {
             service: self.downgrade(),
             key: key.clone(),
+            next: leasehold_core::candidate::next_key(key)?,
             task: std::sync::Arc::clone(belief),
             row_belief,
             poll: config.retry_interval(),
@@ -413,6 +415,7 @@ pub(crate) fn prepare(
     if let Some(candidate) = &options.candidate {
         let resolved = candidate.resolve(config, options.value.as_ref())?;
         candidate_key(key, holder)?;
+        leasehold_core::candidate::next_key(key)?;
         if options.revocable.is_none() {
             options.revocable = Some(crate::Revocable::new(resolved.drain_timeout));
         }

@@ -61,7 +61,7 @@ impl Drop for Draining {
 
 /// Waits for the work under the live tenure of `belief`: until it has all returned, the
 /// tenure ends, or `timeout` passes.
-async fn drain(belief: &Belief, timeout: Duration) -> HandOver {
+pub(crate) async fn drain(belief: &Belief, timeout: Duration) -> HandOver {
     let Some(token) = belief.token() else {
         return HandOver::NotHeld;
     };

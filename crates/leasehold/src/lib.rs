@@ -77,7 +77,7 @@ mod task;
 mod tuning;
 
 pub use builder::LeaseServiceBuilder;
-pub use candidate::{CANDIDATE_SUFFIX, Candidate, Participant};
+pub use candidate::{CANDIDATE_SUFFIX, Candidate, NEXT_SUFFIX, Participant};
 pub use clock_rate::measure_clock_rate;
 pub use error::{Error, Result};
 pub use event::{EventKind, LeaseEvent};

@@ -314,6 +314,11 @@ impl LeaseService {
         )
     }
 
+    /// The service's configuration (of its lease tasks unless their options say otherwise).
+    pub(crate) fn config(&self) -> &LeaseConfig {
+        &self.inner.config
+    }
+
     /// The service's request timeout: the bound of its store calls.
     pub(crate) fn request_timeout(&self) -> std::time::Duration {
         self.inner.config.request_timeout()

@@ -423,3 +423,85 @@ async fn bad_input_is_refused_before_anything_is_written() {
         s.shutdown().await.expect("shutdown");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hand_over_to_a_named_successor() {
+    for (backend, url) in backends("cand-next") {
+        let ns = unique_namespace("cand-next");
+        let h = service(&url, &ns).await;
+        let s1 = service(&url, &ns).await;
+        let s2 = service(&url, &ns).await;
+        let task_h = h
+            .start_lease_task("leader", options(candidate(0)))
+            .await
+            .expect("start");
+        let token_h = held(&task_h).await;
+        // The other standby counts its tenures: it must get none.
+        let grants = Arc::new(AtomicU64::new(0));
+        let counted = Arc::clone(&grants);
+        let s1_options = options(candidate(0)).on_acquired(move |_, _| {
+            counted.fetch_add(1, Ordering::SeqCst);
+        });
+        s1.start_lease_task("leader", s1_options)
+            .await
+            .expect("start");
+        let task_s2 = s2
+            .start_lease_task("leader", options(candidate(0)))
+            .await
+            .expect("start");
+        assert_eq!(listed(&h, 3).await.len(), 3, "{backend}");
+        let sampler = Sampler::start((h.clone(), task_h.clone()), (s2.clone(), task_s2.clone()));
+        let asked = MonotonicClock.now();
+        let outcome = h
+            .hand_over_to("leader", s2.holder(), Duration::from_secs(5))
+            .await
+            .expect("hand over");
+        let answered = MonotonicClock.now().duration_since(asked);
+        assert_eq!(
+            outcome,
+            leasehold::HandOver::Drained { token: token_h },
+            "{backend}"
+        );
+        let token_s2 = held(&task_s2).await;
+        let (both, rounds, tokens) = sampler.stop();
+        assert_eq!(
+            both, 0,
+            "{backend}: two believers in {both} of {rounds} samples"
+        );
+        assert!(token_s2 > token_h, "{backend}");
+        assert!(
+            tokens.windows(2).all(|w| w[0] < w[1]),
+            "{backend}: {tokens:?}"
+        );
+        assert_eq!(
+            grants.load(Ordering::SeqCst),
+            0,
+            "{backend}: the other standby stayed out"
+        );
+        // The marker is withdrawn; the old holder competes again and is refused.
+        let marker = h.current_holder("leader#next").await.expect("read");
+        assert!(marker.is_none(), "{backend}: {marker:?}");
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert!(task_s2.has_lease() && !task_h.has_lease(), "{backend}");
+        println!("{backend}: handed over to the named successor, answered after {answered:?}");
+
+        // Bad input: nothing written.
+        let invalid = |r: &Result<leasehold::HandOver, Error>| matches!(r, Err(Error::Invalid(_)));
+        let long = "n".repeat(251);
+        let timeout = Duration::from_secs(1);
+        assert!(invalid(&s2.hand_over_to("", h.holder(), timeout).await));
+        assert!(invalid(&s2.hand_over_to(&long, h.holder(), timeout).await));
+        assert!(invalid(
+            &s2.hand_over_to("leader", h.holder(), Duration::ZERO).await
+        ));
+        assert!(invalid(
+            &s2.hand_over_to("leader", s2.holder(), timeout).await
+        ));
+        let marker = h.current_holder("leader#next").await.expect("read");
+        assert!(marker.is_none(), "{backend}: {marker:?}");
+        assert_eq!(task_s2.token(), Some(token_s2), "{backend}: still held");
+        for s in [&h, &s1, &s2] {
+            s.shutdown().await.expect("shutdown");
+        }
+    }
+}

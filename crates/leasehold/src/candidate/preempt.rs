@@ -20,6 +20,8 @@ use crate::{AskOptions, AskOutcome, LeaseService};
 pub(crate) struct Preempt {
     pub(crate) service: WeakService,
     pub(crate) key: LeaseKey,
+    /// The lease's successor marker, `{name}#next`.
+    pub(crate) next: LeaseKey,
     /// The task's belief.
     pub(crate) task: Arc<Belief>,
     /// The candidacy row's belief: its tenure is this candidate's registration.
@@ -37,6 +39,8 @@ struct Seen {
     holder: Option<(FencingToken, Instant)>,
     /// No ask before this (after an ask that did not get the lease).
     quiet_until: Option<Instant>,
+    /// The task stands by because a marker names another successor.
+    out: bool,
 }
 
 impl Preempt {
@@ -61,6 +65,9 @@ impl Preempt {
                 seen.holder = None;
                 continue;
             }
+            if self.kept_out(&service, &mut seen).await {
+                continue;
+            }
             let Some(holder) = self.holder_to_ask(&service, &mut seen, now).await else {
                 continue;
             };
@@ -80,6 +87,23 @@ impl Preempt {
                 None => return,
             }
         }
+    }
+
+    /// Stands the task by while a live successor marker names another holder, and lets it
+    /// compete again once the marker is gone or names this one; `true` while it is out.
+    async fn kept_out(&self, service: &LeaseService, seen: &mut Seen) -> bool {
+        let read = service.engine().send(ReadRecord {
+            key: self.next.clone(),
+        });
+        let Ok(Ok(row)) = read.await else {
+            // Unread: as it was.
+            return seen.out;
+        };
+        let out = super::successor::named(row.as_ref()).is_some_and(|s| &s != service.holder());
+        if out != seen.out && service.set_competing(&self.key, !out).await.is_ok() {
+            seen.out = out;
+        }
+        seen.out
     }
 
     /// The holder's row when every rule allows asking it to yield now.
