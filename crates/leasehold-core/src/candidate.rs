@@ -7,7 +7,9 @@
 //! value is `priority=N` or `priority=N;value=V`: the candidate's priority and, optionally, the
 //! value it gives its readers (its address, say).
 
-use crate::{HolderId, LeaseKey, LeaseName, LeaseValue, ValidationError};
+use crate::{
+    FencingToken, HolderId, LeaseKey, LeaseName, LeaseRecord, LeaseValue, ValidationError,
+};
 
 /// The reserved part of a candidacy's row: holder `h`'s candidacy for lease `leader` is the row
 /// `leader#cand:h`.
@@ -129,6 +131,82 @@ impl Candidacy {
             value,
         })
     }
+}
+
+/// One participant of a lease, as [`participants`] reads it from the rows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Participant {
+    /// Who.
+    pub holder: HolderId,
+    /// Its priority; `None` for a holder of the lease that is not a candidate.
+    pub priority: Option<i32>,
+    /// The value it shows: its candidacy's, or, for a holder that is not a candidate, the
+    /// lease's.
+    pub value: Option<LeaseValue>,
+    /// The tenure of the lease it holds, if it is the holder.
+    pub token: Option<FencingToken>,
+}
+
+impl Participant {
+    /// Whether it holds the lease (as read).
+    ///
+    /// # Examples
+    /// ```
+    /// let all = leasehold_core::candidate::participants(None, &[], "leader#cand:");
+    /// assert!(all.iter().all(|p| !p.is_holder()));
+    /// ```
+    #[must_use]
+    pub fn is_holder(&self) -> bool {
+        self.token.is_some()
+    }
+}
+
+/// The participants of a lease from its row (`lease`) and the rows listed under its candidacy
+/// `prefix` ([`candidate_prefix`]): the holder first (a candidate or not), then every other live
+/// candidate by priority, highest first, ties by holder id. Rows that are not live, not named
+/// after their holder or without a candidacy value are left out.
+///
+/// # Examples
+/// ```
+/// let all = leasehold_core::candidate::participants(None, &[], "leader#cand:");
+/// assert!(all.is_empty());
+/// ```
+#[must_use]
+pub fn participants(
+    lease: Option<&LeaseRecord>,
+    rows: &[LeaseRecord],
+    prefix: &str,
+) -> Vec<Participant> {
+    let lease = lease.filter(|r| r.held);
+    let mut all: Vec<Participant> = rows
+        .iter()
+        .filter(|r| r.held && r.key.name.as_str().strip_prefix(prefix) == Some(r.holder.as_str()))
+        .filter_map(|r| {
+            let candidacy = Candidacy::decode(r.value.as_ref()?)?;
+            let token = lease.filter(|l| l.holder == r.holder).map(|l| l.token);
+            Some(Participant {
+                holder: r.holder.clone(),
+                priority: Some(candidacy.priority),
+                value: candidacy.value,
+                token,
+            })
+        })
+        .collect();
+    if let Some(lease) = lease
+        && !all.iter().any(|p| p.holder == lease.holder)
+    {
+        all.push(Participant {
+            holder: lease.holder.clone(),
+            priority: None,
+            value: lease.value.clone(),
+            token: Some(lease.token),
+        });
+    }
+    all.sort_by(|a, b| {
+        (b.is_holder(), b.priority, &a.holder).cmp(&(a.is_holder(), a.priority, &b.holder))
+    });
+    all
 }
 
 #[cfg(test)]

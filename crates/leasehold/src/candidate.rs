@@ -9,7 +9,8 @@
 //! | file | holds |
 //! |---|---|
 //! | `candidate.rs` | this page, [`Candidate`], [`Participant`], [`LeaseService::participants`], the candidacy's row |
-//! | `candidate/preempt.rs` | a standing-by candidate's watch: when to ask the holder to yield |
+//! | `candidate/preempt.rs` | a standing-by candidate's watch: when to ask the holder to yield, when to stand by for a named successor |
+//! | `candidate/successor.rs` | [`LeaseService::hand_over_to`]: the successor marker `{name}#next` ([`NEXT_SUFFIX`]) |
 //!
 //! # The candidacy is a row
 //! Holder `h`'s candidacy for lease `name` is the row `{name}#cand:{h}`
@@ -46,14 +47,12 @@ mod successor;
 use std::time::Duration;
 
 use leasehold_core::candidate::{Candidacy, candidate_key, candidate_prefix};
-use leasehold_core::{
-    FencingToken, HolderId, LeaseConfig, LeaseKey, LeaseValue, Term, ValidationError,
-};
+use leasehold_core::{HolderId, LeaseConfig, LeaseKey, LeaseValue, Term, ValidationError};
 use leasehold_engine::{ListLive, Owner, ReadRecord, StartTask, StopTask};
 
 use crate::{LeaseService, LeaseTaskOptions, Result};
 
-pub use leasehold_core::candidate::{CANDIDATE_SUFFIX, NEXT_SUFFIX};
+pub use leasehold_core::candidate::{CANDIDATE_SUFFIX, NEXT_SUFFIX, Participant};
 
 /// How a lease task takes part as a candidate ([`LeaseTaskOptions::candidate`]): its priority,
 /// the value it shows, and the hysteresis of its pre-emption.
@@ -215,40 +214,6 @@ pub(crate) struct Resolved {
     pub(crate) patience: Duration,
 }
 
-/// One participant of a lease ([`LeaseService::participants`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Participant {
-    /// Who.
-    pub holder: HolderId,
-    /// Its priority; `None` for a holder of the lease that is not a candidate.
-    pub priority: Option<i32>,
-    /// The value it shows: its candidacy's, or, for a holder that is not a candidate, the
-    /// lease's.
-    pub value: Option<LeaseValue>,
-    /// The tenure of the lease it holds, if it is the holder.
-    pub token: Option<FencingToken>,
-}
-
-impl Participant {
-    /// Whether it holds the lease (as read).
-    ///
-    /// # Examples
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
-    /// use leasehold::{Candidate, LeaseService, LeaseTaskOptions};
-    /// let service = LeaseService::builder("sqlite::memory:").build().await?;
-    /// let task = service.start_lease_task("leader", LeaseTaskOptions::new().candidate(Candidate::new())).await?;
-    /// task.acquired().await?;
-    /// assert!(service.participants("leader").await?[0].is_holder());
-    /// # service.shutdown().await?; Ok(()) }
-    /// ```
-    #[must_use]
-    pub fn is_holder(&self) -> bool {
-        self.token.is_some()
-    }
-}
-
 impl LeaseService {
     /// The participants of lease `name` (in this service's namespace), read from the database
     /// (Curator's `getParticipants`): the holder first (a candidate or not), then every other
@@ -297,39 +262,11 @@ impl LeaseService {
                 prefix: prefix.clone(),
             })
             .await??;
-        let mut all: Vec<Participant> = rows
-            .into_iter()
-            .filter(|r| {
-                r.held && r.key.name.as_str().strip_prefix(&prefix) == Some(r.holder.as_str())
-            })
-            .filter_map(|r| {
-                let candidacy = Candidacy::decode(r.value.as_ref()?)?;
-                let token = lease
-                    .as_ref()
-                    .filter(|l| l.holder == r.holder)
-                    .map(|l| l.token);
-                Some(Participant {
-                    holder: r.holder,
-                    priority: Some(candidacy.priority),
-                    value: candidacy.value,
-                    token,
-                })
-            })
-            .collect();
-        if let Some(lease) = lease
-            && !all.iter().any(|p| p.holder == lease.holder)
-        {
-            all.push(Participant {
-                holder: lease.holder,
-                priority: None,
-                value: lease.value,
-                token: Some(lease.token),
-            });
-        }
-        all.sort_by(|a, b| {
-            (b.is_holder(), b.priority, &a.holder).cmp(&(a.is_holder(), a.priority, &b.holder))
-        });
-        Ok(all)
+        Ok(leasehold_core::candidate::participants(
+            lease.as_ref(),
+            &rows,
+            &prefix,
+        ))
     }
 
     /// Registers the candidacy of the lease task of `key` just started with `options` (whose
