@@ -59,9 +59,10 @@ impl LeaseService {
     ///
     /// # Cancel safety
     /// Dropped while draining, nothing is handed over (new work is accepted again) and the
-    /// marker is released in the background; dropped after the stand-by, the task stays
-    /// standing by: start it again ([`LeaseService::stop_lease_task`] and
-    /// [`LeaseService::start_lease_task`]) to compete.
+    /// marker is released in the background; dropped later, the hand-over goes on to its end
+    /// on the engine thread (the task competes again, the marker is withdrawn). Returns
+    /// within the wait for the candidates' read (a retry interval and a request timeout),
+    /// `timeout`, the release's settling (a term and a request timeout at most) and one term.
     pub async fn hand_over_to(
         &self,
         name: &str,
@@ -102,27 +103,41 @@ impl LeaseService {
         let mut events = self.subscribe();
         let settle_by =
             belief.deadline_of(token).unwrap_or_else(|| clock.now()) + config.request_timeout();
-        // Standby: the machine ends the tenure here (token cancelled) before it sends the
-        // release, and does not compete until told to.
-        self.set_competing(&key, false).await?;
-        if !matches!(outcome, HandOver::TenureEnded { .. }) {
-            crate::revoke::settled(&mut events, &key, token, settle_by).await;
-        }
-        drop(draining);
-        let give_up = clock.now() + config.term();
-        let poll = config.retry_interval();
-        while clock.now() < give_up && marker.as_ref().is_none_or(|m| m.is_held()) {
-            let read = self.engine().send(ReadRecord { key: key.clone() }).await;
-            let row: Option<LeaseRecord> = read.ok().and_then(Result::ok).flatten();
-            if row.is_some_and(|r| r.held && &r.holder == successor) {
-                break;
+        let (engine, successor) = (self.engine().clone(), successor.clone());
+        let (term, poll) = (config.term(), config.retry_interval());
+        // From the stand-by on, the rest runs on the engine thread whether or not the caller
+        // still waits: the task is never left standing by, nor the marker held. It holds no
+        // service, so it does not keep a dropped one alive.
+        let rest = async move {
+            // Standby: the machine ends the tenure here (token cancelled) before it sends the
+            // release, and does not compete until told to.
+            switch(&engine, &key, false).await;
+            if !matches!(outcome, HandOver::TenureEnded { .. }) {
+                crate::revoke::settled(&mut events, &key, token, settle_by).await;
             }
-            tokio::time::sleep(poll).await;
+            drop(draining);
+            let give_up = clock.now() + term;
+            while clock.now() < give_up && marker.as_ref().is_none_or(|m| m.is_held()) {
+                let read = engine.send(ReadRecord { key: key.clone() }).await;
+                let row: Option<LeaseRecord> = read.ok().and_then(Result::ok).flatten();
+                if row.is_some_and(|r| r.held && r.holder == successor) {
+                    break;
+                }
+                tokio::time::sleep(poll).await;
+            }
+            if let Some(marker) = marker {
+                let _ = marker.unlock().await;
+            }
+            switch(&engine, &key, true).await;
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let spawned = self.spawn_on_engine(async move {
+            rest.await;
+            let _ = tx.send(());
+        });
+        if !spawned || rx.await.is_err() {
+            return Err(Error::ShutDown);
         }
-        if let Some(marker) = marker {
-            let _ = marker.unlock().await;
-        }
-        self.set_competing(&key, true).await?;
         Ok(match outcome {
             HandOver::NotHeld => HandOver::Drained { token },
             other => other,
@@ -166,6 +181,15 @@ impl LeaseService {
         self.on_engine(switch).await?;
         Ok(())
     }
+}
+
+/// Switches the lease task of `key` between competing and standby.
+async fn switch(engine: &actix::Addr<leasehold_engine::LeaseEngine>, key: &LeaseKey, on: bool) {
+    let switch = SetCompeting {
+        owner: Owner::Task,
+        changes: vec![(key.clone(), on)],
+    };
+    let _ = engine.send(switch).await;
 }
 
 /// The successor a live marker row names, if `row` is one.
