@@ -197,7 +197,7 @@ impl Candidate {
             settle,
             min_tenure,
             drain_timeout,
-            patience: drain_timeout + term * 2,
+            patience: drain_timeout + term,
         })
     }
 }
@@ -210,7 +210,8 @@ pub(crate) struct Resolved {
     pub(crate) settle: Duration,
     pub(crate) min_tenure: Duration,
     pub(crate) drain_timeout: Duration,
-    /// How long an ask of this candidate waits: its drain timeout plus two terms.
+    /// How long an ask of this candidate waits: its drain timeout plus one term (the holder's
+    /// read of the ask, its release, this task's grant).
     pub(crate) patience: Duration,
 }
 

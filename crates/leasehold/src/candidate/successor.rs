@@ -91,9 +91,13 @@ impl LeaseService {
         };
         let config = self.config();
         let clock = Arc::clone(self.registry().clock());
-        // The marker outlives the drain, the candidates' read and the successor's grant, in
-        // case this process dies on the way; it is withdrawn explicitly otherwise.
-        let ttl = timeout + config.term() * 3 + config.request_timeout() * 2;
+        // The marker lasts for the candidates' read, the drain and a term for the release and
+        // the successor's grant; it is withdrawn explicitly before, unless this process dies
+        // on the way (then it lapses: a marker never keeps the lease free for long).
+        let ttl = timeout
+            + config.term()
+            + config.retry_interval().mul_f64(1.25)
+            + config.request_timeout() * 2;
         let marker = self.mark_successor(&next, successor, ttl).await?;
         let read_by =
             clock.now() + config.retry_interval().mul_f64(1.25) + config.request_timeout();
