@@ -188,6 +188,20 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             };
             crate::ask::ask_release(&store, &args).await
         }
+        Command::Participants {
+            namespace,
+            name,
+            json,
+        } => {
+            let key = LeaseKey::parse(namespace, name)?;
+            let prefix = leasehold_core::candidate::candidate_prefix(&key);
+            let store = open(&cli, false).await?;
+            let lease = store.get(&key).await?;
+            let rows = store.list_valid(Some(&key.namespace), &prefix).await?;
+            let all = leasehold_core::candidate::participants(lease.as_ref(), &rows, &prefix);
+            print_participants(&all, *json);
+            Ok(0)
+        }
         Command::Purge {
             older_than,
             namespace,
@@ -302,6 +316,37 @@ fn print_table(rows: &[LeaseRecord]) {
         line([&row[0], &row[1], &row[2], &row[3], &row[4], &row[5]]);
     }
     println!("{} held", rows.len());
+}
+
+/// What `participants` prints: a JSON array, or one line per participant.
+fn print_participants(all: &[leasehold_core::candidate::Participant], json: bool) {
+    if json {
+        let list: Vec<serde_json::Value> = all
+            .iter()
+            .map(|p| {
+                serde_json::json!({
+                    "holder": p.holder.as_str(),
+                    "priority": p.priority,
+                    "value": p.value.as_ref().map(leasehold_core::LeaseValue::as_str),
+                    "holder_of_lease": p.is_holder(),
+                    "token": p.token.map(|t| t.get()),
+                })
+            })
+            .collect();
+        println!("{}", serde_json::Value::Array(list));
+        return;
+    }
+    for p in all {
+        let priority = p.priority.map_or_else(|| "-".to_owned(), |n| n.to_string());
+        let value = value_cell(p.value.as_ref());
+        match p.token {
+            Some(token) => println!(
+                "{}  priority {priority}  holds (token {token})  {value}",
+                p.holder
+            ),
+            None => println!("{}  priority {priority}  stands by  {value}", p.holder),
+        }
+    }
 }
 
 fn print_json(rows: &[LeaseRecord]) {

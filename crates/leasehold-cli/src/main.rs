@@ -137,6 +137,19 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// List the participants of a lease: its holder and every live candidate (lease tasks
+    /// started as candidates), with priority, value and the holder's token, read from the
+    /// candidacy rows NAME#cand:HOLDER. The holder first, then by priority, highest first.
+    #[command(after_help = "Example:\n  leasehold participants jobs scheduler --json")]
+    Participants {
+        /// Namespace ("" for the default one).
+        namespace: String,
+        /// Lease name.
+        name: String,
+        /// Print JSON (one array of objects: holder, priority, value, holder_of_lease, token).
+        #[arg(long)]
+        json: bool,
+    },
     /// Delete rows released or expired for longer than the given age.
     #[command(after_help = "Example:\n  leasehold purge --older-than 7d")]
     Purge {

@@ -618,6 +618,7 @@ fn every_subcommand_help_shows_an_example() {
             "ls",
             "man",
             "migrate",
+            "participants",
             "purge",
             "release",
             "unlock",

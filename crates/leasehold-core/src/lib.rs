@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod ask;
+pub mod candidate;
 pub mod clock;
 pub mod clock_rate;
 pub mod config;

@@ -55,6 +55,10 @@ pub struct OpWeights {
     /// `ask_release` of a lease task's name (and, while above zero, lease tasks started
     /// revocable half the time).
     pub ask_release: u32,
+    /// `participants` of a name, or `hand_over_to` another participant of one of the
+    /// program's tasks (and, while above zero, lease tasks started as candidates half the
+    /// time, with a random priority and hysteresis).
+    pub candidate: u32,
     pub lock: u32,
     pub try_locker: u32,
     pub guard_unlock: u32,
@@ -99,6 +103,7 @@ impl OpWeights {
             hand_over: 0,
             yield_lease: 0,
             ask_release: 0,
+            candidate: 0,
             lock: 0,
             try_locker: 0,
             guard_unlock: 0,
@@ -142,6 +147,7 @@ impl Default for OpWeights {
             hand_over: 3,
             yield_lease: 3,
             ask_release: 0,
+            candidate: 0,
             lock: 10,
             try_locker: 6,
             guard_unlock: 5,

@@ -302,3 +302,28 @@ async fn ask_release_under_faults() {
     };
     on_every_backend_3s(&weights).await;
 }
+
+/// Candidates and priority: lease tasks (half of them candidates with a priority of 0–3, a
+/// settle time of half a term to a term and a half, a minimum tenure and a drain up to a term)
+/// pre-empting each other, listed with `participants` and handed over to named successors
+/// (`hand_over_to`, with work running), beside asks, stops and service ends, under the default
+/// faults, on every backend: never two believers (candidacy rows and markers included), nobody
+/// believes past its grant, no candidacy row or marker is leaked, every call returns within its
+/// bound (seed 0; `LEASEHOLD_SIM_SEEDS` for more).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn candidates_under_faults() {
+    use leasehold_service_sim::OpWeights;
+    let weights = OpWeights {
+        start_lease_task: 6,
+        stop_lease_task: 1,
+        observe_task: 2,
+        ask_release: 1,
+        candidate: 6,
+        read: 1,
+        shutdown: 1,
+        drop_service: 1,
+        pause: 2,
+        ..OpWeights::none()
+    };
+    on_every_backend_3s(&weights).await;
+}

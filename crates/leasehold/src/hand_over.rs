@@ -61,7 +61,7 @@ impl Drop for Draining {
 
 /// Waits for the work under the live tenure of `belief`: until it has all returned, the
 /// tenure ends, or `timeout` passes.
-async fn drain(belief: &Belief, timeout: Duration) -> HandOver {
+pub(crate) async fn drain(belief: &Belief, timeout: Duration) -> HandOver {
     let Some(token) = belief.token() else {
         return HandOver::NotHeld;
     };
@@ -127,12 +127,13 @@ impl LeaseService {
         };
         let outcome = drain(&draining.0, timeout).await;
         let stopped = self.on_engine(StopTask {
-            key,
+            key: key.clone(),
             owner: Owner::Task,
         });
         if !stopped.await? {
             return Ok(HandOver::NoTask);
         }
+        self.stop_candidacy(&key).await?;
         Ok(outcome)
     }
 

@@ -56,6 +56,7 @@
 #![warn(missing_docs)]
 
 mod builder;
+pub mod candidate;
 mod clock_rate;
 pub mod engine;
 mod error;
@@ -76,6 +77,7 @@ mod task;
 mod tuning;
 
 pub use builder::LeaseServiceBuilder;
+pub use candidate::{CANDIDATE_SUFFIX, Candidate, NEXT_SUFFIX, Participant};
 pub use clock_rate::measure_clock_rate;
 pub use error::{Error, Result};
 pub use event::{EventKind, LeaseEvent};

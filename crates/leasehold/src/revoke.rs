@@ -37,6 +37,8 @@
 mod ask;
 mod holder;
 
+pub(crate) use holder::settled;
+
 use std::sync::Arc;
 use std::time::Duration;
 

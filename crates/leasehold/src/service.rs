@@ -314,6 +314,11 @@ impl LeaseService {
         )
     }
 
+    /// The service's configuration (of its lease tasks unless their options say otherwise).
+    pub(crate) fn config(&self) -> &LeaseConfig {
+        &self.inner.config
+    }
+
     /// The service's request timeout: the bound of its store calls.
     pub(crate) fn request_timeout(&self) -> std::time::Duration {
         self.inner.config.request_timeout()
@@ -356,6 +361,12 @@ impl LeaseService {
     /// A handle on this service that does not keep it alive, for its background loops.
     pub(crate) fn downgrade(&self) -> WeakService {
         WeakService(Arc::downgrade(&self.inner))
+    }
+
+    /// Whether this is the last handle on the service: a background step that upgraded its
+    /// [`WeakService`] and finds itself alone lets go, so the user's drop ends the service.
+    pub(crate) fn is_only_handle(&self) -> bool {
+        Arc::strong_count(&self.inner) == 1
     }
 
     pub(crate) fn engine(&self) -> &Addr<LeaseEngine> {

@@ -44,6 +44,7 @@ pub struct LeaseTaskOptions {
     pub(crate) config: Option<LeaseConfig>,
     pub(crate) value: Option<LeaseValue>,
     pub(crate) revocable: Option<crate::Revocable>,
+    pub(crate) candidate: Option<crate::Candidate>,
 }
 
 impl std::fmt::Debug for LeaseTaskOptions {
@@ -54,6 +55,7 @@ impl std::fmt::Debug for LeaseTaskOptions {
             .field("config", &self.config)
             .field("value", &self.value)
             .field("revocable", &self.revocable)
+            .field("candidate", &self.candidate)
             .finish()
     }
 }
@@ -164,6 +166,30 @@ impl LeaseTaskOptions {
     /// ```
     pub fn revocable(mut self, revocable: crate::Revocable) -> Self {
         self.revocable = Some(revocable);
+        self
+    }
+
+    /// Makes this task a candidate ([`crate::candidate`]; default: not a candidate): while it
+    /// runs, holding or standing by, it keeps the row `{name}#cand:{holder}` with its priority
+    /// and value, listed by [`LeaseService::participants`](crate::LeaseService::participants);
+    /// standing by, it asks a holder of strictly lower priority to yield, once it has been
+    /// registered for its settle time and the holder has held for its minimum tenure. A
+    /// candidate task is revocable (with the candidate's drain timeout, unless
+    /// [`LeaseTaskOptions::revocable`] says otherwise), so a candidate of higher priority can
+    /// take the lease from it in the same way.
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// use leasehold::{Candidate, LeaseService, LeaseTaskOptions};
+    /// let service = LeaseService::builder("sqlite::memory:").build().await?;
+    /// let options = LeaseTaskOptions::new().candidate(Candidate::new().priority(5));
+    /// service.start_lease_task("leader", options).await?.acquired().await?;
+    /// assert_eq!(service.participants("leader").await?[0].priority, Some(5));
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
+    pub fn candidate(mut self, candidate: crate::Candidate) -> Self {
+        self.candidate = Some(candidate);
         self
     }
 }

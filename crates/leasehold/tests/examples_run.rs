@@ -106,6 +106,15 @@ fn ask_release_moves_the_lease_after_the_last_job() {
 }
 
 #[test]
+fn candidates_preferred_node_takes_over() {
+    runs(
+        "candidates",
+        &[],
+        "node-c took over from tenure 1 with token",
+    );
+}
+
+#[test]
 fn axum_leader_serves_work_as_leader() {
     runs(
         "axum_leader",

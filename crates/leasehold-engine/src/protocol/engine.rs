@@ -26,6 +26,9 @@ pub enum Owner {
     Lock,
     /// A lock renewed in the background (`hold_lock`).
     Hold,
+    /// The candidacy row `{name}#cand:{holder}` of a lease task that is a candidate: renewed
+    /// in the background while the task runs.
+    Candidate,
 }
 
 impl std::fmt::Display for Owner {
@@ -36,6 +39,7 @@ impl std::fmt::Display for Owner {
             Owner::Membership(g) => write!(f, "the membership of shard group {g:?}"),
             Owner::Lock => f.write_str("a lock"),
             Owner::Hold => f.write_str("a held lock (hold_lock)"),
+            Owner::Candidate => f.write_str("the candidacy of a lease task"),
         }
     }
 }

@@ -7,6 +7,7 @@
 //! ([`crate::beliefs`]).
 
 mod ask;
+mod candidate;
 mod drive;
 mod fair;
 mod locks;
@@ -112,6 +113,7 @@ enum Op {
     HandOver,
     YieldLease,
     AskRelease,
+    Candidate,
     Lock,
     TryLocker,
     GuardUnlock,
@@ -143,7 +145,7 @@ enum Op {
     Pause,
 }
 
-fn menu(w: &OpWeights) -> [(Op, u32); 35] {
+fn menu(w: &OpWeights) -> [(Op, u32); 36] {
     [
         (Op::StartLeaseTask, w.start_lease_task),
         (Op::StopLeaseTask, w.stop_lease_task),
@@ -151,6 +153,7 @@ fn menu(w: &OpWeights) -> [(Op, u32); 35] {
         (Op::HandOver, w.hand_over),
         (Op::YieldLease, w.yield_lease),
         (Op::AskRelease, w.ask_release),
+        (Op::Candidate, w.candidate),
         (Op::Lock, w.lock),
         (Op::TryLocker, w.try_locker),
         (Op::GuardUnlock, w.guard_unlock),
@@ -259,6 +262,7 @@ impl Program {
             Op::HandOver => self.hand_over(false).await,
             Op::YieldLease => self.hand_over(true).await,
             Op::AskRelease => self.ask_release().await,
+            Op::Candidate => self.candidate_step().await,
             Op::Lock => self.lock().await,
             Op::TryLocker => self.try_locker().await,
             Op::GuardUnlock => self.guard_unlock().await,
@@ -344,6 +348,21 @@ impl Program {
                 && !keys.contains(&k)
             {
                 keys.push(k);
+            }
+        }
+        if self.ctx.world.spec.weights.candidate > 0 {
+            // A candidate task's row, a hand-over's marker and a candidate's ask are believed
+            // through has_lease while their service lives.
+            for name in &self.ctx.keys {
+                for row in [
+                    format!("{name}{}{}", leasehold::CANDIDATE_SUFFIX, owner.holder),
+                    format!("{name}{}", leasehold::NEXT_SUFFIX),
+                    format!("{name}{}", leasehold::ASK_SUFFIX),
+                ] {
+                    if let Some(k) = self.ctx.key(&row) {
+                        keys.push(k);
+                    }
+                }
             }
         }
         self.ctx.beliefs.service(&owner, &self.cell, keys);

@@ -40,11 +40,17 @@ impl Program {
         if let Some(drain) = revocable {
             options = options.revocable(leasehold::Revocable::new(drain));
         }
+        // Likewise drawn only when candidates are in the program.
+        let candidate = (self.ctx.world.spec.weights.candidate > 0 && self.rng.random_bool(0.5))
+            .then(|| self.random_candidate());
+        if let Some(c) = &candidate {
+            options = options.candidate(c.clone());
+        }
         let what = format!(
             "start_lease_task {name}{}{}",
             if panics { " (on_acquired panics)" } else { "" },
             revocable.map_or(String::new(), |d| format!(" (revocable, drain {d:?})"))
-        );
+        ) + &candidate.map_or(String::new(), |c| format!(" ({c:?})"));
         let quick = self.ctx.quick();
         let f = service.start_lease_task(&name, options);
         let out = self

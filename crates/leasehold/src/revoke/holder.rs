@@ -232,7 +232,7 @@ fn forced(give_up: Instant, ask: &Ask, now: Instant) -> Instant {
 
 /// Waits until the release of tenure `token` of `key` has settled (the machine announces it as
 /// `Released`), at most until `by`.
-async fn settled(
+pub(crate) async fn settled(
     events: &mut broadcast::Receiver<LeaseEvent>,
     key: &LeaseKey,
     token: FencingToken,

@@ -53,11 +53,14 @@ impl LeaseService {
             .clone()
             .unwrap_or_else(|| self.inner.config.clone());
         config.validate()?;
+        let options = crate::candidate::prepare(&key, &self.inner.holder, &config, options)?;
         crate::revoke::check(&key, &options)?;
         let start = self.start_message(key.clone(), config.clone(), &options);
         let (belief, started) = self.inner.engine.send(start).await??;
         if started {
             self.watch_asks(&key, &belief, &config, &options)?;
+            self.start_candidacy(&key, &belief, &config, &options)
+                .await?;
         }
         Ok(LeaseTask {
             key,
@@ -127,9 +130,12 @@ impl LeaseService {
             .clone()
             .unwrap_or_else(|| self.inner.config.clone());
         config.validate()?;
+        let mut prepared = options;
         for key in &keys {
-            crate::revoke::check(key, &options)?;
+            prepared = crate::candidate::prepare(key, &self.inner.holder, &config, prepared)?;
+            crate::revoke::check(key, &prepared)?;
         }
+        let options = prepared;
         let mut tasks = Vec::with_capacity(keys.len());
         let mut started_here = Vec::new();
         for chunk in keys.chunks(START_CHUNK) {
@@ -143,15 +149,17 @@ impl LeaseService {
                     // Leave things as they were: stop what this call started (each stop is
                     // handed to the engine at once; then all are waited for together).
                     let stops: Vec<_> = started_here
-                        .into_iter()
-                        .map(|key| {
+                        .iter()
+                        .map(|key: &LeaseKey| {
                             self.on_engine(StopTask {
-                                key,
+                                key: key.clone(),
                                 owner: Owner::Task,
                             })
                         })
                         .collect();
                     futures::future::join_all(stops).await;
+                    let rows = started_here.iter().map(|key| self.stop_candidacy(key));
+                    futures::future::join_all(rows).await;
                     return Err(match failed {
                         Ok(Err(e)) => e.into(),
                         Err(e) => e.into(),
@@ -162,6 +170,8 @@ impl LeaseService {
             for (key, (belief, started)) in chunk.iter().zip(answered) {
                 if started {
                     self.watch_asks(key, &belief, &config, &options)?;
+                    self.start_candidacy(key, &belief, &config, &options)
+                        .await?;
                     started_here.push(key.clone());
                 }
                 tasks.push(LeaseTask {
@@ -204,10 +214,13 @@ impl LeaseService {
     pub async fn stop_lease_task(&self, name: &str) -> Result<bool> {
         let key = self.key(name)?;
         let stopping = self.on_engine(StopTask {
-            key,
+            key: key.clone(),
             owner: Owner::Task,
         });
-        stopping.await
+        let stopped = stopping.await?;
+        // After the task: a candidacy is listed as long as its task may hold the lease.
+        self.stop_candidacy(&key).await?;
+        Ok(stopped)
     }
 
     /// The names of the running lease tasks.
