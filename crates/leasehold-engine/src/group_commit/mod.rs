@@ -4,8 +4,10 @@
 //! commit for many callers.
 //!
 //! Batching adds no wait of its own: a request asked for while no statement of its kind is out
-//! is sent at once (alone, as a plain `begin_tenure` or `release`); only requests that arrive
-//! while one is out wait, for it to answer, and then go together. A second statement is sent
+//! is sent at once, together with the requests that reached the group commit in the same turn
+//! (its mailbox is drained first, no timer: a leaver's names and membership, one `lock_many`),
+//! and alone as a plain `begin_tenure` or `release` when there are none; only requests that
+//! arrive while one is out wait, for it to answer, and then go together. A second statement is sent
 //! beside the first (at most [`IN_FLIGHT`]) only for a batch of at least [`PARALLEL_BATCH`]
 //! requests, or once the first has been out [`STALLED`] (a row lock, a slow server: one slow
 //! statement never holds every other request of its kind): a burst keeps two full statements in flight, while a handful of lock callers
@@ -139,6 +141,8 @@ pub(crate) struct GroupCommit<K: Kind> {
     pressure: Option<Arc<RenewPressure>>,
     /// A look after [`RECHECK`] is scheduled.
     recheck: bool,
+    /// A flush is scheduled for when the mailbox has been drained.
+    flush_due: bool,
 }
 
 impl<K: Kind> std::fmt::Debug for GroupCommit<K> {
@@ -168,6 +172,7 @@ impl<K: Kind> GroupCommit<K> {
             stall_check: false,
             pressure: None,
             recheck: false,
+            flush_due: false,
         }
     }
 
@@ -402,7 +407,18 @@ impl<K: Kind> Handler<Queue<K>> for GroupCommit<K> {
             patience: msg.patience,
             reply: msg.reply,
         });
-        self.flush(ctx);
+        // Flushed once the mailbox is drained (actix handles every queued message before the
+        // context's spawned items), in the same poll: requests that arrived together (a leaver's
+        // names and its membership, the names a shard member now competes for, the locks of
+        // one `lock_many`) go out as one statement instead of the first alone and the rest a
+        // round trip later. Nothing waits for it.
+        if !self.flush_due {
+            self.flush_due = true;
+            ctx.spawn(actix::fut::ready(()).map(|(), act: &mut Self, ctx| {
+                act.flush_due = false;
+                act.flush(ctx);
+            }));
+        }
     }
 }
 

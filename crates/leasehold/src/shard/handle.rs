@@ -1,6 +1,7 @@
 //! The handle on one host's sharded tasks, [`ShardedTasks`], and
 //! [`LeaseService::start_sharded`], which joins the ring and starts the coordinator.
 
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use leasehold_core::{LeaseKey, LeaseName, Notification};
@@ -117,11 +118,11 @@ impl ShardedTasks {
     }
 
     /// Leaves the ring gracefully: stops refreshing (a round still reading the members gives
-    /// way at once), stops the membership lease and right after it every name, releasing what
-    /// is held (the releases go out together), and rings the group's bell. The other members
-    /// watch the membership lease, so its release makes them take the names over at once (the
-    /// bell, or at worst their next refresh, if that ring is missed). Returns how many names were held. The service keeps
-    /// running.
+    /// way at once), stops every name and right after them the membership lease, releasing
+    /// what is held (the releases go out together), and rings the group's bell. The other
+    /// members watch the membership lease, so its release makes them take the names over at
+    /// once (the bell, or at worst their next refresh, if that ring is missed). Returns how
+    /// many names were held. The service keeps running.
     ///
     /// # Errors
     /// [`Error::ShutDown`](crate::Error::ShutDown) if the service is shut down.
@@ -137,19 +138,28 @@ impl ShardedTasks {
         self.stop_everything().await
     }
 
-    /// Stops the membership and every name (the membership's stop sent first), releasing what
-    /// is held; answers how many names were held.
+    /// Stops every name and the membership (the names' stops sent first), releasing what is
+    /// held; answers how many names were held.
     async fn stop_everything(&self) -> Result<usize> {
         let shared = &self.shared;
-        // The membership's stop is sent first (the engine takes it first) and the names' right
-        // after, without waiting: their releases go out together.
-        let membership = shared.engine.send(StopTask {
-            key: shared.membership.key.clone(),
-            owner: Owner::Membership(Arc::clone(&shared.group)),
-        });
+        // The names' stops are sent first and the membership's right after, without waiting:
+        // their releases go out together, the membership's in the names' statement or after
+        // it. The members take the names over when the membership's release is rung (they
+        // watch it), so by then every name is free: a name still held would refuse them, and
+        // they would wait for its own release's ring.
         let names: Vec<LeaseName> = shared.view().competing.keys().cloned().collect();
         let held = self.held().len();
-        let (membership, names) = futures::join!(membership, shared.stop_names(names));
+        let membership = async {
+            shared
+                .engine
+                .send(StopTask {
+                    key: shared.membership.key.clone(),
+                    owner: Owner::Membership(Arc::clone(&shared.group)),
+                })
+                .await
+        };
+        // `join!` polls in order: every name's stop is queued before the membership's.
+        let (names, membership) = futures::join!(shared.stop_names(names), membership);
         membership?;
         names?;
         shared.view().members.clear();
@@ -252,7 +262,7 @@ impl LeaseService {
             .await??;
         // A first round here, so every name has a task (in standby until this host's
         // membership is live) when this returns.
-        let first = shared.reconcile().await;
+        let first = shared.reconcile(&BTreeSet::new()).await;
         if let Err(e) = first {
             // Nothing may keep running without a handle: stop the membership and the names.
             shared.stop.cancel();
