@@ -436,6 +436,75 @@ fn grants_asked_together_share_a_statement_and_each_is_answered() {
     });
 }
 
+/// Grants and releases asked in one turn while none of their kind is out go as one statement:
+/// the group commit drains its mailbox before it sends, so the first request does not go out
+/// alone with the rest a round trip behind it (a shard leaver's names and membership).
+#[test]
+fn requests_of_one_turn_go_out_as_one_statement() {
+    paused(|| async {
+        let rig = rig(Duration::from_secs(1), |_| async { Ok(()) });
+        let heard = Arc::new(Heard::default());
+        let keys: Vec<LeaseKey> = (0..8)
+            .map(|i| LeaseKey::parse("paused", &format!("turn-{i}")).expect("key"))
+            .collect();
+        // Eight starts sent in one poll: the engine hands them to eight machines in one turn.
+        let started = futures::future::join_all(keys.iter().map(|key| {
+            rig.engine
+                .send(StartTask::new(key.clone(), config(), heard.listener()))
+        }))
+        .await;
+        let mut beliefs = Vec::new();
+        for answer in started {
+            let (belief, fresh) = answer.expect("engine").expect("start");
+            assert!(fresh);
+            beliefs.push(belief);
+        }
+        for belief in &beliefs {
+            belief.settled().await.expect("held");
+        }
+        assert_eq!(
+            (
+                rig.counts.calls(Op::BeginTenure),
+                rig.counts.calls(Op::BeginTenureMany),
+                rig.counts.begin_tenure_many_items()
+            ),
+            (0, 1, 8),
+            "eight grants of one turn: (single, batched statements, batched items)"
+        );
+        for (key, belief) in keys.iter().zip(&beliefs) {
+            assert!(believes(&rig, key, belief));
+        }
+        let stopped = futures::future::join_all(keys.iter().map(|key| {
+            rig.engine.send(StopTask {
+                key: key.clone(),
+                owner: Owner::Task,
+            })
+        }))
+        .await;
+        assert!(stopped.into_iter().all(|s| s.expect("engine")));
+        for (key, belief) in keys.iter().zip(&beliefs) {
+            assert!(!believes(&rig, key, belief));
+        }
+        // The releases settle after the stops answered.
+        sleep(Duration::from_millis(100)).await;
+        assert_eq!(
+            (
+                rig.counts.calls(Op::Release),
+                rig.counts.calls(Op::ReleaseBatch)
+            ),
+            (0, 1),
+            "eight releases of one turn: (single, batched statements)"
+        );
+        for key in &keys {
+            let row = rig.store.get(key).await.expect("get");
+            assert!(
+                row.as_ref().is_none_or(|r| !r.held),
+                "{key}: still held after its release: {row:?}"
+            );
+        }
+    });
+}
+
 #[test]
 fn a_grant_answered_after_its_caller_stopped_waiting_is_released_at_once() {
     paused(|| async {
