@@ -1,7 +1,6 @@
 //! The handle on one host's sharded tasks, [`ShardedTasks`], and
 //! [`LeaseService::start_sharded`], which joins the ring and starts the coordinator.
 
-use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use leasehold_core::{LeaseKey, LeaseName, Notification};
@@ -262,7 +261,7 @@ impl LeaseService {
             .await??;
         // A first round here, so every name has a task (in standby until this host's
         // membership is live) when this returns.
-        let first = shared.reconcile(&BTreeSet::new()).await;
+        let first = shared.reconcile().await;
         if let Err(e) = first {
             // Nothing may keep running without a handle: stop the membership and the names.
             shared.stop.cancel();

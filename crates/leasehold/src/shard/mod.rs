@@ -19,12 +19,12 @@
 //!
 //! A leaver is seen sooner still: every member watches the membership lease of every other
 //! member it last read (`Doorbell::watch`, as a lock's waiter does), and a leaver stops its
-//! names and right after them its membership, so the releases go out together and the
-//! membership's commits with the names' or after them. The membership's release is pushed like
-//! any lease's once it has committed, so the members run a round at once, without reading the
-//! members again (the ring of the members last read, less the leaver: it only gives this host
-//! names, never takes one away), and compete for the names the ring now gives them; a name the
-//! leaver still holds (a release that failed) refuses them, and they wait on its own release,
+//! names and right after them its membership, so the releases go out together (one statement
+//! of the release group commit) and the membership's commits with the names' or after them.
+//! The membership's release is pushed like any lease's once it has committed, so the members
+//! run a round at once (reading the members: a ring is a hint, and a spurious one must not
+//! drop a live member) and compete for the names the ring now gives them; a name the leaver
+//! still holds (a release that failed) refuses them, and they wait on its own release,
 //! pushed the same way. On MySQL/MariaDB this is what avoids the bell's hold
 //! (`BELL_HOLD`); each watched member there takes turns on the doorbell's few waiting
 //! connections (`MAX_WAITING`, shared with the service's other waits), so in a large group a
@@ -198,26 +198,10 @@ impl Coordinator {
 
     /// One round: read the live members, build the ring, start new names, stop removed ones,
     /// and switch the others between competing and standby.
-    ///
-    /// `gone` names members whose membership lease was just released (their watch rang): the
-    /// round then builds the ring from the members last read without them, and reads nothing.
-    /// Such a ring only loses members, so this host only gains names (a consistent-hash ring
-    /// moves a removed member's names and no others) and gives none away on a stale read; the
-    /// names it competes for are still granted only by the database. A member who rejoined at
-    /// once is found again by the next round that reads, which gives its names back. When a
-    /// gone member was not among those last read, the round reads as always.
-    async fn reconcile(&self, gone: &BTreeSet<String>) -> Result<()> {
+    async fn reconcile(&self) -> Result<()> {
         let _round = self.round.lock().await;
         let self_live = self.registry.has_lease(&self.membership.key);
-        let known: BTreeSet<String> = self.view().members.iter().cloned().collect();
-        let shrunk = self_live
-            && !gone.is_empty()
-            && !gone.contains(self.holder().as_str())
-            && known.contains(self.holder().as_str())
-            && gone.iter().all(|m| known.contains(m));
-        let hosts = if shrunk {
-            known.difference(gone).cloned().collect()
-        } else if self_live {
+        let hosts = if self_live {
             let list = self.engine.send(ListLive {
                 namespace: self.namespace.clone(),
                 prefix: self.membership.prefix.clone(),
@@ -377,9 +361,8 @@ impl Coordinator {
         let doorbell = rings.is_some();
         let mut members = MemberWatches::new();
         let mut rang = false;
-        let mut gone = BTreeSet::new();
         loop {
-            if let Err(e) = self.reconcile(&std::mem::take(&mut gone)).await {
+            if let Err(e) = self.reconcile().await {
                 // The leases themselves keep it safe; try again next round.
                 tracing::warn!("{}: sharding refresh failed: {e}", self.holder());
             }
@@ -405,8 +388,7 @@ impl Coordinator {
                         rang = true;
                         break;
                     }
-                    left = next_member_ring(&mut members) => {
-                        gone = left;
+                    () = next_member_ring(&mut members) => {
                         rang = true;
                         break;
                     }
@@ -420,27 +402,22 @@ impl Coordinator {
 /// The rings of the other members' membership leases, by holder.
 type MemberWatches = BTreeMap<String, mpsc::Receiver<()>>;
 
-/// The next ring of any member's membership lease (a release: that member left), with the
-/// members whose lease rang; never while none is watched. A watch whose doorbell has gone is
-/// dropped (the next round watches again).
-async fn next_member_ring(watches: &mut MemberWatches) -> BTreeSet<String> {
+/// The next ring of any member's membership lease (a release: that member left); never while
+/// none is watched. A watch whose doorbell has gone is dropped (the next round watches again).
+async fn next_member_ring(watches: &mut MemberWatches) {
     std::future::poll_fn(|cx| {
-        let mut rang = BTreeSet::new();
-        watches.retain(|member, rx| match rx.poll_recv(cx) {
+        let mut rang = false;
+        watches.retain(|_, rx| match rx.poll_recv(cx) {
             Poll::Ready(Some(())) => {
-                rang.insert(member.clone());
+                rang = true;
                 true
             }
             Poll::Ready(None) => false,
             Poll::Pending => true,
         });
-        if rang.is_empty() {
-            Poll::Pending
-        } else {
-            Poll::Ready(rang)
-        }
+        if rang { Poll::Ready(()) } else { Poll::Pending }
     })
-    .await
+    .await;
 }
 
 /// The next ring of the group's bell; never, once the doorbell has gone (or without one).
