@@ -20,7 +20,8 @@
 //! A leaver is seen sooner still: every member watches the membership lease of every other
 //! member it last read (`Doorbell::watch`, as a lock's waiter does), and a leaver stops its
 //! names and right after them its membership, so the releases go out together (one statement
-//! of the release group commit) and the membership's commits with the names' or after them.
+//! of the release group commit when no other release is out) and the membership's commits
+//! with the names' or after them.
 //! The membership's release is pushed like any lease's once it has committed, so the members
 //! run a round at once (reading the members: a ring is a hint, and a spurious one must not
 //! drop a live member) and compete for the names the ring now gives them; a name the leaver
