@@ -5,13 +5,14 @@
 //!
 //! Batching adds no wait of its own: a request asked for while no statement of its kind is out
 //! is sent at once, together with the requests that reached the group commit in the same turn
-//! (its mailbox is drained first, no timer: a leaver's names and membership, one `lock_many`),
-//! and alone as a plain `begin_tenure` or `release` when there are none; only requests that
-//! arrive while one is out wait, for it to answer, and then go together. A second statement is sent
-//! beside the first (at most [`IN_FLIGHT`]) only for a batch of at least [`PARALLEL_BATCH`]
-//! requests, or once the first has been out [`STALLED`] (a row lock, a slow server: one slow
-//! statement never holds every other request of its kind): a burst keeps two full statements in flight, while a handful of lock callers
-//! share one statement instead of each paying its own (measured on the lock-pair bench, 16
+//! (its mailbox is drained first, no timer: a shard leaver's names and membership, the tasks of
+//! one `start_lease_tasks`), and alone as a plain `begin_tenure` or `release` when there are
+//! none; only requests that arrive while one is out wait, for it to answer, and then go
+//! together. A second statement is sent beside the first (at most [`IN_FLIGHT`]) only for a
+//! batch of at least [`PARALLEL_BATCH`] requests, or once the first has been out [`STALLED`] (a
+//! row lock, a slow server: one slow statement never holds every other request of its kind): a
+//! burst keeps two full statements in flight, while a handful of lock callers share one
+//! statement instead of each paying its own (measured on the lock-pair bench, 16
 //! tasks on 1,000 names: two statements always allowed sent 26 % of the requests alone and cost
 //! half as much again server CPU per pair). So a lone grant or release costs what it cost
 //! before, and a burst (many lock callers, a hundred thousand lease tasks started at once) costs
@@ -409,8 +410,8 @@ impl<K: Kind> Handler<Queue<K>> for GroupCommit<K> {
         });
         // Flushed once the mailbox is drained (actix handles every queued message before the
         // context's spawned items), in the same poll: requests that arrived together (a leaver's
-        // names and its membership, the names a shard member now competes for, the locks of
-        // one `lock_many`) go out as one statement instead of the first alone and the rest a
+        // names and its membership, the names a shard member now competes for, the tasks of one
+        // `start_lease_tasks`) go out as one statement instead of the first alone and the rest a
         // round trip later. Nothing waits for it.
         if !self.flush_due {
             self.flush_due = true;
