@@ -16,7 +16,7 @@ use leasehold_core::{HolderId, LeaseKey, RenewOutcome, Term};
 use sea_orm::{ConnectionTrait, DbErr, QueryResult};
 
 use crate::Backend;
-use crate::seaorm::{MYSQL_RENEW_CHUNK, get, retry_deadlocks};
+use crate::seaorm::{MYSQL_RENEW_CHUNK, get};
 use crate::{BatchRenewal, LeaseStore, SeaOrmStore, StoreError, TenureRef};
 
 /// Item indices grouped by namespace, in chunks of at most [`MYSQL_RENEW_CHUNK`].
@@ -101,7 +101,7 @@ impl SeaOrmStore {
         match self.sql.backend {
             Backend::Postgres | Backend::Sqlite => {
                 let stmt = self.sql.renew_many(holder, items, term)?;
-                for row in self.query_all(op, stmt).await? {
+                for row in self.query_written(op, stmt).await? {
                     let ns: String = get(&row, op, "namespace")?;
                     let name: String = get(&row, op, "lease_name")?;
                     let renewed = if self.sql.backend == Backend::Postgres {
@@ -123,7 +123,7 @@ impl SeaOrmStore {
                     let (renewed, locked_out, unknown) = self
                         .settled(
                             op,
-                            retry_deadlocks(op, || {
+                            self.written(op, || {
                                 self.renew_chunk_mysql(holder, items, &chunk, term)
                             })
                             .await,

@@ -317,6 +317,7 @@ fn classify(e: &DbErr) -> Kind {
         || code == "57014" // query_canceled: statement_timeout
         || code == "70100" // MariaDB: max_statement_time
         || matches!(sqlite, Some(5 | 6)) // SQLITE_BUSY, SQLITE_LOCKED: busy timeout passed
+        || msg.contains("database is locked") // also the write gate's wait (sqlite/gate.rs)
         || msg.contains("lock wait timeout exceeded")
         || msg.contains("max_statement_time exceeded")
         || msg.contains("maximum statement execution time exceeded")

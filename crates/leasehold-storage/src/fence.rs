@@ -14,7 +14,8 @@
 //! On SQLite there are no row locks: the fenced transaction begins `IMMEDIATE`, taking the
 //! database's write lock before it checks the tenure, so a takeover by another process waits
 //! (up to the busy timeout) until the fenced transaction ends, just as it waits for the row lock
-//! on PostgreSQL and MySQL.
+//! on PostgreSQL and MySQL. A takeover by a store of the same process waits at the file's write
+//! gate instead (`backend/sqlite/gate.rs`), as long and no longer.
 
 use std::ops::Deref;
 
@@ -31,6 +32,10 @@ use crate::{SeaOrmStore, StoreError};
 pub struct FencedTransaction {
     txn: DatabaseTransaction,
     token: FencingToken,
+    /// On a SQLite file, the turn at its write gate (`backend/sqlite/gate.rs`): the fenced
+    /// transaction holds the database's write lock, so this process's other writers wait at
+    /// the gate, not in SQLite's busy handler. Declared after `txn`, so dropped after it.
+    _turn: Option<crate::backend::sqlite::gate::Turn>,
 }
 
 impl FencedTransaction {
@@ -116,6 +121,13 @@ impl SeaOrmStore {
                 .then_some(SqliteTransactionMode::Immediate),
             ..TransactionOptions::default()
         };
+        let turn = match &self.gate {
+            Some(gate) => {
+                let turn = gate.enter(self.server_timeout()).await;
+                Some(self.settled(op, turn).await?)
+            }
+            None => None,
+        };
         let txn = self.begin_whole(options).await;
         let txn = self.settled(op, txn).await?;
         let live = txn.query_one_raw(self.sql.fenced(key, holder, token)).await;
@@ -125,7 +137,11 @@ impl SeaOrmStore {
                 let wrote = txn.execute_raw(write).await;
                 self.settled(op, wrote).await?;
             }
-            Ok(Some(FencedTransaction { txn, token }))
+            Ok(Some(FencedTransaction {
+                txn,
+                token,
+                _turn: turn,
+            }))
         } else {
             txn.rollback().await.map_err(|e| self.err(op)(e))?;
             Ok(None)

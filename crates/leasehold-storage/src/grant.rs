@@ -7,7 +7,6 @@ use leasehold_core::{
 use sea_orm::{ConnectionTrait, DbErr, QueryResult, Statement, TransactionOptions};
 
 use crate::backend::GrantAnswer;
-use crate::retry::retry_deadlocks;
 use crate::seaorm::get;
 use crate::{Grant, LeaseStore, SeaOrmStore, StoreError};
 
@@ -79,13 +78,19 @@ impl SeaOrmStore {
     ) -> Result<Option<(QueryResult, bool)>, StoreError> {
         let row = match self.sql.grant_answer() {
             GrantAnswer::WhenGranted => {
-                let rows = self.query_all(op, stmt.clone()).await?;
+                let rows = self.query_written(op, stmt.clone()).await?;
                 return Ok(rows.into_iter().next().map(|r| (r, true)));
             }
-            GrantAnswer::WithTook => self.query_all(op, stmt.clone()).await?.into_iter().next(),
+            GrantAnswer::WithTook => self
+                .query_written(op, stmt.clone())
+                .await?
+                .into_iter()
+                .next(),
             GrantAnswer::ReadBack => {
                 tracing::trace!("{op}: {}", stmt.sql);
-                let r = retry_deadlocks(op, || self.upsert_in_transaction(stmt.clone(), key)).await;
+                let r = self
+                    .written(op, || self.upsert_in_transaction(stmt.clone(), key))
+                    .await;
                 self.settled(op, r).await?
             }
         };

@@ -35,7 +35,6 @@ use leasehold_core::{
 };
 use sea_orm::{ConnectionTrait, DbErr, QueryResult, Statement};
 
-use crate::seaorm::retry_deadlocks;
 use crate::{Backend, Grant, LeaseStore, SeaOrmStore, StoreError, TenureRef};
 
 /// Items per grant transaction (MySQL binds five values per item).
@@ -221,17 +220,18 @@ impl SeaOrmStore {
         let decided = match self.sql.backend {
             Backend::Postgres => {
                 let stmt = self.sql.pg_grant_batch(holder, keys, chunk, term, value)?;
-                retry_deadlocks(OP, || self.grant_pg(&stmt, keys, chunk)).await
+                self.written(OP, || self.grant_pg(&stmt, keys, chunk)).await
             }
             Backend::Sqlite => {
                 let grant = self
                     .sql
                     .sqlite_grant_batch(holder, keys, chunk, term, value)?;
                 let read = self.sql.sqlite_grant_read(keys, chunk)?;
-                retry_deadlocks(OP, || self.grant_sqlite((&grant, &read), keys, chunk)).await
+                self.written(OP, || self.grant_sqlite((&grant, &read), keys, chunk))
+                    .await
             }
             Backend::MySql | Backend::MariaDb => {
-                retry_deadlocks(OP, || {
+                self.written(OP, || {
                     self.grant_mysql_chunk(holder, keys, chunk, term, value)
                 })
                 .await
@@ -289,14 +289,17 @@ impl SeaOrmStore {
             Backend::Postgres => self.sql.pg_release_batch(holder, items, chunk)?,
             Backend::Sqlite => self.sql.sqlite_release_batch(holder, items, chunk)?,
             Backend::MySql | Backend::MariaDb => {
-                let released = retry_deadlocks(RELEASE_OP, || {
-                    self.release_chunk_mysql(holder, items, chunk)
-                })
-                .await;
+                let released = self
+                    .written(RELEASE_OP, || {
+                        self.release_chunk_mysql(holder, items, chunk)
+                    })
+                    .await;
                 return self.settled(RELEASE_OP, released).await;
             }
         };
-        let released = retry_deadlocks(RELEASE_OP, || self.released(&stmt, items, chunk)).await;
+        let released = self
+            .written(RELEASE_OP, || self.released(&stmt, items, chunk))
+            .await;
         self.settled(RELEASE_OP, released).await
     }
 

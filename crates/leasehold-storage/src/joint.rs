@@ -14,7 +14,6 @@ use leasehold_core::{DbInstant, FencingToken, HolderId, LeaseKey, Term};
 use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr, QueryResult, TransactionOptions};
 
 use crate::backend::GrantAnswer;
-use crate::seaorm::retry_deadlocks;
 use crate::{AllOutcome, SeaOrmStore, StoreError};
 
 const OP: &str = "begin_tenure_all";
@@ -45,8 +44,9 @@ impl SeaOrmStore {
     ) -> Result<AllOutcome, StoreError> {
         let mut order: Vec<usize> = (0..keys.len()).collect();
         order.sort_by(|&a, &b| keys[a].cmp(&keys[b]));
-        let decided =
-            retry_deadlocks(OP, || self.joint_transaction(holder, keys, &order, term)).await;
+        let decided = self
+            .written(OP, || self.joint_transaction(holder, keys, &order, term))
+            .await;
         let decided = self.settled(OP, decided).await?;
         match decided {
             Ok(tenures) => Ok(AllOutcome::Acquired { tenures }),

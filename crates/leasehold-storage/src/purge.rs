@@ -20,7 +20,6 @@ use leasehold_core::{Namespace, Term};
 use sea_orm::{ConnectionTrait, DbErr, TransactionOptions};
 
 use crate::Backend;
-use crate::seaorm::retry_deadlocks;
 use crate::{SeaOrmStore, StoreError};
 
 /// Rows deleted per purge transaction: a grant waits for one chunk at most.
@@ -39,7 +38,8 @@ impl SeaOrmStore {
             Backend::Postgres => {
                 let mut n = 0;
                 loop {
-                    let chunk = retry_deadlocks(OP, || self.purge_pg_chunk(namespace, age))
+                    let chunk = self
+                        .written(OP, || self.purge_pg_chunk(namespace, age))
                         .await
                         .map_err(self.err(OP))?;
                     n += chunk;
@@ -48,7 +48,8 @@ impl SeaOrmStore {
                     }
                 }
             }
-            Backend::Sqlite => retry_deadlocks(OP, || self.purge_sqlite(namespace, age))
+            Backend::Sqlite => self
+                .written(OP, || self.purge_sqlite(namespace, age))
                 .await
                 .map_err(self.err(OP)),
             Backend::MySql | Backend::MariaDb => {
@@ -59,7 +60,9 @@ impl SeaOrmStore {
                     .await?;
                 let mut n = 0;
                 for chunk in ids.chunks(PURGE_CHUNK) {
-                    let purged = retry_deadlocks(OP, || self.purge_mysql_chunk(age, chunk)).await;
+                    let purged = self
+                        .written(OP, || self.purge_mysql_chunk(age, chunk))
+                        .await;
                     n += self.settled(OP, purged).await?;
                 }
                 Ok(n)

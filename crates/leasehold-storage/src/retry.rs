@@ -1,5 +1,6 @@
 //! The store's one retry loop ([`retry_deadlocks`]) and the store's calls through it
-//! (`query_one`, `query_all`, `execute`, and `settled` for whole transactions, each error
+//! (`query_one` and `query_all` for reads; `query_written`, `execute` and `written` for writes,
+//! which pass SQLite's write gate first; `settled` for whole transactions; each error
 //! classified), the begin of a transaction that always runs to its end ([`begin_whole`]), and
 //! the note that a statement was abandoned ([`abandoned_recently`]).
 
@@ -156,6 +157,24 @@ pub(crate) fn abandoned_recently() -> bool {
 }
 
 impl crate::SeaOrmStore {
+    /// [`retry_deadlocks`] for a write statement or a write transaction: on a SQLite file it
+    /// first waits its turn at the file's write gate (`backend/sqlite/gate.rs`), bounded by the
+    /// server bound, and keeps it until `attempt` was answered (its transaction committed or
+    /// rolled back), so the writers of this process reach SQLite one at a time, in arrival
+    /// order. `attempt` must not itself pass the gate (the gate is not reentrant): it sends its
+    /// statements on the connection or transaction, never through the store's own calls.
+    pub(crate) async fn written<T, F, Fut>(&self, op: &str, attempt: F) -> Result<T, DbErr>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, DbErr>>,
+    {
+        let _turn = match &self.gate {
+            Some(gate) => Some(gate.enter(self.server_timeout()).await?),
+            None => None,
+        };
+        retry_deadlocks(op, attempt).await
+    }
+
     /// `r`, its error classified by [`SeaOrmStore::judged`]: the answer of a statement or a
     /// whole transaction after [`retry_deadlocks`].
     pub(crate) async fn settled<T>(
@@ -195,15 +214,32 @@ impl crate::SeaOrmStore {
         }
     }
 
-    /// Sends `stmt` and returns the rows it changed, retrying a deadlock victim
-    /// ([`retry_deadlocks`]).
+    /// Sends a write `stmt` and reads every row it returns (`RETURNING`), behind the write gate
+    /// ([`SeaOrmStore::written`]).
+    pub(crate) async fn query_written(
+        &self,
+        op: &'static str,
+        stmt: Statement,
+    ) -> Result<Vec<QueryResult>, StoreError> {
+        tracing::trace!("{op}: {}", stmt.sql);
+        match self
+            .written(op, || self.db.query_all_raw(stmt.clone()))
+            .await
+        {
+            Ok(rows) => Ok(rows),
+            Err(e) => Err(self.judged(op, e).await),
+        }
+    }
+
+    /// Sends a write `stmt` and returns the rows it changed, behind the write gate
+    /// ([`SeaOrmStore::written`]).
     pub(crate) async fn execute(
         &self,
         op: &'static str,
         stmt: Statement,
     ) -> Result<u64, StoreError> {
         tracing::trace!("{op}: {}", stmt.sql);
-        match retry_deadlocks(op, || self.db.execute_raw(stmt.clone())).await {
+        match self.written(op, || self.db.execute_raw(stmt.clone())).await {
             Ok(r) => Ok(r.rows_affected()),
             Err(e) => Err(self.judged(op, e).await),
         }

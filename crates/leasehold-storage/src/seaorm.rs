@@ -1,5 +1,6 @@
 //! The SeaORM store: SQLite, PostgreSQL and MySQL/MariaDB. It only sends the statements `sql.rs`
-//! and `backend/<database>/` make (through [`retry_deadlocks`], the one retry loop) and reads
+//! and `backend/<database>/` make (through [`crate::retry::retry_deadlocks`], the one retry
+//! loop; writes also through SQLite's write gate, `backend/sqlite/gate.rs`) and reads
 //! their rows; the single grant is driven from `grant.rs`, the batched statements from
 //! `batch.rs` and `group.rs`.
 
@@ -13,7 +14,6 @@ use leasehold_core::{
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, QueryResult};
 
 use crate::backend::Backend;
-pub(crate) use crate::retry::retry_deadlocks;
 use crate::sql::Sql;
 use crate::{AdminStore, AllOutcome, BatchRenewal, Grant, LeaseStore, StoreError, TenureRef};
 
@@ -42,6 +42,9 @@ pub struct SeaOrmStore {
     /// component are told apart from lock waits ([`SeaOrmStore::judged`];
     /// `backend/mysql/galera.rs`).
     pub(crate) galera: bool,
+    /// On a SQLite file: the gate its writers in this process pass one at a time, in arrival
+    /// order, shared with every store of the process on that file (`backend/sqlite/gate.rs`).
+    pub(crate) gate: Option<std::sync::Arc<crate::backend::sqlite::gate::WriteGate>>,
 }
 
 impl SeaOrmStore {
@@ -94,6 +97,9 @@ impl SeaOrmStore {
     /// path on MariaDB).
     #[must_use]
     pub fn with_backend(db: DatabaseConnection, table: &str, backend: Backend) -> Self {
+        let gate = (backend == Backend::Sqlite)
+            .then(|| crate::backend::sqlite::gate::WriteGate::of(&db))
+            .flatten();
         Self {
             sql: Sql::new(backend, table),
             db,
@@ -104,6 +110,7 @@ impl SeaOrmStore {
             follower: None,
             node: None,
             galera: false,
+            gate,
         }
     }
 

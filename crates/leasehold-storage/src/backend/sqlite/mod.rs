@@ -1,5 +1,6 @@
 //! SQLite: its [`Dialect`], the statements only it sends (`statements.rs`: the purge), its group
-//! commit (`group.rs`) and its doorbell (`doorbell.rs`: datagram sockets beside the file).
+//! commit (`group.rs`), its doorbell (`doorbell.rs`: datagram sockets beside the file) and the
+//! gate that lets one writer of this process at a time at a file (`gate.rs`).
 
 use sea_orm::{DbBackend, Value};
 
@@ -7,6 +8,7 @@ use super::Dialect;
 
 #[cfg(all(feature = "sqlite", unix))]
 pub mod doorbell;
+pub(crate) mod gate;
 mod group;
 mod statements;
 
