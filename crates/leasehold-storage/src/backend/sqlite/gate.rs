@@ -15,6 +15,11 @@
 //! application's own) is only served by the busy handler as before. Reads do not take it (WAL
 //! readers do not wait for the writer).
 //!
+//! SQLite's automatic checkpoint of the write-ahead log runs inside the commit that took the log
+//! past 1,000 pages, so that writer holds the gate a few milliseconds longer. It stays there: a
+//! checkpoint run beside the writers never catches up with them, and the log is restarted only
+//! after a checkpoint that did, so it would grow without end.
+//!
 //! The wait for the gate is bounded by the store's server bound (the busy timeout its
 //! connections were opened with) and ends as that busy timeout would: a
 //! [`crate::StoreError::ServerTimeout`], nothing sent.
