@@ -72,14 +72,7 @@ impl SqliteDoorbell {
     /// database, or when the bell directory's socket paths would be too long.
     #[must_use]
     pub fn new(store: &SeaOrmStore) -> Option<Self> {
-        let pool = store.connection().get_sqlite_connection_pool();
-        let options = pool.connect_options();
-        let file = options.get_filename();
-        let text = file.to_string_lossy();
-        if text.is_empty() || text.contains(":memory:") || text.starts_with("file:") {
-            return None;
-        }
-        let file = std::fs::canonicalize(file).ok()?;
+        let file = super::database_file(store.connection())?;
         let mut dir = file.into_os_string();
         dir.push("-bell");
         let dir = PathBuf::from(dir);

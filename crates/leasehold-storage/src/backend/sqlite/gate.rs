@@ -55,7 +55,7 @@ impl WriteGate {
     /// file; `None` for an in-memory database (its one connection is its only writer) or a
     /// connection that is not SQLite's.
     pub(crate) fn of(db: &DatabaseConnection) -> Option<Arc<Self>> {
-        let file = file_of(db)?;
+        let file = super::database_file(db)?;
         let mut gates = GATES.lock().unwrap_or_else(PoisonError::into_inner);
         let gates = gates.get_or_insert_with(HashMap::new);
         if let Some(gate) = gates.get(&file).and_then(Weak::upgrade) {
@@ -83,26 +83,6 @@ impl WriteGate {
             ))),
         }
     }
-}
-
-/// The canonical path of the file `db` opens, if it is a SQLite file.
-#[cfg(feature = "sqlite")]
-fn file_of(db: &DatabaseConnection) -> Option<PathBuf> {
-    if db.get_database_backend() != sea_orm::DbBackend::Sqlite {
-        return None;
-    }
-    let options = db.get_sqlite_connection_pool().connect_options();
-    let file = options.get_filename();
-    let text = file.to_string_lossy();
-    if text.is_empty() || text.contains(":memory:") || text.starts_with("file:") {
-        return None;
-    }
-    std::fs::canonicalize(file).ok()
-}
-
-#[cfg(not(feature = "sqlite"))]
-fn file_of(_: &DatabaseConnection) -> Option<PathBuf> {
-    None
 }
 
 #[cfg(all(test, feature = "sqlite"))]

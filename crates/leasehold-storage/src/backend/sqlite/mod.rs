@@ -2,7 +2,7 @@
 //! commit (`group.rs`), its doorbell (`doorbell.rs`: datagram sockets beside the file) and the
 //! gate that lets one writer of this process at a time at a file (`gate.rs`).
 
-use sea_orm::{DbBackend, Value};
+use sea_orm::{DatabaseConnection, DbBackend, Value};
 
 use super::Dialect;
 
@@ -49,4 +49,25 @@ impl Dialect for Sqlite {
     fn catalog_columns(&self) -> String {
         "SELECT name, type, '' AS collation FROM pragma_table_info(?)".to_owned()
     }
+}
+
+/// The canonical path of the file `db` opens, if it is a SQLite file (not an in-memory or
+/// `file:` URI database): what the doorbell's directory and the write gate are keyed by.
+#[cfg(feature = "sqlite")]
+pub(crate) fn database_file(db: &DatabaseConnection) -> Option<std::path::PathBuf> {
+    if db.get_database_backend() != DbBackend::Sqlite {
+        return None;
+    }
+    let options = db.get_sqlite_connection_pool().connect_options();
+    let file = options.get_filename();
+    let text = file.to_string_lossy();
+    if text.is_empty() || text.contains(":memory:") || text.starts_with("file:") {
+        return None;
+    }
+    std::fs::canonicalize(file).ok()
+}
+
+#[cfg(not(feature = "sqlite"))]
+pub(crate) fn database_file(_: &DatabaseConnection) -> Option<std::path::PathBuf> {
+    None
 }
