@@ -161,6 +161,14 @@ pub fn clock_rate(difference: f64, uncertainty: f64, ok: bool) {
     let _ = (difference, uncertainty, ok);
 }
 
+/// Publishes whether the service's waiters are woken by rings (1) or poll (0).
+pub fn doorbell_pushed(pushed: bool) {
+    #[cfg(feature = "metrics")]
+    metrics::gauge!("leasehold_doorbell_pushed").set(if pushed { 1.0 } else { 0.0 });
+    #[cfg(not(feature = "metrics"))]
+    let _ = pushed;
+}
+
 /// Counts a notification of the lease machine.
 pub(crate) fn notification(n: &Notification) {
     #[cfg(feature = "metrics")]

@@ -59,6 +59,8 @@ pub struct Registry {
     epoch: Instant,
     /// Nanoseconds from `epoch` to the last grant or renewal recorded (0: none yet).
     confirmed: AtomicU64,
+    /// The service's doorbell, for [`Registry::wakeups`].
+    doorbell: RwLock<Option<Arc<dyn leasehold_storage::doorbell::Doorbell>>>,
 }
 
 /// The deadlines of one namespace of a [`Registry`], keyed by lease name. Obtained from
@@ -166,7 +168,30 @@ impl Registry {
             epoch: clock.now(),
             confirmed: AtomicU64::new(0),
             clock,
+            doorbell: RwLock::new(None),
         }
+    }
+
+    /// Records the service's doorbell (the engine does, when it makes one).
+    pub(crate) fn set_doorbell(
+        &self,
+        doorbell: Option<Arc<dyn leasehold_storage::doorbell::Doorbell>>,
+    ) {
+        *self
+            .doorbell
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = doorbell;
+    }
+
+    /// Whether the service's waiters are woken by rings or poll: `None` without a doorbell
+    /// (in-memory stores, in-memory SQLite; they poll).
+    #[must_use]
+    pub fn wakeups(&self) -> Option<leasehold_storage::doorbell::Wakeups> {
+        self.doorbell
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .map(|d| d.wakeups())
     }
 
     fn read(

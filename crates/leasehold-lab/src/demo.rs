@@ -80,10 +80,15 @@ async fn start_node(
     node: &'static str,
     tx: &mpsc::UnboundedSender<Happening>,
 ) -> Result<Node, leasehold::Error> {
+    // The nodes share one process, and the crashed node's connections stay open beside the
+    // restarted one: small pools (2 for requests, 1 for renewals, and a LISTEN: 4 connections a
+    // node), so the demo fits a session-mode pooler's default pool of 20 server connections.
     let service = LeaseService::builder(url)
         .namespace(namespace)
         .holder_id(node)
         .config(config())
+        .max_connections(2)
+        .renewal_connections(1)
         .build()
         .await?;
     let (t1, t2, t3, t4) = (tx.clone(), tx.clone(), tx.clone(), tx.clone());

@@ -20,11 +20,13 @@ use returned::PG_LEFT_OPEN;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 use returned::{Drain, drained, replaced};
 mod session;
+#[cfg(feature = "postgres")]
+use crate::backend::postgres::pooler::session_bounds;
 #[cfg(feature = "mysql")]
 use session::mysql_session_bounds;
-use session::probe;
 #[cfg(feature = "postgres")]
-use session::{pg_session, primary_only};
+use session::primary_only;
+use session::probe;
 
 /// Builds a [`SeaOrmStore`] from a database URL.
 ///
@@ -68,6 +70,8 @@ pub struct StoreBuilder {
     acquire_timeout: Duration,
     busy_timeout: Option<Duration>,
     server_timeout: Duration,
+    transaction_pooling: Option<bool>,
+    doorbell_url: Option<String>,
 }
 
 /// The default of [`StoreBuilder::server_timeout`].
@@ -110,6 +114,8 @@ impl StoreBuilder {
             acquire_timeout: Duration::from_secs(10),
             busy_timeout: None,
             server_timeout: DEFAULT_SERVER_TIMEOUT,
+            transaction_pooling: None,
+            doorbell_url: None,
         }
     }
 
@@ -176,6 +182,38 @@ impl StoreBuilder {
         self
     }
 
+    /// PostgreSQL: whether the URL reaches the server through a pooler in transaction mode
+    /// (PgBouncer's `pool_mode = transaction`, a provider's pooled endpoint), where a client
+    /// keeps a server connection for one transaction only. The URL parameter
+    /// `pooler=transaction` (or `pooler=session`) says the same; this call overrides it.
+    ///
+    /// With `true`, every statement runs in a transaction of its own (committed before its
+    /// answer is reported), which first drops the prepared statements other clients left on
+    /// that server connection and sets the server bounds for the transaction (`SET LOCAL`);
+    /// the statement cache is off. Three round trips more per statement than a direct
+    /// connection. `LISTEN` cannot work through such a pooler: give the doorbell a direct URL
+    /// ([`StoreBuilder::doorbell_url`]), or waiters poll (docs/operations.md, "Poolers and
+    /// balancers").
+    ///
+    /// Unset (the default), the store finds out at connect: a URL whose client connections
+    /// share server connections per transaction is refused with [`StoreError::Pooler`],
+    /// naming this setting, rather than failing later on a prepared statement or keeping a
+    /// server bound on some server connections only. `false` skips that check (two extra
+    /// connections at connect).
+    pub fn transaction_pooling(mut self, on: bool) -> Self {
+        self.transaction_pooling = Some(on);
+        self
+    }
+
+    /// PostgreSQL: the URL the doorbell's `LISTEN` connection uses, past the pooler (default:
+    /// the store's URL). Rings are still sent through the store's pool; only the one listening
+    /// connection goes direct. Needed for push wake-ups through transaction pooling, where a
+    /// `LISTEN` is never heard; without it waiters poll (and the service reports it).
+    pub fn doorbell_url(mut self, url: impl Into<String>) -> Self {
+        self.doorbell_url = Some(url.into());
+        self
+    }
+
     /// The table name this builder will use.
     ///
     /// # Errors
@@ -209,6 +247,23 @@ impl StoreBuilder {
         {
             return Err(StoreError::UnsupportedUrl { url: redact(&url) });
         }
+        // PostgreSQL: `pooler=…` is ours, not the driver's (backend/postgres/pooler.rs).
+        #[cfg(feature = "postgres")]
+        let (url, pooled, pooled_said) = if postgres {
+            let (url, said) =
+                crate::backend::postgres::pooler::split_param(&url).map_err(|problem| {
+                    StoreError::BadUrl {
+                        url: redact(&url),
+                        problem,
+                    }
+                })?;
+            let explicit = self.transaction_pooling.is_some() || said || url_names_pooler(&lower);
+            (url, self.transaction_pooling.unwrap_or(said), explicit)
+        } else {
+            (url, false, true)
+        };
+        #[cfg(not(feature = "postgres"))]
+        let pooled = false;
         let hosts = crate::HostList::parse(&url)?;
         if hosts.several() && !postgres {
             return Err(StoreError::BadUrl {
@@ -224,7 +279,7 @@ impl StoreBuilder {
         let primary = if postgres && (hosts.several() || hosts.asks_for_primary()) {
             let primary = Arc::new(crate::backend::postgres::primary::Primary::new(
                 &hosts,
-                pg_session(self.server_timeout),
+                pg_options(pooled),
                 self.connect_timeout,
             )?);
             primary
@@ -257,6 +312,23 @@ impl StoreBuilder {
                 url
             }
         };
+        // A URL of transaction pooling that does not say so is refused here, not on the first
+        // prepared statement that lands on another server connection.
+        #[cfg(feature = "postgres")]
+        if postgres && !pooled_said {
+            if let Ok(options) = url.parse::<sea_orm::sqlx::postgres::PgConnectOptions>() {
+                let limit = self.connect_timeout.min(POOLER_CHECK);
+                if crate::backend::postgres::pooler::detect(&options, limit).await == Some(true) {
+                    return Err(StoreError::Pooler {
+                        op: "connect",
+                        problem: crate::PoolerProblem::TransactionModeUnsaid,
+                        cause: DbErr::Custom(
+                            "two client connections shared one server connection".into(),
+                        ),
+                    });
+                }
+            }
+        }
         let memory = sqlite && (lower.contains(":memory:") || lower.contains("mode=memory"));
         let mut opt = ConnectOptions::new(url.clone());
         opt.sqlx_logging(false)
@@ -274,7 +346,7 @@ impl StoreBuilder {
         let bound = self.server_timeout;
         #[cfg(feature = "postgres")]
         if postgres {
-            let session = pg_session(bound);
+            let session = pg_options(pooled);
             // The options a replacement connection is opened with (see `drained`): the server in
             // use when it is opened.
             let fixed = url
@@ -305,6 +377,10 @@ impl StoreBuilder {
                         if check {
                             primary_only(conn).await?;
                         }
+                        // Through transaction pooling each transaction sets them instead.
+                        if !pooled {
+                            session_bounds(conn, bound).await?;
+                        }
                         Ok(())
                     })
                 })
@@ -323,6 +399,9 @@ impl StoreBuilder {
                                         sea_orm::sqlx::PgConnection::connect_with(&options).await?;
                                     if check {
                                         primary_only(&mut c).await?;
+                                    }
+                                    if !pooled {
+                                        session_bounds(&mut c, bound).await?;
                                     }
                                     Ok(c)
                                 }
@@ -438,6 +517,21 @@ impl StoreBuilder {
                 other => other,
             })?;
         store.set_server_timeout(bound);
+        #[cfg(feature = "postgres")]
+        if pooled {
+            store.set_transaction_pooling(crate::backend::postgres::pooler::transaction_prelude(
+                bound,
+            ));
+        }
+        #[cfg(feature = "postgres")]
+        if let Some(direct) = self.doorbell_url.as_deref() {
+            store
+                .set_doorbell_url(direct)
+                .map_err(|problem| StoreError::BadUrl {
+                    url: redact(direct),
+                    problem,
+                })?;
+        }
         if let (Some(node), false) = (node, hosts.several()) {
             store.set_node(node);
         }
@@ -447,7 +541,8 @@ impl StoreBuilder {
         match store.verify_schema().await {
             Ok(()) => {}
             Err(StoreError::Schema { .. }) if self.migrate => {
-                crate::ddl::create_lease_table(store.connection(), &table)
+                store
+                    .create_table()
                     .await
                     .map_err(|e| StoreError::db("migrate", &table, e))?;
                 store.verify_schema().await?;
@@ -455,6 +550,38 @@ impl StoreBuilder {
             Err(e) => return Err(e),
         }
         Ok(store)
+    }
+}
+
+/// How long [`StoreBuilder::connect`] may spend finding out whether a PostgreSQL URL goes
+/// through transaction pooling (at most the connect timeout).
+#[cfg(feature = "postgres")]
+const POOLER_CHECK: Duration = Duration::from_secs(2);
+
+/// Whether a (lower-case) URL already says which pooling it goes through.
+#[cfg(feature = "postgres")]
+fn url_names_pooler(lower: &str) -> bool {
+    lower.contains("?pooler=") || lower.contains("&pooler=")
+}
+
+/// The driver's options of a PostgreSQL connection: without the statement cache through
+/// transaction pooling (a named statement would not be on the next transaction's server).
+/// The server bounds are set after connecting ([`session_bounds`]), not with the `options`
+/// startup parameter, which PgBouncer refuses (backend/postgres/pooler.rs).
+#[cfg(feature = "postgres")]
+fn pg_options(
+    pooled: bool,
+) -> impl Fn(sea_orm::sqlx::postgres::PgConnectOptions) -> sea_orm::sqlx::postgres::PgConnectOptions
++ Clone
++ Send
++ Sync
++ 'static {
+    move |o: sea_orm::sqlx::postgres::PgConnectOptions| {
+        if pooled {
+            o.statement_cache_capacity(0)
+        } else {
+            o
+        }
     }
 }
 

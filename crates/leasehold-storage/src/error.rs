@@ -155,6 +155,20 @@ pub enum StoreError {
         /// The limit that passed.
         after: std::time::Duration,
     },
+    /// A connection pooler between the store and PostgreSQL (PgBouncer, a provider's pooled
+    /// endpoint) stood in the way: its mode does not match the URL, it refused a startup
+    /// parameter, or it had no server connection to give. Nothing was changed. Transient only
+    /// when the pooler was saturated ([`PoolerProblem::Saturated`]); the others need the URL
+    /// or the pooler's configuration changed (docs/operations.md, "Poolers and balancers").
+    #[error("the connection pooler stood in the way during {op}: {problem}: {}", DriverText(.cause))]
+    Pooler {
+        /// The store operation.
+        op: &'static str,
+        /// What the pooler did, and what to change.
+        problem: PoolerProblem,
+        /// The driver's or the pooler's own error.
+        cause: DbErr,
+    },
     /// The connection failed over TLS: the server accepts only TLS and the URL or the build has
     /// none, or the handshake or certificate check failed. Needs an operator (URL, CA file,
     /// cargo feature), so it is not transient.
@@ -167,6 +181,42 @@ pub enum StoreError {
         /// The driver's or server's own words.
         detail: String,
     },
+}
+
+/// What a connection pooler did ([`StoreError::Pooler`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PoolerProblem {
+    /// Client connections share server connections per transaction (PgBouncer's
+    /// `pool_mode = transaction`), and the URL does not say so.
+    TransactionModeUnsaid,
+    /// A prepared statement was missing or already there: it was prepared on another server
+    /// connection, so the pooler is in transaction mode and the URL does not say so.
+    PreparedStatementLost,
+    /// The pooler refused a startup parameter the driver sends.
+    StartupParameter,
+    /// The pooler had no server connection to give in time (its pool is used up).
+    Saturated,
+}
+
+impl std::fmt::Display for PoolerProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::TransactionModeUnsaid | Self::PreparedStatementLost => {
+                "the URL goes through transaction pooling: add `pooler=transaction` to it (or \
+                 StoreBuilder::transaction_pooling(true)), or set the pooler's pool_mode = session"
+            }
+            Self::StartupParameter => {
+                "the pooler refused a startup parameter: add it to PgBouncer's \
+                 ignore_startup_parameters (sqlx sends extra_float_digits)"
+            }
+            Self::Saturated => {
+                "the pooler had no server connection to give: raise its pool size \
+                 (PgBouncer's default_pool_size / max_db_connections) or open fewer connections \
+                 (docs/operations.md, \"Poolers and balancers\")"
+            }
+        })
+    }
 }
 
 impl From<ValidationError> for StoreError {
@@ -213,6 +263,7 @@ impl StoreError {
                 node: node.unwrap_or("the store's server").to_owned(),
                 cause,
             },
+            Kind::Pooler(problem) => Self::Pooler { op, problem, cause },
             Kind::Schema => Self::Schema {
                 table: table.to_owned(),
                 cause,
@@ -235,6 +286,10 @@ impl StoreError {
                 | Self::StorageIo { .. }
                 | Self::ServerTimeout { .. }
                 | Self::TimedOut { .. }
+                | Self::Pooler {
+                    problem: PoolerProblem::Saturated,
+                    ..
+                }
         )
     }
 }
@@ -246,6 +301,7 @@ enum Kind {
     Io,
     Timeout,
     NotPrimary,
+    Pooler(PoolerProblem),
     Schema,
     Other,
 }
@@ -324,6 +380,18 @@ fn classify(e: &DbErr) -> Kind {
         || msg.contains("canceling statement due to")
     {
         Kind::Timeout
+    } else if code == "26000" // invalid_sql_statement_name: prepared statement does not exist
+        || code == "42P05" // duplicate_prepared_statement
+        || (msg.contains("prepared statement") && msg.contains("sqlx_s_"))
+    {
+        Kind::Pooler(PoolerProblem::PreparedStatementLost)
+    } else if msg.contains("unsupported startup parameter") {
+        Kind::Pooler(PoolerProblem::StartupParameter)
+    } else if msg.contains("query_wait_timeout")
+        || msg.contains("no more connections allowed")
+        || msg.contains("server_connect_timeout")
+    {
+        Kind::Pooler(PoolerProblem::Saturated)
     } else if msg.contains("no such table")
         || msg.contains("does not exist")
         || msg.contains("doesn't exist")

@@ -33,7 +33,7 @@ use std::collections::{HashMap, HashSet};
 use leasehold_core::{
     AcquireOutcome, DbInstant, FencingToken, HolderId, LeaseKey, LeaseValue, ReleaseOutcome, Term,
 };
-use sea_orm::{ConnectionTrait, DbErr, QueryResult, Statement};
+use sea_orm::{DbErr, QueryResult, Statement};
 
 use crate::{Backend, Grant, LeaseStore, SeaOrmStore, StoreError, TenureRef};
 
@@ -327,7 +327,7 @@ impl SeaOrmStore {
                 )
             })
             .collect();
-        let rows = self.connection().query_all_raw(stmt.clone()).await?;
+        let rows = self.all_raw(stmt.clone()).await?;
         let mut out = Vec::with_capacity(rows.len());
         for row in &rows {
             let (ns, name) = names_of(row)?;

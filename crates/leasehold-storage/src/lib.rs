@@ -84,7 +84,7 @@ pub use backend::Backend;
 pub use clock_rate::measure_clock_rate;
 pub use connect::StoreBuilder;
 pub use doorbell::Doorbell;
-pub use error::StoreError;
+pub use error::{PoolerProblem, StoreError};
 pub use fence::FencedTransaction;
 pub use hosts::HostList;
 pub use leasehold_core::fencing_header::{self, FENCING_HEADER, HeaderError, TokenGate};

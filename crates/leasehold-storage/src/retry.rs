@@ -15,8 +15,8 @@ use leasehold_core::{Clock, MonotonicClock};
 use tokio::time::Instant;
 
 use sea_orm::{
-    ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbErr, QueryResult, Statement,
-    TransactionOptions, TransactionTrait,
+    DatabaseConnection, DatabaseTransaction, DbErr, QueryResult, Statement, TransactionOptions,
+    TransactionTrait,
 };
 
 use crate::StoreError;
@@ -195,7 +195,7 @@ impl crate::SeaOrmStore {
         stmt: Statement,
     ) -> Result<Option<QueryResult>, StoreError> {
         tracing::trace!("{op}: {}", stmt.sql);
-        match retry_deadlocks(op, || self.db.query_one_raw(stmt.clone())).await {
+        match retry_deadlocks(op, || self.one_raw(stmt.clone())).await {
             Ok(row) => Ok(row),
             Err(e) => Err(self.judged(op, e).await),
         }
@@ -208,7 +208,7 @@ impl crate::SeaOrmStore {
         stmt: Statement,
     ) -> Result<Vec<QueryResult>, StoreError> {
         tracing::trace!("{op}: {}", stmt.sql);
-        match retry_deadlocks(op, || self.db.query_all_raw(stmt.clone())).await {
+        match retry_deadlocks(op, || self.all_raw(stmt.clone())).await {
             Ok(rows) => Ok(rows),
             Err(e) => Err(self.judged(op, e).await),
         }
@@ -222,10 +222,7 @@ impl crate::SeaOrmStore {
         stmt: Statement,
     ) -> Result<Vec<QueryResult>, StoreError> {
         tracing::trace!("{op}: {}", stmt.sql);
-        match self
-            .written(op, || self.db.query_all_raw(stmt.clone()))
-            .await
-        {
+        match self.written(op, || self.all_raw(stmt.clone())).await {
             Ok(rows) => Ok(rows),
             Err(e) => Err(self.judged(op, e).await),
         }
@@ -239,8 +236,8 @@ impl crate::SeaOrmStore {
         stmt: Statement,
     ) -> Result<u64, StoreError> {
         tracing::trace!("{op}: {}", stmt.sql);
-        match self.written(op, || self.db.execute_raw(stmt.clone())).await {
-            Ok(r) => Ok(r.rows_affected()),
+        match self.written(op, || self.exec_raw(stmt.clone())).await {
+            Ok(r) => Ok(r),
             Err(e) => Err(self.judged(op, e).await),
         }
     }

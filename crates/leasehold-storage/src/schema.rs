@@ -1,7 +1,7 @@
 //! What [`SeaOrmStore::verify_schema`] checks beyond the column names, read from each backend's
 //! catalog (the statements are `Sql::catalog_unique_keys` and `Sql::catalog_columns`).
 
-use sea_orm::{ConnectionTrait, DbErr, QueryResult, Statement};
+use sea_orm::{DbErr, QueryResult, Statement};
 
 use crate::{SeaOrmStore, StoreError};
 
@@ -110,7 +110,7 @@ impl SeaOrmStore {
                 .map_err(|e| DbErr::Query(sea_orm::RuntimeErr::SqlxError(e.into())))?;
             return Ok(rows.into_iter().map(QueryResult::from).collect());
         }
-        self.connection().query_all_raw(stmt).await
+        self.all_raw(stmt).await
     }
 
     /// Checks that the lease table exists with what leasehold's guarantees depend on: its
@@ -128,7 +128,7 @@ impl SeaOrmStore {
             },
             other => other,
         };
-        if let Err(e) = self.connection().query_all_raw(self.sql.columns()).await {
+        if let Err(e) = self.all_raw(self.sql.columns()).await {
             // A table made before step 2 has every other column: say which step it lacks.
             return Err(match before_step_two(self).await {
                 Ok(Some(why)) => StoreError::Schema {
@@ -138,12 +138,7 @@ impl SeaOrmStore {
                 _ => as_schema(e),
             });
         }
-        if self
-            .connection()
-            .query_all_raw(self.sql.floor_columns())
-            .await
-            .is_err()
-        {
+        if self.all_raw(self.sql.floor_columns()).await.is_err() {
             return Err(StoreError::Schema {
                 table: self.table().to_owned(),
                 cause: sea_orm::DbErr::Custom(format!(

@@ -11,7 +11,7 @@ use leasehold_core::{
     AcquireOutcome, DbInstant, FencingToken, HolderId, LeaseKey, LeaseRecord, LeaseValue,
     Namespace, ReleaseOutcome, RenewOutcome, SetValueOutcome, Term,
 };
-use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, QueryResult};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, DbErr, QueryResult, Statement};
 
 use crate::backend::Backend;
 use crate::sql::Sql;
@@ -45,6 +45,12 @@ pub struct SeaOrmStore {
     /// On a SQLite file: the gate its writers in this process pass one at a time, in arrival
     /// order, shared with every store of the process on that file (`backend/sqlite/gate.rs`).
     pub(crate) gate: Option<std::sync::Arc<crate::backend::sqlite::gate::WriteGate>>,
+    /// PostgreSQL through transaction pooling: what opens each of the store's transactions
+    /// (`backend/postgres/pooler.rs`); every statement then runs in a transaction of its own.
+    pooled: Option<std::sync::Arc<str>>,
+    /// PostgreSQL: the URL of the doorbell's `LISTEN` connection, past the pooler
+    /// ([`crate::StoreBuilder::doorbell_url`]).
+    pub(crate) doorbell_url: Option<std::sync::Arc<str>>,
 }
 
 impl SeaOrmStore {
@@ -111,6 +117,8 @@ impl SeaOrmStore {
             node: None,
             galera: false,
             gate,
+            pooled: None,
+            doorbell_url: None,
         }
     }
 
@@ -131,8 +139,36 @@ impl SeaOrmStore {
         self.follower = follower;
     }
 
+    /// Runs every statement in a transaction of its own opened by `prelude` (PostgreSQL through
+    /// transaction pooling, `backend/postgres/pooler.rs`).
+    #[cfg(feature = "postgres")]
+    pub(crate) fn set_transaction_pooling(&mut self, prelude: String) {
+        self.pooled = Some(prelude.into());
+    }
+
+    /// Gives the doorbell's `LISTEN` connection its own URL.
+    ///
+    /// # Errors
+    /// What is wrong with `url`, when it is not a PostgreSQL URL the driver reads.
+    #[cfg(feature = "postgres")]
+    pub(crate) fn set_doorbell_url(&mut self, url: &str) -> Result<(), String> {
+        url.parse::<sea_orm::sqlx::postgres::PgConnectOptions>()
+            .map_err(|e| format!("the doorbell's URL: {e}"))?;
+        self.doorbell_url = Some(url.into());
+        Ok(())
+    }
+
+    /// Whether the store reaches PostgreSQL through transaction pooling
+    /// ([`crate::StoreBuilder::transaction_pooling`]): every statement runs in a transaction of
+    /// its own, and the server bounds are set in each.
+    #[must_use]
+    pub fn transaction_pooling(&self) -> bool {
+        self.pooled.is_some()
+    }
+
     /// Begins a transaction that always runs its `BEGIN` to the end, bounded by the server bound
-    /// and a second ([`crate::retry::begin_whole`]).
+    /// and a second ([`crate::retry::begin_whole`]). Through transaction pooling its prelude
+    /// runs first (the server bounds for this transaction).
     pub(crate) async fn begin_whole(
         &self,
         options: sea_orm::TransactionOptions,
@@ -140,7 +176,47 @@ impl SeaOrmStore {
         let limit = self
             .server_timeout
             .map(|bound| bound + crate::connect::DRAIN_SLACK);
-        crate::retry::begin_whole(&self.db, options, limit).await
+        let txn = crate::retry::begin_whole(&self.db, options, limit).await?;
+        if let Some(prelude) = &self.pooled {
+            txn.execute_unprepared(prelude).await?;
+        }
+        Ok(txn)
+    }
+
+    /// Sends `stmt` and reads every row: on the pool, or through transaction pooling in a
+    /// transaction of its own, committed before the rows are returned.
+    pub(crate) async fn all_raw(&self, stmt: Statement) -> Result<Vec<QueryResult>, DbErr> {
+        if self.pooled.is_none() {
+            return self.db.query_all_raw(stmt).await;
+        }
+        let txn = self
+            .begin_whole(sea_orm::TransactionOptions::default())
+            .await?;
+        let rows = txn.query_all_raw(stmt).await?;
+        txn.commit().await?;
+        Ok(rows)
+    }
+
+    /// [`SeaOrmStore::all_raw`] for the first row only.
+    pub(crate) async fn one_raw(&self, stmt: Statement) -> Result<Option<QueryResult>, DbErr> {
+        if self.pooled.is_none() {
+            return self.db.query_one_raw(stmt).await;
+        }
+        Ok(self.all_raw(stmt).await?.into_iter().next())
+    }
+
+    /// Sends a statement that returns no rows and returns how many rows it changed, as
+    /// [`SeaOrmStore::all_raw`] sends it.
+    pub(crate) async fn exec_raw(&self, stmt: Statement) -> Result<u64, DbErr> {
+        if self.pooled.is_none() {
+            return Ok(self.db.execute_raw(stmt).await?.rows_affected());
+        }
+        let txn = self
+            .begin_whole(sea_orm::TransactionOptions::default())
+            .await?;
+        let done = txn.execute_raw(stmt).await?.rows_affected();
+        txn.commit().await?;
+        Ok(done)
     }
 
     /// The server-side bound on each statement's lock wait and run time that this store's
@@ -242,10 +318,23 @@ impl SeaOrmStore {
     /// [`StoreError::Database`] if a step fails (a read-only database, a role that may not
     /// create tables), [`StoreError::Schema`] if the table is still not usable afterwards.
     pub async fn migrate_all(&self) -> Result<(), StoreError> {
-        crate::ddl::create_lease_table(&self.db, &self.table)
+        self.create_table()
             .await
             .map_err(|e| StoreError::db("migrate", &self.table, e))?;
         self.verify_schema().await
+    }
+
+    /// Creates or brings the lease table up to date ([`crate::ddl::create_lease_table`]), in one
+    /// transaction through transaction pooling.
+    pub(crate) async fn create_table(&self) -> Result<(), DbErr> {
+        if self.pooled.is_none() {
+            return crate::ddl::create_lease_table(&self.db, &self.table).await;
+        }
+        let txn = self
+            .begin_whole(sea_orm::TransactionOptions::default())
+            .await?;
+        crate::ddl::create_lease_table(&txn, &self.table).await?;
+        txn.commit().await
     }
 
     /// Drops this store's lease table and its token floor table (and on PostgreSQL the change
@@ -256,9 +345,21 @@ impl SeaOrmStore {
     /// # Errors
     /// [`StoreError::ReadOnly`] or [`StoreError::Database`] if a statement fails.
     pub async fn drop_table(&self) -> Result<(), StoreError> {
-        crate::ddl::drop_lease_table(&self.db, &self.table)
-            .await
-            .map_err(|e| StoreError::db("drop_table", &self.table, e))
+        let dropped = if self.pooled.is_none() {
+            crate::ddl::drop_lease_table(&self.db, &self.table).await
+        } else {
+            match self
+                .begin_whole(sea_orm::TransactionOptions::default())
+                .await
+            {
+                Ok(txn) => match crate::ddl::drop_lease_table(&txn, &self.table).await {
+                    Ok(()) => txn.commit().await,
+                    Err(e) => Err(e),
+                },
+                Err(e) => Err(e),
+            }
+        };
+        dropped.map_err(|e| StoreError::db("drop_table", &self.table, e))
     }
 
     pub(crate) fn err(&self, op: &'static str) -> impl FnOnce(sea_orm::DbErr) -> StoreError + '_ {

@@ -39,9 +39,15 @@ pub struct LeaseServiceBuilder {
     reclaim_own_leases: bool,
     clock_check: Option<crate::ClockRateOptions>,
     retention: Option<crate::Retention>,
+    doorbell_url: Option<String>,
+    max_connections: Option<u32>,
+    renewal_connections: u32,
     #[cfg(feature = "known-bugs")]
     bug: Option<leasehold_engine::KnownBug>,
 }
+
+/// The default of [`LeaseServiceBuilder::renewal_connections`].
+const RENEWAL_CONNECTIONS: u32 = 2;
 
 impl std::fmt::Debug for LeaseServiceBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -68,9 +74,53 @@ impl LeaseServiceBuilder {
             reclaim_own_leases: false,
             clock_check: None,
             retention: None,
+            doorbell_url: None,
+            max_connections: None,
+            renewal_connections: RENEWAL_CONNECTIONS,
             #[cfg(feature = "known-bugs")]
             bug: None,
         }
+    }
+
+    /// PostgreSQL: the URL of the doorbell's one `LISTEN` connection, past a pooler (default:
+    /// the service's URL). Through a pooler in transaction mode (`pooler=transaction` in the
+    /// URL) a `LISTEN` is never heard, so without this waiters poll (at their retry interval),
+    /// and [`LeaseService::health`](crate::LeaseService::health) says so in its `wakeups`.
+    /// Rings are still sent through the service's pool.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// use leasehold::LeaseService;
+    /// let service = LeaseService::builder("postgres://app@pgbouncer:6432/app?pooler=transaction")
+    ///     .doorbell_url("postgres://app@db:5432/app")
+    ///     .build()
+    ///     .await?;
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
+    pub fn doorbell_url(mut self, url: impl Into<String>) -> Self {
+        self.doorbell_url = Some(url.into());
+        self
+    }
+
+    /// The most connections of the service's request pool (default 10; 4 for SQLite files).
+    /// With a URL the service opens, besides it, a renewal pool
+    /// ([`renewal_connections`](Self::renewal_connections)) and on PostgreSQL one `LISTEN`
+    /// connection (none through transaction pooling without a
+    /// [`doorbell_url`](Self::doorbell_url)); docs/operations.md, "Poolers and balancers",
+    /// counts them. Through a pooler in session mode each one keeps a server connection.
+    pub fn max_connections(mut self, n: u32) -> Self {
+        self.max_connections = Some(n.max(1));
+        self
+    }
+
+    /// The most connections of the renewal pool a service from a URL opens beside its request
+    /// pool, so that busy requests cannot starve renewals (default 2, at least 1). Renewals of
+    /// one window go out as one statement, so one connection keeps every lease of the service
+    /// renewed; the second lets a renewal go out while a slow one is still out.
+    pub fn renewal_connections(mut self, n: u32) -> Self {
+        self.renewal_connections = n.max(1);
+        self
     }
 
     /// Puts a known bug back, to show that the service simulation's oracle catches it. Tests
@@ -313,14 +363,21 @@ impl LeaseServiceBuilder {
             StoreSource::Url(url) => {
                 // Statements the engine gave up on die at the server too.
                 let bound = self.config.request_timeout();
-                let main = StoreBuilder::new(url.clone())
+                let mut main = StoreBuilder::new(url.clone())
                     .table_prefix(self.table_prefix.clone())
                     .server_timeout(bound);
+                if let Some(direct) = self.doorbell_url {
+                    main = main.doorbell_url(direct);
+                }
+                if let Some(n) = self.max_connections {
+                    main = main.max_connections(n);
+                }
                 main.table_name()?;
                 let memory = is_memory_sqlite(&url);
                 let renew = StoreBuilder::new(url)
                     .table_prefix(self.table_prefix)
-                    .server_timeout(bound);
+                    .server_timeout(bound)
+                    .max_connections(self.renewal_connections);
                 StoreSource::Builders(main, renew, memory)
             }
             StoreSource::Store(store, sql) => match self.renew_store {

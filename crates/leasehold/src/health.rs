@@ -123,6 +123,13 @@ pub struct Health {
     /// ([`LeaseServiceBuilder::check_clock_rate`](crate::LeaseServiceBuilder::check_clock_rate))
     /// and has covered its window once.
     pub clock_rate: Option<crate::ClockRateReport>,
+    /// Whether this service's waiters (locks, lease tasks, shards) are woken by the doorbell's
+    /// rings or poll: [`Wakeups::Polling`](leasehold_storage::doorbell::Wakeups::Polling)
+    /// names why (for example a pooler in transaction mode without a doorbell URL). Polling is
+    /// not a health reason: waiters still get every lease, a poll interval later. `None`
+    /// without a doorbell (in-memory stores). Also published as the gauge
+    /// `leasehold_doorbell_pushed` (1 or 0) at each health check.
+    pub wakeups: Option<leasehold_storage::doorbell::Wakeups>,
 }
 
 impl Health {
@@ -166,6 +173,9 @@ impl fmt::Display for Health {
         }
         if let DatabaseProbe::Reachable { round_trip } = self.database {
             write!(f, ", database round trip {round_trip:?}")?;
+        }
+        if let Some(leasehold_storage::doorbell::Wakeups::Polling { reason }) = &self.wakeups {
+            write!(f, ", waiters poll ({reason})")?;
         }
         for reason in &self.reasons {
             write!(f, "; {reason}")?;

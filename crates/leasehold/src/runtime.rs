@@ -71,8 +71,14 @@ async fn open(source: StoreSource, notify: bool) -> Result<Opened> {
             if memory {
                 return Ok((Arc::clone(&store), store, Some(sql)));
             }
-            let renew: Arc<dyn Store> =
-                Arc::new(renew.max_connections(2).migrate(false).connect().await?);
+            // The renewal pool goes through the same pooler: no need to find that out twice.
+            let renew: Arc<dyn Store> = Arc::new(
+                renew
+                    .transaction_pooling(sql.transaction_pooling())
+                    .migrate(false)
+                    .connect()
+                    .await?,
+            );
             Ok((store, renew, Some(sql)))
         }
         StoreSource::Url(url) => {

@@ -208,6 +208,7 @@ impl LeaseEngine {
     pub fn with_request_timeout(mut self, limit: Duration) -> Self {
         self.limit = limit;
         self.doorbell = doorbell_of(self.sql.as_ref(), limit);
+        self.registry.set_doorbell(self.doorbell.clone());
         self
     }
 
@@ -219,6 +220,7 @@ impl LeaseEngine {
     pub fn with_sql_store(mut self, sql: Option<leasehold_storage::SeaOrmStore>) -> Self {
         self.sql = sql;
         self.doorbell = doorbell_of(self.sql.as_ref(), self.limit);
+        self.registry.set_doorbell(self.doorbell.clone());
         self
     }
 

@@ -1,34 +1,11 @@
-//! What every new pooled connection is set up with: PostgreSQL's session settings and, for a
-//! URL of several servers, the refusal of a server that does not take writes; MySQL/MariaDB's
+//! What every new pooled connection is set up with: for a PostgreSQL URL of several servers,
+//! the refusal of a server that does not take writes; MySQL/MariaDB's
 //! lock-wait and statement bounds, isolation level and, on a Galera node, causality wait; and
 //! the probe that opens one connection before the pool does ([`probe`]).
 
 use std::time::Duration;
 
 use sea_orm::DbErr;
-
-/// The session options of a PostgreSQL connection: the server bounds (lock wait and statement
-/// time, `bound`) and TCP keepalives that find a silent peer.
-#[cfg(feature = "postgres")]
-pub(super) fn pg_session(
-    bound: Duration,
-) -> impl Fn(sea_orm::sqlx::postgres::PgConnectOptions) -> sea_orm::sqlx::postgres::PgConnectOptions
-+ Clone
-+ Send
-+ Sync
-+ 'static {
-    let ms = bound.as_millis().max(1).to_string();
-    let idle = bound.as_secs().max(1).to_string();
-    move |o: sea_orm::sqlx::postgres::PgConnectOptions| {
-        o.options([
-            ("lock_timeout", ms.as_str()),
-            ("statement_timeout", ms.as_str()),
-            ("tcp_keepalives_idle", idle.as_str()),
-            ("tcp_keepalives_interval", "1"),
-            ("tcp_keepalives_count", "3"),
-        ])
-    }
-}
 
 /// Refuses a connection to a server that does not accept writes (a URL with several hosts: the
 /// primary moved), and notes it so the store's follower looks for the new one.

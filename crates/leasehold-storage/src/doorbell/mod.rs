@@ -118,6 +118,36 @@ pub trait Doorbell: Send + Sync + std::fmt::Debug + 'static {
 
     /// Stops the doorbell's tasks and closes its connections (at shutdown).
     fn stop(&self);
+
+    /// Whether rings reach this service now, or its waiters poll. Default:
+    /// [`Wakeups::Pushed`].
+    fn wakeups(&self) -> Wakeups {
+        Wakeups::Pushed
+    }
+}
+
+/// Whether a service's waiters are woken by rings or poll ([`Doorbell::wakeups`]). A waiter
+/// never depends on a ring: it waits on its own poll timer too, so polling costs latency (up to
+/// the poll interval per hand-over), never correctness.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Wakeups {
+    /// Rings reach this service (or the doorbell has not been needed yet).
+    Pushed,
+    /// Rings do not reach this service; waiters poll.
+    Polling {
+        /// Why, and what would bring the rings back.
+        reason: String,
+    },
+}
+
+impl std::fmt::Display for Wakeups {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Pushed => f.write_str("pushed"),
+            Self::Polling { reason } => write!(f, "polling: {reason}"),
+        }
+    }
 }
 
 /// The doorbell of a service on `store`, by its backend (with that backend's feature): `None`

@@ -106,7 +106,13 @@ impl LeaseService {
             last_renewal_age: None,
             leases_held: 0,
             clock_rate: None,
+            wakeups: self.inner.registry.wakeups(),
         };
+        if let Some(w) = &health.wakeups {
+            leasehold_engine::metrics::doorbell_pushed(
+                *w == leasehold_storage::doorbell::Wakeups::Pushed,
+            );
+        }
         if self.is_shut_down() {
             health.reasons.push(HealthReason::ShutDown);
             return health.decide();

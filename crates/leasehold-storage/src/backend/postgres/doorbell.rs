@@ -17,16 +17,26 @@
 //! notification lock through its flush, so many sessions notifying at once queue behind each
 //! other (measured in `docs/benchmarks.md`): off by default.
 //!
-//! Connections: 1 (the `LISTEN`), opened on the first [`Doorbell::watch`]. When it drops it is
-//! reopened with a bounded back-off; subscribers poll meanwhile, and every subscriber is woken
+//! Connections: 1 (the `LISTEN`), opened on the first [`Doorbell::watch`], to the store's URL or
+//! to the doorbell's own ([`crate::StoreBuilder::doorbell_url`]: past a pooler). When it drops it
+//! is reopened with a bounded back-off; subscribers poll meanwhile, and every subscriber is woken
 //! once whenever the `LISTEN` starts (rings sent before it were lost).
+//!
+//! A `LISTEN` that hears nothing would leave every waiter polling without a word, so each new
+//! `LISTEN` sends itself a ring through the pool ([`PROBE`]) and counts as listening only once it
+//! heard it. One that does not hear it within the bound (a pooler that does not keep a client
+//! on its server connection) is closed and tried again after [`DEAF_RETRY`]; meanwhile
+//! [`Doorbell::wakeups`] reports polling and a warning is logged. Through transaction pooling
+//! without a doorbell URL no `LISTEN` is tried at all: its registration would stay on a server
+//! connection that the pooler then gives to other clients, whose statements would meet the
+//! notifications.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use leasehold_core::LeaseKey;
 use sea_orm::sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
-use sea_orm::{ConnectionTrait, DbBackend, Statement};
+use sea_orm::{DbBackend, Statement};
 use tokio::sync::{Notify, mpsc};
 
 use crate::SeaOrmStore;
@@ -52,6 +62,8 @@ pub struct PgDoorbell {
     /// Rings to send on [`CHANNEL`], likewise.
     rings: Arc<crate::doorbell::Outbox>,
     listening: Mutex<bool>,
+    /// Whether rings reach this service ([`Doorbell::wakeups`]).
+    wakeups: Arc<Mutex<crate::doorbell::Wakeups>>,
     /// The store's grants and releases notify in their own statements
     /// ([`SeaOrmStore::notify_in_statements`]): grants are not announced again, and committed
     /// releases need no ring.
@@ -80,6 +92,7 @@ impl PgDoorbell {
             announce: Arc::default(),
             rings: Arc::default(),
             listening: Mutex::new(false),
+            wakeups: Arc::new(Mutex::new(initial_wakeups(store))),
             in_statements: store.notifies_in_statements(),
             stop: Arc::new(Notify::new()),
             stopped: Arc::default(),
@@ -97,8 +110,8 @@ impl PgDoorbell {
             pending.abandon();
             return;
         };
-        let (db, limit) = (self.store.connection().clone(), self.limit);
-        rt.spawn(notify_all(db, limit, channel, Arc::clone(pending)));
+        let (store, limit) = (self.store.clone(), self.limit);
+        rt.spawn(notify_all(store, limit, channel, Arc::clone(pending)));
     }
 
     fn listen(&self) {
@@ -106,7 +119,10 @@ impl PgDoorbell {
             .listening
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if *listening || self.stopped.load(std::sync::atomic::Ordering::SeqCst) {
+        if *listening
+            || self.stopped.load(std::sync::atomic::Ordering::SeqCst)
+            || (self.store.transaction_pooling() && self.store.doorbell_url.is_none())
+        {
             return;
         }
         *listening = true;
@@ -119,11 +135,16 @@ impl PgDoorbell {
             .clone();
         let subscribers = [self.subscribers.clone(), self.observers.clone()];
         let stop = Arc::clone(&self.stop);
-        let limit = self.limit;
+        let bell = Bell {
+            store: self.store.clone(),
+            limit: self.limit,
+            direct: self.store.doorbell_url.clone(),
+            wakeups: Arc::clone(&self.wakeups),
+        };
         crate::doorbell::spawn(async move {
             tokio::select! {
                 () = stop.notified() => {}
-                () = listen_forever(&pool, &subscribers, limit) => {}
+                () = listen_forever(&pool, &subscribers, &bell) => {}
             }
         });
     }
@@ -163,9 +184,9 @@ impl Doorbell for PgDoorbell {
             "SELECT pg_notify($1, $2)",
             [CHANNEL.into(), payload(self.store.table(), key).into()],
         );
-        let (db, limit, key) = (self.store.connection().clone(), self.limit, key.clone());
+        let (store, limit, key) = (self.store.clone(), self.limit, key.clone());
         Box::pin(async move {
-            match tokio::time::timeout(limit, crate::retry::watched(db.execute_raw(stmt))).await {
+            match tokio::time::timeout(limit, crate::retry::watched(store.exec_raw(stmt))).await {
                 Ok(Ok(_)) => {}
                 Ok(Err(e)) => tracing::debug!("{key}: pg_notify failed: {e}"),
                 Err(_) => tracing::debug!("{key}: pg_notify timed out"),
@@ -190,6 +211,54 @@ impl Doorbell for PgDoorbell {
             .store(true, std::sync::atomic::Ordering::SeqCst);
         self.stop.notify_one();
     }
+
+    fn wakeups(&self) -> crate::doorbell::Wakeups {
+        self.wakeups
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// What the doorbell of `store` can do before it listened: through transaction pooling without
+/// a doorbell URL, nothing (warned once, here).
+fn initial_wakeups(store: &SeaOrmStore) -> crate::doorbell::Wakeups {
+    if store.transaction_pooling() && store.doorbell_url.is_none() {
+        let reason = "the store goes through transaction pooling and has no doorbell URL \
+                      (StoreBuilder::doorbell_url): LISTEN cannot work there"
+            .to_owned();
+        tracing::warn!("doorbell off, waiters poll: {reason}");
+        return crate::doorbell::Wakeups::Polling { reason };
+    }
+    crate::doorbell::Wakeups::Pushed
+}
+
+/// The payload of the ring a new `LISTEN` sends itself: no key's payload starts with `:`.
+pub const PROBE: &str = ":probe:";
+
+/// How long a doorbell whose `LISTEN` heard nothing waits before it tries again.
+pub const DEAF_RETRY: Duration = Duration::from_secs(30);
+
+/// What a `LISTEN` needs besides its subscribers.
+struct Bell {
+    store: SeaOrmStore,
+    limit: Duration,
+    /// The doorbell's own URL, past a pooler.
+    direct: Option<Arc<str>>,
+    wakeups: Arc<Mutex<crate::doorbell::Wakeups>>,
+}
+
+impl Bell {
+    fn set(&self, wakeups: crate::doorbell::Wakeups) {
+        let mut now = self.wakeups.lock().unwrap_or_else(PoisonError::into_inner);
+        if let (crate::doorbell::Wakeups::Polling { reason }, false) = (
+            &wakeups,
+            matches!(*now, crate::doorbell::Wakeups::Polling { .. }),
+        ) {
+            tracing::warn!("doorbell deaf, waiters poll: {reason}");
+        }
+        *now = wakeups;
+    }
 }
 
 /// The most grants announced, or rings sent, by one statement.
@@ -197,7 +266,7 @@ pub const ANNOUNCE_BATCH: usize = 1_000;
 
 /// Sends the pending notifications of `channel`, a batch per statement, until none is left.
 async fn notify_all(
-    db: sea_orm::DatabaseConnection,
+    store: SeaOrmStore,
     limit: Duration,
     channel: &'static str,
     outbox: Arc<crate::doorbell::Outbox>,
@@ -211,7 +280,7 @@ async fn notify_all(
             "SELECT pg_notify($1, p) FROM json_array_elements_text($2::json) AS p",
             [channel.into(), json.into()],
         );
-        match tokio::time::timeout(limit, crate::retry::watched(db.execute_raw(stmt))).await {
+        match tokio::time::timeout(limit, crate::retry::watched(store.exec_raw(stmt))).await {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => tracing::debug!("{} notifications on {channel} failed: {e}", batch.len()),
             Err(_) => tracing::debug!("{} notifications on {channel} timed out", batch.len()),
@@ -221,13 +290,36 @@ async fn notify_all(
 
 /// Listens, reconnecting with a bounded back-off whenever the connection fails.
 /// `subscribers` are the lock waiters' and the observers'.
-async fn listen_forever(pool: &PgPool, subscribers: &[Subscribers; 2], limit: Duration) {
+async fn listen_forever(pool: &PgPool, subscribers: &[Subscribers; 2], bell: &Bell) {
     let mut backoff = BACKOFF_MIN;
     loop {
-        let options = (*pool.connect_options()).clone();
-        match listen_once(&options, subscribers, limit).await {
+        let options = match &bell.direct {
+            Some(url) => match url.parse::<PgConnectOptions>() {
+                Ok(o) => o,
+                Err(e) => {
+                    bell.set(crate::doorbell::Wakeups::Polling {
+                        reason: format!("the doorbell's URL: {e}"),
+                    });
+                    return;
+                }
+            },
+            None => (*pool.connect_options()).clone(),
+        };
+        match listen_once(&options, subscribers, bell).await {
             Ok(()) => backoff = BACKOFF_MIN,
-            Err(e) => {
+            Err(Heard::Nothing) => {
+                bell.set(crate::doorbell::Wakeups::Polling {
+                    reason: format!(
+                        "its LISTEN did not hear its own ring within {:?}: a pooler in \
+                         transaction mode? give the doorbell a direct URL \
+                         (StoreBuilder::doorbell_url)",
+                        bell.limit
+                    ),
+                });
+                tokio::time::sleep(DEAF_RETRY).await;
+                continue;
+            }
+            Err(Heard::Failed(e)) => {
                 tracing::debug!("doorbell LISTEN failed (waiters poll until it is back): {e}");
                 backoff = next_backoff(backoff);
             }
@@ -236,13 +328,28 @@ async fn listen_forever(pool: &PgPool, subscribers: &[Subscribers; 2], limit: Du
     }
 }
 
+/// Why a `LISTEN` ended.
+enum Heard {
+    /// It listened but did not hear its own ring.
+    Nothing,
+    /// The connection failed.
+    Failed(String),
+}
+
+impl From<String> for Heard {
+    fn from(e: String) -> Self {
+        Self::Failed(e)
+    }
+}
+
 /// One `LISTEN` connection, until it fails. Once it listens every subscriber is woken once: a
 /// ring sent before (while connecting, or while the last connection was down) was lost.
 async fn listen_once(
     options: &PgConnectOptions,
     subscribers: &[Subscribers; 2],
-    limit: Duration,
-) -> Result<(), String> {
+    bell: &Bell,
+) -> Result<(), Heard> {
+    let limit = bell.limit;
     let [waiters, observers] = subscribers;
     let pool = PgPoolOptions::new()
         .max_connections(1)
@@ -262,19 +369,51 @@ async fn listen_once(
         .await
         .map_err(|_| "LISTEN timed out".to_owned())?
         .map_err(|e| e.to_string())?;
+    // Its own ring, sent through the pool as every ring is, must come back.
+    let probe = Statement::from_sql_and_values(
+        DbBackend::Postgres,
+        "SELECT pg_notify($1, $2)",
+        [CHANNEL.into(), PROBE.into()],
+    );
+    let heard = tokio::time::timeout(limit, async {
+        bell.store
+            .exec_raw(probe)
+            .await
+            .map_err(|e| format!("its probe ring: {e}"))?;
+        loop {
+            match listener.try_recv().await {
+                Ok(Some(n)) if n.payload() == PROBE => return Ok(true),
+                Ok(Some(_)) => {}
+                Ok(None) => return Err("connection lost".to_owned()),
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+    })
+    .await;
+    match heard {
+        Ok(Ok(_)) => bell.set(crate::doorbell::Wakeups::Pushed),
+        Ok(Err(e)) => return Err(Heard::Failed(e)),
+        Err(_) => {
+            let _ = listener.unlisten_all().await;
+            return Err(Heard::Nothing);
+        }
+    }
     waiters.wake_all();
     observers.wake_all();
     loop {
         // No bound needed on recv: it waits for a ring, and the task ends at stop.
         match listener.try_recv().await {
             Ok(Some(n)) => {
+                if n.payload() == PROBE {
+                    continue;
+                }
                 if n.channel() == CHANNEL {
                     waiters.wake(n.payload());
                 }
                 observers.wake(n.payload());
             }
-            Ok(None) => return Err("connection lost".to_owned()),
-            Err(e) => return Err(e.to_string()),
+            Ok(None) => return Err(Heard::Failed("connection lost".to_owned())),
+            Err(e) => return Err(Heard::Failed(e.to_string())),
         }
     }
 }

@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 
 use leasehold_core::{HolderId, LeaseKey, LeaseValue, Term};
-use sea_orm::{ConnectionTrait, DbErr, Statement, Value};
+use sea_orm::{DbErr, Statement, Value};
 
 use crate::backend::text::numbered;
 use crate::group::{Decided, OP, RELEASE_OP, chunk_keys, col, names_of};
@@ -105,7 +105,7 @@ impl SeaOrmStore {
         chunk: &[usize],
     ) -> Result<Vec<(usize, Decided)>, DbErr> {
         let (index, _) = chunk_keys(keys, chunk);
-        let rows = self.connection().query_all_raw(stmt.clone()).await?;
+        let rows = self.all_raw(stmt.clone()).await?;
         let mut decided = Vec::with_capacity(chunk.len());
         let mut answered = HashSet::with_capacity(chunk.len());
         for row in &rows {

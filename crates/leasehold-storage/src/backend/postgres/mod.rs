@@ -10,6 +10,8 @@ use super::{Dialect, Names};
 pub mod doorbell;
 mod group;
 #[cfg(feature = "postgres")]
+pub mod pooler;
+#[cfg(feature = "postgres")]
 pub(crate) mod primary;
 mod statements;
 

@@ -1,0 +1,195 @@
+//! PostgreSQL behind a connection pooler (PgBouncer, a provider's pooled endpoint).
+//!
+//! The server bounds are set with `SET` statements on each new connection, never with the
+//! `options` startup parameter: PgBouncer refuses a startup parameter it does not know
+//! ("unsupported startup parameter: options") unless told to ignore it, and a pooler that
+//! ignores it drops the bounds without a word.
+//!
+//! - **Direct, or session pooling**: a client connection keeps its server connection for its
+//!   whole life, so the session's `SET`s hold ([`session_bounds`], run by the pool's
+//!   after-connect hook) and prepared statements are kept by the server as usual.
+//! - **Transaction pooling** (the URL's `pooler=transaction`, or
+//!   [`crate::StoreBuilder::transaction_pooling`]): a client keeps a server connection only
+//!   for one transaction, so neither a session `SET` nor a named prepared statement survives
+//!   to the next one, and sqlx's prepare and execute are two round trips that the pooler may
+//!   send to two servers. Every statement of the store then runs in a transaction of its own
+//!   (committed before its answer is reported), opened by [`transaction_prelude`]: the
+//!   statements other clients left prepared on that server connection are dropped (sqlx names
+//!   its statements by a counter per client connection, so two clients' names collide), and
+//!   the bounds are set for the transaction (`SET LOCAL`). The statement cache is off
+//!   (`statement_cache_capacity(0)`).
+//!
+//! A URL of transaction pooling without the flag is found at connect ([`detect`]): two client
+//! connections see their server connections swap, and the store answers
+//! [`crate::StoreError::Pooler`] naming the flag instead of failing later on a prepared
+//! statement, or keeping a bound on one server connection only.
+
+use std::time::Duration;
+
+/// The URL parameter that says the URL reaches PostgreSQL through transaction pooling
+/// (`pooler=transaction`); `pooler=session` (the default) says a client keeps its server
+/// connection. The store takes it out of the URL before the driver reads it.
+pub const POOLER_PARAM: &str = "pooler";
+
+/// The bounds (`lock_timeout`, `statement_timeout`) in milliseconds, as PostgreSQL writes them
+/// back (`current_setting`): `5s`, `1500ms`.
+pub(crate) fn bound_ms(bound: Duration) -> u128 {
+    bound.as_millis().max(1)
+}
+
+/// The session settings of a connection that keeps its server connection: the server bounds
+/// (lock wait and statement time, `bound`) and TCP keepalives that find a silent peer (the
+/// server ends the session of a client whose network died, and its locks, within about the
+/// bound plus three seconds).
+pub(crate) fn session_sql(bound: Duration) -> String {
+    let ms = bound_ms(bound);
+    let idle = bound.as_secs().max(1);
+    format!(
+        "SET lock_timeout = {ms}; SET statement_timeout = {ms}; \
+         SET tcp_keepalives_idle = {idle}; SET tcp_keepalives_interval = 1; \
+         SET tcp_keepalives_count = 3"
+    )
+}
+
+/// What opens each transaction under transaction pooling: the prepared statements left on the
+/// server connection are dropped, and the bounds set for this transaction only.
+pub(crate) fn transaction_prelude(bound: Duration) -> String {
+    let ms = bound_ms(bound);
+    format!("DEALLOCATE ALL; SET LOCAL lock_timeout = {ms}; SET LOCAL statement_timeout = {ms}")
+}
+
+/// Sets the session's bounds on a new connection (one round trip, in one simple query).
+pub(crate) async fn session_bounds(
+    conn: &mut sea_orm::sqlx::PgConnection,
+    bound: Duration,
+) -> Result<(), sea_orm::sqlx::Error> {
+    use sea_orm::sqlx::{AssertSqlSafe, Executor};
+    conn.execute(AssertSqlSafe(session_sql(bound))).await?;
+    Ok(())
+}
+
+/// Splits `pooler=…` off a PostgreSQL URL: the URL without it, and whether it asks for
+/// transaction pooling.
+///
+/// # Errors
+/// A value other than `session` or `transaction`, as the problem of a
+/// [`crate::StoreError::BadUrl`].
+pub(crate) fn split_param(url: &str) -> Result<(String, bool), String> {
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok((url.to_owned(), false));
+    };
+    let mut transaction = false;
+    let mut kept = Vec::new();
+    for pair in query.split('&') {
+        match pair.split_once('=') {
+            Some((POOLER_PARAM, value)) => match value {
+                "transaction" => transaction = true,
+                "session" => transaction = false,
+                other => {
+                    return Err(format!(
+                        "{POOLER_PARAM}={other}: the pooler's mode is `session` or `transaction`"
+                    ));
+                }
+            },
+            _ if pair == POOLER_PARAM => {
+                return Err(format!(
+                    "{POOLER_PARAM} needs a value: `session` or `transaction`"
+                ));
+            }
+            _ => kept.push(pair),
+        }
+    }
+    let url = if kept.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    };
+    Ok((url, transaction))
+}
+
+/// Whether the server connections behind `options` are shared per transaction (a pooler in
+/// transaction mode), found with two client connections: the first reads its server's process
+/// id, the second opens a transaction (which keeps a server connection for itself) and reads
+/// its own, and the first reads again. A client that keeps its server connection reads the same
+/// id twice; under transaction pooling, the server connection the first client used last is
+/// the one the pooler hands the second (PgBouncer reuses the most recently used one first), so
+/// the first client's next statement runs on another. `None` when it could not be told within
+/// `limit` (a pooler with a single server connection keeps the first client waiting until the
+/// second one's transaction ends).
+pub(crate) async fn detect(
+    options: &sea_orm::sqlx::postgres::PgConnectOptions,
+    limit: Duration,
+) -> Option<bool> {
+    use sea_orm::sqlx::{Connection, Executor, Row};
+    const PID: &str = "SELECT pg_backend_pid()";
+    let test = async {
+        let options = options.clone().statement_cache_capacity(0);
+        let mut first = sea_orm::sqlx::PgConnection::connect_with(&options)
+            .await
+            .ok()?;
+        let mut second = sea_orm::sqlx::PgConnection::connect_with(&options)
+            .await
+            .ok()?;
+        let pid = |row: sea_orm::sqlx::postgres::PgRow| row.try_get::<i32, _>(0).ok();
+        let before = pid(first.fetch_one(PID).await.ok()?)?;
+        second.execute("BEGIN").await.ok()?;
+        let theirs = pid(second.fetch_one(PID).await.ok()?)?;
+        let shared = if theirs == before {
+            // Two clients on one server connection: shared per transaction.
+            Some(true)
+        } else {
+            match tokio::time::timeout(limit / 2, first.fetch_one(PID)).await {
+                Ok(Ok(row)) => pid(row).map(|after| after != before),
+                _ => None,
+            }
+        };
+        let _ = second.execute("ROLLBACK").await;
+        let _ = first.close().await;
+        let _ = second.close().await;
+        shared
+    };
+    tokio::time::timeout(limit, test).await.ok().flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pooler_parameter_is_taken_out_of_the_url() {
+        assert_eq!(
+            split_param("postgres://u@h:6432/db?pooler=transaction&sslmode=disable"),
+            Ok(("postgres://u@h:6432/db?sslmode=disable".to_owned(), true))
+        );
+        assert_eq!(
+            split_param("postgres://u@h/db?sslmode=disable&pooler=session"),
+            Ok(("postgres://u@h/db?sslmode=disable".to_owned(), false))
+        );
+        assert_eq!(
+            split_param("postgres://u@h/db?pooler=transaction"),
+            Ok(("postgres://u@h/db".to_owned(), true))
+        );
+        assert_eq!(
+            split_param("postgres://u@h/db"),
+            Ok(("postgres://u@h/db".to_owned(), false))
+        );
+        let bad = split_param("postgres://u@h/db?pooler=statement").unwrap_err();
+        assert!(
+            bad.contains("session") && bad.contains("transaction"),
+            "{bad}"
+        );
+        assert!(split_param("postgres://u@h/db?pooler").is_err());
+    }
+
+    #[test]
+    fn bounds_are_set_by_statements_in_milliseconds() {
+        let s = session_sql(Duration::from_millis(1500));
+        assert!(s.contains("SET lock_timeout = 1500;"), "{s}");
+        assert!(s.contains("SET statement_timeout = 1500;"), "{s}");
+        assert!(s.contains("tcp_keepalives_idle = 1;"), "{s}");
+        let p = transaction_prelude(Duration::from_secs(5));
+        assert!(p.starts_with("DEALLOCATE ALL;"), "{p}");
+        assert!(p.contains("SET LOCAL lock_timeout = 5000;"), "{p}");
+        assert!(p.contains("SET LOCAL statement_timeout = 5000"), "{p}");
+    }
+}
