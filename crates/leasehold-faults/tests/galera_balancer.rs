@@ -31,20 +31,18 @@ fn galera_behind_haproxy_keeps_one_believer_when_a_node_is_lost() {
         return;
     };
     prepare(&bin(), &cluster).expect("the cluster's tables");
-    let balancer = require::<GaleraBalancer>("haproxy", GaleraBalancer::start(&cluster))
-        .unwrap_or_else(|| unreachable!("haproxy was found above"));
+    let balancer = GaleraBalancer::start(&cluster).unwrap_or_else(|e| panic!("haproxy: {e}"));
     println!("HAProxy config:\n{}", balancer.config());
     let mut reports = Vec::new();
     for fault in faults.iter().copied().filter(|f| selected(f.name())) {
-        let report = behind_balancer(&bin(), &cluster, &balancer, fault).unwrap_or_else(
-            |e: ServerError| {
+        let report =
+            behind_balancer(&bin(), &cluster, &balancer, fault).unwrap_or_else(|e: ServerError| {
                 panic!(
                     "{fault:?}: {e}\n{}\n--- haproxy\n{}",
                     cluster.logs(),
                     balancer.log()
                 )
-            },
-        );
+            });
         print_report(&report);
         reports.push(report);
     }

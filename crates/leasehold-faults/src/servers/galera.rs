@@ -290,7 +290,6 @@ impl GaleraCluster {
 
     /// A check of node `i` that can run on another thread, answering what
     /// [`GaleraCluster::is_synced`] answers: a balancer's health check.
-    #[must_use]
     pub fn synced_probe(&self, i: usize) -> impl Fn() -> bool + Send + 'static {
         let (client, socket) = (self.client.clone(), self.socket(i));
         move || synced(&client, &socket)

@@ -149,13 +149,15 @@ impl HaProxy {
         let header: Vec<&str> = lines.next()?.trim_start_matches("# ").split(',').collect();
         let col = |name: &str| header.iter().position(|h| *h == name);
         let (status, scur, stot) = (col("status")?, col("scur")?, col("stot")?);
-        lines.map(|l| l.split(',').collect::<Vec<_>>()).find_map(|f| {
-            (f.first() == Some(&backend) && f.get(1) == Some(&server)).then(|| ServerState {
-                status: f.get(status).copied().unwrap_or_default().to_owned(),
-                current: f.get(scur).and_then(|v| v.parse().ok()).unwrap_or(0),
-                total: f.get(stot).and_then(|v| v.parse().ok()).unwrap_or(0),
+        lines
+            .map(|l| l.split(',').collect::<Vec<_>>())
+            .find_map(|f| {
+                (f.first() == Some(&backend) && f.get(1) == Some(&server)).then(|| ServerState {
+                    status: f.get(status).copied().unwrap_or_default().to_owned(),
+                    current: f.get(scur).and_then(|v| v.parse().ok()).unwrap_or(0),
+                    total: f.get(stot).and_then(|v| v.parse().ok()).unwrap_or(0),
+                })
             })
-        })
     }
 }
 
