@@ -248,7 +248,11 @@ pub fn behind_balancer(
         BalancerFault::IsolateNode => cluster.wait_non_primary(0, SETTLE)?,
     }
     run.note(&format!(
-        "node2 and node3 a primary component of two, {:.0} ms after the fault",
+        "{}, {:.0} ms after the fault",
+        match fault {
+            BalancerFault::KillNode => "node2 and node3 a primary component of two",
+            BalancerFault::IsolateNode => "node1 non-primary",
+        },
         ms_between(fault_at, mono_ns())
     ));
     // The service resumes by itself: some holder is granted a name after the fault.
