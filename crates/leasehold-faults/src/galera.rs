@@ -1,7 +1,9 @@
 //! Scenarios on a MariaDB Galera cluster of three nodes: holders in several processes, each
 //! connected to a different node, while a node dies, is cut off from the other two, or the
 //! whole cluster goes down and is bootstrapped again; and holders on every node competing for
-//! the same names, their grants decided by certification.
+//! the same names, their grants decided by certification; and the cluster behind a TCP
+//! balancer (HAProxy), every holder connected through it, while the node it sends them to is
+//! lost.
 
 use std::path::Path;
 use std::time::Duration;
@@ -14,8 +16,11 @@ use crate::record::Record;
 use crate::scenario::{Pace, Run, TERM_MS, setup};
 use crate::servers::{GaleraCluster, ServerError};
 
+mod balancer;
 mod checks;
 mod commits;
+
+pub use balancer::{BalancerFault, GaleraBalancer, behind_balancer, haproxy_config};
 
 pub use checks::{
     Wakeup, cross_node_wakeup, fence_overtaken_on_another_node, own_pool_needs_causality_wait,

@@ -1,5 +1,6 @@
 //! Throwaway database servers of the suite's own, on spare loopback ports in temp dirs (never
-//! the shared 5432/3306 servers), stopped by PID when dropped; and SQLite files.
+//! the shared 5432/3306 servers), stopped by PID when dropped; SQLite files; and a TCP
+//! balancer (HAProxy) in front of them.
 
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener};
@@ -303,6 +304,7 @@ impl Drop for Session {
 
 mod auto_failover;
 mod galera;
+mod haproxy;
 mod mariadb;
 mod postgres;
 mod sqlite;
@@ -310,6 +312,7 @@ mod tls;
 
 pub use auto_failover::Formation;
 pub use galera::GaleraCluster;
+pub use haproxy::{HaProxy, HaProxyPaths, HealthAgent, ServerState};
 pub use mariadb::MariaDb;
 pub use postgres::Postgres;
 pub use sqlite::SqliteDb;

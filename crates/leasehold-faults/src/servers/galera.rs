@@ -11,7 +11,7 @@
 //! Run as root, the nodes run as the `mysql` user: the joiner's rsync daemon, started by a root
 //! server, would drop to `nobody` and could not write the data dir.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -285,8 +285,14 @@ impl GaleraCluster {
     /// Whether node `i` is synced with the primary component and serves clients.
     #[must_use]
     pub fn is_synced(&self, i: usize) -> bool {
-        self.status(i, "wsrep_ready").as_deref() == Some("ON")
-            && self.status(i, "wsrep_local_state_comment").as_deref() == Some("Synced")
+        synced(&self.client, &self.socket(i))
+    }
+
+    /// A check of node `i` that can run on another thread, answering what
+    /// [`GaleraCluster::is_synced`] answers: a balancer's health check.
+    pub fn synced_probe(&self, i: usize) -> impl Fn() -> bool + Send + 'static {
+        let (client, socket) = (self.client.clone(), self.socket(i));
+        move || synced(&client, &socket)
     }
 
     /// Waits until node `i` is synced.
@@ -483,6 +489,30 @@ impl GaleraCluster {
             .collect::<Vec<_>>()
             .join("\n")
     }
+}
+
+/// Whether the node behind `socket` is synced with the primary component and serves clients:
+/// `wsrep_ready` is `ON` and `wsrep_local_state_comment` is `Synced` (not a joiner, a donor, or
+/// a node outside the primary component), read in one query. A node that does not answer is
+/// not synced.
+fn synced(client: &Path, socket: &Path) -> bool {
+    let out = run(Command::new(client)
+        .arg("--no-defaults")
+        .arg(format!("--socket={}", socket.display()))
+        .args(["--connect-timeout=1", "-uroot", "-N", "-B", "-e"])
+        .arg(
+            "SHOW GLOBAL STATUS WHERE Variable_name IN \
+             ('wsrep_ready', 'wsrep_local_state_comment')",
+        ));
+    let Ok(out) = out else { return false };
+    let value = |name: &str| {
+        out.lines()
+            .filter_map(|l| l.split_once('\t'))
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.trim().to_owned())
+    };
+    value("wsrep_ready").as_deref() == Some("ON")
+        && value("wsrep_local_state_comment").as_deref() == Some("Synced")
 }
 
 impl Drop for GaleraCluster {
