@@ -183,6 +183,22 @@ impl SeaOrmStore {
         Ok(txn)
     }
 
+    /// A transaction on the store's pool, opened as the store opens its own: through
+    /// transaction pooling ([`crate::StoreBuilder::transaction_pooling`]) with the server bounds
+    /// set for it and the prepared statements of other clients dropped from its server
+    /// connection. Through transaction pooling, run your own statements on the store's
+    /// connection in such a transaction (or in [`SeaOrmStore::begin_fenced`]): a statement
+    /// outside one is prepared on one server connection and may run on another.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the `BEGIN` fails or gets no answer within the server bound and a
+    /// second.
+    pub async fn begin(&self) -> Result<sea_orm::DatabaseTransaction, StoreError> {
+        self.begin_whole(sea_orm::TransactionOptions::default())
+            .await
+            .map_err(self.err("begin"))
+    }
+
     /// Sends `stmt` and reads every row: on the pool, or through transaction pooling in a
     /// transaction of its own, committed before the rows are returned.
     pub(crate) async fn all_raw(&self, stmt: Statement) -> Result<Vec<QueryResult>, DbErr> {
@@ -226,6 +242,16 @@ impl SeaOrmStore {
     #[must_use]
     pub fn server_timeout(&self) -> Option<Duration> {
         self.server_timeout
+    }
+
+    /// The same store (table, dialect, server bound, pooling) on another connection to the same
+    /// database, for example one of another role.
+    #[must_use]
+    pub fn on_connection(&self, db: DatabaseConnection) -> Self {
+        let mut s = Self::with_backend(db, &self.table, self.backend);
+        s.server_timeout = self.server_timeout;
+        s.pooled = self.pooled.clone();
+        s
     }
 
     /// The same store as `backend` speaks it, on the same connection (tests use this to run the

@@ -31,6 +31,7 @@ mod batch_items;
 mod checks;
 mod differential;
 mod faults;
+pub use faults::PG_READ_ONLY_ROLE;
 mod sessions;
 
 /// What one check showed.

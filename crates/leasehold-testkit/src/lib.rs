@@ -20,6 +20,8 @@ pub mod backends;
 pub mod conformance;
 pub mod counting;
 pub mod history;
+#[cfg(unix)]
+pub mod pgbouncer;
 mod proxy;
 
 pub use proxy::{Fault, FaultProxy};

@@ -28,6 +28,7 @@ use history_run::{Plan, Session};
 use leasehold_storage::{SeaOrmStore, Store, StoreBuilder};
 use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 use leasehold_testkit::history::{Answer, Op, Recorder, Report, check_history, summary};
+use leasehold_testkit::pgbouncer::{self, PoolMode};
 
 const SESSIONS: usize = 4;
 const KEYS: usize = 3;
@@ -210,6 +211,19 @@ async fn sqlite_histories_are_linearizable() {
 async fn postgres_histories_are_linearizable() {
     if let Some(url) = backend_url(POSTGRES_ENV) {
         histories_are_linearizable(&url, "postgres").await;
+    }
+}
+
+/// The same through a throwaway PgBouncer (PgBouncer's conventional configuration) in session
+/// and in transaction mode, the URL saying which (`pooler=…`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_histories_through_pgbouncer_are_linearizable() {
+    for mode in [PoolMode::Session, PoolMode::Transaction] {
+        let Some(bouncer) = pgbouncer::for_tests(mode, 40) else {
+            return;
+        };
+        let tag = format!("pgb_{}", mode.as_str());
+        histories_are_linearizable(&bouncer.url_saying_mode(), &tag).await;
     }
 }
 

@@ -66,7 +66,7 @@ pub(super) async fn lock_row(
             .await
             .map_err(e);
     }
-    let txn = store.connection().begin().await.map_err(e)?;
+    let txn = store.begin().await.map_err(e)?;
     let mut sql = format!(
         "SELECT version FROM {} WHERE namespace = ? AND lease_name = ? FOR UPDATE",
         store.table()
@@ -196,7 +196,7 @@ async fn fill(ctx: &Ctx, full: &SeaOrmStore) -> Result<(), String> {
 async fn read_only_refused(ctx: &Ctx, store: &SeaOrmStore) -> Result<(), String> {
     use leasehold_storage::LeaseStore;
     let conn = read_only_connection(store).await?;
-    let ro = SeaOrmStore::with_backend(conn.clone(), store.table(), store.backend());
+    let ro = store.on_connection(conn.clone());
     let (key, a, b) = (ctx.key("job")?, holder("a")?, holder("b")?);
     let fresh = ctx.key("fresh")?;
     let (t, _) = acquired(ctx, &key, &a, term(1_000)?).await?;
@@ -245,15 +245,38 @@ async fn read_only_refused(ctx: &Ctx, store: &SeaOrmStore) -> Result<(), String>
     )
 }
 
+/// The PostgreSQL role of [`read_only_connection`] (a throwaway PgBouncer of the tests lets it
+/// in: `leasehold_testkit::pgbouncer`).
+pub const PG_READ_ONLY_ROLE: &str = "leasehold_read_only";
+
 /// One connection to the store's database whose transactions are all read-only.
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 async fn read_only_connection(store: &SeaOrmStore) -> Result<DatabaseConnection, String> {
     #[cfg(feature = "postgres")]
     if store.backend() == Backend::Postgres {
+        // A role whose every transaction is read-only: a role's settings apply when its server
+        // connection starts, so this holds through a pooler in any mode (a session `SET` would
+        // stay on one server connection of a transaction pooler), and needs no `options`
+        // startup parameter (which PgBouncer refuses).
+        let txn = store.begin().await.map_err(e)?;
+        let floor = leasehold_storage::ddl::floor_table(store.table());
+        let setup = format!(
+            "SELECT pg_advisory_xact_lock(hashtext('leasehold_read_only_role'));
+             DO $$ BEGIN
+               IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{PG_READ_ONLY_ROLE}') THEN
+                 CREATE ROLE {PG_READ_ONLY_ROLE} LOGIN;
+               END IF;
+             END $$;
+             ALTER ROLE {PG_READ_ONLY_ROLE} SET default_transaction_read_only = on;
+             GRANT ALL ON {table}, {floor} TO {PG_READ_ONLY_ROLE};",
+            table = store.table(),
+        );
+        txn.execute_unprepared(&setup).await.map_err(e)?;
+        txn.commit().await.map_err(e)?;
         let pool = store.connection().get_postgres_connection_pool();
         let options = (*pool.connect_options())
             .clone()
-            .options([("default_transaction_read_only", "on")]);
+            .username(PG_READ_ONLY_ROLE);
         let one = sea_orm::sqlx::postgres::PgPoolOptions::new()
             .max_connections(1)
             .connect_with(options)

@@ -107,11 +107,14 @@ async fn open(
             sqlite_transaction_mode: Some(SqliteTransactionMode::Immediate),
             ..TransactionOptions::default()
         };
-        store.connection().begin_with_options(options).await
+        store
+            .connection()
+            .begin_with_options(options)
+            .await
+            .map_err(e)?
     } else {
-        store.connection().begin().await
-    }
-    .map_err(e)?;
+        store.begin().await.map_err(e)?
+    };
     let now = store.now_sql();
     let mut sql = format!(
         "INSERT INTO {} (namespace, lease_name, holder, lease_end_time, status, version, lease_value, \

@@ -6,7 +6,7 @@ use std::time::Duration;
 use leasehold_storage::{Backend, FencingToken, HolderId, LeaseKey, SeaOrmStore};
 use leasehold_testkit::history::{Answer, Call};
 use rand::RngExt;
-use sea_orm::{ConnectionTrait, DatabaseTransaction, TransactionTrait};
+use sea_orm::{ConnectionTrait, DatabaseTransaction};
 
 use super::{TERM, Worker};
 
@@ -109,7 +109,7 @@ impl Worker {
         let holder = self.holder();
         let sql = self.session.sql.clone();
         let t0 = self.rec.now();
-        let Ok(txn) = sql.connection().begin().await else {
+        let Ok(txn) = sql.begin().await else {
             return;
         };
         let Some((token, end_ms)) = insert_row(&sql, &txn, &key, &holder).await else {
