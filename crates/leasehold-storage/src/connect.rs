@@ -209,6 +209,8 @@ impl StoreBuilder {
     /// the store's URL). Rings are still sent through the store's pool; only the one listening
     /// connection goes direct. Needed for push wake-ups through transaction pooling, where a
     /// `LISTEN` is never heard; without it waiters poll (and the service reports it).
+    /// The URL parameter `doorbell_host=host:port` says the same with the rest of the store's
+    /// URL (user, password, database, TLS parameters); this call overrides it.
     pub fn doorbell_url(mut self, url: impl Into<String>) -> Self {
         self.doorbell_url = Some(url.into());
         self
@@ -247,20 +249,23 @@ impl StoreBuilder {
         {
             return Err(StoreError::UnsupportedUrl { url: redact(&url) });
         }
-        // PostgreSQL: `pooler=…` is ours, not the driver's (backend/postgres/pooler.rs).
+        // PostgreSQL: `pooler=…` and `doorbell_host=…` are ours, not the driver's
+        // (backend/postgres/pooler.rs).
         #[cfg(feature = "postgres")]
-        let (url, pooled, pooled_said) = if postgres {
-            let (url, said) =
-                crate::backend::postgres::pooler::split_param(&url).map_err(|problem| {
+        let (url, pooled, pooled_said, doorbell_url) = if postgres {
+            let params =
+                crate::backend::postgres::pooler::split_params(&url).map_err(|problem| {
                     StoreError::BadUrl {
                         url: redact(&url),
                         problem,
                     }
                 })?;
-            let explicit = self.transaction_pooling.is_some() || said || url_names_pooler(&lower);
-            (url, self.transaction_pooling.unwrap_or(said), explicit)
+            let explicit = self.transaction_pooling.is_some() || params.said;
+            let pooled = self.transaction_pooling.unwrap_or(params.transaction);
+            let doorbell = self.doorbell_url.clone().or(params.doorbell_url);
+            (params.url, pooled, explicit, doorbell)
         } else {
-            (url, false, true)
+            (url, false, true, None)
         };
         #[cfg(not(feature = "postgres"))]
         let pooled = false;
@@ -524,7 +529,7 @@ impl StoreBuilder {
             ));
         }
         #[cfg(feature = "postgres")]
-        if let Some(direct) = self.doorbell_url.as_deref() {
+        if let Some(direct) = doorbell_url.as_deref() {
             store
                 .set_doorbell_url(direct)
                 .map_err(|problem| StoreError::BadUrl {
@@ -557,12 +562,6 @@ impl StoreBuilder {
 /// through transaction pooling (at most the connect timeout).
 #[cfg(feature = "postgres")]
 const POOLER_CHECK: Duration = Duration::from_secs(2);
-
-/// Whether a (lower-case) URL already says which pooling it goes through.
-#[cfg(feature = "postgres")]
-fn url_names_pooler(lower: &str) -> bool {
-    lower.contains("?pooler=") || lower.contains("&pooler=")
-}
 
 /// The driver's options of a PostgreSQL connection: without the statement cache through
 /// transaction pooling (a named statement would not be on the next transaction's server).

@@ -19,6 +19,10 @@
 //!   the bounds are set for the transaction (`SET LOCAL`). The statement cache is off
 //!   (`statement_cache_capacity(0)`).
 //!
+//! `LISTEN` needs a client that keeps its server connection: through transaction pooling the
+//! doorbell connects past the pooler (`doorbell_host=…`, or
+//! [`crate::StoreBuilder::doorbell_url`]), or waiters poll.
+//!
 //! A URL of transaction pooling without the flag is found at connect ([`detect`]): two client
 //! connections see their server connections swap, and the store answers
 //! [`crate::StoreError::Pooler`] naming the flag instead of failing later on a prepared
@@ -68,33 +72,66 @@ pub(crate) async fn session_bounds(
     Ok(())
 }
 
-/// Splits `pooler=…` off a PostgreSQL URL: the URL without it, and whether it asks for
-/// transaction pooling.
+/// The URL parameter naming the server (`host:port`) the doorbell's `LISTEN` connects to past
+/// the pooler (`doorbell_host=db.internal:5432`), with the URL's user, password, database and
+/// other parameters: [`crate::StoreBuilder::doorbell_url`] in URL form. The store takes it out
+/// of the URL before the driver reads it.
+pub const DOORBELL_HOST_PARAM: &str = "doorbell_host";
+
+/// What a PostgreSQL URL says of its pooler ([`split_params`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PoolerParams {
+    /// The URL without leasehold's parameters.
+    pub(crate) url: String,
+    /// `pooler=transaction`.
+    pub(crate) transaction: bool,
+    /// `pooler=…` was given (either mode).
+    pub(crate) said: bool,
+    /// The doorbell's URL, from `doorbell_host=…`.
+    pub(crate) doorbell_url: Option<String>,
+}
+
+/// Splits `pooler=…` and `doorbell_host=…` off a PostgreSQL URL.
 ///
 /// # Errors
-/// A value other than `session` or `transaction`, as the problem of a
+/// A mode other than `session` or `transaction`, or an empty host, as the problem of a
 /// [`crate::StoreError::BadUrl`].
-pub(crate) fn split_param(url: &str) -> Result<(String, bool), String> {
+pub(crate) fn split_params(url: &str) -> Result<PoolerParams, String> {
     let Some((base, query)) = url.split_once('?') else {
-        return Ok((url.to_owned(), false));
+        return Ok(PoolerParams {
+            url: url.to_owned(),
+            transaction: false,
+            said: false,
+            doorbell_url: None,
+        });
     };
-    let mut transaction = false;
+    let (mut transaction, mut said, mut doorbell_host) = (false, false, None);
     let mut kept = Vec::new();
     for pair in query.split('&') {
         match pair.split_once('=') {
-            Some((POOLER_PARAM, value)) => match value {
-                "transaction" => transaction = true,
-                "session" => transaction = false,
-                other => {
+            Some((POOLER_PARAM, value)) => {
+                said = true;
+                transaction = match value {
+                    "transaction" => true,
+                    "session" => false,
+                    other => {
+                        return Err(format!(
+                            "{POOLER_PARAM}={other}: the pooler's mode is `session` or \
+                             `transaction`"
+                        ));
+                    }
+                };
+            }
+            Some((DOORBELL_HOST_PARAM, host)) => {
+                if host.is_empty() || host.contains(['/', '@', '?', ',']) {
                     return Err(format!(
-                        "{POOLER_PARAM}={other}: the pooler's mode is `session` or `transaction`"
+                        "{DOORBELL_HOST_PARAM}={host}: give one server as host or host:port"
                     ));
                 }
-            },
-            _ if pair == POOLER_PARAM => {
-                return Err(format!(
-                    "{POOLER_PARAM} needs a value: `session` or `transaction`"
-                ));
+                doorbell_host = Some(host.to_owned());
+            }
+            _ if pair == POOLER_PARAM || pair == DOORBELL_HOST_PARAM => {
+                return Err(format!("{pair} needs a value"));
             }
             _ => kept.push(pair),
         }
@@ -104,7 +141,29 @@ pub(crate) fn split_param(url: &str) -> Result<(String, bool), String> {
     } else {
         format!("{base}?{}", kept.join("&"))
     };
-    Ok((url, transaction))
+    let doorbell_url = doorbell_host.map(|host| with_host(&url, &host));
+    Ok(PoolerParams {
+        url,
+        transaction,
+        said,
+        doorbell_url,
+    })
+}
+
+/// `url` with its server (`host[:port]`, or a list of them) replaced by `host`.
+fn with_host(url: &str, host: &str) -> String {
+    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
+        return url.to_owned();
+    };
+    let rest = &url[scheme_end..];
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    let user = authority.rfind('@').map_or("", |at| &authority[..=at]);
+    format!(
+        "{}{user}{host}{}",
+        &url[..scheme_end],
+        &rest[authority_end..]
+    )
 }
 
 /// Whether the server connections behind `options` are shared per transaction (a pooler in
@@ -156,29 +215,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_pooler_parameter_is_taken_out_of_the_url() {
+    fn the_pooler_parameters_are_taken_out_of_the_url() {
+        let p = split_params("postgres://u:pw@h:6432/db?pooler=transaction&sslmode=disable")
+            .expect("params");
+        assert_eq!(p.url, "postgres://u:pw@h:6432/db?sslmode=disable");
+        assert!(p.transaction && p.said && p.doorbell_url.is_none());
+        let p = split_params("postgres://u@h/db?sslmode=disable&pooler=session").expect("params");
+        assert_eq!(p.url, "postgres://u@h/db?sslmode=disable");
+        assert!(!p.transaction && p.said);
+        let p = split_params("postgres://u@h/db").expect("params");
+        assert_eq!(p.url, "postgres://u@h/db");
+        assert!(!p.transaction && !p.said);
+        let p = split_params(
+            "postgres://u:pw@pgb:6432/db?pooler=transaction&doorbell_host=db:5432&sslmode=require",
+        )
+        .expect("params");
+        assert_eq!(p.url, "postgres://u:pw@pgb:6432/db?sslmode=require");
         assert_eq!(
-            split_param("postgres://u@h:6432/db?pooler=transaction&sslmode=disable"),
-            Ok(("postgres://u@h:6432/db?sslmode=disable".to_owned(), true))
+            p.doorbell_url.as_deref(),
+            Some("postgres://u:pw@db:5432/db?sslmode=require")
         );
-        assert_eq!(
-            split_param("postgres://u@h/db?sslmode=disable&pooler=session"),
-            Ok(("postgres://u@h/db?sslmode=disable".to_owned(), false))
-        );
-        assert_eq!(
-            split_param("postgres://u@h/db?pooler=transaction"),
-            Ok(("postgres://u@h/db".to_owned(), true))
-        );
-        assert_eq!(
-            split_param("postgres://u@h/db"),
-            Ok(("postgres://u@h/db".to_owned(), false))
-        );
-        let bad = split_param("postgres://u@h/db?pooler=statement").unwrap_err();
+        let p = split_params("postgres://pgb/db?doorbell_host=db").expect("params");
+        assert_eq!(p.doorbell_url.as_deref(), Some("postgres://db/db"));
+        let bad = split_params("postgres://u@h/db?pooler=statement").unwrap_err();
         assert!(
             bad.contains("session") && bad.contains("transaction"),
             "{bad}"
         );
-        assert!(split_param("postgres://u@h/db?pooler").is_err());
+        assert!(split_params("postgres://u@h/db?pooler").is_err());
+        assert!(split_params("postgres://u@h/db?doorbell_host=").is_err());
+        assert!(split_params("postgres://u@h/db?doorbell_host=a@b").is_err());
     }
 
     #[test]
