@@ -48,6 +48,11 @@ use session::probe;
 ///   (`postgres://u@h1:5432,h2:5432/db?target_session_attrs=read-write`): the store uses the one
 ///   that accepts writes and follows it across failovers; [`StoreError::NoWritableHost`] when
 ///   none does at connect (docs/operations.md, "PostgreSQL with automatic failover");
+/// - PostgreSQL through a pooler (PgBouncer, a provider's pooled endpoint): the URL says its
+///   mode, `?pooler=session` or `?pooler=transaction` ([`StoreBuilder::transaction_pooling`]),
+///   and may name the server the doorbell listens on past it (`doorbell_host=db:5432`,
+///   [`StoreBuilder::doorbell_url`]); a URL of transaction pooling that does not say so is
+///   refused at connect (docs/operations.md, "Poolers and balancers");
 /// - every statement bounded on the server by [`StoreBuilder::server_timeout`] (default 5 s);
 /// - the lease table is created if missing, unless [`StoreBuilder::migrate`] is `false`.
 ///
@@ -163,10 +168,12 @@ impl StoreBuilder {
     /// server cancels it ([`StoreError::ServerTimeout`]), so a statement the caller gave up on
     /// cannot run (and grant, renew or release) later. Set it to the caller's request timeout.
     ///
-    /// - PostgreSQL: `lock_timeout` and `statement_timeout`, sent as connection parameters (no
-    ///   extra round trip), plus `tcp_keepalives_idle` / `_interval` / `_count` so the server
-    ///   notices a client whose network died and ends its session (and its locks) within about
-    ///   the bound plus three seconds.
+    /// - PostgreSQL: `lock_timeout` and `statement_timeout`, set by `SET` on each new connection
+    ///   (one round trip; not the `options` startup parameter, which PgBouncer refuses), plus
+    ///   `tcp_keepalives_idle` / `_interval` / `_count` so the server notices a client whose
+    ///   network died and ends its session (and its locks) within about the bound plus three
+    ///   seconds. Through transaction pooling ([`StoreBuilder::transaction_pooling`]) the two
+    ///   bounds are set with `SET LOCAL` in each transaction instead.
     /// - MariaDB: `innodb_lock_wait_timeout` (whole seconds, rounded up, at least 1) and
     ///   `max_statement_time`; Oracle MySQL: `innodb_lock_wait_timeout` and
     ///   `max_execution_time` (which MySQL applies to `SELECT`s only); set on each new connection.
@@ -267,8 +274,6 @@ impl StoreBuilder {
         } else {
             (url, false, true, None)
         };
-        #[cfg(not(feature = "postgres"))]
-        let pooled = false;
         let hosts = crate::HostList::parse(&url)?;
         if hosts.several() && !postgres {
             return Err(StoreError::BadUrl {
