@@ -64,7 +64,7 @@ pub(crate) fn secrets(url: &str) -> Vec<String> {
         }
     }
     for (key, value) in params(url) {
-        if is_secret(&key, &form_decode(value)) {
+        if is_secret(&form_decode(key), &form_decode(value)) {
             found.push(value.to_owned());
             found.push(form_decode(value));
         }
@@ -498,6 +498,8 @@ mod tests {
             secrets("postgres://u:p%40ss@h/db?password=x+y"),
             ["p%40ss", "p@ss", "x+y", "x y"]
         );
+        // A parameter's name is read decoded, as the drivers read it.
+        assert_eq!(secrets("postgres://u@h/db?pass%77ord=s3cret"), ["s3cret"]);
     }
 
     #[test]
