@@ -1,8 +1,15 @@
-//! An actix-web app whose `/work` endpoint works only on the leader, and whose `/status` shows
-//! the current holder of the leadership lease (read from the database).
+//! An actix-web app whose `/work` endpoint works only on the leader, inside
+//! `LeaseTask::begin_work`, and whose `/status` shows the current holder of the leadership
+//! lease (read from the database).
 //!
-//! Start two copies on different ports and the same database; stop the leader and watch the
-//! other one start answering `/work`.
+//! On SIGTERM (what Kubernetes and systemd send to stop a process) or SIGINT (Ctrl-C) it hands
+//! leadership over before it exits (actix-web's own signal handling is off, so the order is
+//! ours): no new work, the running `/work` calls return, the lease is released and a standby
+//! takes over at once; then the server stops.
+//!
+//! Start two copies on different ports and the same database; stop the leader (`kill` or
+//! Ctrl-C) and watch the other one start answering `/work`. `--db URL` and `--port N` (0: any
+//! free port) may also come from `LEASEHOLD_DATABASE_URL` and `PORT`.
 //!
 //! ```sh
 //! cargo run -p leasehold --example actix_web_leader -- --port 8080 --db sqlite:///tmp/leader.db?mode=rwc
@@ -17,19 +24,31 @@ use std::io::{Read, Write};
 use std::time::Duration;
 
 use actix_web::{App, HttpResponse, HttpServer, web};
-use leasehold::{LeaseConfig, LeaseService, LeaseTaskOptions};
+use leasehold::{LeaseConfig, LeaseService, LeaseTask, LeaseTaskOptions};
 
 const LEADER: &str = "web-leader";
 
-async fn work(service: web::Data<LeaseService>) -> HttpResponse {
-    if service.has_lease(LEADER) {
-        HttpResponse::Ok().body(format!("done by the leader {}\n", service.holder()))
-    } else {
-        HttpResponse::ServiceUnavailable().body(format!(
+/// How long a hand-over waits for running `/work` calls before it ends the tenure anyway.
+const DRAIN: Duration = Duration::from_secs(5);
+
+/// Works only inside a tenure of the leadership lease; 503 elsewhere. `begin_work` is `None` on
+/// a standby and while a hand-over drains; its guard, held until the work returns, makes the
+/// hand-over wait for this call before it releases the lease.
+async fn work(service: web::Data<LeaseService>, task: web::Data<LeaseTask>) -> HttpResponse {
+    let Some(work) = task.begin_work() else {
+        return HttpResponse::ServiceUnavailable().body(format!(
             "{} is not the leader; try the other instance\n",
             service.holder()
-        ))
-    }
+        ));
+    };
+    // ... the leader-only work, fenced with `work.token()` where it writes ...
+    let done = format!(
+        "done by the leader {} (token {})\n",
+        service.holder(),
+        work.token()
+    );
+    drop(work); // returned: a hand-over may release now
+    HttpResponse::Ok().body(done)
 }
 
 async fn status(service: web::Data<LeaseService>) -> HttpResponse {
@@ -56,6 +75,33 @@ fn arg(name: &str) -> Option<String> {
         .and_then(|i| args.get(i + 1).cloned())
 }
 
+/// Resolves on SIGTERM or SIGINT (on other platforms, Ctrl-C) and names it. The handlers are
+/// installed when this is called, so a signal that arrives while the service starts is kept.
+///
+/// # Errors
+/// When a handler cannot be installed.
+fn shutdown_signal() -> std::io::Result<impl Future<Output = &'static str>> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
+        Ok(async move {
+            tokio::select! {
+                _ = term.recv() => "SIGTERM",
+                _ = int.recv() => "SIGINT",
+            }
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        Ok(async {
+            let _ = tokio::signal::ctrl_c().await;
+            "Ctrl-C"
+        })
+    }
+}
+
 /// One plain HTTP/1.1 request to ourselves (no client dependency for a smoke test).
 fn request(port: u16, method: &str, path: &str) -> std::io::Result<String> {
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port))?;
@@ -71,15 +117,20 @@ fn request(port: u16, method: &str, path: &str) -> std::io::Result<String> {
 
 #[actix_web::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let stop_signal = shutdown_signal()?;
     let smoke = std::env::args().any(|a| a == "--smoke");
     let dir = std::env::temp_dir().join(format!("leasehold-web-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let url = arg("--db")
+        .or_else(|| std::env::var("LEASEHOLD_DATABASE_URL").ok())
         .unwrap_or_else(|| format!("sqlite://{}?mode=rwc", dir.join("leader.db").display()));
     let port: u16 = if smoke {
         0
     } else {
-        arg("--port").and_then(|p| p.parse().ok()).unwrap_or(8080)
+        arg("--port")
+            .or_else(|| std::env::var("PORT").ok())
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(8080)
     };
 
     let service = LeaseService::builder(&url)
@@ -94,13 +145,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         )
         .await?;
     let data = web::Data::new(service.clone());
+    let task_data = web::Data::new(task.clone());
     let server = HttpServer::new(move || {
         App::new()
             .app_data(data.clone())
+            .app_data(task_data.clone())
             .route("/work", web::post().to(work))
             .route("/status", web::get().to(status))
     })
     .workers(1)
+    // Our handler decides the order at SIGTERM: hand over first, then stop serving.
+    .disable_signals()
     .bind(("127.0.0.1", port))?;
     let bound = server.addrs()[0].port();
     println!(
@@ -137,7 +192,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         return Ok(());
     }
-    server.await?;
+    let handle = server.handle();
+    let serving = tokio::spawn(server);
+    let signal = stop_signal.await;
+    // Hand over first: no new work, the running calls return, then the release wakes a standby.
+    let outcome = service.hand_over(LEADER, DRAIN).await?;
+    println!("{signal}: handed over ({outcome:?})");
+    handle.stop(true).await;
+    serving.await??;
     service.shutdown().await?;
     Ok(())
 }

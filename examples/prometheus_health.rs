@@ -13,6 +13,11 @@
 //! serves it on the server it already has. `leasehold::engine::metrics::describe()` gives every
 //! metric its help text and unit and starts the counters at 0.
 //!
+//! On SIGTERM (what Kubernetes and systemd send to stop a process) or SIGINT (Ctrl-C) it hands
+//! its lease over (released, so a standby takes over at once instead of after a term), then
+//! stops serving; actix-web's own signal handling is off, so the order is ours. `--db URL` and
+//! `--port N` may also come from `LEASEHOLD_DATABASE_URL` and `PORT`.
+//!
 //! With `--smoke` it binds an ephemeral port, reads its own endpoints once and exits: CI runs it
 //! that way.
 
@@ -61,6 +66,36 @@ fn arg(name: &str) -> Option<String> {
         .and_then(|i| args.get(i + 1).cloned())
 }
 
+/// How long a hand-over waits for running work before it ends the tenure anyway.
+const DRAIN: Duration = Duration::from_secs(5);
+
+/// Resolves on SIGTERM or SIGINT (on other platforms, Ctrl-C) and names it. The handlers are
+/// installed when this is called, so a signal that arrives while the service starts is kept.
+///
+/// # Errors
+/// When a handler cannot be installed.
+fn shutdown_signal() -> std::io::Result<impl Future<Output = &'static str>> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
+        Ok(async move {
+            tokio::select! {
+                _ = term.recv() => "SIGTERM",
+                _ = int.recv() => "SIGINT",
+            }
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        Ok(async {
+            let _ = tokio::signal::ctrl_c().await;
+            "Ctrl-C"
+        })
+    }
+}
+
 /// One plain HTTP/1.1 GET to ourselves (no client dependency for a smoke test).
 fn get(port: u16, path: &str) -> std::io::Result<String> {
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port))?;
@@ -76,6 +111,7 @@ fn get(port: u16, path: &str) -> std::io::Result<String> {
 
 #[actix_web::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let stop_signal = shutdown_signal()?;
     let exporter = PrometheusBuilder::new().install_recorder()?;
     leasehold::engine::metrics::describe();
     // Without its HTTP server the exporter leaves its periodic upkeep (draining histograms) to
@@ -93,11 +129,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = std::env::temp_dir().join(format!("leasehold-prom-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let url = arg("--db")
+        .or_else(|| std::env::var("LEASEHOLD_DATABASE_URL").ok())
         .unwrap_or_else(|| format!("sqlite://{}?mode=rwc", dir.join("leases.db").display()));
     let port: u16 = if smoke {
         0
     } else {
-        arg("--port").and_then(|p| p.parse().ok()).unwrap_or(9898)
+        arg("--port")
+            .or_else(|| std::env::var("PORT").ok())
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(9898)
     };
 
     let service = LeaseService::builder(&url)
@@ -107,7 +147,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build()
         .await?;
     let task = service
-        .start_lease_task(LEADER, LeaseTaskOptions::new())
+        .start_lease_task(
+            LEADER,
+            LeaseTaskOptions::new()
+                .on_acquired(|token, _| println!("this instance leads (token {token})")),
+        )
         .await?;
     let (service_data, exporter_data) = (web::Data::new(service.clone()), web::Data::new(exporter));
     let server = HttpServer::new(move || {
@@ -119,6 +163,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .route("/readyz", web::get().to(readyz))
     })
     .workers(1)
+    // Our handler decides the order at SIGTERM: hand over first, then stop serving.
+    .disable_signals()
     .bind(("127.0.0.1", port))?;
     let bound = server.addrs()[0].port();
     println!("metrics and probes on http://127.0.0.1:{bound} (/metrics, /livez, /readyz)");
@@ -157,7 +203,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("ready and leading");
         return Ok(());
     }
-    server.await?;
+    let handle = server.handle();
+    let serving = tokio::spawn(server);
+    let signal = stop_signal.await;
+    let outcome = service.hand_over(LEADER, DRAIN).await?;
+    println!("{signal}: handed over ({outcome:?})");
+    handle.stop(true).await;
+    serving.await??;
     service.shutdown().await?;
     Ok(())
 }

@@ -5,10 +5,10 @@
 //! would show as held in `ls` and `watch`, and the floor of every namespace would rise. The
 //! real table is never opened, so it is not even created where it does not exist.
 
+use leasehold_conformance::{self as conformance, Outcome, Report};
 use leasehold_core::clock_rate::{ClockRateOptions, ClockRateReport, ClockRateVerdict};
 use leasehold_core::{Clock, LeaseConfig, MonotonicClock};
 use leasehold_storage::{LeaseStore, SeaOrmStore, StoreBuilder};
-use leasehold_testkit::conformance::{self, Outcome, Report};
 
 use crate::Cli;
 use crate::exit::{CLOCK_RATE, DB_ERROR, Failure, NODE_CLOCKS, wall_clock_ms};

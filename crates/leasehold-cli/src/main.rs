@@ -31,7 +31,13 @@ use leasehold_cli::{DEFAULT_DB, duration};
 )]
 pub struct Cli {
     /// Database URL: sqlite://FILE?mode=rwc, sqlite::memory:, postgres://…, mysql://…
-    #[arg(long, global = true, env = "LEASEHOLD_DATABASE_URL", default_value = DEFAULT_DB)]
+    #[arg(
+        long,
+        global = true,
+        env = "LEASEHOLD_DATABASE_URL",
+        hide_env_values = true,
+        default_value = DEFAULT_DB
+    )]
     pub db: String,
     /// Table name prefix (the table is PREFIXlease_info).
     #[arg(long, global = true, default_value = "")]

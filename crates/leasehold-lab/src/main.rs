@@ -53,7 +53,13 @@ pub(crate) fn heap_bytes() -> i64 {
 )]
 struct Lab {
     /// Database URL: sqlite://FILE?mode=rwc, sqlite::memory:, postgres://…, mysql://…
-    #[arg(long, global = true, env = "LEASEHOLD_DATABASE_URL", default_value = DEFAULT_DB)]
+    #[arg(
+        long,
+        global = true,
+        env = "LEASEHOLD_DATABASE_URL",
+        hide_env_values = true,
+        default_value = DEFAULT_DB
+    )]
     db: String,
     /// Table name prefix (the table is PREFIXlease_info).
     #[arg(long, global = true, default_value = "")]

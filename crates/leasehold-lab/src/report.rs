@@ -126,14 +126,19 @@ fn backend_of(url: &str) -> Result<&'static str, String> {
         Some("sqlite") => Ok("sqlite"),
         Some("postgres" | "postgresql") => Ok("postgres"),
         Some("mysql" | "mariadb") => Ok("mysql"),
-        _ => Err(format!("{url}: not a sqlite, postgres or mysql URL")),
+        _ => Err(format!(
+            "{}: not a sqlite, postgres or mysql URL",
+            leasehold_storage::redact_url(url)
+        )),
     }
 }
 
 /// Runs this binary's `bench` with `args` on `url`, keeping its JSON in `file`.
 fn bench(url: &str, args: &[&str], file: &Path) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    eprintln!("report: {} --db {url} {}", exe.display(), args.join(" "));
+    // Shown with its secrets masked; the child gets the URL as given.
+    let shown = leasehold_storage::redact_url(url);
+    eprintln!("report: {} --db {shown} {}", exe.display(), args.join(" "));
     let out = Command::new(exe)
         .arg("--db")
         .arg(url)
@@ -142,7 +147,7 @@ fn bench(url: &str, args: &[&str], file: &Path) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     if !out.status.success() {
         return Err(format!(
-            "bench on {url} failed: {}",
+            "bench on {shown} failed: {}",
             String::from_utf8_lossy(&out.stderr)
         ));
     }

@@ -8,6 +8,7 @@ use leasehold_core::ValidationError;
 use sea_orm::{ConnectOptions, Database, DbErr};
 
 use crate::error::redact;
+use crate::redact::{PoolUrl, refuse_unread_secrets, scrub, scrub_error};
 use crate::tls;
 use crate::{SeaOrmStore, StoreError};
 
@@ -64,7 +65,7 @@ use session::probe;
 /// assert_eq!(store.table(), "app_lease_info");
 /// # Ok(()) }
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 #[must_use]
 pub struct StoreBuilder {
     url: String,
@@ -77,6 +78,22 @@ pub struct StoreBuilder {
     server_timeout: Duration,
     transaction_pooling: Option<bool>,
     doorbell_url: Option<String>,
+}
+
+impl std::fmt::Debug for StoreBuilder {
+    /// The URL is shown with its secrets masked ([`crate::redact_url`]).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreBuilder")
+            .field("url", &redact(&self.url))
+            .field("table_prefix", &self.table_prefix)
+            .field("migrate", &self.migrate)
+            .field("max_connections", &self.max_connections)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("acquire_timeout", &self.acquire_timeout)
+            .field("busy_timeout", &self.busy_timeout)
+            .field("server_timeout", &self.server_timeout)
+            .finish()
+    }
 }
 
 /// The default of [`StoreBuilder::server_timeout`].
@@ -256,6 +273,12 @@ impl StoreBuilder {
         {
             return Err(StoreError::UnsupportedUrl { url: redact(&url) });
         }
+        // A secret the driver would not read is refused before any driver parses the URL: it
+        // would be ignored, and sqlx's PostgreSQL parser logs an unknown parameter's value.
+        refuse_unread_secrets(&url).map_err(|problem| StoreError::BadUrl {
+            url: redact(&url),
+            problem,
+        })?;
         // PostgreSQL: `pooler=…` and `doorbell_host=…` are ours, not the driver's
         // (backend/postgres/pooler.rs).
         #[cfg(feature = "postgres")]
@@ -297,7 +320,7 @@ impl StoreBuilder {
                 .await
                 .map_err(|found| StoreError::NoWritableHost {
                     url: redact(&url),
-                    found,
+                    found: scrub(&found, &url),
                 })?;
             Some(primary)
         } else {
@@ -340,7 +363,10 @@ impl StoreBuilder {
             }
         }
         let memory = sqlite && (lower.contains(":memory:") || lower.contains("mode=memory"));
-        let mut opt = ConnectOptions::new(url.clone());
+        // sea-orm records its options, URL included, in a `trace` span: it gets the URL without
+        // its secrets, which are set on the driver's options below.
+        let pool_url = PoolUrl::split(&url);
+        let mut opt = ConnectOptions::new(pool_url.url.clone());
         opt.sqlx_logging(false)
             .test_before_acquire(false)
             .connect_timeout(self.connect_timeout)
@@ -368,7 +394,19 @@ impl StoreBuilder {
                 Some(p) => Some(p.current()),
                 None => fixed.clone(),
             });
-            opt.map_sqlx_postgres_opts(session);
+            let secret = pool_url.clone();
+            opt.map_sqlx_postgres_opts(move |o| {
+                let o = session(o);
+                let o = match &secret.password {
+                    Some(p) => o.password(p),
+                    None => o,
+                };
+                match &secret.ssl_key {
+                    Some(k) if PoolUrl::key_is_inline(k) => o.ssl_client_key_from_pem(k),
+                    Some(k) => o.ssl_client_key(k),
+                    None => o,
+                }
+            });
             let connect_timeout = self.connect_timeout;
             let check = primary.is_some();
             let moved = primary.clone();
@@ -430,6 +468,18 @@ impl StoreBuilder {
                 .ok()
                 .map(Arc::new);
             let connect_timeout = self.connect_timeout;
+            let secret = pool_url.clone();
+            opt.map_sqlx_mysql_opts(move |o| {
+                let o = match &secret.password {
+                    Some(p) => o.password(p),
+                    None => o,
+                };
+                match &secret.ssl_key {
+                    Some(k) if PoolUrl::key_is_inline(k) => o.ssl_client_key_from_pem(k),
+                    Some(k) => o.ssl_client_key(k),
+                    None => o,
+                }
+            });
             opt.map_sqlx_mysql_pool_opts(move |p| {
                 let fresh = fresh.clone();
                 p.after_connect(move |conn, _meta| Box::pin(mysql_session_bounds(conn, bound)))
@@ -500,7 +550,7 @@ impl StoreBuilder {
                         ),
                         None => StoreError::Connect {
                             url: redact(&url),
-                            cause,
+                            cause: scrub_error(cause, &url),
                         },
                     },
                 );
@@ -596,7 +646,7 @@ fn connect_error(url: &str, cause: DbErr) -> StoreError {
         Some(problem) => tls_error(url, problem, &cause),
         None => StoreError::Connect {
             url: redact(url),
-            cause,
+            cause: scrub_error(cause, url),
         },
     }
 }
@@ -605,6 +655,6 @@ fn tls_error(url: &str, problem: crate::TlsProblem, source: &DbErr) -> StoreErro
     StoreError::Tls {
         url: redact(url),
         problem,
-        detail: source.to_string(),
+        detail: scrub(&source.to_string(), url),
     }
 }

@@ -21,14 +21,14 @@ pub enum StoreError {
         "unsupported database URL {url:?}: expected sqlite:, postgres:// or mysql:// (backends are cargo features)"
     )]
     UnsupportedUrl {
-        /// The URL, with any password removed.
+        /// The URL, with every secret it carries masked ([`crate::redact_url`]).
         url: String,
     },
     /// The URL is malformed or asks for something leasehold cannot use (see
     /// [`crate::HostList::parse`]).
     #[error("bad database URL {url}: {problem}")]
     BadUrl {
-        /// The URL, with any password removed.
+        /// The URL, with every secret it carries masked ([`crate::redact_url`]).
         url: String,
         /// What is wrong with it.
         problem: String,
@@ -37,7 +37,7 @@ pub enum StoreError {
     /// only or unreachable (a failover under way, or a wrong list). Retrying later may help.
     #[error("no server of {url} accepts writes: {found}")]
     NoWritableHost {
-        /// The URL, with any password removed.
+        /// The URL, with every secret it carries masked ([`crate::redact_url`]).
         url: String,
         /// What each server answered, in the URL's order.
         found: String,
@@ -54,7 +54,7 @@ pub enum StoreError {
     /// The database could not be reached or refused the connection.
     #[error("cannot connect to {url}: {}", DriverText(.cause))]
     Connect {
-        /// The URL, with any password removed.
+        /// The URL, with every secret it carries masked ([`crate::redact_url`]).
         url: String,
         /// The driver's error (its text is in the message; it is not the error's `source()`).
         cause: DbErr,
@@ -174,7 +174,7 @@ pub enum StoreError {
     /// cargo feature), so it is not transient.
     #[error("cannot connect to {url}: {problem}: {detail}")]
     Tls {
-        /// The URL, with any password removed.
+        /// The URL, with every secret it carries masked ([`crate::redact_url`]).
         url: String,
         /// What went wrong.
         problem: crate::TlsProblem,
@@ -406,26 +406,10 @@ fn classify(e: &DbErr) -> Kind {
     }
 }
 
-/// A URL with its password (if any) replaced by `***`, fit for messages and logs.
+/// A URL with every secret it carries masked (see [`crate::redact_url`]).
 #[must_use]
 pub(crate) fn redact(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return url.to_owned();
-    };
-    let rest = &url[scheme_end + 3..];
-    let Some(at) = rest.rfind('@') else {
-        return url.to_owned();
-    };
-    let userinfo = &rest[..at];
-    match userinfo.find(':') {
-        Some(colon) => format!(
-            "{}://{}:***@{}",
-            &url[..scheme_end],
-            &userinfo[..colon],
-            &rest[at + 1..]
-        ),
-        None => url.to_owned(),
-    }
+    crate::redact::redact_url(url)
 }
 
 #[cfg(test)]
@@ -449,15 +433,5 @@ mod tests {
             sea_orm::DbErr::Custom("Lost connection to server".into()),
         );
         assert!(matches!(other, StoreError::Database { .. }), "{other:?}");
-    }
-
-    #[test]
-    fn redacts_passwords() {
-        assert_eq!(
-            super::redact("postgres://u:secret@h/db"),
-            "postgres://u:***@h/db"
-        );
-        assert_eq!(super::redact("mysql://root@h/db"), "mysql://root@h/db");
-        assert_eq!(super::redact("sqlite::memory:"), "sqlite::memory:");
     }
 }

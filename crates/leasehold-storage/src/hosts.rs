@@ -10,12 +10,26 @@ use crate::StoreError;
 use crate::error::redact;
 
 /// A database URL split into one URL per server, in the order the URL names them.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct HostList {
     urls: Vec<String>,
     addresses: Vec<String>,
     several: bool,
     read_write: bool,
+}
+
+impl std::fmt::Debug for HostList {
+    /// The servers' URLs are shown with their secrets masked ([`crate::redact_url`]).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let urls: Vec<String> = self.urls.iter().map(|u| redact(u)).collect();
+        let addresses: Vec<String> = self.addresses.iter().map(|a| redact(a)).collect();
+        f.debug_struct("HostList")
+            .field("urls", &urls)
+            .field("addresses", &addresses)
+            .field("several", &self.several)
+            .field("read_write", &self.read_write)
+            .finish()
+    }
 }
 
 impl HostList {
@@ -30,9 +44,12 @@ impl HostList {
     /// `target_session_attrs` asking for a standby (`read-only`, `standby`, `prefer-standby`),
     /// which could never take a write. URLs of other schemes (SQLite's) are left as written.
     pub fn parse(url: &str) -> Result<Self, StoreError> {
+        // A problem quotes no part of the URL's authority: in a malformed URL (a password holding
+        // '/', '?' or '#') that part may be a piece of the password, which the masked URL beside
+        // it hides whole.
         let bad = |problem: String| StoreError::BadUrl {
             url: redact(url),
-            problem,
+            problem: crate::redact::scrub(&problem, url),
         };
         let url = url.trim();
         let as_written = || Self {
@@ -98,13 +115,14 @@ impl HostList {
             let (name, port) = split_port(host);
             // One host may be empty (libpq's default: the local socket); a list may not.
             if name.is_empty() && several {
-                return Err(bad(format!("an empty host in the host list {authority:?}")));
+                return Err(bad("an empty host in the host list".to_owned()));
             }
             if let Some(port) = port
                 && port.parse::<u16>().is_err()
             {
                 return Err(bad(format!(
-                    "port {port:?} of host {name} is not a number from 0 to 65535"
+                    "the port of host number {} is not a number from 0 to 65535",
+                    urls.len() + 1
                 )));
             }
             let address = match (port, default_port) {

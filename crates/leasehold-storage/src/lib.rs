@@ -71,6 +71,7 @@ mod memory;
 pub mod observe;
 pub mod one_by_one;
 mod purge;
+mod redact;
 mod resource_fence;
 mod retry;
 mod row_ids;
@@ -94,6 +95,7 @@ pub use leasehold_core::{
     ValidationError,
 };
 pub use memory::MemoryStore;
+pub use redact::redact_url;
 pub use resource_fence::{DEFAULT_FENCE_TABLE, Fence, FenceError, MAX_RESOURCE_BYTES};
 pub use seaorm::SeaOrmStore;
 pub use sql::rewrite_placeholders;

@@ -11,16 +11,21 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use leasehold::{LeaseConfig, LeaseService, LeaseTaskOptions};
+use leasehold::{LeaseConfig, LeaseService, LeaseTask, LeaseTaskOptions};
 use tower::ServiceExt;
 
-async fn call(service: &LeaseService, method: &str, path: &str) -> (StatusCode, String) {
+async fn call(
+    service: &LeaseService,
+    task: &LeaseTask,
+    method: &str,
+    path: &str,
+) -> (StatusCode, String) {
     let request = Request::builder()
         .method(method)
         .uri(path)
         .body(Body::empty())
         .expect("request");
-    let response = example::router(service.clone())
+    let response = example::router(service.clone(), task.clone())
         .oneshot(request)
         .await
         .expect("the router answers every request");
@@ -60,22 +65,22 @@ async fn work_is_served_by_the_leader_only() {
         .await
         .expect("task");
 
-    let (code, body) = call(&leader, "POST", "/work").await;
+    let (code, body) = call(&leader, &a, "POST", "/work").await;
     assert_eq!(code, StatusCode::OK, "{body}");
     assert!(body.contains("done by the leader node-a"), "{body}");
-    let (code, body) = call(&standby, "POST", "/work").await;
+    let (code, body) = call(&standby, &b, "POST", "/work").await;
     assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE, "{body}");
     assert!(body.contains("node-b is not the leader"), "{body}");
-    for node in [&leader, &standby] {
+    for (node, task) in [(&leader, &a), (&standby, &b)] {
         for probe in ["/livez", "/readyz"] {
-            let (code, body) = call(node, "GET", probe).await;
+            let (code, body) = call(node, task, "GET", probe).await;
             assert_eq!(code, StatusCode::OK, "{} {probe}: {body}", node.holder());
         }
     }
 
     // The leader leaves (releasing its lease): the standby leads and serves.
     leader.shutdown().await.expect("shutdown");
-    let (code, _) = call(&leader, "GET", "/livez").await;
+    let (code, _) = call(&leader, &a, "GET", "/livez").await;
     assert_eq!(
         code,
         StatusCode::SERVICE_UNAVAILABLE,
@@ -85,7 +90,7 @@ async fn work_is_served_by_the_leader_only() {
         .await
         .expect("node-b takes over within 15 s")
         .expect("node-b acquires");
-    let (code, body) = call(&standby, "POST", "/work").await;
+    let (code, body) = call(&standby, &b, "POST", "/work").await;
     assert_eq!(code, StatusCode::OK, "{body}");
     assert!(body.contains("done by the leader node-b"), "{body}");
     standby.shutdown().await.expect("shutdown");

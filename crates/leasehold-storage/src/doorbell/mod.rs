@@ -12,7 +12,8 @@
 //! |---|---|---|---|
 //! | PostgreSQL | `pg_notify` on the pool | one `LISTEN` | 1 dedicated connection |
 //! | MySQL/MariaDB | `RELEASE_LOCK` of the key's named lock, held by the holder's service | `GET_LOCK` of it, one waited key per connection | 1 for the holder's named locks + at most [`mysql::MAX_WAITING`] for waits |
-//! | SQLite (file) | a datagram to every service of the same file | one Unix datagram socket | 1 socket, in the directory `<database file>-bell` |
+//! | SQLite (file), Unix | a datagram to every service of the same file | one Unix datagram socket | 1 socket, in the directory `<database file>-bell` |
+//! | SQLite (file), other platforms | none: waiters poll at their retry interval | – | – |
 //!
 //! The owner calls [`Doorbell::held`] when a tenure begins (MySQL takes the key's named lock;
 //! PostgreSQL and SQLite announce the grant to observers)
@@ -41,7 +42,9 @@ use tokio::sync::mpsc;
 use crate::SeaOrmStore;
 
 // Each database's doorbell lives in its own folder (`backend/<database>/doorbell.rs`) beside
-// its statements; these are their public paths.
+// its statements; these are their public paths. SQLite's rings over Unix datagram sockets, which
+// exist on Unix only: elsewhere a SQLite service has no doorbell and its waiters poll, which the
+// module's rule (a missed ring costs one poll interval) already allows.
 #[cfg(feature = "mysql")]
 pub use crate::backend::mysql::doorbell as mysql;
 #[cfg(feature = "postgres")]

@@ -54,7 +54,6 @@ pub(crate) async fn writable(conn: &mut PgConnection) -> Result<bool, sea_orm::s
 }
 
 /// The servers of one store's URL and which of them its pool uses.
-#[derive(Debug)]
 pub(crate) struct Primary {
     addresses: Vec<String>,
     options: Vec<PgConnectOptions>,
@@ -62,6 +61,16 @@ pub(crate) struct Primary {
     limit: Duration,
     /// When the pool was last pointed at another server ([`since_start`], ms; 0: never).
     moved_at: AtomicU64,
+}
+
+impl std::fmt::Debug for Primary {
+    /// Without the servers' connect options, which hold the password.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Primary")
+            .field("addresses", &self.addresses)
+            .field("current", &self.current)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Milliseconds since the first call (the scale of [`Primary::moved_at`]).

@@ -2,12 +2,12 @@
 
 use leasehold_core::{AcquireOutcome, FencingToken, ReleaseOutcome, RenewOutcome};
 
-use crate::conformance::{Ctx, acquired, ensure, holder, term};
+use crate::{Ctx, acquired, ensure, holder, term};
 use leasehold_storage::{Grant, TenureRef};
 
 use super::{LONG, PAST_SHORT, SHORT, e};
 
-pub(in crate::conformance) async fn grant_on_empty_table(ctx: Ctx) -> Result<(), String> {
+pub(crate) async fn grant_on_empty_table(ctx: Ctx) -> Result<(), String> {
     let key = ctx.key("job")?;
     let before = ctx.store.db_now().await.map_err(e)?;
     let (token, until) = acquired(&ctx, &key, &holder("a")?, term(LONG)?).await?;
@@ -31,7 +31,7 @@ pub(in crate::conformance) async fn grant_on_empty_table(ctx: Ctx) -> Result<(),
     )
 }
 
-pub(in crate::conformance) async fn second_holder_refused(ctx: Ctx) -> Result<(), String> {
+pub(crate) async fn second_holder_refused(ctx: Ctx) -> Result<(), String> {
     let key = ctx.key("job")?;
     let (token, until) = acquired(&ctx, &key, &holder("a")?, term(LONG)?).await?;
     match ctx
@@ -51,7 +51,7 @@ pub(in crate::conformance) async fn second_holder_refused(ctx: Ctx) -> Result<()
     }
 }
 
-pub(in crate::conformance) async fn begin_tenure_new_token(ctx: Ctx) -> Result<(), String> {
+pub(crate) async fn begin_tenure_new_token(ctx: Ctx) -> Result<(), String> {
     let key = ctx.key("job")?;
     let (a, b) = (holder("a")?, holder("b")?);
     let (t1, _) = acquired(&ctx, &key, &a, term(LONG)?).await?;
@@ -159,7 +159,7 @@ pub(in crate::conformance) async fn begin_tenure_new_token(ctx: Ctx) -> Result<(
     )
 }
 
-pub(in crate::conformance) async fn takeover_after_expiry(ctx: Ctx) -> Result<(), String> {
+pub(crate) async fn takeover_after_expiry(ctx: Ctx) -> Result<(), String> {
     let key = ctx.key("job")?;
     let (t1, _) = acquired(&ctx, &key, &holder("a")?, term(SHORT)?).await?;
     tokio::time::sleep(PAST_SHORT).await;
@@ -169,7 +169,7 @@ pub(in crate::conformance) async fn takeover_after_expiry(ctx: Ctx) -> Result<()
     })
 }
 
-pub(in crate::conformance) async fn renew_extends(ctx: Ctx) -> Result<(), String> {
+pub(crate) async fn renew_extends(ctx: Ctx) -> Result<(), String> {
     let key = ctx.key("job")?;
     let a = holder("a")?;
     let (t, u1) = acquired(&ctx, &key, &a, term(2_000)?).await?;
@@ -184,7 +184,7 @@ pub(in crate::conformance) async fn renew_extends(ctx: Ctx) -> Result<(), String
     )
 }
 
-pub(in crate::conformance) async fn renew_refused_after_lapse(ctx: Ctx) -> Result<(), String> {
+pub(crate) async fn renew_refused_after_lapse(ctx: Ctx) -> Result<(), String> {
     let key = ctx.key("job")?;
     let a = holder("a")?;
     let (t, _) = acquired(&ctx, &key, &a, term(SHORT)?).await?;
@@ -197,7 +197,7 @@ pub(in crate::conformance) async fn renew_refused_after_lapse(ctx: Ctx) -> Resul
     ensure(!rec.held, || format!("lapsed row reads as held: {rec:?}"))
 }
 
-pub(in crate::conformance) async fn stale_token_refused(ctx: Ctx) -> Result<(), String> {
+pub(crate) async fn stale_token_refused(ctx: Ctx) -> Result<(), String> {
     let key = ctx.key("job")?;
     let a = holder("a")?;
     let (t1, _) = acquired(&ctx, &key, &a, term(LONG)?).await?;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use leasehold_core::{AcquireOutcome, FencingToken, LeaseKey, ReleaseOutcome, RenewOutcome};
 use tokio::sync::Barrier;
 
-use crate::conformance::{Ctx, acquired, ensure, holder, term};
+use crate::{Ctx, acquired, ensure, holder, term};
 use leasehold_storage::TenureRef;
 
 use super::{LONG, PAST_SHORT, SHORT, e};
@@ -13,9 +13,7 @@ use super::{LONG, PAST_SHORT, SHORT, e};
 /// `begin_tenure_many` answers every item as `begin_tenure` would: free, released and expired
 /// rows granted (token + 1), live rows of another holder and of the caller itself left alone and
 /// named, a key named twice granted once; every grant's answered end is the row's.
-pub(in crate::conformance) async fn begin_tenure_many_like_one_by_one(
-    ctx: Ctx,
-) -> Result<(), String> {
+pub(crate) async fn begin_tenure_many_like_one_by_one(ctx: Ctx) -> Result<(), String> {
     let (a, b) = (holder("a")?, holder("b")?);
     let other = ctx.key("other")?;
     let own = ctx.key("own")?;
@@ -128,7 +126,7 @@ pub(in crate::conformance) async fn begin_tenure_many_like_one_by_one(
 
 /// Holders granting overlapping sets of keys in opposite orders, all at once: every key goes to
 /// exactly one of them each round, no batch deadlocks for good, and tokens grow by one a round.
-pub(in crate::conformance) async fn begin_tenure_many_race(ctx: Ctx) -> Result<(), String> {
+pub(crate) async fn begin_tenure_many_race(ctx: Ctx) -> Result<(), String> {
     const HOLDERS: usize = 4;
     const KEYS: usize = 40;
     const ROUNDS: usize = 10;
@@ -203,7 +201,7 @@ pub(in crate::conformance) async fn begin_tenure_many_race(ctx: Ctx) -> Result<(
 /// `release_batch` answers every item as `release` would: live tenures of the holder released
 /// (their rows kept, tokens kept for the next grant), stale tokens, other holders' rows and
 /// released rows `NotHeld` and left alone.
-pub(in crate::conformance) async fn release_batch_like_one_by_one(ctx: Ctx) -> Result<(), String> {
+pub(crate) async fn release_batch_like_one_by_one(ctx: Ctx) -> Result<(), String> {
     let (a, b) = (holder("a")?, holder("b")?);
     let mut items = Vec::new();
     for i in 0..5 {
@@ -282,9 +280,7 @@ async fn is_held(ctx: &Ctx, key: &LeaseKey) -> Result<bool, String> {
 /// `begin_tenure_all`: one live key refuses the whole set (naming it) and changes nothing, a
 /// key named twice refuses the set, and a free set is granted whole, aligned with the keys as
 /// given.
-pub(in crate::conformance) async fn begin_tenure_all_all_or_nothing(
-    ctx: Ctx,
-) -> Result<(), String> {
+pub(crate) async fn begin_tenure_all_all_or_nothing(ctx: Ctx) -> Result<(), String> {
     let (x, y) = (holder("x")?, holder("y")?);
     let (a, b, c) = (ctx.key("a")?, ctx.key("b")?, ctx.key("c")?);
     let (yt, _) = acquired(&ctx, &b, &y, term(LONG)?).await?;
@@ -343,7 +339,7 @@ pub(in crate::conformance) async fn begin_tenure_all_all_or_nothing(
 /// Two holders asking for {a, b} and {b, a} at once, round after round: never a deadlock
 /// error, never both granted, never a partial grant (after each round both rows are the
 /// winner's, or neither is held).
-pub(in crate::conformance) async fn begin_tenure_all_crossing_race(ctx: Ctx) -> Result<(), String> {
+pub(crate) async fn begin_tenure_all_crossing_race(ctx: Ctx) -> Result<(), String> {
     const ROUNDS: usize = 60;
     let (a, b) = (ctx.key("a")?, ctx.key("b")?);
     let start = Arc::new(Barrier::new(2));

@@ -1,5 +1,10 @@
 //! The conformance suite every [`LeaseStore`](leasehold_storage::LeaseStore) passes.
 //!
+//! A crate of its own, apart from the test support of `leasehold-testkit`, because the operator's
+//! `leasehold check` runs it against a scratch table at run time: the command then depends on
+//! the suite alone, not on the test tools (the fault proxy, the history checker and their
+//! platform-specific dependencies). `leasehold_testkit::conformance` re-exports it.
+//!
 //! Each check runs in a namespace of its own (`{base}.{check}`), so suites against one database
 //! can run side by side with each other and with real traffic. Time-dependent checks use short
 //! terms on the database's clock.
@@ -8,11 +13,12 @@
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
 //! use leasehold_storage::MemoryStore;
-//! use leasehold_testkit::conformance;
-//! let report = conformance::run(MemoryStore::new(), "doc").await;
+//! let report = leasehold_conformance::run(MemoryStore::new(), "doc").await;
 //! assert_eq!(report.failed(), 0, "{report}");
 //! # }
 //! ```
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 use std::fmt;
 use std::future::Future;
@@ -139,8 +145,8 @@ impl Subject {
         }
     }
 
-    /// `store`, a wrapper around the SQL store `sql` (for example a
-    /// [`CountingStore`](crate::counting::CountingStore)): the
+    /// `store`, a wrapper around the SQL store `sql` (for example leasehold-testkit's
+    /// `CountingStore`): the
     /// [`CHECKS`] through `store`, and the [`SQL_CHECKS`] with their faults made on `sql`.
     #[must_use]
     pub fn wrapping(store: Arc<dyn Store>, sql: SeaOrmStore) -> Self {

@@ -2,12 +2,12 @@
 
 use leasehold_core::{FencingToken, ReleaseOutcome, RenewOutcome};
 
-use crate::conformance::{Ctx, acquired, ensure, holder, term};
+use crate::{Ctx, acquired, ensure, holder, term};
 use leasehold_storage::TenureRef;
 
 use super::{LONG, e};
 
-pub(in crate::conformance) async fn release_many_exact(ctx: Ctx) -> Result<(), String> {
+pub(crate) async fn release_many_exact(ctx: Ctx) -> Result<(), String> {
     let (a, b) = (holder("a")?, holder("b")?);
     let mut mine = Vec::new();
     for i in 0..6 {
@@ -60,7 +60,7 @@ pub(in crate::conformance) async fn release_many_exact(ctx: Ctx) -> Result<(), S
     })
 }
 
-pub(in crate::conformance) async fn release_by_other_refused(ctx: Ctx) -> Result<(), String> {
+pub(crate) async fn release_by_other_refused(ctx: Ctx) -> Result<(), String> {
     let key = ctx.key("job")?;
     let (t, _) = acquired(&ctx, &key, &holder("a")?, term(LONG)?).await?;
     let before = ctx.store.get(&key).await.map_err(e)?.ok_or("row missing")?;
@@ -86,7 +86,7 @@ pub(in crate::conformance) async fn release_by_other_refused(ctx: Ctx) -> Result
     )
 }
 
-pub(in crate::conformance) async fn token_grows_after_release(ctx: Ctx) -> Result<(), String> {
+pub(crate) async fn token_grows_after_release(ctx: Ctx) -> Result<(), String> {
     let key = ctx.key("job")?;
     let mut last = 0;
     let mut first = 0;
@@ -120,7 +120,7 @@ pub(in crate::conformance) async fn token_grows_after_release(ctx: Ctx) -> Resul
     })
 }
 
-pub(in crate::conformance) async fn release_all_only_holder(ctx: Ctx) -> Result<(), String> {
+pub(crate) async fn release_all_only_holder(ctx: Ctx) -> Result<(), String> {
     let (a, b) = (
         holder(&format!("a-{}", ctx.ns))?,
         holder(&format!("b-{}", ctx.ns))?,
@@ -144,7 +144,7 @@ pub(in crate::conformance) async fn release_all_only_holder(ctx: Ctx) -> Result<
     )
 }
 
-pub(in crate::conformance) async fn force_release(ctx: Ctx) -> Result<(), String> {
+pub(crate) async fn force_release(ctx: Ctx) -> Result<(), String> {
     let key = ctx.key("job")?;
     let (t, _) = acquired(&ctx, &key, &holder("a")?, term(LONG)?).await?;
     ensure(ctx.store.force_release(&key).await.map_err(e)?, || {

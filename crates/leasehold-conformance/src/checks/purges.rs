@@ -6,11 +6,11 @@ use std::time::Duration;
 use leasehold_core::{AcquireOutcome, FencingToken};
 use leasehold_storage::Grant;
 
-use crate::conformance::{Ctx, acquired, ensure, holder, term};
+use crate::{Ctx, acquired, ensure, holder, term};
 
 use super::{LONG, e};
 
-pub(in crate::conformance) async fn purge_by_age(ctx: Ctx) -> Result<(), String> {
+pub(crate) async fn purge_by_age(ctx: Ctx) -> Result<(), String> {
     let a = holder("a")?;
     let old = ctx.key("old")?;
     let live = ctx.key("live")?;
@@ -48,7 +48,7 @@ pub(in crate::conformance) async fn purge_by_age(ctx: Ctx) -> Result<(), String>
 }
 
 /// A purged name created again starts above every token it had; a held row is never purged.
-pub(in crate::conformance) async fn purge_never_resets_token(ctx: Ctx) -> Result<(), String> {
+pub(crate) async fn purge_never_resets_token(ctx: Ctx) -> Result<(), String> {
     let a = holder("a")?;
     let key = ctx.key("recycled")?;
     let held = ctx.key("held")?;
@@ -138,7 +138,7 @@ pub(in crate::conformance) async fn purge_never_resets_token(ctx: Ctx) -> Result
 }
 
 /// Grants and releases of one name racing purges of it: no token is ever granted twice.
-pub(in crate::conformance) async fn purge_grant_race(ctx: Ctx) -> Result<(), String> {
+pub(crate) async fn purge_grant_race(ctx: Ctx) -> Result<(), String> {
     const GRANTERS: usize = 4;
     const ROUNDS: usize = 40;
     let key = ctx.key("contended")?;

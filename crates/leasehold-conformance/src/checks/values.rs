@@ -3,7 +3,7 @@
 use leasehold_core::{AcquireOutcome, FencingToken, LeaseKey, LeaseValue, SetValueOutcome};
 use leasehold_storage::Grant;
 
-use crate::conformance::{Ctx, acquired, ensure, holder, term};
+use crate::{Ctx, acquired, ensure, holder, term};
 
 use super::{LONG, PAST_SHORT, SHORT, e};
 
@@ -24,7 +24,7 @@ async fn value_of(ctx: &Ctx, key: &LeaseKey) -> Result<Option<LeaseValue>, Strin
 /// A value given with a grant is on the row from that grant on (`get`, `list_valid`); every new
 /// tenure writes its own (none clears it); an extended grant keeps it; a released row keeps its
 /// last tenure's value.
-pub(in crate::conformance) async fn value_set_at_grant(ctx: Ctx) -> Result<(), String> {
+pub(crate) async fn value_set_at_grant(ctx: Ctx) -> Result<(), String> {
     let (a, b) = (holder("a")?, holder("b")?);
     let key = ctx.key("valued")?;
     let v1 = value("10.0.0.1:80")?;
@@ -110,7 +110,7 @@ pub(in crate::conformance) async fn value_set_at_grant(ctx: Ctx) -> Result<(), S
 
 /// `set_value` changes the value of the live tenure it names and nothing else; a stale token
 /// (released, lapsed, taken over) is refused and changes nothing.
-pub(in crate::conformance) async fn value_change_while_held(ctx: Ctx) -> Result<(), String> {
+pub(crate) async fn value_change_while_held(ctx: Ctx) -> Result<(), String> {
     let (a, b) = (holder("a")?, holder("b")?);
     let key = ctx.key("valued")?;
     let (t1, until) = acquired(&ctx, &key, &a, term(LONG)?).await?;

@@ -9,12 +9,12 @@ use leasehold_core::{
 };
 use tokio::sync::Barrier;
 
-use crate::conformance::{Ctx, acquired, ensure, holder, term};
+use crate::{Ctx, acquired, ensure, holder, term};
 use leasehold_storage::{Grant, TenureRef};
 
 use super::{LONG, e};
 
-pub(in crate::conformance) async fn renew_many_1000(ctx: Ctx) -> Result<(), String> {
+pub(crate) async fn renew_many_1000(ctx: Ctx) -> Result<(), String> {
     let (a, b) = (holder("a")?, holder("b")?);
     let mut items = Vec::new();
     let mut expected = Vec::new();
@@ -86,7 +86,7 @@ pub(in crate::conformance) async fn renew_many_1000(ctx: Ctx) -> Result<(), Stri
     })
 }
 
-pub(in crate::conformance) async fn list_valid_special_names(ctx: Ctx) -> Result<(), String> {
+pub(crate) async fn list_valid_special_names(ctx: Ctx) -> Result<(), String> {
     let a = holder("a")?;
     let names = [
         "a%b",
@@ -159,7 +159,7 @@ pub(in crate::conformance) async fn list_valid_special_names(ctx: Ctx) -> Result
     )
 }
 
-pub(in crate::conformance) async fn size_limits(ctx: Ctx) -> Result<(), String> {
+pub(crate) async fn size_limits(ctx: Ctx) -> Result<(), String> {
     ensure(LeaseName::new("n".repeat(256)).is_err(), || {
         "a 256-byte name was accepted".into()
     })?;
@@ -202,7 +202,7 @@ pub(in crate::conformance) async fn size_limits(ctx: Ctx) -> Result<(), String> 
     )
 }
 
-pub(in crate::conformance) async fn race_32_tasks_200_rounds(ctx: Ctx) -> Result<(), String> {
+pub(crate) async fn race_32_tasks_200_rounds(ctx: Ctx) -> Result<(), String> {
     const TASKS: usize = 32;
     const ROUNDS: usize = 200;
     let key = ctx.key("hot")?;
