@@ -348,18 +348,19 @@ impl StoreBuilder {
         // A URL of transaction pooling that does not say so is refused here, not on the first
         // prepared statement that lands on another server connection.
         #[cfg(feature = "postgres")]
-        if postgres && !pooled_said {
-            if let Ok(options) = url.parse::<sea_orm::sqlx::postgres::PgConnectOptions>() {
-                let limit = self.connect_timeout.min(POOLER_CHECK);
-                if crate::backend::postgres::pooler::detect(&options, limit).await == Some(true) {
-                    return Err(StoreError::Pooler {
-                        op: "connect",
-                        problem: crate::PoolerProblem::TransactionModeUnsaid,
-                        cause: DbErr::Custom(
-                            "two client connections shared one server connection".into(),
-                        ),
-                    });
-                }
+        if postgres
+            && !pooled_said
+            && let Ok(options) = url.parse::<sea_orm::sqlx::postgres::PgConnectOptions>()
+        {
+            let limit = self.connect_timeout.min(POOLER_CHECK);
+            if crate::backend::postgres::pooler::detect(&options, limit).await == Some(true) {
+                return Err(StoreError::Pooler {
+                    op: "connect",
+                    problem: crate::PoolerProblem::TransactionModeUnsaid,
+                    cause: DbErr::Custom(
+                        "two client connections shared one server connection".into(),
+                    ),
+                });
             }
         }
         let memory = sqlite && (lower.contains(":memory:") || lower.contains("mode=memory"));

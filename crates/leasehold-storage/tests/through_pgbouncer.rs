@@ -7,7 +7,9 @@
 //! `LEASEHOLD_TEST_POSTGRES` names a server and `pgbouncer` is installed; with `CI` set a missing
 //! one fails.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use leasehold_core::{Clock, MonotonicClock};
 
 use leasehold_core::{HolderId, LeaseKey, Term};
 use leasehold_storage::{Grant, LeaseStore, PoolerProblem, SeaOrmStore, StoreBuilder, StoreError};
@@ -107,7 +109,7 @@ async fn bound_holds_through(mode: PoolMode) {
     .await
     .expect("lock the row");
     // The caller waits far longer than the bound: only the server can end the statement.
-    let t0 = Instant::now();
+    let t0 = MonotonicClock.now();
     let grant = tokio::time::timeout(
         Duration::from_secs(30),
         pooled.begin_tenure(&key, &b, Grant::New, term, None),
@@ -188,7 +190,7 @@ async fn a_saturated_pooler_is_answered_within_the_bounds() {
         use sea_orm::sqlx::Executor;
         (&mut other).execute("BEGIN").await.expect("begin");
     }
-    let t0 = Instant::now();
+    let t0 = MonotonicClock.now();
     let refused = StoreBuilder::new(bouncer.url_saying_mode())
         .table_prefix("pgbs_")
         .connect_timeout(Duration::from_secs(2))

@@ -237,7 +237,7 @@ mod tests {
         );
         let p = split_params("postgres://pgb/db?doorbell_host=db").expect("params");
         assert_eq!(p.doorbell_url.as_deref(), Some("postgres://db/db"));
-        let bad = split_params("postgres://u@h/db?pooler=statement").unwrap_err();
+        let bad = split_params("postgres://u@h/db?pooler=statement").expect_err("refused");
         assert!(
             bad.contains("session") && bad.contains("transaction"),
             "{bad}"
