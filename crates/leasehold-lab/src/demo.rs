@@ -76,6 +76,7 @@ fn config() -> LeaseConfig {
 
 async fn start_node(
     url: &str,
+    prefix: &str,
     namespace: &str,
     node: &'static str,
     tx: &mpsc::UnboundedSender<Happening>,
@@ -84,6 +85,7 @@ async fn start_node(
     // restarted one: small pools (2 for requests, 1 for renewals, and a LISTEN: 4 connections a
     // node), so the demo fits a session-mode pooler's default pool of 20 server connections.
     let service = LeaseService::builder(url)
+        .table_prefix(prefix)
         .namespace(namespace)
         .holder_id(node)
         .config(config())
@@ -272,8 +274,8 @@ fn master_of(nodes: &[Option<LeaseService>]) -> Option<usize> {
 }
 
 /// Runs the demo; returns the exit code.
-pub async fn run(url: String) -> u8 {
-    match demo(url).await {
+pub async fn run(url: String, prefix: &str) -> u8 {
+    match demo(url, prefix).await {
         Ok(true) => 0,
         Ok(false) => 1,
         Err(e) => {
@@ -283,9 +285,10 @@ pub async fn run(url: String) -> u8 {
     }
 }
 
-async fn demo(url: String) -> Result<bool, String> {
+async fn demo(url: String, prefix: &str) -> Result<bool, String> {
     let namespace = format!("demo-{}", std::process::id());
     let store = StoreBuilder::new(url.clone())
+        .table_prefix(prefix)
         .connect()
         .await
         .map_err(|e| format!("demo: {e}"))?;
@@ -314,7 +317,7 @@ async fn demo(url: String) -> Result<bool, String> {
     let mut nodes: Vec<Node> = Vec::new();
     for name in NODES {
         nodes.push(
-            start_node(&url, &namespace, name, &tx)
+            start_node(&url, prefix, &namespace, name, &tx)
                 .await
                 .map_err(|e| format!("demo: {e}"))?,
         );
@@ -429,7 +432,7 @@ async fn demo(url: String) -> Result<bool, String> {
 
     // 5. The crashed node restarts with the same holder id and rejoins.
     note(master_name, "restarts and rejoins", None);
-    nodes[m] = start_node(&url, &namespace, master_name, &tx)
+    nodes[m] = start_node(&url, prefix, &namespace, master_name, &tx)
         .await
         .map_err(|e| format!("demo: {e}"))?;
     services.lock().unwrap_or_else(PoisonError::into_inner)[m] = Some(nodes[m].service.clone());

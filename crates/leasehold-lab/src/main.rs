@@ -147,7 +147,7 @@ fn main() -> ExitCode {
         command,
     } = lab;
     match command {
-        LabCommand::Demo => run_on_runtime(run_demo(db)),
+        LabCommand::Demo => run_on_runtime(async move { run_demo(db, &table_prefix).await }),
         LabCommand::Report(args) => ExitCode::from(report::run(&args)),
         LabCommand::Bench(args) => {
             run_on_runtime(async move { bench::run(&db, &table_prefix, &args).await })
@@ -168,21 +168,21 @@ fn main() -> ExitCode {
 
 /// The demo on `db` when a database was named, else on a SQLite file in a temporary directory
 /// removed afterwards.
-async fn run_demo(db: String) -> u8 {
+async fn run_demo(db: String, prefix: &str) -> u8 {
     let explicit = std::env::args().any(|a| a == "--db" || a.starts_with("--db="))
         || std::env::var_os("LEASEHOLD_DATABASE_URL").is_some();
     if explicit {
-        return demo::run(db).await;
+        return demo::run(db, prefix).await;
     }
     let dir = std::env::temp_dir().join(format!("leasehold-demo-{}", std::process::id()));
     if let Err(e) = std::fs::create_dir_all(&dir) {
         eprintln!("leasehold-lab: cannot create {}: {e}", dir.display());
         return 2;
     }
-    let code = demo::run(format!(
-        "sqlite://{}?mode=rwc",
-        dir.join("demo.db").display()
-    ))
+    let code = demo::run(
+        format!("sqlite://{}?mode=rwc", dir.join("demo.db").display()),
+        prefix,
+    )
     .await;
     let _ = std::fs::remove_dir_all(dir);
     code

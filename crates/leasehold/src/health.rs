@@ -124,12 +124,12 @@ pub struct Health {
     /// and has covered its window once.
     pub clock_rate: Option<crate::ClockRateReport>,
     /// Whether this service's waiters (locks, lease tasks, shards) are woken by the doorbell's
-    /// rings or poll: [`Wakeups::Polling`](leasehold_storage::doorbell::Wakeups::Polling)
+    /// rings or poll: [`Wakeups::Polling`](crate::Wakeups::Polling)
     /// names why (for example a pooler in transaction mode without a doorbell URL). Polling is
     /// not a health reason: waiters still get every lease, a poll interval later. `None`
     /// without a doorbell (in-memory stores). Also published as the gauge
     /// `leasehold_doorbell_pushed` (1 or 0) at each health check.
-    pub wakeups: Option<leasehold_storage::doorbell::Wakeups>,
+    pub wakeups: Option<crate::Wakeups>,
 }
 
 impl Health {
@@ -174,7 +174,7 @@ impl fmt::Display for Health {
         if let DatabaseProbe::Reachable { round_trip } = self.database {
             write!(f, ", database round trip {round_trip:?}")?;
         }
-        if let Some(leasehold_storage::doorbell::Wakeups::Polling { reason }) = &self.wakeups {
+        if let Some(crate::Wakeups::Polling { reason }) = &self.wakeups {
             write!(f, ", waiters poll ({reason})")?;
         }
         for reason in &self.reasons {

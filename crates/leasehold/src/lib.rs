@@ -83,6 +83,8 @@ pub use error::{Error, Result};
 pub use event::{EventKind, LeaseEvent};
 pub use hand_over::HandOver;
 pub use health::{DatabaseProbe, Health, HealthReason, Verdict};
+/// Whether a service's waiters are woken by its doorbell or poll ([`Health::wakeups`]).
+pub use leasehold_storage::doorbell::Wakeups;
 pub use lock::{
     DEFAULT_LOCK_NAMESPACE, DEFAULT_LOCK_RETRY_INTERVAL, DEFAULT_LOCK_TTL, ExclusiveLockGuard,
     HeldPermit, LockError, LockGuard, LockOutcome, Locks, MAX_READERS, MultiLockGuard,

@@ -135,7 +135,9 @@ pub trait Doorbell: Send + Sync + std::fmt::Debug + 'static {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Wakeups {
-    /// Rings reach this service (or the doorbell has not been needed yet).
+    /// No waiter has needed the doorbell yet (PostgreSQL listens on the first wait).
+    Idle,
+    /// Rings reach this service (on PostgreSQL: its `LISTEN` heard its own probe ring).
     Pushed,
     /// Rings do not reach this service; waiters poll.
     Polling {
@@ -147,6 +149,7 @@ pub enum Wakeups {
 impl std::fmt::Display for Wakeups {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            Self::Idle => f.write_str("idle"),
             Self::Pushed => f.write_str("pushed"),
             Self::Polling { reason } => write!(f, "polling: {reason}"),
         }

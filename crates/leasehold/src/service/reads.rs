@@ -109,9 +109,10 @@ impl LeaseService {
             wakeups: self.inner.registry.wakeups(),
         };
         if let Some(w) = &health.wakeups {
-            leasehold_engine::metrics::doorbell_pushed(
-                *w == leasehold_storage::doorbell::Wakeups::Pushed,
-            );
+            leasehold_engine::metrics::doorbell_pushed(!matches!(
+                w,
+                leasehold_storage::doorbell::Wakeups::Polling { .. }
+            ));
         }
         if self.is_shut_down() {
             health.reasons.push(HealthReason::ShutDown);

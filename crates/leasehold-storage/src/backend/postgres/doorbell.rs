@@ -230,7 +230,7 @@ fn initial_wakeups(store: &SeaOrmStore) -> crate::doorbell::Wakeups {
         tracing::warn!("doorbell off, waiters poll: {reason}");
         return crate::doorbell::Wakeups::Polling { reason };
     }
-    crate::doorbell::Wakeups::Pushed
+    crate::doorbell::Wakeups::Idle
 }
 
 /// The payload of the ring a new `LISTEN` sends itself: no key's payload starts with `:`.
@@ -321,6 +321,9 @@ async fn listen_forever(pool: &PgPool, subscribers: &[Subscribers; 2], bell: &Be
             }
             Err(Heard::Failed(e)) => {
                 tracing::debug!("doorbell LISTEN failed (waiters poll until it is back): {e}");
+                bell.set(crate::doorbell::Wakeups::Polling {
+                    reason: format!("its LISTEN connection failed ({e}); reconnecting"),
+                });
                 backoff = next_backoff(backoff);
             }
         }
