@@ -202,15 +202,19 @@ impl SeaOrmStore {
     /// Sends `stmt` and reads every row: on the pool, or through transaction pooling in a
     /// transaction of its own, committed before the rows are returned.
     pub(crate) async fn all_raw(&self, stmt: Statement) -> Result<Vec<QueryResult>, DbErr> {
-        if self.pooled.is_none() {
-            return self.db.query_all_raw(stmt).await;
+        match &self.pooled {
+            None => self.db.query_all_raw(stmt).await,
+            #[cfg(feature = "postgres")]
+            Some(prelude) => crate::backend::postgres::pooler::in_own_transaction(
+                self.db.get_postgres_connection_pool(),
+                prelude,
+                stmt,
+            )
+            .await
+            .map(|(rows, _)| rows),
+            #[cfg(not(feature = "postgres"))]
+            Some(_) => self.db.query_all_raw(stmt).await,
         }
-        let txn = self
-            .begin_whole(sea_orm::TransactionOptions::default())
-            .await?;
-        let rows = txn.query_all_raw(stmt).await?;
-        txn.commit().await?;
-        Ok(rows)
     }
 
     /// [`SeaOrmStore::all_raw`] for the first row only.
@@ -224,15 +228,19 @@ impl SeaOrmStore {
     /// Sends a statement that returns no rows and returns how many rows it changed, as
     /// [`SeaOrmStore::all_raw`] sends it.
     pub(crate) async fn exec_raw(&self, stmt: Statement) -> Result<u64, DbErr> {
-        if self.pooled.is_none() {
-            return Ok(self.db.execute_raw(stmt).await?.rows_affected());
+        match &self.pooled {
+            None => Ok(self.db.execute_raw(stmt).await?.rows_affected()),
+            #[cfg(feature = "postgres")]
+            Some(prelude) => crate::backend::postgres::pooler::in_own_transaction(
+                self.db.get_postgres_connection_pool(),
+                prelude,
+                stmt,
+            )
+            .await
+            .map(|(_, done)| done),
+            #[cfg(not(feature = "postgres"))]
+            Some(_) => Ok(self.db.execute_raw(stmt).await?.rows_affected()),
         }
-        let txn = self
-            .begin_whole(sea_orm::TransactionOptions::default())
-            .await?;
-        let done = txn.execute_raw(stmt).await?.rows_affected();
-        txn.commit().await?;
-        Ok(done)
     }
 
     /// The server-side bound on each statement's lock wait and run time that this store's

@@ -59,14 +59,34 @@ pub(crate) struct EngineThread {
     pub(crate) thread: std::thread::JoinHandle<()>,
 }
 
-/// Opens the stores; `notify`: the store it connects itself notifies in its grant and release
-/// statements.
-async fn open(source: StoreSource, notify: bool) -> Result<Opened> {
+/// Whether the store a service opens notifies in its grant and release statements.
+#[derive(Debug, Clone, Copy)]
+struct Notify {
+    /// Asked for ([`crate::EngineTuning::notify_in_statements`]).
+    asked: bool,
+    /// Group commit is on: without it one notifying commit per request would queue every
+    /// request behind the server's notification lock (lock pairs of 16 tasks: 2,266 → 1,162/s).
+    group_commit: bool,
+}
+
+impl Notify {
+    /// Asked for, or through transaction pooling, where a separate `pg_notify` statement after
+    /// each release costs a transaction of its own; with group commit either way.
+    fn for_store(self, sql: &SeaOrmStore) -> bool {
+        self.group_commit && (self.asked || sql.transaction_pooling())
+    }
+}
+
+/// Opens the stores; `notify`: whether the store it connects itself notifies in its grant and
+/// release statements.
+async fn open(source: StoreSource, notify: Notify) -> Result<Opened> {
     match source {
         StoreSource::Store(store, sql) => Ok((Arc::clone(&store), store, sql)),
         StoreSource::Stores(store, renew, sql) => Ok((store, renew, sql)),
         StoreSource::Builders(main, renew, memory) => {
-            let sql = main.connect().await?.notify_in_statements(notify);
+            let sql = main.connect().await?;
+            let on = notify.for_store(&sql);
+            let sql = sql.notify_in_statements(on);
             let store: Arc<dyn Store> = Arc::new(sql.clone());
             if memory {
                 return Ok((Arc::clone(&store), store, Some(sql)));
@@ -112,10 +132,10 @@ pub(crate) async fn start(
                 // The layer wraps the lease calls; fencing and the doorbell use the SQL store itself.
                 let (store, renew_store, sql) = open(
                     spec.source,
-                    // Not without group commit: one notifying commit per request would queue
-                    // every request behind the server's notification lock (lock pairs of 16
-                    // tasks: 2,266 → 1,162/s).
-                    spec.tuning.notifies_in_statements() && spec.tuning.uses_group_commit(),
+                    Notify {
+                        asked: spec.tuning.notifies_in_statements(),
+                        group_commit: spec.tuning.uses_group_commit(),
+                    },
                 )
                 .await?;
                 let (store, renew_store) = match &spec.layer {

@@ -62,6 +62,58 @@ pub(crate) fn transaction_prelude(bound: Duration) -> String {
     format!("DEALLOCATE ALL; SET LOCAL lock_timeout = {ms}; SET LOCAL statement_timeout = {ms}")
 }
 
+/// Runs `stmt` in a transaction of its own on one connection of `pool`: `BEGIN` and the
+/// `prelude` in one simple query, the statement, `COMMIT`; its rows and the number of rows it
+/// changed, once committed. Four round trips (the statement's prepare and execute are two). On
+/// an error the transaction is rolled back, and a connection that cannot roll back is closed
+/// rather than given back inside a transaction; a caller that gives up leaves that to the
+/// pool's release hook (`connect::returned`).
+pub(crate) async fn in_own_transaction(
+    pool: &sea_orm::sqlx::PgPool,
+    prelude: &str,
+    stmt: sea_orm::Statement,
+) -> Result<(Vec<sea_orm::QueryResult>, u64), sea_orm::DbErr> {
+    use futures::TryStreamExt;
+    use sea_orm::sqlx::{AssertSqlSafe, Either, Executor};
+    let err =
+        |e: sea_orm::sqlx::Error| sea_orm::DbErr::Query(sea_orm::RuntimeErr::SqlxError(e.into()));
+    let mut conn = pool.acquire().await.map_err(|e| match e {
+        sea_orm::sqlx::Error::PoolTimedOut => {
+            sea_orm::DbErr::ConnectionAcquire(sea_orm::ConnAcquireErr::Timeout)
+        }
+        other => sea_orm::DbErr::Conn(sea_orm::RuntimeErr::SqlxError(other.into())),
+    })?;
+    conn.execute(AssertSqlSafe(format!("BEGIN; {prelude}")))
+        .await
+        .map_err(err)?;
+    let values = stmt.values.unwrap_or_else(|| sea_orm::Values(Vec::new()));
+    let query =
+        sea_orm::sqlx::query_with(AssertSqlSafe(stmt.sql), sea_query_sqlx::SqlxValues(values));
+    let answered: Result<(Vec<sea_orm::QueryResult>, u64), sea_orm::sqlx::Error> = async {
+        let mut rows = Vec::new();
+        let mut done = 0;
+        let mut stream = conn.fetch_many(query);
+        while let Some(item) = stream.try_next().await? {
+            match item {
+                Either::Left(result) => done += result.rows_affected(),
+                Either::Right(row) => rows.push(sea_orm::QueryResult::from(row)),
+            }
+        }
+        Ok((rows, done))
+    }
+    .await;
+    let ended = match &answered {
+        Ok(_) => conn.execute("COMMIT").await.map(|_| ()),
+        Err(_) => conn.execute("ROLLBACK").await.map(|_| ()),
+    };
+    if let Err(e) = ended {
+        // Never back in the pool inside a transaction.
+        conn.close_on_drop();
+        return Err(err(e));
+    }
+    answered.map_err(err)
+}
+
 /// Sets the session's bounds on a new connection (one round trip, in one simple query).
 pub(crate) async fn session_bounds(
     conn: &mut sea_orm::sqlx::PgConnection,
