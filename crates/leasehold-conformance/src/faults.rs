@@ -245,8 +245,9 @@ async fn read_only_refused(ctx: &Ctx, store: &SeaOrmStore) -> Result<(), String>
     )
 }
 
-/// The PostgreSQL role of [`read_only_connection`] (a throwaway PgBouncer of the tests lets it
-/// in: `leasehold_testkit::pgbouncer`).
+/// The PostgreSQL role the read-only check logs in as: every transaction of it is read-only
+/// (`default_transaction_read_only`), created if missing. A pooler in front of the server must
+/// let it in (the tests' throwaway PgBouncer, `leasehold_testkit::pgbouncer`, does).
 pub const PG_READ_ONLY_ROLE: &str = "leasehold_read_only";
 
 /// One connection to the store's database whose transactions are all read-only.
