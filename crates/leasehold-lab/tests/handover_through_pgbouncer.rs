@@ -21,8 +21,17 @@ const ROWS: &[&str] = &[
     "handover_shard_load",
 ];
 
-/// The quick run's p99 bound of a pushed hand-over, in milliseconds (as in `bench_quick.rs`).
-const PUSHED_P99_MS: f64 = 250.0;
+/// The p99 bound of a pushed hand-over in this quick run, in milliseconds: as in
+/// `bench_quick.rs` for locks and lease tasks; twice that for a shard group's names, whose
+/// hand-over through transaction pooling takes more statements (still far below the refresh
+/// of 1 s that a hand-over not pushed waits for).
+fn pushed_p99_ms(row: &str) -> f64 {
+    if row.starts_with("handover_shard") {
+        500.0
+    } else {
+        250.0
+    }
+}
 
 /// Runs the hand-over rows on `url`; asserts each was measured, and with `pushed` its p99.
 fn handover_rows(url: &str, label: &str, pushed: bool) {
@@ -59,9 +68,10 @@ fn handover_rows(url: &str, label: &str, pushed: bool) {
         };
         println!("{label}: {name} median {median:.2} ms, p99 {p99:.2} ms");
         if pushed {
+            let bound = pushed_p99_ms(name);
             assert!(
-                p99 <= PUSHED_P99_MS,
-                "{label}: {name} p99 {p99:.1} ms is over {PUSHED_P99_MS} ms: {}",
+                p99 <= bound,
+                "{label}: {name} p99 {p99:.1} ms is over {bound} ms: {}",
                 row["note"]
             );
         }
