@@ -17,7 +17,8 @@
 //!   statements other clients left prepared on that server connection are dropped (sqlx names
 //!   its statements by a counter per client connection, so two clients' names collide), and
 //!   the bounds are set for the transaction (`SET LOCAL`). The statement cache is off
-//!   (`statement_cache_capacity(0)`).
+//!   (`statement_cache_capacity(0)`). A single statement takes four round trips
+//!   ([`in_own_transaction`]: `BEGIN` with the prelude, prepare, execute, `COMMIT`).
 //!
 //! `LISTEN` needs a client that keeps its server connection: through transaction pooling the
 //! doorbell connects past the pooler (`doorbell_host=…`, or
@@ -35,8 +36,8 @@ use std::time::Duration;
 /// connection. The store takes it out of the URL before the driver reads it.
 pub const POOLER_PARAM: &str = "pooler";
 
-/// The bounds (`lock_timeout`, `statement_timeout`) in milliseconds, as PostgreSQL writes them
-/// back (`current_setting`): `5s`, `1500ms`.
+/// A bound (`lock_timeout`, `statement_timeout`) in whole milliseconds, at least 1 (0 would
+/// mean no bound), the unit PostgreSQL reads a bare number of these settings in.
 pub(crate) fn bound_ms(bound: Duration) -> u128 {
     bound.as_millis().max(1)
 }
