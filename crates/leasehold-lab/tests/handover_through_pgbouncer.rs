@@ -9,7 +9,6 @@
 
 use std::process::Command;
 
-use leasehold_testkit::backends::{POSTGRES_ENV, backend_url};
 use leasehold_testkit::pgbouncer::{self, PoolMode};
 
 const ROWS: &[&str] = &[
@@ -88,19 +87,14 @@ fn hand_overs_through_pgbouncer_in_session_mode() {
 
 #[test]
 fn hand_overs_through_pgbouncer_in_transaction_mode() {
-    let Some(direct) = backend_url(POSTGRES_ENV) else {
-        return;
-    };
     let Some(bouncer) = pgbouncer::for_tests(PoolMode::Transaction, 20) else {
         return;
     };
     // The doorbell's LISTEN goes to the server itself, with the URL's other parts.
-    let server = direct
-        .split_once("://")
-        .and_then(|(_, rest)| rest.split(['/', '?']).next())
-        .map(|authority| authority.rsplit('@').next().unwrap_or(authority).to_owned())
-        .expect("the server of LEASEHOLD_TEST_POSTGRES");
-    let url = format!("{}&doorbell_host={server}", bouncer.url_saying_mode());
-    handover_rows(&url, "transaction, doorbell past the pooler", true);
+    handover_rows(
+        &bouncer.url_with_doorbell_past(),
+        "transaction, doorbell past the pooler",
+        true,
+    );
     handover_rows(&bouncer.url_saying_mode(), "transaction, polling", false);
 }

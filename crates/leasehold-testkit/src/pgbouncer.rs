@@ -39,6 +39,8 @@ pub struct PgBouncer {
     dir: PathBuf,
     database: String,
     user: String,
+    /// The server behind it, `host:port`.
+    upstream: String,
 }
 
 /// Why a PgBouncer could not be had.
@@ -183,6 +185,7 @@ impl PgBouncer {
             dir,
             database,
             user,
+            upstream: format!("{host}:{up_port}"),
         };
         // Up to 10 s, in steps of 20 ms.
         let mut tries = 0;
@@ -218,6 +221,13 @@ impl PgBouncer {
     #[must_use]
     pub fn url_saying_mode(&self) -> String {
         format!("{}?pooler={}", self.url(), self.mode.as_str())
+    }
+
+    /// [`PgBouncer::url_saying_mode`] with the doorbell's `LISTEN` sent past the pooler to the
+    /// server itself (`doorbell_host=…`).
+    #[must_use]
+    pub fn url_with_doorbell_past(&self) -> String {
+        format!("{}&doorbell_host={}", self.url_saying_mode(), self.upstream)
     }
 
     /// The port it listens on.

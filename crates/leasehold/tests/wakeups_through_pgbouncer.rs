@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use leasehold::{LeaseConfig, LeaseService, Wakeups};
 use leasehold_core::{Clock, MonotonicClock};
-use leasehold_testkit::backends::{POSTGRES_ENV, backend_url};
 use leasehold_testkit::pgbouncer::{self, PoolMode};
 
 fn config() -> LeaseConfig {
@@ -83,19 +82,10 @@ async fn waiters_poll_and_say_so_without_a_doorbell_host() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_are_woken_through_a_doorbell_past_the_pooler() {
-    let Some(direct) = backend_url(POSTGRES_ENV) else {
-        return;
-    };
     let Some(bouncer) = pgbouncer::for_tests(PoolMode::Transaction, 10) else {
         return;
     };
-    let server = direct
-        .split_once("://")
-        .and_then(|(_, rest)| rest.split(['/', '?']).next())
-        .map(|authority| authority.rsplit('@').next().unwrap_or(authority).to_owned())
-        .expect("the server of LEASEHOLD_TEST_POSTGRES");
-    let url = format!("{}&doorbell_host={server}", bouncer.url_saying_mode());
-    let (wakeups, after) = hand_over(&url, "direct").await;
+    let (wakeups, after) = hand_over(&bouncer.url_with_doorbell_past(), "direct").await;
     // Pushed: the LISTEN heard its own probe ring.
     assert_eq!(
         wakeups,
