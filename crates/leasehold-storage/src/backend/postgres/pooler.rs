@@ -17,8 +17,9 @@
 //!   statements other clients left prepared on that server connection are dropped (sqlx names
 //!   its statements by a counter per client connection, so two clients' names collide), and
 //!   the bounds are set for the transaction (`SET LOCAL`). The statement cache is off
-//!   (`statement_cache_capacity(0)`). A single statement takes four round trips
-//!   ([`in_own_transaction`]: `BEGIN` with the prelude, prepare, execute, `COMMIT`).
+//!   (`statement_cache_capacity(0)`). A single statement whose values all have a literal form
+//!   is one simple query, one round trip ([`in_own_transaction`]: `BEGIN`, the prelude, the
+//!   statement with its values written in, `COMMIT`); any other takes four.
 //!
 //! `LISTEN` needs a client that keeps its server connection: through transaction pooling the
 //! doorbell connects past the pooler (`doorbell_host=…`, or
@@ -63,19 +64,23 @@ pub(crate) fn transaction_prelude(bound: Duration) -> String {
     format!("DEALLOCATE ALL; SET LOCAL lock_timeout = {ms}; SET LOCAL statement_timeout = {ms}")
 }
 
-/// Runs `stmt` in a transaction of its own on one connection of `pool`: `BEGIN` and the
-/// `prelude` in one simple query, the statement, `COMMIT`; its rows and the number of rows it
-/// changed, once committed. Four round trips (the statement's prepare and execute are two). On
-/// an error the transaction is rolled back, and a connection that cannot roll back is closed
-/// rather than given back inside a transaction; a caller that gives up leaves that to the
-/// pool's release hook (`connect::returned`).
+/// Runs `stmt` in a transaction of its own on one connection of `pool`, and answers its rows
+/// and the number of rows it changed once committed.
+///
+/// When every value of the statement has a literal form ([`inline`]) the whole transaction is
+/// one simple query, one round trip: `BEGIN`, the `prelude`, the statement with its values
+/// written in, `COMMIT`. Otherwise it takes four (`BEGIN` with the prelude, the statement's
+/// prepare and execute, `COMMIT`). A pooler may send each round trip to another server, so the
+/// fewer there are, the shorter a call is behind one. On an error the transaction is rolled
+/// back, and a connection that cannot roll back is closed rather than given back inside a
+/// transaction; a caller that gives up leaves that to the pool's release hook
+/// (`connect::returned`).
 pub(crate) async fn in_own_transaction(
     pool: &sea_orm::sqlx::PgPool,
     prelude: &str,
     stmt: sea_orm::Statement,
 ) -> Result<(Vec<sea_orm::QueryResult>, u64), sea_orm::DbErr> {
-    use futures::TryStreamExt;
-    use sea_orm::sqlx::{AssertSqlSafe, Either, Executor};
+    use sea_orm::sqlx::{AssertSqlSafe, Executor};
     let err =
         |e: sea_orm::sqlx::Error| sea_orm::DbErr::Query(sea_orm::RuntimeErr::SqlxError(e.into()));
     let mut conn = pool.acquire().await.map_err(|e| match e {
@@ -84,35 +89,134 @@ pub(crate) async fn in_own_transaction(
         }
         other => sea_orm::DbErr::Conn(sea_orm::RuntimeErr::SqlxError(other.into())),
     })?;
-    conn.execute(AssertSqlSafe(format!("BEGIN; {prelude}")))
-        .await
-        .map_err(err)?;
     let values = stmt.values.unwrap_or_else(|| sea_orm::Values(Vec::new()));
-    let query =
-        sea_orm::sqlx::query_with(AssertSqlSafe(stmt.sql), sea_query_sqlx::SqlxValues(values));
-    let answered: Result<(Vec<sea_orm::QueryResult>, u64), sea_orm::sqlx::Error> = async {
-        let mut rows = Vec::new();
-        let mut done = 0;
-        let mut stream = conn.fetch_many(query);
-        while let Some(item) = stream.try_next().await? {
-            match item {
-                Either::Left(result) => done += result.rows_affected(),
-                Either::Right(row) => rows.push(sea_orm::QueryResult::from(row)),
-            }
+    let answered = match inline(&stmt.sql, &values.0) {
+        Some(sql) => {
+            // One simple query: on an error PostgreSQL skips the rest of it (the `COMMIT`)
+            // and leaves the transaction open and aborted, rolled back below.
+            let whole = format!("BEGIN; {prelude}; {sql}; COMMIT");
+            collect(conn.fetch_many(AssertSqlSafe(whole))).await
         }
-        Ok((rows, done))
-    }
-    .await;
-    let ended = match &answered {
-        Ok(_) => conn.execute("COMMIT").await.map(|_| ()),
-        Err(_) => conn.execute("ROLLBACK").await.map(|_| ()),
+        None => {
+            conn.execute(AssertSqlSafe(format!("BEGIN; {prelude}")))
+                .await
+                .map_err(err)?;
+            let query = sea_orm::sqlx::query_with(
+                AssertSqlSafe(stmt.sql),
+                sea_query_sqlx::SqlxValues(values),
+            );
+            let answered = collect(conn.fetch_many(query)).await;
+            if answered.is_ok() {
+                if let Err(e) = conn.execute("COMMIT").await {
+                    conn.close_on_drop();
+                    return Err(err(e));
+                }
+            }
+            answered
+        }
     };
-    if let Err(e) = ended {
+    if answered.is_err() {
         // Never back in the pool inside a transaction.
-        conn.close_on_drop();
-        return Err(err(e));
+        if conn.execute("ROLLBACK").await.is_err() {
+            conn.close_on_drop();
+        }
     }
     answered.map_err(err)
+}
+
+/// The rows of a statement's answer and the rows it changed.
+async fn collect<'a>(
+    mut stream: futures::stream::BoxStream<
+        'a,
+        Result<
+            sea_orm::sqlx::Either<
+                sea_orm::sqlx::postgres::PgQueryResult,
+                sea_orm::sqlx::postgres::PgRow,
+            >,
+            sea_orm::sqlx::Error,
+        >,
+    >,
+) -> Result<(Vec<sea_orm::QueryResult>, u64), sea_orm::sqlx::Error> {
+    use futures::TryStreamExt;
+    use sea_orm::sqlx::Either;
+    let mut rows = Vec::new();
+    let mut done = 0;
+    while let Some(item) = stream.try_next().await? {
+        match item {
+            Either::Left(result) => done += result.rows_affected(),
+            Either::Right(row) => rows.push(sea_orm::QueryResult::from(row)),
+        }
+    }
+    Ok((rows, done))
+}
+
+/// `sql` with each placeholder `$n` replaced by the literal of `values[n - 1]`, typed as the
+/// driver would have bound it (`'…'::text`, `5::int8`, `NULL::int8`), or `None` when a value
+/// has no literal form here (the statement is then prepared and bound).
+///
+/// Text is dollar-quoted with a tag that does not occur in it, so no character of a name is
+/// read as an escape or a quote, whatever `standard_conforming_strings` says. Placeholders are
+/// found outside quoted text only.
+pub(crate) fn inline(sql: &str, values: &[sea_orm::Value]) -> Option<String> {
+    use sea_orm::Value;
+    let literal = |v: &Value| -> Option<String> {
+        Some(match v {
+            Value::Bool(Some(b)) => format!("{b}"),
+            Value::Bool(None) => "NULL::bool".to_owned(),
+            Value::SmallInt(Some(n)) => format!("({n})::int2"),
+            Value::Int(Some(n)) => format!("({n})::int4"),
+            Value::BigInt(Some(n)) => format!("({n})::int8"),
+            Value::SmallInt(None) => "NULL::int2".to_owned(),
+            Value::Int(None) => "NULL::int4".to_owned(),
+            Value::BigInt(None) => "NULL::int8".to_owned(),
+            Value::String(Some(s)) => {
+                if s.contains('\0') {
+                    return None;
+                }
+                // The text ends where its tag first occurs after the opening one.
+                let mut tag = String::from("$lh$");
+                let mut n = 0;
+                while format!("{s}{tag}").find(tag.as_str()) != Some(s.len()) {
+                    n += 1;
+                    tag = format!("$lh{n}$");
+                }
+                format!("{tag}{s}{tag}::text")
+            }
+            Value::String(None) => "NULL::text".to_owned(),
+            _ => return None,
+        })
+    };
+    let mut out = String::with_capacity(sql.len() + 16 * values.len());
+    let mut chars = sql.char_indices().peekable();
+    let mut quote: Option<char> = None;
+    while let Some((_, c)) = chars.next() {
+        match quote {
+            Some(q) => {
+                out.push(c);
+                if c == q {
+                    quote = None;
+                }
+            }
+            None if c == '\'' || c == '"' => {
+                quote = Some(c);
+                out.push(c);
+            }
+            // A comment could hold a lone quote: not read here.
+            None if c == '-' && chars.peek().is_some_and(|(_, d)| *d == '-') => return None,
+            None if c == '$' && chars.peek().is_some_and(|(_, d)| d.is_ascii_digit()) => {
+                let mut n = 0usize;
+                while let Some((_, d)) = chars.peek().copied().filter(|(_, d)| d.is_ascii_digit()) {
+                    n = n.checked_mul(10)?.checked_add(d.to_digit(10)? as usize)?;
+                    chars.next();
+                }
+                out.push_str(&literal(values.get(n.checked_sub(1)?)?)?);
+            }
+            // Dollar-quoted text or any other `$` in a statement of ours: not ours to rewrite.
+            None if c == '$' => return None,
+            None => out.push(c),
+        }
+    }
+    Some(out)
 }
 
 /// Sets the session's bounds on a new connection (one round trip, in one simple query).
@@ -298,6 +402,45 @@ mod tests {
         assert!(split_params("postgres://u@h/db?pooler").is_err());
         assert!(split_params("postgres://u@h/db?doorbell_host=").is_err());
         assert!(split_params("postgres://u@h/db?doorbell_host=a@b").is_err());
+    }
+
+    #[test]
+    fn values_are_written_in_as_typed_literals() {
+        use sea_orm::Value;
+        let sql = "SELECT $1, $2, $10 FROM t WHERE a = '$1' AND b = $3 AND \"c$2\" = $4";
+        let mut values: Vec<Value> = vec![
+            Value::String(Some("job".into())),
+            Value::BigInt(Some(-7)),
+            Value::String(None),
+            Value::Bool(Some(true)),
+        ];
+        values.extend((5..=10).map(|n| Value::Int(Some(n))));
+        let out = inline(sql, &values).expect("literals");
+        assert_eq!(
+            out,
+            "SELECT $lh$job$lh$::text, (-7)::int8, (10)::int4 FROM t WHERE a = '$1' AND \
+             b = NULL::text AND \"c$2\" = true"
+        );
+        // A placeholder past the values, or a value with no literal form: prepared instead.
+        assert_eq!(inline("SELECT $2", &values[..1]), None);
+        assert_eq!(inline("SELECT $1", &[Value::Double(Some(1.0))]), None);
+        assert_eq!(inline("SELECT $1 -- it's", &values), None);
+    }
+
+    #[test]
+    fn text_is_quoted_whatever_it_holds() {
+        use sea_orm::Value;
+        for s in ["a'b", "a\\b", "$lh$", "x$lh", "$", "a$$b", "$lh1$$lh$", "é\u{1a}\n"] {
+            let out = inline("SELECT $1", &[Value::String(Some(s.into()))]).expect("literal");
+            let body = out.strip_prefix("SELECT ").and_then(|b| b.strip_suffix("::text"));
+            let body = body.expect("a typed literal");
+            let tag_end = body[1..].find('$').expect("tag") + 2;
+            let tag = &body[..tag_end];
+            let inner = &body[tag_end..body.len() - tag.len()];
+            assert_eq!(inner, s, "{out}");
+            assert_eq!(format!("{inner}{tag}").find(tag), Some(inner.len()), "{out}");
+        }
+        assert_eq!(inline("SELECT $1", &[Value::String(Some("a\0b".into()))]), None);
     }
 
     #[test]
