@@ -106,11 +106,11 @@ pub(crate) async fn in_own_transaction(
                 sea_query_sqlx::SqlxValues(values),
             );
             let answered = collect(conn.fetch_many(query)).await;
-            if answered.is_ok() {
-                if let Err(e) = conn.execute("COMMIT").await {
-                    conn.close_on_drop();
-                    return Err(err(e));
-                }
+            if answered.is_ok()
+                && let Err(e) = conn.execute("COMMIT").await
+            {
+                conn.close_on_drop();
+                return Err(err(e));
             }
             answered
         }
