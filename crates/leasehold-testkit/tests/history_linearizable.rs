@@ -353,7 +353,7 @@ async fn renewal_of_a_lapsed_tenure_is_caught() {
     let file = SqliteFile::new("lapsed");
     for (url, backend) in every_backend(&file) {
         let tag = format!("{backend}_lapsed");
-        rejected_within(&url, &tag, renewing_lapsed, 3, "a renewal of a lapsed tenure").await;
+        rejected_within(&url, &tag, renewing_lapsed, 5, "a renewal of a lapsed tenure").await;
     }
 }
 
@@ -364,7 +364,7 @@ async fn all_or_nothing_grant_of_a_prefix_is_caught() {
     let file = SqliteFile::new("prefix");
     for (url, backend) in every_backend(&file) {
         let tag = format!("{backend}_prefix");
-        rejected_within(&url, &tag, granting_a_prefix, 3, "a partial all-or-nothing grant").await;
+        rejected_within(&url, &tag, granting_a_prefix, 5, "a partial all-or-nothing grant").await;
     }
 }
 

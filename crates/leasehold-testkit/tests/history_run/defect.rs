@@ -9,8 +9,8 @@
 use async_trait::async_trait;
 use leasehold_storage::layer::StoreLayer;
 use leasehold_storage::{
-    AcquireOutcome, AllOutcome, FencingToken, Grant, HolderId, LeaseKey, LeaseStore, LeaseValue,
-    RenewOutcome, SeaOrmStore, Store, StoreError, Term,
+    AcquireOutcome, AllOutcome, BatchRenewal, FencingToken, Grant, HolderId, LeaseKey,
+    LeaseStore, LeaseValue, RenewOutcome, SeaOrmStore, Store, StoreError, TenureRef, Term,
 };
 use sea_orm::ConnectionTrait;
 
@@ -46,11 +46,32 @@ impl StoreLayer for BelievesHolderId {
     }
 }
 
-/// A store whose single renewal extends a lapsed tenure: where the store answers `Lost`, it
-/// writes the row's end again if the row is still that tenure (by holder and token, whatever its
-/// end) and answers `Renewed`. A holder that paused past its end believes it never lost the
+/// A store whose renewals extend a lapsed tenure: where the store answers `Lost` (or `false`),
+/// it writes the row's end again if the row is still that tenure (by holder and token, whatever
+/// its end) and answers `Renewed`. A holder that paused past its end believes it never lost the
 /// lease, although another holder may have seen it free meanwhile.
 pub struct RenewsLapsed(pub SeaOrmStore);
+
+impl RenewsLapsed {
+    /// Extends the tenure `holder`/`token` of `key` whatever its end: whether it did.
+    async fn extend(&self, key: &LeaseKey, holder: &HolderId, token: FencingToken, term: Term) -> bool {
+        let (t, now) = (self.0.table(), self.0.now_sql());
+        let update = format!(
+            "UPDATE {t} SET lease_end_time = {now} + {}, gmt_modified = {now} \
+             WHERE namespace = '{}' AND lease_name = '{}' AND holder = '{}' AND version = {} \
+             AND status = 1",
+            term.as_millis_i64(),
+            key.namespace.as_str(),
+            key.name.as_str(),
+            holder.as_str(),
+            token.get()
+        );
+        matches!(
+            self.0.connection().execute_unprepared(&update).await,
+            Ok(done) if done.rows_affected() == 1
+        )
+    }
+}
 
 #[async_trait]
 impl StoreLayer for RenewsLapsed {
@@ -66,24 +87,26 @@ impl StoreLayer for RenewsLapsed {
         term: Term,
     ) -> Result<RenewOutcome, StoreError> {
         let answer = self.0.renew(key, holder, token, term).await?;
-        if answer == RenewOutcome::Renewed {
-            return Ok(answer);
+        if answer == RenewOutcome::Lost && self.extend(key, holder, token, term).await {
+            return Ok(RenewOutcome::Renewed);
         }
-        let (t, now) = (self.0.table(), self.0.now_sql());
-        let update = format!(
-            "UPDATE {t} SET lease_end_time = {now} + {}, gmt_modified = {now} \
-             WHERE namespace = '{}' AND lease_name = '{}' AND holder = '{}' AND version = {} \
-             AND status = 1",
-            term.as_millis_i64(),
-            key.namespace.as_str(),
-            key.name.as_str(),
-            holder.as_str(),
-            token.get()
-        );
-        match self.0.connection().execute_unprepared(&update).await {
-            Ok(done) if done.rows_affected() == 1 => Ok(RenewOutcome::Renewed),
-            _ => Ok(answer),
+        Ok(answer)
+    }
+
+    async fn renew_batch(
+        &self,
+        holder: &HolderId,
+        items: &[TenureRef],
+        term: Term,
+    ) -> Result<Vec<BatchRenewal>, StoreError> {
+        let mut answers = self.0.renew_batch(holder, items, term).await?;
+        for (answer, it) in answers.iter_mut().zip(items) {
+            if *answer == BatchRenewal::Lost && self.extend(&it.key, holder, it.token, term).await
+            {
+                *answer = BatchRenewal::Renewed;
+            }
         }
+        Ok(answers)
     }
 }
 

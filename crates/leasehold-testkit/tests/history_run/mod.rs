@@ -75,6 +75,9 @@ struct Worker {
     db_floor: i64,
     /// Numbers the session's all-or-nothing operations.
     joints: u64,
+    /// The session's latest short tenure from a single grant: key, holder, token, end (database
+    /// milliseconds) and term, for a renewal that may come too late.
+    mine: Option<(LeaseKey, String, i64, i64, i64)>,
 }
 
 /// When an operation was invoked: on the recorder's clock and the database's.
@@ -117,6 +120,7 @@ pub async fn run_from(
             rec: rec.clone(),
             db_floor: i64::MIN,
             joints: 0,
+            mine: None,
         };
         tasks.push(tokio::spawn(async move { w.run().await }));
     }
@@ -166,10 +170,11 @@ impl Worker {
                 26..30 => self.grant_all().await,
                 30..40 => self.renew().await,
                 40..50 => self.renew_batch().await,
-                50..60 => self.release().await,
-                60..70 => self.release_batch().await,
-                70..82 => self.fence().await,
-                82..84 => self.purge().await,
+                50..55 => self.release().await,
+                55..62 => self.release_batch().await,
+                62..74 => self.fence().await,
+                74..76 => self.purge().await,
+                76..88 => self.renew_late().await,
                 _ => self.insert().await,
             }
         }
@@ -254,7 +259,7 @@ impl Worker {
         keys
     }
 
-    /// A tenure of `key` that may be live: mostly one seen lately, sometimes a stale or
+    /// A tenure of `key` that may be live: mostly the latest seen, sometimes an older or a
     /// made-up token.
     fn tenure(&mut self, key: &LeaseKey) -> (String, i64) {
         let seen = self
@@ -267,7 +272,12 @@ impl Worker {
         if seen.is_empty() || self.rng.random_bool(0.1) {
             return (self.holder(), self.rng.random_range(1..4));
         }
-        let back = self.rng.random_range(0..seen.len().min(3));
+        // Mostly the latest (a holder renewing its tenure), now and then one before it.
+        let back = if self.rng.random_bool(0.6) {
+            0
+        } else {
+            self.rng.random_range(0..seen.len().min(3))
+        };
         seen[seen.len() - 1 - back].clone()
     }
 

@@ -52,6 +52,11 @@ impl Worker {
         .await;
         let w = self.finish(s).await;
         let answer = answer.map_or(Answer::Unknown, grant_answer);
+        if let Answer::Acquired { token, end } = answer
+            && ms < 1_000
+        {
+            self.mine = Some((key.clone(), holder.clone(), token, end, ms));
+        }
         let call = Call::Grant { holder, term: ms };
         self.record("begin_tenure", &key, call, answer, w);
     }
@@ -130,6 +135,50 @@ impl Worker {
         let (holder, token) = self.tenure(&key);
         let (term, ms) = self.term();
         let h = HolderId::new(&holder).expect("holder");
+        let s = self.start();
+        let answer = bounded(
+            self.session
+                .store
+                .renew(&key, &h, FencingToken(token), term),
+        )
+        .await;
+        let w = self.finish(s).await;
+        let answer = match answer {
+            Some(RenewOutcome::Renewed) => Answer::Renewed,
+            Some(RenewOutcome::Lost) => Answer::Lost,
+            None => Answer::Unknown,
+        };
+        let call = Call::Renew {
+            holder,
+            token,
+            term: ms,
+        };
+        self.record("renew", &key, call, answer, w);
+    }
+
+    /// A holder's renewal of its latest short tenure (from a single grant of this session) that
+    /// may come too late: once the tenure's end is at most 100 ms away, it waits until a
+    /// moment from a little before the end to a little after, then renews. Otherwise, or when
+    /// the session has no such tenure, a plain renewal.
+    pub(super) async fn renew_late(&mut self) {
+        let due = self
+            .mine
+            .as_ref()
+            .is_some_and(|m| m.3 - self.db_floor <= 100);
+        if !due {
+            return self.renew().await;
+        }
+        let Some((key, holder, token, end, ms)) = self.mine.take() else {
+            return self.renew().await;
+        };
+        let wait = end - self.db_floor + self.rng.random_range(-30..60);
+        let wait = u64::try_from(wait.clamp(0, 160)).unwrap_or(0);
+        tokio::time::sleep(Duration::from_millis(wait)).await;
+        let h = HolderId::new(&holder).expect("holder");
+        let term = leasehold_storage::Term::new("term", Duration::from_millis(
+            u64::try_from(ms).unwrap_or(1),
+        ))
+        .expect("term");
         let s = self.start();
         let answer = bounded(
             self.session
