@@ -8,11 +8,11 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use leasehold_testkit::scratch::ScratchDir;
 use leasehold_storage::{
     AcquireOutcome, Grant, HolderId, LeaseKey, LeaseStore, SeaOrmStore, StoreBuilder, StoreError,
     Term,
 };
+use leasehold_testkit::scratch::ScratchDir;
 
 fn term() -> Term {
     Term::new("term", Duration::from_secs(30)).expect("term")

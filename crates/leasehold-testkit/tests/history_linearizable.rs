@@ -174,10 +174,7 @@ fn missing(ops: &[Op]) -> Option<String> {
         ("a raw insert", has("raw insert", |a| *a == Answer::Done)),
         ("a renewal", has("renew", |a| *a == Answer::Renewed)),
         ("a lapsed renewal", has("renew", |a| *a == Answer::Lost)),
-        (
-            "an all-or-nothing grant",
-            has("begin_tenure_all", acquired),
-        ),
+        ("an all-or-nothing grant", has("begin_tenure_all", acquired)),
         ("a take-over of a lapsed row", takeovers(ops) > 0),
         (
             "a release",
@@ -244,7 +241,10 @@ async fn rejected_within(
         let seed = first + attempt;
         let (report, _) = one_history(url, tag, seed, 2, wrap, false, SHRINK_DEFECT).await;
         if !report.is_linearizable() {
-            eprintln!("{tag}: {what} rejected, seed {seed} (history {}): {report}", attempt + 1);
+            eprintln!(
+                "{tag}: {what} rejected, seed {seed} (history {}): {report}",
+                attempt + 1
+            );
             return seed;
         }
     }
@@ -353,7 +353,14 @@ async fn renewal_of_a_lapsed_tenure_is_caught() {
     let file = SqliteFile::new("lapsed");
     for (url, backend) in every_backend(&file) {
         let tag = format!("{backend}_lapsed");
-        rejected_within(&url, &tag, renewing_lapsed, 5, "a renewal of a lapsed tenure").await;
+        rejected_within(
+            &url,
+            &tag,
+            renewing_lapsed,
+            5,
+            "a renewal of a lapsed tenure",
+        )
+        .await;
     }
 }
 
@@ -364,7 +371,14 @@ async fn all_or_nothing_grant_of_a_prefix_is_caught() {
     let file = SqliteFile::new("prefix");
     for (url, backend) in every_backend(&file) {
         let tag = format!("{backend}_prefix");
-        rejected_within(&url, &tag, granting_a_prefix, 5, "a partial all-or-nothing grant").await;
+        rejected_within(
+            &url,
+            &tag,
+            granting_a_prefix,
+            5,
+            "a partial all-or-nothing grant",
+        )
+        .await;
     }
 }
 

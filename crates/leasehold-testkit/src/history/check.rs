@@ -54,7 +54,10 @@ struct Joint<'a> {
 /// all its keys or on none.
 fn step_one(state: &State, joint: &Joint<'_>) -> States {
     let all_unknown = joint.items.len() > 1
-        && joint.items.iter().all(|(_, op)| op.answer == Answer::Unknown);
+        && joint
+            .items
+            .iter()
+            .all(|(_, op)| op.answer == Answer::Unknown);
     let mut out: States = vec![state.clone()];
     for &(k, op) in &joint.items {
         let mut next = Vec::new();
@@ -463,9 +466,15 @@ mod tests {
             grant_for("a", 100),
             Answer::Acquired { token: 1, end: 100 },
         );
-        let late = [grant.clone(), op(120, Some(125), renew.clone(), Answer::Renewed)];
+        let late = [
+            grant.clone(),
+            op(120, Some(125), renew.clone(), Answer::Renewed),
+        ];
         assert_eq!(check(&late), Verdict::Violation);
-        let lost = [grant.clone(), op(120, Some(125), renew.clone(), Answer::Lost)];
+        let lost = [
+            grant.clone(),
+            op(120, Some(125), renew.clone(), Answer::Lost),
+        ];
         assert_eq!(check(&lost), Verdict::Linearizable);
         // In time, and the renewal moves the end: still live at 150.
         let in_time = [

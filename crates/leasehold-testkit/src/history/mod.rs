@@ -215,7 +215,9 @@ impl fmt::Display for Op {
         } else {
             self.db.hi.to_string()
         };
-        let group = self.group.map_or_else(String::new, |g| format!(" joint #{g}"));
+        let group = self
+            .group
+            .map_or_else(String::new, |g| format!(" joint #{g}"));
         write!(
             f,
             "[{:>10.3} .. {:>10}] s{} {} {} -> {} ({}{group}; db {}..{db_hi})",
@@ -310,7 +312,15 @@ mod tests {
             token,
         };
         let ops_at = |key: &str, at: u64, token| {
-            op(key, at, grant(), Answer::Acquired { token, end: at as i64 + 1_000 })
+            op(
+                key,
+                at,
+                grant(),
+                Answer::Acquired {
+                    token,
+                    end: at as i64 + 1_000,
+                },
+            )
         };
         // Each key released, then purged: a new row may start anywhere above the floor.
         let mut ops = Vec::new();

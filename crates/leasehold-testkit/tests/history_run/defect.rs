@@ -9,8 +9,8 @@
 use async_trait::async_trait;
 use leasehold_storage::layer::StoreLayer;
 use leasehold_storage::{
-    AcquireOutcome, AllOutcome, BatchRenewal, FencingToken, Grant, HolderId, LeaseKey,
-    LeaseStore, LeaseValue, RenewOutcome, SeaOrmStore, Store, StoreError, TenureRef, Term,
+    AcquireOutcome, AllOutcome, BatchRenewal, FencingToken, Grant, HolderId, LeaseKey, LeaseStore,
+    LeaseValue, RenewOutcome, SeaOrmStore, Store, StoreError, TenureRef, Term,
 };
 use sea_orm::ConnectionTrait;
 
@@ -54,7 +54,13 @@ pub struct RenewsLapsed(pub SeaOrmStore);
 
 impl RenewsLapsed {
     /// Extends the tenure `holder`/`token` of `key` whatever its end: whether it did.
-    async fn extend(&self, key: &LeaseKey, holder: &HolderId, token: FencingToken, term: Term) -> bool {
+    async fn extend(
+        &self,
+        key: &LeaseKey,
+        holder: &HolderId,
+        token: FencingToken,
+        term: Term,
+    ) -> bool {
         let (t, now) = (self.0.table(), self.0.now_sql());
         let update = format!(
             "UPDATE {t} SET lease_end_time = {now} + {}, gmt_modified = {now} \
@@ -101,8 +107,7 @@ impl StoreLayer for RenewsLapsed {
     ) -> Result<Vec<BatchRenewal>, StoreError> {
         let mut answers = self.0.renew_batch(holder, items, term).await?;
         for (answer, it) in answers.iter_mut().zip(items) {
-            if *answer == BatchRenewal::Lost && self.extend(&it.key, holder, it.token, term).await
-            {
+            if *answer == BatchRenewal::Lost && self.extend(&it.key, holder, it.token, term).await {
                 *answer = BatchRenewal::Renewed;
             }
         }

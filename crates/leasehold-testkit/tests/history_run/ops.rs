@@ -175,9 +175,10 @@ impl Worker {
         let wait = u64::try_from(wait.clamp(0, 160)).unwrap_or(0);
         tokio::time::sleep(Duration::from_millis(wait)).await;
         let h = HolderId::new(&holder).expect("holder");
-        let term = leasehold_storage::Term::new("term", Duration::from_millis(
-            u64::try_from(ms).unwrap_or(1),
-        ))
+        let term = leasehold_storage::Term::new(
+            "term",
+            Duration::from_millis(u64::try_from(ms).unwrap_or(1)),
+        )
         .expect("term");
         let s = self.start();
         let answer = bounded(
