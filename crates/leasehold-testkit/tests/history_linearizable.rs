@@ -227,8 +227,8 @@ async fn histories_are_linearizable(url: &str, tag: &str) {
     }
 }
 
-/// Runs histories of `secs` seconds on `url` with sessions made by `wrap` until one is rejected,
-/// at most `attempts`; the seed of the rejected one.
+/// Runs histories of 3 s on `url` with sessions made by `wrap` until one is rejected, at most
+/// `attempts`; the seed of the rejected one.
 async fn rejected_within(
     url: &str,
     tag: &str,
@@ -239,7 +239,7 @@ async fn rejected_within(
     let first = env_u64("LEASEHOLD_HISTORY_SEED", u64::from(std::process::id()));
     for attempt in 0..attempts {
         let seed = first + attempt;
-        let (report, _) = one_history(url, tag, seed, 2, wrap, false, SHRINK_DEFECT).await;
+        let (report, _) = one_history(url, tag, seed, 3, wrap, false, SHRINK_DEFECT).await;
         if !report.is_linearizable() {
             eprintln!(
                 "{tag}: {what} rejected, seed {seed} (history {}): {report}",

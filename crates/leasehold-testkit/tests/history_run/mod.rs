@@ -165,9 +165,9 @@ impl Worker {
             let stall = self.rng.random_range(0..8);
             tokio::time::sleep(Duration::from_millis(stall)).await;
             match self.rng.random_range(0..100) {
-                0..15 => self.grant().await,
-                15..26 => self.grant_many().await,
-                26..30 => self.grant_all().await,
+                0..13 => self.grant().await,
+                13..24 => self.grant_many().await,
+                24..30 => self.grant_all().await,
                 30..40 => self.renew().await,
                 40..50 => self.renew_batch().await,
                 50..55 => self.release().await,

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use leasehold_storage::{
-    AcquireOutcome, AllOutcome, BatchRenewal, FencingToken, Grant, HolderId, ReleaseOutcome,
-    RenewOutcome, TenureRef,
+    AcquireOutcome, AllOutcome, BatchRenewal, FencingToken, Grant, HolderId, LeaseKey,
+    ReleaseOutcome, RenewOutcome, TenureRef,
 };
 use leasehold_testkit::history::{Answer, Call, DbWindow, EVERY_KEY, Op};
 use rand::RngExt;
@@ -41,6 +41,11 @@ fn release_answer(a: Option<ReleaseOutcome>) -> Answer {
 impl Worker {
     pub(super) async fn grant(&mut self) {
         let (key, holder) = (self.key(), self.holder());
+        self.grant_of(key, holder).await;
+    }
+
+    /// `begin_tenure` of `key` to `holder`.
+    async fn grant_of(&mut self, key: LeaseKey, holder: String) {
         let (term, ms) = self.term();
         let h = HolderId::new(&holder).expect("holder");
         let s = self.start();
@@ -158,8 +163,9 @@ impl Worker {
 
     /// A holder's renewal of its latest short tenure (from a single grant of this session) that
     /// may come too late: once the tenure's end is at most 100 ms away, it waits until a
-    /// moment from a little before the end to a little after, then renews. Otherwise, or when
-    /// the session has no such tenure, a plain renewal.
+    /// moment from a little before the end to a little after, then renews, and asks for the
+    /// lease again when the renewal was lost. Otherwise, or when the session has no such tenure,
+    /// a plain renewal.
     pub(super) async fn renew_late(&mut self) {
         let due = self
             .mine
@@ -193,12 +199,18 @@ impl Worker {
             Some(RenewOutcome::Lost) => Answer::Lost,
             None => Answer::Unknown,
         };
+        let lost = answer == Answer::Lost;
         let call = Call::Renew {
-            holder,
+            holder: holder.clone(),
             token,
             term: ms,
         };
         self.record("renew", &key, call, answer, w);
+        if lost {
+            // The holder asks for the lease again at once: the grant of a lapsed row, unless
+            // another took it over first.
+            self.grant_of(key, holder).await;
+        }
     }
 
     /// The items of a batch of one holder: a tenure (maybe live) of each of some keys.
