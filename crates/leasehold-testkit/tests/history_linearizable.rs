@@ -17,8 +17,8 @@
 //! Defects put back, each required to be rejected: a batched grant believing the holder id (a
 //! decorator, SQLite), a renewal that extends a lapsed tenure and an all-or-nothing grant of a
 //! prefix (decorators, every backend), and the MySQL batched grant as it was before its fix (the
-//! store's own SQL, `known-bugs`, MariaDB; `LEASEHOLD_HISTORY_BUG_RUNS` histories, five by
-//! default).
+//! store's own SQL, `known-bugs`, MariaDB; `LEASEHOLD_HISTORY_BUG_RUNS=n` requires most of n
+//! histories rejected).
 
 mod history_run;
 
