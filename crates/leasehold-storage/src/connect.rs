@@ -537,7 +537,15 @@ impl StoreBuilder {
                 });
             }
         }
-        let db = match Database::connect(opt).await {
+        #[cfg(feature = "sqlite")]
+        let connected = if sqlite && !memory {
+            crate::backend::sqlite::open::connect(opt, self.connect_timeout).await
+        } else {
+            Database::connect(opt).await
+        };
+        #[cfg(not(feature = "sqlite"))]
+        let connected = Database::connect(opt).await;
+        let db = match connected {
             Ok(db) => db,
             Err(cause) => {
                 return Err(

@@ -66,6 +66,8 @@ mod grant;
 mod group;
 mod hosts;
 mod joint;
+#[cfg(feature = "known-bugs")]
+mod known_bugs;
 pub mod layer;
 mod memory;
 pub mod observe;
@@ -88,6 +90,9 @@ pub use doorbell::Doorbell;
 pub use error::{PoolerProblem, StoreError};
 pub use fence::FencedTransaction;
 pub use hosts::HostList;
+#[cfg(feature = "known-bugs")]
+#[doc(hidden)]
+pub use known_bugs::KnownBug;
 pub use leasehold_core::fencing_header::{self, FENCING_HEADER, HeaderError, TokenGate};
 pub use leasehold_core::{
     AcquireOutcome, DbInstant, FenceOutcome, FencingToken, HolderId, LeaseKey, LeaseName,

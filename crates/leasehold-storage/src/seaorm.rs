@@ -51,6 +51,10 @@ pub struct SeaOrmStore {
     /// PostgreSQL: the URL of the doorbell's `LISTEN` connection, past the pooler
     /// ([`crate::StoreBuilder::doorbell_url`]).
     pub(crate) doorbell_url: Option<std::sync::Arc<str>>,
+    /// A known bug put back (tests of the history checker only: the cargo feature
+    /// `known-bugs`).
+    #[cfg(feature = "known-bugs")]
+    pub(crate) bug: Option<crate::KnownBug>,
 }
 
 impl SeaOrmStore {
@@ -119,7 +123,19 @@ impl SeaOrmStore {
             gate,
             pooled: None,
             doorbell_url: None,
+            #[cfg(feature = "known-bugs")]
+            bug: None,
         }
+    }
+
+    /// Puts a known bug back (tests of the history checker only: the cargo feature
+    /// `known-bugs`).
+    #[cfg(feature = "known-bugs")]
+    #[doc(hidden)]
+    #[must_use]
+    pub fn reintroduce_bug(mut self, bug: Option<crate::KnownBug>) -> Self {
+        self.bug = bug;
+        self
     }
 
     /// Records the server-side bound its connections were opened with (see

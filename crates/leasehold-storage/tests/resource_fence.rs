@@ -10,10 +10,12 @@ use leasehold_storage::{
     LeaseKey, LeaseStore, SeaOrmStore, StoreBuilder, Term,
 };
 use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
+use leasehold_testkit::scratch::ScratchDir;
 use sea_orm::{ConnectionTrait, Database, DatabaseConnection, Statement, TransactionTrait};
 
-/// The database the resources live in, beside the test database.
-const RESOURCE_DB: &str = "leasehold_fence_test";
+/// The start of the name of the database a test's resources live in, beside the test database:
+/// one per test and process (`leasehold_fence_test_<pid>_<tag>`), dropped when the test ends.
+const RESOURCE_DB: &str = "leasehold_fence_test_";
 
 async fn grant(store: &SeaOrmStore, key: &LeaseKey, who: &HolderId, ms: u64) -> FencingToken {
     match store
@@ -47,40 +49,63 @@ fn with_database(url: &str, db: &str) -> String {
     out
 }
 
-/// The resource database of the server `url` names, created if missing.
-async fn resource_database(url: &str) -> DatabaseConnection {
+/// A resource database of its own on the server `url` names for the test `tag` of this process,
+/// created, and its name. Databases of earlier runs whose process is gone (a test that panicked
+/// before its end) are dropped first.
+async fn resource_database(url: &str, tag: &str) -> (DatabaseConnection, String) {
+    let name = format!("{RESOURCE_DB}{}_{tag}", std::process::id());
     let admin = Database::connect(url).await.expect("connect");
-    if url.starts_with("postgres") {
-        let exists = admin
-            .query_one_raw(Statement::from_string(
-                admin.get_database_backend(),
-                format!("SELECT 1 AS one FROM pg_database WHERE datname = '{RESOURCE_DB}'"),
-            ))
-            .await
-            .expect("pg_database")
-            .is_some();
-        if !exists
-            && let Err(e) = admin
-                .execute_unprepared(&format!("CREATE DATABASE {RESOURCE_DB}"))
-                .await
-        {
-            // Another test of this run may have created it since.
-            let text = e.to_string();
-            assert!(
-                text.contains("already exists") || text.contains("duplicate key"),
-                "create database: {text}"
-            );
-        }
+    let list = if url.starts_with("postgres") {
+        "SELECT datname AS name FROM pg_database"
     } else {
-        admin
-            .execute_unprepared(&format!("CREATE DATABASE IF NOT EXISTS {RESOURCE_DB}"))
-            .await
-            .expect("create database");
-    }
-    admin.close().await.expect("close");
-    Database::connect(with_database(url, RESOURCE_DB))
+        "SELECT schema_name AS name FROM information_schema.schemata"
+    };
+    let rows = admin
+        .query_all_raw(Statement::from_string(
+            admin.get_database_backend(),
+            list.to_owned(),
+        ))
         .await
-        .expect("connect to the resource database")
+        .expect("list databases");
+    for row in rows {
+        let old: String = row.try_get("", "name").expect("name");
+        let pid = old
+            .strip_prefix(RESOURCE_DB)
+            .and_then(|rest| rest.split('_').next())
+            .and_then(|pid| pid.parse::<u32>().ok());
+        if pid.is_some_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists()) {
+            let _ = admin.execute_unprepared(&drop_statement(url, &old)).await;
+        }
+    }
+    let _ = admin.execute_unprepared(&drop_statement(url, &name)).await;
+    admin
+        .execute_unprepared(&format!("CREATE DATABASE {name}"))
+        .await
+        .expect("create database");
+    admin.close().await.expect("close");
+    let db = Database::connect(with_database(url, &name))
+        .await
+        .expect("connect to the resource database");
+    (db, name)
+}
+
+fn drop_statement(url: &str, name: &str) -> String {
+    if url.starts_with("postgres") {
+        format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    } else {
+        format!("DROP DATABASE IF EXISTS {name}")
+    }
+}
+
+/// Drops the resource database `name` (its connection `db` closed first).
+async fn drop_resource_database(url: &str, db: DatabaseConnection, name: &str) {
+    db.close().await.expect("close");
+    let admin = Database::connect(url).await.expect("connect");
+    admin
+        .execute_unprepared(&drop_statement(url, name))
+        .await
+        .expect("drop the resource database");
+    admin.close().await.expect("close");
 }
 
 async fn scalar(db: &DatabaseConnection, sql: String) -> i64 {
@@ -274,14 +299,9 @@ async fn lower_token_waits_then_is_refused(
         .expect("drop");
 }
 
-fn sqlite_files(tag: &str) -> (std::path::PathBuf, String, String) {
-    let dir = std::env::temp_dir().join(format!(
-        "leasehold-resource-fence-{tag}-{}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let url = |f: &str| format!("sqlite://{}?mode=rwc", dir.join(f).display());
-    let (lease, resource) = (url("lease.db"), url("resource.db"));
+fn sqlite_files(tag: &str) -> (ScratchDir, String, String) {
+    let dir = ScratchDir::new(&format!("resource-fence-{tag}"));
+    let (lease, resource) = (dir.sqlite_url("lease.db"), dir.sqlite_url("resource.db"));
     (dir, lease, resource)
 }
 
@@ -291,7 +311,7 @@ async fn sqlite() {
     let db = Database::connect(&resource).await.expect("resource");
     takeover_fences_the_old_holder(&lease, db.clone(), "sqlite", None).await;
     db.close().await.expect("close");
-    let _ = std::fs::remove_dir_all(dir);
+    drop(dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -300,7 +320,7 @@ async fn sqlite_concurrent() {
     let db = Database::connect(&resource).await.expect("resource");
     lower_token_waits_then_is_refused(db.clone(), "sqlite", None).await;
     db.close().await.expect("close");
-    let _ = std::fs::remove_dir_all(dir);
+    drop(dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -308,9 +328,10 @@ async fn postgres() {
     let Some(url) = backend_url(POSTGRES_ENV) else {
         return;
     };
-    let db = resource_database(&url).await;
+    let (db, name) = resource_database(&url, "pg").await;
     takeover_fences_the_old_holder(&url, db.clone(), "pg", None).await;
-    lower_token_waits_then_is_refused(db, "pg", None).await;
+    lower_token_waits_then_is_refused(db.clone(), "pg", None).await;
+    drop_resource_database(&url, db, &name).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -318,9 +339,10 @@ async fn mysql() {
     let Some(url) = backend_url(MYSQL_ENV) else {
         return;
     };
-    let db = resource_database(&url).await;
+    let (db, name) = resource_database(&url, "my").await;
     takeover_fences_the_old_holder(&url, db.clone(), "my", None).await;
-    lower_token_waits_then_is_refused(db, "my", None).await;
+    lower_token_waits_then_is_refused(db.clone(), "my", None).await;
+    drop_resource_database(&url, db, &name).await;
 }
 
 /// The path without `RETURNING` (Oracle MySQL), run on the MySQL-family test server.
@@ -329,9 +351,10 @@ async fn mysql_read_back() {
     let Some(url) = backend_url(MYSQL_ENV) else {
         return;
     };
-    let db = resource_database(&url).await;
+    let (db, name) = resource_database(&url, "my8").await;
     takeover_fences_the_old_holder(&url, db.clone(), "my8", Some(Backend::MySql)).await;
-    lower_token_waits_then_is_refused(db, "my8", Some(Backend::MySql)).await;
+    lower_token_waits_then_is_refused(db.clone(), "my8", Some(Backend::MySql)).await;
+    drop_resource_database(&url, db, &name).await;
 }
 
 #[test]

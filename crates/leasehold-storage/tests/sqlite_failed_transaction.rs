@@ -34,10 +34,8 @@ async fn one(store: &SeaOrmStore, sql: &str) -> i64 {
 
 #[tokio::test]
 async fn a_transaction_sqlite_rolled_back_itself_leaves_no_open_transaction_behind() {
-    let dir = std::env::temp_dir().join(format!("leasehold-sqlite-full-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("dir");
-    let url = format!("sqlite://{}?mode=rwc", dir.join("leases.db").display());
+    let dir = leasehold_testkit::scratch::ScratchDir::new("sqlite-full");
+    let url = dir.sqlite_url("leases.db");
     // One connection, so every statement below meets the one the failed transaction used.
     let store = StoreBuilder::new(&url)
         .max_connections(1)
@@ -119,5 +117,4 @@ async fn a_transaction_sqlite_rolled_back_itself_leaves_no_open_transaction_behi
         "a release was answered that the database never committed"
     );
     drop((store, other));
-    let _ = std::fs::remove_dir_all(&dir);
 }

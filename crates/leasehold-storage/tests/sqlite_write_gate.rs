@@ -12,20 +12,17 @@ use leasehold_storage::{
     AcquireOutcome, Grant, HolderId, LeaseKey, LeaseStore, SeaOrmStore, StoreBuilder, StoreError,
     Term,
 };
+use leasehold_testkit::scratch::ScratchDir;
 
 fn term() -> Term {
     Term::new("term", Duration::from_secs(30)).expect("term")
 }
 
-/// A file of its own for one test.
-fn url(test: &str) -> String {
-    let dir = std::env::temp_dir().join(format!(
-        "leasehold-write-gate-{test}-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("dir");
-    format!("sqlite://{}?mode=rwc", dir.join("leases.db").display())
+/// A file of its own for one test, in a directory removed when the first is dropped.
+fn url(test: &str) -> (ScratchDir, String) {
+    let dir = ScratchDir::new(&format!("write-gate-{test}"));
+    let url = dir.sqlite_url("leases.db");
+    (dir, url)
 }
 
 async fn store(url: &str, bound: Duration) -> SeaOrmStore {
@@ -66,7 +63,7 @@ async fn fenced(store: &SeaOrmStore) -> leasehold_storage::FencedTransaction {
 // before it) whenever the test task sleeps, so the writers arrive in the order they are spawned.
 #[tokio::test]
 async fn writers_of_one_process_are_served_in_arrival_order() {
-    let url = url("order");
+    let (_dir, url) = url("order");
     let bound = Duration::from_secs(10);
     let first = store(&url, bound).await;
     let txn = fenced(&first).await;
@@ -126,7 +123,7 @@ async fn writers_of_one_process_are_served_in_arrival_order() {
 
 #[tokio::test]
 async fn a_writer_kept_from_the_gate_past_its_bound_is_told_and_writes_nothing() {
-    let url = url("bound");
+    let (_dir, url) = url("bound");
     let first = store(&url, Duration::from_secs(10)).await;
     let txn = fenced(&first).await;
     let late = store(&url, Duration::from_millis(300)).await;

@@ -13,6 +13,9 @@
 //!
 //! [`history`] checks that what concurrent sessions saw of a lease store is linearizable
 //! against the sequential model of the lease table.
+//!
+//! [`scratch::ScratchDir`] is a test's directory in the temporary directory, removed when
+//! dropped.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -25,5 +28,6 @@ pub mod history;
 #[cfg(unix)]
 pub mod pgbouncer;
 mod proxy;
+pub mod scratch;
 
 pub use proxy::{Fault, FaultProxy};

@@ -1,36 +1,45 @@
 //! What concurrent sessions see of a lease store is linearizable.
 //!
 //! Sessions of their own stores (own pools), one of them in another OS process (the test binary
-//! run again, timed on the same `CLOCK_MONOTONIC` line), run a seeded random mix of single and batched
-//! grants, renewals and releases, fenced writes, purges and raw uncommitted inserts on a few keys
-//! of a real database, with stalls between statements; every operation is recorded with its
-//! window and answer and the history is checked against the sequential model of the lease table
+//! run again, timed on the same `CLOCK_MONOTONIC` line), run a seeded random mix of single,
+//! batched and all-or-nothing grants, renewals and releases (batches naming a key twice now and
+//! then), fenced writes, purges and raw uncommitted inserts on a few keys of a real database,
+//! with terms from a hundred milliseconds to an hour (tenures lapse during a run) and stalls
+//! between statements; every operation is recorded with its window, its window of database time
+//! and its answer, and the history is checked against the sequential model of the lease table
 //! (`leasehold_testkit::history`). SQLite always; PostgreSQL and MySQL/MariaDB when
 //! `LEASEHOLD_TEST_POSTGRES` / `LEASEHOLD_TEST_MYSQL` name them (with `CI` set a missing one
 //! fails). A few seconds per backend by default; `LEASEHOLD_HISTORY_SECS` (seconds per history),
 //! `LEASEHOLD_HISTORY_RUNS` (histories per backend), `LEASEHOLD_HISTORY_OPS` (operations per
-//! session at most) and `LEASEHOLD_HISTORY_SEED` make longer or repeated runs;
-//! `LEASEHOLD_HISTORY_REPEATS` lets a batch name a key twice (see docs/semantics.md). A failing
-//! history is printed shrunk, with its seed.
+//! session at most) and `LEASEHOLD_HISTORY_SEED` make longer or repeated runs. A failing history
+//! is printed shrunk, with its seed.
 //!
-//! `batch_grant_believing_the_holder_id_is_caught` puts the defect of the MySQL group-commit
-//! grant back (a batched grant answering a live row of its own holder id `Acquired`) and shows
-//! the check rejects the history it makes.
+//! Defects put back, each required to be rejected: a batched grant believing the holder id (a
+//! decorator, SQLite), a renewal that extends a lapsed tenure and an all-or-nothing grant of a
+//! prefix (decorators, every backend), and the MySQL batched grant as it was before its fix (the
+//! store's own SQL, `known-bugs`, MariaDB; `LEASEHOLD_HISTORY_BUG_RUNS=n` requires most of n
+//! histories rejected).
 
 mod history_run;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use history_run::defect::BelievesHolderId;
+use history_run::defect::{BelievesHolderId, GrantsAPrefix, RenewsLapsed};
 use history_run::process::ChildSession;
 use history_run::{Plan, Session};
-use leasehold_storage::{SeaOrmStore, Store, StoreBuilder};
+use leasehold_storage::{KnownBug, SeaOrmStore, Store, StoreBuilder};
 use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
-use leasehold_testkit::history::{Answer, Op, Recorder, Report, check_history, summary};
+use leasehold_testkit::history::{
+    Answer, Call, DbWindow, Op, Recorder, Report, check_history, summary,
+};
 use leasehold_testkit::pgbouncer::{self, PoolMode};
 
 const SESSIONS: usize = 4;
+/// How long a failing history of the default workload is shrunk for.
+const SHRINK: Duration = Duration::from_secs(20);
+/// How long a history of a defect put back is shrunk for (it is expected to fail).
+const SHRINK_DEFECT: Duration = Duration::from_secs(2);
 const KEYS: usize = 3;
 
 fn env_u64(var: &str, default: u64) -> u64 {
@@ -58,6 +67,7 @@ async fn one_history(
     secs: u64,
     wrap: fn(SeaOrmStore) -> Arc<dyn Store>,
     with_child: bool,
+    shrink_for: Duration,
 ) -> (Report, Vec<Op>) {
     let prefix = format!("hist_{tag}_");
     let mut sessions = Vec::new();
@@ -84,12 +94,13 @@ async fn one_history(
         ops.extend(child.finish(plan.budget).await);
     }
     let started = rec.now();
-    let report = check_history(&ops, Duration::from_secs(20));
+    let report = check_history(&ops, shrink_for);
     eprintln!(
-        "{tag} seed {seed}: {} operations in {:.1} s, checked in {:.3} s; {}",
+        "{tag} seed {seed}: {} operations in {:.1} s, checked in {:.3} s; {} lapsed rows taken over; {}",
         ops.len(),
         started.as_secs_f64(),
         (rec.now() - started).as_secs_f64(),
+        takeovers(&ops),
         summary(&ops)
     );
     (report, ops)
@@ -101,6 +112,47 @@ fn plain(sql: SeaOrmStore) -> Arc<dyn Store> {
 
 fn believing(sql: SeaOrmStore) -> Arc<dyn Store> {
     Arc::new(BelievesHolderId(sql))
+}
+
+fn renewing_lapsed(sql: SeaOrmStore) -> Arc<dyn Store> {
+    Arc::new(RenewsLapsed(sql))
+}
+
+fn granting_a_prefix(sql: SeaOrmStore) -> Arc<dyn Store> {
+    Arc::new(GrantsAPrefix(sql))
+}
+
+fn mysql_grant_before_its_fix(sql: SeaOrmStore) -> Arc<dyn Store> {
+    Arc::new(sql.reintroduce_bug(Some(KnownBug::MysqlBatchGrantBelievesHolderId)))
+}
+
+/// Grants that took a lapsed row over: `Acquired` with the token after a tenure that was never
+/// answered released and whose end had come by the grant's database time.
+fn takeovers(ops: &[Op]) -> usize {
+    use std::collections::{HashMap, HashSet};
+    let mut ends: HashMap<(&str, i64), i64> = HashMap::new();
+    let mut released: HashSet<(&str, i64)> = HashSet::new();
+    for op in ops {
+        match (&op.call, &op.answer) {
+            (_, Answer::Acquired { token, end } | Answer::HeldBy { token, end, .. }) => {
+                let e = ends.entry((op.key.as_str(), *token)).or_insert(*end);
+                *e = (*e).max(*end);
+            }
+            (Call::Release { token, .. }, Answer::Released) => {
+                released.insert((op.key.as_str(), *token));
+            }
+            _ => {}
+        }
+    }
+    ops.iter()
+        .filter(|op| {
+            let Answer::Acquired { token, .. } = op.answer else {
+                return false;
+            };
+            let before = (op.key.as_str(), token - 1);
+            !released.contains(&before) && ends.get(&before).is_some_and(|&e| e <= op.db.lo)
+        })
+        .count()
 }
 
 /// What the history failed to exercise of what the check is for: new tenures from single,
@@ -121,6 +173,9 @@ fn missing(ops: &[Op]) -> Option<String> {
         ),
         ("a raw insert", has("raw insert", |a| *a == Answer::Done)),
         ("a renewal", has("renew", |a| *a == Answer::Renewed)),
+        ("a lapsed renewal", has("renew", |a| *a == Answer::Lost)),
+        ("an all-or-nothing grant", has("begin_tenure_all", acquired)),
+        ("a take-over of a lapsed row", takeovers(ops) > 0),
         (
             "a release",
             has("release_batch", |a| *a == Answer::Released),
@@ -154,7 +209,7 @@ async fn histories_are_linearizable(url: &str, tag: &str) {
     for run in 0..runs {
         for attempt in 0..ATTEMPTS {
             let seed = first + run + attempt * 1_000_000;
-            let (report, ops) = one_history(url, tag, seed, secs, plain, true).await;
+            let (report, ops) = one_history(url, tag, seed, secs, plain, true, SHRINK).await;
             assert!(
                 report.is_linearizable(),
                 "{tag}: the history of seed {seed} is not linearizable \
@@ -170,6 +225,42 @@ async fn histories_are_linearizable(url: &str, tag: &str) {
             }
         }
     }
+}
+
+/// Runs histories of 3 s on `url` with sessions made by `wrap` until one is rejected, at most
+/// `attempts`; the seed of the rejected one.
+async fn rejected_within(
+    url: &str,
+    tag: &str,
+    wrap: fn(SeaOrmStore) -> Arc<dyn Store>,
+    attempts: u64,
+    what: &str,
+) -> u64 {
+    let first = env_u64("LEASEHOLD_HISTORY_SEED", u64::from(std::process::id()));
+    for attempt in 0..attempts {
+        let seed = first + attempt;
+        let (report, _) = one_history(url, tag, seed, 3, wrap, false, SHRINK_DEFECT).await;
+        if !report.is_linearizable() {
+            eprintln!(
+                "{tag}: {what} rejected, seed {seed} (history {}): {report}",
+                attempt + 1
+            );
+            return seed;
+        }
+    }
+    panic!("{tag}: {attempts} histories from seed {first} missed {what}");
+}
+
+/// The URLs of the backends a defect is shown on: SQLite's file, and the servers named.
+fn every_backend(file: &SqliteFile) -> Vec<(String, &'static str)> {
+    let mut urls = vec![(file.url(), "sqlite")];
+    if let Some(url) = backend_url(POSTGRES_ENV) {
+        urls.push((url, "postgres"));
+    }
+    if let Some(url) = backend_url(MYSQL_ENV) {
+        urls.push((url, "mysql"));
+    }
+    urls
 }
 
 /// A SQLite database file in the temporary directory, removed with its WAL files when dropped.
@@ -238,12 +329,109 @@ async fn mysql_histories_are_linearizable() {
 async fn batch_grant_believing_the_holder_id_is_caught() {
     let seed = env_u64("LEASEHOLD_HISTORY_SEED", u64::from(std::process::id()));
     let file = SqliteFile::new("defect");
-    let (report, _) = one_history(&file.url(), "sqlite_defect", seed, 2, believing, false).await;
+    let (report, _) = one_history(
+        &file.url(),
+        "sqlite_defect",
+        seed,
+        2,
+        believing,
+        false,
+        SHRINK_DEFECT,
+    )
+    .await;
     assert!(
         !report.is_linearizable(),
         "seed {seed}: the check missed a batched grant answering its own holder's live row Acquired"
     );
     eprintln!("caught, seed {seed}: {report}");
+}
+
+/// A renewal that extends a lapsed tenure (answers `Renewed` where the row's end had come) is
+/// rejected on every backend: only a model with expiry sees it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn renewal_of_a_lapsed_tenure_is_caught() {
+    let file = SqliteFile::new("lapsed");
+    for (url, backend) in every_backend(&file) {
+        let tag = format!("{backend}_lapsed");
+        rejected_within(
+            &url,
+            &tag,
+            renewing_lapsed,
+            5,
+            "a renewal of a lapsed tenure",
+        )
+        .await;
+    }
+}
+
+/// An all-or-nothing grant made of single grants (a refusal leaves the keys before it granted,
+/// and a grant of all is not one instant) is rejected on every backend.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn all_or_nothing_grant_of_a_prefix_is_caught() {
+    let file = SqliteFile::new("prefix");
+    for (url, backend) in every_backend(&file) {
+        let tag = format!("{backend}_prefix");
+        rejected_within(
+            &url,
+            &tag,
+            granting_a_prefix,
+            5,
+            "a partial all-or-nothing grant",
+        )
+        .await;
+    }
+}
+
+/// The MySQL batched grant as it was before its fix (`KnownBug::MysqlBatchGrantBelievesHolderId`,
+/// the store's own statements) is rejected on MariaDB: by default in one of at most six
+/// histories of 3 s of the default workload (it stops at the first); with
+/// `LEASEHOLD_HISTORY_BUG_RUNS=n` (a targeted run), in most of n histories, all of them run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mysql_batch_grant_before_its_fix_is_rejected() {
+    let Some(url) = backend_url(MYSQL_ENV) else {
+        return;
+    };
+    let targeted = std::env::var_os("LEASEHOLD_HISTORY_BUG_RUNS").is_some();
+    let runs = env_u64("LEASEHOLD_HISTORY_BUG_RUNS", 6);
+    let secs = env_u64("LEASEHOLD_HISTORY_SECS", 3);
+    let first = env_u64("LEASEHOLD_HISTORY_SEED", u64::from(std::process::id()));
+    let wanted = if targeted {
+        usize::try_from(runs / 2 + 1).unwrap_or(usize::MAX)
+    } else {
+        1
+    };
+    let mut rejected = Vec::new();
+    let mut ran = 0;
+    for seed in first..first + runs {
+        let (report, _) = one_history(
+            &url,
+            "mysql_bug",
+            seed,
+            secs,
+            mysql_grant_before_its_fix,
+            true,
+            SHRINK_DEFECT,
+        )
+        .await;
+        ran += 1;
+        if !report.is_linearizable() {
+            eprintln!("mysql_bug seed {seed}: rejected: {report}");
+            rejected.push(seed);
+        }
+        if !targeted && rejected.len() >= wanted {
+            break;
+        }
+    }
+    eprintln!(
+        "mysql_bug: {} of {ran} histories rejected (seeds {rejected:?})",
+        rejected.len()
+    );
+    assert!(
+        rejected.len() >= wanted,
+        "the MySQL batched grant before its fix was rejected in {} of {ran} histories from seed \
+         {first} ({wanted} wanted)",
+        rejected.len()
+    );
 }
 
 /// The entry point of a session in another process (`history_run::process`): does nothing
@@ -258,8 +446,11 @@ async fn child_session_entry_point() {
 /// grant of `h1` ran, and the batch answering that row `Acquired` with its token and end.
 #[test]
 fn the_recorded_mariadb_group_commit_history_is_rejected() {
-    use leasehold_testkit::history::{Call, Verdict};
+    use leasehold_testkit::history::Verdict;
     let ms = |us: u64| Duration::from_micros(us);
+    // The database's clock read about 1_796_304_053_622 ms (the ends less the hour's term) at
+    // the start; each operation's window of database time is taken as its own window.
+    let db = |us: u64| 1_796_304_053_612 + i64::try_from(us / 1_000).expect("small");
     let op = |session, via, invoke, respond, call, answer| Op {
         session,
         via,
@@ -268,6 +459,8 @@ fn the_recorded_mariadb_group_commit_history_is_rejected() {
         answer,
         invoke: ms(invoke),
         respond: Some(ms(respond)),
+        db: DbWindow::new(db(invoke), db(respond) + 1),
+        group: None,
     };
     let insert = Call::Insert {
         holder: "h1".into(),
@@ -276,6 +469,7 @@ fn the_recorded_mariadb_group_commit_history_is_rejected() {
     };
     let grant = Call::Grant {
         holder: "h1".into(),
+        term: 3_600_000,
     };
     let mut ops = vec![
         op(2, "purge", 2_883, 6_273, Call::Purge, Answer::Done),

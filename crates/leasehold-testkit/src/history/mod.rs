@@ -9,7 +9,12 @@
 //!
 //! A batch operation (`begin_tenure_many`, `renew_batch`, `release_batch`) is recorded as one
 //! operation per item, each with the batch's window: the store promises each item what its
-//! single statement would answer, not that the batch is one atomic step.
+//! single statement would answer, not that the batch is one atomic step. An all-or-nothing
+//! grant (`begin_tenure_all`) is one operation on all its keys ([`Op::group`]): the keys it
+//! joins are checked together, so a grant of some of them and not the others is rejected.
+//!
+//! Every operation also carries the window of database time its statements read the clock in
+//! ([`DbWindow`]): liveness is judged by the database's clock, and tenures lapse during a run.
 //!
 //! A failing key's history is shrunk ([`shrink`]) before it is printed: to the shortest prefix
 //! that still fails (operations pending at the cut become unknown outcomes), then without
@@ -25,7 +30,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
-pub use model::{Answer, Call, Row};
+pub use model::{Answer, Call, DbWindow, Row};
 pub use record::{Recorder, mono_ns};
 
 /// One operation on one key: what was asked, what was answered, and when.
@@ -46,6 +51,11 @@ pub struct Op {
     /// When its answer arrived, since the recorder's origin; `None` for an unknown outcome
     /// (it may take effect at any later time).
     pub respond: Option<Duration>,
+    /// The database time its statements may have read (no upper bound for an unknown outcome).
+    pub db: DbWindow,
+    /// The all-or-nothing operation it is one key of: the operations of one group take effect
+    /// together, at one instant, and share their window.
+    pub group: Option<u64>,
 }
 
 /// The checker's verdict on a history.
@@ -85,26 +95,30 @@ pub const EVERY_KEY: &str = "*";
 /// The step budget of one key's search.
 pub const STEPS: u64 = 20_000_000;
 
-/// Checks `ops` key by key (an operation on [`EVERY_KEY`] belongs to each); a key that fails is
+/// Checks `ops` component by component: each key alone, or the keys an all-or-nothing grant
+/// joins together (an operation on [`EVERY_KEY`] belongs to each key). A component that fails is
 /// shrunk for at most `shrink_for`.
 ///
 /// # Examples
 /// Two grants of one key to one holder, the second invoked after the first answered, both
-/// answered `Acquired` with the same token: the second should have found the row live.
+/// answered `Acquired` with the same token: the second should have found the row live. The
+/// database's clock read 1,000 ms at the first grant and the term is a minute.
 /// ```
 /// use std::time::Duration;
-/// use leasehold_testkit::history::{Answer, Call, Op, Verdict, check_history};
+/// use leasehold_testkit::history::{Answer, Call, DbWindow, Op, Verdict, check_history};
 ///
 /// let grant = |invoke: u64, answer: Answer| Op {
 ///     session: 0,
 ///     via: "begin_tenure",
 ///     key: "k".into(),
-///     call: Call::Grant { holder: "a".into() },
+///     call: Call::Grant { holder: "a".into(), term: 60_000 },
 ///     answer,
 ///     invoke: Duration::from_millis(invoke),
 ///     respond: Some(Duration::from_millis(invoke + 5)),
+///     db: DbWindow::new(1_000, 1_020),
+///     group: None,
 /// };
-/// let acquired = Answer::Acquired { token: 7, end: 60_000 };
+/// let acquired = Answer::Acquired { token: 7, end: 61_000 };
 /// let report = check_history(
 ///     &[grant(0, acquired.clone()), grant(10, acquired)],
 ///     Duration::from_secs(1),
@@ -112,8 +126,8 @@ pub const STEPS: u64 = 20_000_000;
 /// let (key, verdict, _) = report.failure.expect("not linearizable");
 /// assert_eq!((key.as_str(), verdict), ("k", Verdict::Violation));
 ///
-/// let held = Answer::HeldBy { holder: "a".into(), token: 7, end: 60_000 };
-/// let ok = [grant(0, Answer::Acquired { token: 7, end: 60_000 }), grant(10, held)];
+/// let held = Answer::HeldBy { holder: "a".into(), token: 7, end: 61_000 };
+/// let ok = [grant(0, Answer::Acquired { token: 7, end: 61_000 }), grant(10, held)];
 /// assert!(check_history(&ok, Duration::from_secs(1)).is_linearizable());
 /// ```
 #[must_use]
@@ -136,7 +150,7 @@ pub fn check_history(ops: &[Op], shrink_for: Duration) -> Report {
         }
     }
     let keys = by_key.len();
-    for (key, ops) in by_key {
+    for (name, ops) in components(by_key) {
         let verdict = check::check_key(&ops, &Row::INITIAL, STEPS);
         if verdict != Verdict::Linearizable {
             let shrunk = if verdict == Verdict::Violation {
@@ -147,7 +161,7 @@ pub fn check_history(ops: &[Op], shrink_for: Duration) -> Report {
             return Report {
                 keys,
                 ops: shrunk.len(),
-                failure: Some((key.to_owned(), verdict, shrunk)),
+                failure: Some((name, verdict, shrunk)),
             };
         }
     }
@@ -158,22 +172,63 @@ pub fn check_history(ops: &[Op], shrink_for: Duration) -> Report {
     }
 }
 
+/// The keys' operations joined into components: keys an all-or-nothing operation touches
+/// together are one component, named by its keys joined with `+`.
+fn components(by_key: BTreeMap<&str, Vec<Op>>) -> Vec<(String, Vec<Op>)> {
+    // Union-find over the keys, by the groups they share.
+    let mut parent: Vec<usize> = (0..by_key.len()).collect();
+    fn root(parent: &mut [usize], mut i: usize) -> usize {
+        while parent[i] != i {
+            parent[i] = parent[parent[i]];
+            i = parent[i];
+        }
+        i
+    }
+    let mut first_of_group: BTreeMap<u64, usize> = BTreeMap::new();
+    for (i, ops) in by_key.values().enumerate() {
+        for g in ops.iter().filter_map(|op| op.group) {
+            let j = *first_of_group.entry(g).or_insert(i);
+            let (a, b) = (root(&mut parent, i), root(&mut parent, j));
+            parent[a] = b;
+        }
+    }
+    let mut joined: BTreeMap<usize, (Vec<&str>, Vec<Op>)> = BTreeMap::new();
+    for (i, (key, ops)) in by_key.into_iter().enumerate() {
+        let entry = joined.entry(root(&mut parent, i)).or_default();
+        entry.0.push(key);
+        entry.1.extend(ops);
+    }
+    joined
+        .into_values()
+        .map(|(keys, ops)| (keys.join("+"), ops))
+        .collect()
+}
+
 impl fmt::Display for Op {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         let respond = self
             .respond
             .map_or_else(|| "∞".to_owned(), |r| format!("{:.3}", ms(r)));
+        let db_hi = if self.db.hi == i64::MAX {
+            "∞".to_owned()
+        } else {
+            self.db.hi.to_string()
+        };
+        let group = self
+            .group
+            .map_or_else(String::new, |g| format!(" joint #{g}"));
         write!(
             f,
-            "[{:>10.3} .. {:>10}] s{} {} {} -> {} ({})",
+            "[{:>10.3} .. {:>10}] s{} {} {} -> {} ({}{group}; db {}..{db_hi})",
             ms(self.invoke),
             respond,
             self.session,
             self.key,
             self.call,
             self.answer,
-            self.via
+            self.via,
+            self.db.lo,
         )
     }
 }
@@ -241,23 +296,38 @@ mod tests {
             answer,
             invoke: Duration::from_millis(invoke),
             respond: Some(Duration::from_millis(invoke + 1)),
+            db: DbWindow::new(invoke as i64, invoke as i64 + 1),
+            group: None,
         }
     }
 
     #[test]
     fn a_purge_of_every_key_counts_on_each() {
-        let grant = || Call::Grant { holder: "a".into() };
+        let grant = || Call::Grant {
+            holder: "a".into(),
+            term: 1_000,
+        };
         let release = |token| Call::Release {
             holder: "a".into(),
             token,
         };
-        let acquired = |token| Answer::Acquired { token, end: 100 };
+        let ops_at = |key: &str, at: u64, token| {
+            op(
+                key,
+                at,
+                grant(),
+                Answer::Acquired {
+                    token,
+                    end: at as i64 + 1_000,
+                },
+            )
+        };
         // Each key released, then purged: a new row may start anywhere above the floor.
         let mut ops = Vec::new();
         for key in ["x", "y"] {
-            ops.push(op(key, 0, grant(), acquired(1)));
+            ops.push(ops_at(key, 0, 1));
             ops.push(op(key, 2, release(1), Answer::Released));
-            ops.push(op(key, 10, grant(), acquired(5)));
+            ops.push(ops_at(key, 10, 5));
         }
         ops.push(op(EVERY_KEY, 5, Call::Purge, Answer::Done));
         assert!(check_history(&ops, Duration::from_secs(1)).is_linearizable());

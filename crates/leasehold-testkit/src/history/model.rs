@@ -1,28 +1,59 @@
 //! The sequential model of one lease row, and the operations a history records on it.
 //!
 //! A row is absent (with a lower bound on the token a new row may start at: the token floor
-//! after a purge), held by a tenure, or free (released). The model follows the rules
-//! `leasehold_storage::LeaseStore` documents: a grant (`begin_tenure`) begins a new
-//! tenure only on a free or absent row (the token goes up by exactly one on a free row, and starts
-//! above the floor on an absent one), a live row (the same holder's included) is answered with its
-//! holder, token and end and left alone; a renewal or release acts only on the live tenure it
-//! names; a purge may delete a free row (raising the floor to its token) and never a held one.
+//! after a purge), held by a tenure (live until its end, lapsed from then on), or free
+//! (released). The model follows the rules `leasehold_storage::LeaseStore` documents: a grant
+//! (`begin_tenure`) begins a new tenure only on a free, absent or lapsed row (the token goes up
+//! by exactly one on a free or lapsed row, and starts above the floor on an absent one), a live
+//! row (the same holder's included) is answered with its holder, token and end and left alone;
+//! a renewal or release acts only on the live tenure it names (a renewal sets the end to its
+//! clock plus its term); a purge may delete a free or lapsed row (raising the floor to its
+//! token) and never a live one.
 //!
 //! # Database time
-//! The histories checked have terms much longer than a run (an hour), so no tenure expires while
-//! it is checked and the model has no expiry: "live" is "held". A workload with short terms
-//! would need expiry at an unknown instant, which this model does not have.
-//! The ends the answers carry are checked as far as they are known: a grant's answer fixes the
-//! tenure's end, a renewal only moves it later, and a later `HeldBy` must report the end the
-//! model knows (or one at least as late, after a renewal).
+//! Liveness is judged by the database's clock: a tenure is live to a statement whose clock reads
+//! `n` when its end is after `n`. Each operation carries the window of database time its
+//! statements may have read ([`DbWindow`]: a `db_now` read before it was invoked and another
+//! after its answer, or no upper bound when its outcome is unknown), and a tenure's end is known
+//! as an interval ([`End`]): exact from a grant's answer or a `HeldBy`, the renewal's window
+//! plus its term after a renewal. Where the two intervals decide, the model decides; where they
+//! overlap, it allows both outcomes and keeps what each implies (a tenure answered live ended
+//! after the window's start; one answered lapsed ended by the window's end).
+//!
+//! A grant's answer must also carry an end its own clock could have made: its window plus its
+//! term.
 //!
 //! # Unknown outcomes
 //! An operation that failed or timed out may or may not have taken effect: its step allows the
 //! state unchanged and every state the operation could have made. Where a token or end is not
-//! known (a grant of an absent row whose answer was lost), the state keeps a lower bound, which a
-//! later answer naming the tenure pins down.
+//! known (a grant of an absent row whose answer was lost), the state keeps a bound, which a later
+//! answer naming the tenure pins down.
 
 use std::fmt;
+
+/// The database time (milliseconds) an operation's statements may have read: at least `lo`,
+/// at most `hi`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DbWindow {
+    /// No statement of the operation read the clock before this.
+    pub lo: i64,
+    /// None read it after this (`i64::MAX`: unknown).
+    pub hi: i64,
+}
+
+impl DbWindow {
+    /// A window nothing is known of.
+    pub const UNKNOWN: DbWindow = DbWindow {
+        lo: i64::MIN,
+        hi: i64::MAX,
+    };
+
+    /// The window `lo..=hi`.
+    #[must_use]
+    pub fn new(lo: i64, hi: i64) -> Self {
+        Self { lo, hi }
+    }
+}
 
 /// A token as far as the model knows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -51,29 +82,56 @@ impl Tok {
             Self::Above(x) => x + 1,
         }
     }
+
+    /// The token of the tenure after this one.
+    fn next(self) -> Tok {
+        match self {
+            Self::Is(x) => Self::Is(x + 1),
+            Self::Above(x) => Self::Above(x + 1),
+        }
+    }
 }
 
-/// A tenure's end (database milliseconds) as far as the model knows it.
+/// A tenure's end (database milliseconds) as far as the model knows it: in `lo..=hi`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum End {
-    /// Exactly this end.
-    Is(i64),
-    /// An end no earlier than this one.
-    AtLeast(i64),
+pub struct End {
+    /// The earliest it may be.
+    pub lo: i64,
+    /// The latest it may be (`i64::MAX`: no bound).
+    pub hi: i64,
 }
 
 impl End {
-    fn may_be(self, u: i64) -> bool {
-        match self {
-            Self::Is(x) => x == u,
-            Self::AtLeast(x) => u >= x,
+    /// Exactly `at`.
+    #[must_use]
+    pub fn exactly(at: i64) -> Self {
+        Self { lo: at, hi: at }
+    }
+
+    fn may_be(self, at: i64) -> bool {
+        (self.lo..=self.hi).contains(&at)
+    }
+
+    /// The end of a tenure begun or renewed for `term` ms within `db`.
+    fn after(db: DbWindow, term: i64) -> Self {
+        Self {
+            lo: db.lo.saturating_add(term),
+            hi: db.hi.saturating_add(term),
         }
     }
 
-    fn least(self) -> i64 {
-        match self {
-            Self::Is(x) | Self::AtLeast(x) => x,
-        }
+    /// The end as it must be if the tenure was live to a statement within `db` (after the
+    /// clock it read), or `None` when it cannot have been.
+    fn live_within(self, db: DbWindow) -> Option<End> {
+        let lo = self.lo.max(db.lo.saturating_add(1));
+        (lo <= self.hi).then_some(End { lo, hi: self.hi })
+    }
+
+    /// The end as it must be if the tenure had lapsed for a statement within `db` (at or
+    /// before the clock it read; strictly before with `strict`), or `None` when it cannot have.
+    fn lapsed_within(self, db: DbWindow, strict: bool) -> Option<End> {
+        let hi = self.hi.min(db.hi.saturating_sub(i64::from(strict)));
+        (self.lo <= hi).then_some(End { lo: self.lo, hi })
     }
 }
 
@@ -85,7 +143,7 @@ pub enum Row {
         /// A lower bound of the table's token floor.
         floor: i64,
     },
-    /// A live tenure.
+    /// A tenure: live until its end, lapsed from then on.
     Held {
         /// Its holder.
         holder: String,
@@ -105,33 +163,54 @@ impl Row {
     /// The row of a key nobody has touched.
     pub const INITIAL: Row = Row::Absent { floor: 0 };
 
-    fn held_by(&self, who: &str, t: i64) -> Option<Row> {
+    /// The row if it may be the tenure `who`/`t` (its token then known), whatever its end.
+    fn tenure(&self, who: &str, t: i64) -> Option<(String, End)> {
         match self {
             Row::Held { holder, token, end } if holder == who && token.may_be(t) => {
-                Some(Row::Held {
-                    holder: holder.clone(),
-                    token: Tok::Is(t),
-                    end: *end,
-                })
+                Some((holder.clone(), *end))
             }
             _ => None,
         }
     }
 
-    /// Whether the row is surely the live tenure `who`/`t`.
-    fn surely_held_by(&self, who: &str, t: i64) -> bool {
-        matches!(self, Row::Held { holder, token: Tok::Is(x), .. } if holder == who && *x == t)
+    /// The row if it may be the tenure `who`/`t` live within `db`.
+    fn live(&self, who: &str, t: i64, db: DbWindow) -> Option<Row> {
+        let (holder, end) = self.tenure(who, t)?;
+        Some(Row::Held {
+            holder,
+            token: Tok::Is(t),
+            end: end.live_within(db)?,
+        })
     }
 
-    /// The token a new tenure of this row gets, if the row is not held.
-    fn next_token(&self) -> Option<Tok> {
+    /// The states in which an operation within `db` finds that `who`/`t` is not the live
+    /// tenure and changes nothing.
+    fn not_live(&self, who: &str, t: i64, db: DbWindow) -> Vec<Row> {
+        match self {
+            Row::Held {
+                holder,
+                token: Tok::Is(x),
+                end,
+            } if holder == who && *x == t => end
+                .lapsed_within(db, false)
+                .map(|end| Row::Held {
+                    holder: holder.clone(),
+                    token: Tok::Is(t),
+                    end,
+                })
+                .into_iter()
+                .collect(),
+            _ => vec![self.clone()],
+        }
+    }
+
+    /// The token a new tenure of this row gets when it is not live within `db`, with the row
+    /// as that implies.
+    fn grantable(&self, db: DbWindow) -> Option<Tok> {
         match self {
             Row::Absent { floor } => Some(Tok::Above(*floor)),
-            Row::Free { token: Tok::Is(t) } => Some(Tok::Is(t + 1)),
-            Row::Free {
-                token: Tok::Above(t),
-            } => Some(Tok::Above(t + 1)),
-            Row::Held { .. } => None,
+            Row::Free { token } => Some(token.next()),
+            Row::Held { token, end, .. } => end.lapsed_within(db, false).map(|_| token.next()),
         }
     }
 }
@@ -139,10 +218,12 @@ impl Row {
 /// What an operation asked of one row.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Call {
-    /// `begin_tenure`, or one item of `begin_tenure_many`.
+    /// `begin_tenure`, or one item of `begin_tenure_many` / `begin_tenure_all`.
     Grant {
         /// The caller.
         holder: String,
+        /// The term asked for, in milliseconds.
+        term: i64,
     },
     /// `renew`, or one item of `renew_many` / `renew_batch`.
     Renew {
@@ -150,6 +231,8 @@ pub enum Call {
         holder: String,
         /// The tenure renewed.
         token: i64,
+        /// The term asked for, in milliseconds.
+        term: i64,
     },
     /// `release`, or one item of `release_batch`.
     Release {
@@ -158,9 +241,16 @@ pub enum Call {
         /// The tenure released.
         token: i64,
     },
-    /// A fenced transaction's check that the tenure is live (at its opening, and again at its
-    /// commit or rollback, since the transaction holds the row locked in between).
+    /// A fenced transaction's opening: the tenure is live, and its row is locked from then on.
     Fence {
+        /// The caller.
+        holder: String,
+        /// The tenure fenced on.
+        token: i64,
+    },
+    /// A fenced transaction's commit or rollback: the row it kept locked since its opening is
+    /// still the tenure it fenced on (live or lapsed: nobody could change it).
+    Locked {
         /// The caller.
         holder: String,
         /// The tenure fenced on.
@@ -217,83 +307,76 @@ pub enum Answer {
     Unknown,
 }
 
-/// The states a row may be in after `call` answered `answer` in state `row` (none: the answer is
-/// impossible there).
+/// The states a row may be in after `call` answered `answer` in state `row`, its statements
+/// reading the database's clock within `db` (none: the answer is impossible there).
 #[must_use]
-pub fn step(row: &Row, call: &Call, answer: &Answer) -> Vec<Row> {
+pub fn step(row: &Row, call: &Call, answer: &Answer, db: DbWindow) -> Vec<Row> {
     let unknown = *answer == Answer::Unknown;
     let mut next = Vec::new();
     if unknown {
         next.push(row.clone());
     }
     match call {
-        Call::Grant { holder } => match (row.next_token(), answer) {
-            (Some(tok), Answer::Acquired { token, end }) if tok.may_be(*token) => {
-                next.push(Row::Held {
-                    holder: holder.clone(),
-                    token: Tok::Is(*token),
-                    end: End::Is(*end),
-                });
-            }
-            (Some(tok), Answer::Unknown) => next.push(Row::Held {
-                holder: holder.clone(),
-                token: tok,
-                end: End::AtLeast(0),
-            }),
-            (None, Answer::HeldBy { holder, token, end }) => {
-                if let Row::Held { end: known, .. } = row
-                    && known.may_be(*end)
-                    && let Some(Row::Held { holder, token, .. }) = row.held_by(holder, *token)
-                {
-                    next.push(Row::Held {
-                        holder,
-                        token,
-                        end: End::Is(*end),
-                    });
-                }
-            }
-            _ => {}
-        },
-        Call::Renew { holder, token } => match answer {
+        Call::Grant { holder, term } => grant(row, holder, *term, answer, db, &mut next),
+        Call::Renew {
+            holder,
+            token,
+            term,
+        } => match answer {
             Answer::Renewed | Answer::Unknown => {
-                if let Some(Row::Held { holder, token, end }) = row.held_by(holder, *token) {
+                if let Some(Row::Held { holder, token, .. }) = row.live(holder, *token, db) {
                     next.push(Row::Held {
                         holder,
                         token,
-                        end: End::AtLeast(end.least()),
+                        end: End::after(db, *term),
                     });
                 }
             }
-            Answer::Lost if !row.surely_held_by(holder, *token) => next.push(row.clone()),
+            Answer::Lost => next.extend(row.not_live(holder, *token, db)),
             Answer::Unchanged => next.push(row.clone()),
             _ => {}
         },
         Call::Release { holder, token } => match answer {
-            Answer::Released | Answer::Unknown if row.held_by(holder, *token).is_some() => {
+            Answer::Released | Answer::Unknown if row.live(holder, *token, db).is_some() => {
                 next.push(Row::Free {
                     token: Tok::Is(*token),
                 });
             }
-            Answer::NotHeld if !row.surely_held_by(holder, *token) => next.push(row.clone()),
+            Answer::NotHeld => next.extend(row.not_live(holder, *token, db)),
             _ => {}
         },
         Call::Fence { holder, token } => match answer {
-            Answer::Fenced(true) => next.extend(row.held_by(holder, *token)),
-            Answer::Fenced(false) if !row.surely_held_by(holder, *token) => {
-                next.push(row.clone());
-            }
+            Answer::Fenced(true) => next.extend(row.live(holder, *token, db)),
+            Answer::Fenced(false) => next.extend(row.not_live(holder, *token, db)),
             _ => {}
         },
-        Call::Purge => match (row, answer) {
-            (Row::Free { token }, Answer::Done | Answer::Unknown) => {
-                next.push(row.clone());
-                next.push(Row::Absent {
-                    floor: token.least(),
+        Call::Locked { holder, token } => {
+            if *answer == Answer::Fenced(true)
+                && let Some((holder, end)) = row.tenure(holder, *token)
+            {
+                next.push(Row::Held {
+                    holder,
+                    token: Tok::Is(*token),
+                    end,
                 });
             }
-            (_, Answer::Done) => next.push(row.clone()),
-            _ => {}
-        },
+        }
+        Call::Purge if matches!(answer, Answer::Done | Answer::Unknown) => {
+            next.push(row.clone());
+            // A released row, or a lapsed one (ended before the purge's clock), may be gone.
+            match row {
+                Row::Free { token } => next.push(Row::Absent {
+                    floor: token.least(),
+                }),
+                Row::Held { token, end, .. } if end.lapsed_within(db, true).is_some() => {
+                    next.push(Row::Absent {
+                        floor: token.least(),
+                    });
+                }
+                _ => {}
+            }
+        }
+        Call::Purge => {}
         Call::Insert { holder, token, end } => {
             if let Row::Absent { floor } = row
                 && *token > *floor
@@ -302,7 +385,7 @@ pub fn step(row: &Row, call: &Call, answer: &Answer) -> Vec<Row> {
                 next.push(Row::Held {
                     holder: holder.clone(),
                     token: Tok::Is(*token),
-                    end: End::Is(*end),
+                    end: End::exactly(*end),
                 });
             }
         }
@@ -312,13 +395,60 @@ pub fn step(row: &Row, call: &Call, answer: &Answer) -> Vec<Row> {
     next
 }
 
+/// [`step`] of a grant.
+fn grant(row: &Row, who: &str, term: i64, answer: &Answer, db: DbWindow, next: &mut Vec<Row>) {
+    match answer {
+        Answer::Acquired { token, end } => {
+            // The end is the grant's clock plus its term.
+            let made = End::after(db, term).may_be(*end);
+            if made && row.grantable(db).is_some_and(|tok| tok.may_be(*token)) {
+                next.push(Row::Held {
+                    holder: who.to_owned(),
+                    token: Tok::Is(*token),
+                    end: End::exactly(*end),
+                });
+            }
+        }
+        Answer::Unknown => {
+            if let Some(tok) = row.grantable(db) {
+                next.push(Row::Held {
+                    holder: who.to_owned(),
+                    token: tok,
+                    end: End::after(db, term),
+                });
+            }
+        }
+        Answer::HeldBy { holder, token, end } => {
+            if let Some(Row::Held {
+                holder,
+                token,
+                end: known,
+            }) = row.live(holder, *token, db)
+                && known.may_be(*end)
+            {
+                next.push(Row::Held {
+                    holder,
+                    token,
+                    end: End::exactly(*end),
+                });
+            }
+        }
+        _ => {}
+    }
+}
+
 impl fmt::Display for Call {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Call::Grant { holder } => write!(f, "grant({holder})"),
-            Call::Renew { holder, token } => write!(f, "renew({holder}, {token})"),
+            Call::Grant { holder, term } => write!(f, "grant({holder}, term {term})"),
+            Call::Renew {
+                holder,
+                token,
+                term,
+            } => write!(f, "renew({holder}, {token}, term {term})"),
             Call::Release { holder, token } => write!(f, "release({holder}, {token})"),
             Call::Fence { holder, token } => write!(f, "fence({holder}, {token})"),
+            Call::Locked { holder, token } => write!(f, "fence still({holder}, {token})"),
             Call::Purge => write!(f, "purge"),
             Call::Insert { holder, token, end } => {
                 write!(f, "raw insert({holder}, {token}, end {end})")

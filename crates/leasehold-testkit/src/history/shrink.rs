@@ -33,6 +33,7 @@ fn prefix(ops: &[Op], cut: Duration) -> Vec<Op> {
             if op.respond.is_none_or(|r| r >= cut) {
                 op.answer = Answer::Unknown;
                 op.respond = None;
+                op.db.hi = i64::MAX;
             }
             op
         })
@@ -46,7 +47,7 @@ fn changed_nothing(op: &Op) -> bool {
         (
             _,
             Answer::HeldBy { .. } | Answer::Lost | Answer::NotHeld | Answer::Unchanged
-        ) | (Call::Fence { .. }, Answer::Fenced(_))
+        ) | (Call::Fence { .. } | Call::Locked { .. }, Answer::Fenced(_))
     )
 }
 
@@ -89,6 +90,7 @@ pub fn shrink(mut ops: Vec<Op>, budget: Duration) -> Vec<Op> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::model::DbWindow;
     use super::*;
 
     fn op(invoke: u64, respond: u64, call: Call, answer: Answer) -> Op {
@@ -100,18 +102,24 @@ mod tests {
             answer,
             invoke: Duration::from_millis(invoke),
             respond: Some(Duration::from_millis(respond)),
+            db: DbWindow::new(invoke as i64, respond as i64),
+            group: None,
         }
     }
 
     #[test]
     fn shrinking_keeps_the_violation_and_drops_what_does_not_matter() {
-        let grant = |h: &str| Call::Grant { holder: h.into() };
+        let grant = |h: &str| Call::Grant {
+            holder: h.into(),
+            term: 100,
+        };
         let mut ops = vec![op(
             0,
             1,
             grant("a"),
             Answer::Acquired { token: 1, end: 100 },
         )];
+        // Held until 100: every grant before then sees it, the one at 30 too.
         for t in 2..20 {
             ops.push(op(
                 t,
@@ -128,7 +136,7 @@ mod tests {
             30,
             31,
             grant("b"),
-            Answer::Acquired { token: 2, end: 200 },
+            Answer::Acquired { token: 2, end: 130 },
         ));
         for t in 40..60 {
             ops.push(op(t, t + 1, Call::Purge, Answer::Done));

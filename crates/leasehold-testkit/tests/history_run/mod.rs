@@ -7,8 +7,12 @@
 //! (an uncommitted insert the others run into). Holder ids are shared between sessions, as the
 //! connections of one service share theirs. The keys are renamed every [`GENERATION`] (all
 //! sessions rename them together, by the recorder's clock), so that new rows are created under
-//! contention all through a run and not only at its start. Terms are an hour, so no tenure expires during a run
-//! (the model's choice of database time: see `leasehold_testkit::history::model`).
+//! contention all through a run and not only at its start.
+//!
+//! Terms are drawn per call: most under half a second, some a second or two, a few an hour, so tenures lapse during a run, renewals sometimes come too late and grants take
+//! lapsed rows over. Each session reads the database's clock (`db_now`) after every operation:
+//! the read before an operation (the one after the session's previous operation) and the read
+//! after it bound the database time its statements read (`DbWindow`).
 
 pub mod defect;
 mod ops;
@@ -19,18 +23,17 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use leasehold_storage::{LeaseKey, SeaOrmStore, Store, StoreError, Term};
-use leasehold_testkit::history::{Answer, Call, Op, Recorder};
+use leasehold_storage::{LeaseKey, LeaseStore, SeaOrmStore, Store, StoreError, Term};
+use leasehold_testkit::history::{Answer, Call, DbWindow, Op, Recorder};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
-/// How long a tenure lasts: far longer than any run.
-pub const TERM: Duration = Duration::from_secs(3_600);
 /// Every store call is abandoned after this (an unknown outcome).
 const CALL_TIMEOUT: Duration = Duration::from_secs(3);
 const HOLDERS: [&str; 2] = ["h0", "h1"];
-/// How long the sessions work on one set of key names.
-pub const GENERATION: Duration = Duration::from_millis(300);
+/// How long the sessions work on one set of key names: longer than the short terms, so that
+/// rows lapse and are taken over within a generation.
+pub const GENERATION: Duration = Duration::from_millis(500);
 
 /// One session: a store of its own, and the SQL store under it for raw statements.
 #[derive(Clone)]
@@ -56,12 +59,6 @@ pub struct Plan {
     pub budget: Duration,
 }
 
-/// Whether batches may name a key twice (`LEASEHOLD_HISTORY_REPEATS` set): a batched grant the
-/// same key twice, a batched renewal or release the same key with two tokens.
-pub fn repeats() -> bool {
-    std::env::var_os("LEASEHOLD_HISTORY_REPEATS").is_some()
-}
-
 /// The tenures seen so far per key (holder, token), shared by the sessions so they renew,
 /// release and fence tenures that may be live.
 type Seen = Arc<Mutex<HashMap<String, Vec<(String, i64)>>>>;
@@ -73,6 +70,29 @@ struct Worker {
     plan: Plan,
     seen: Seen,
     rec: Arc<Recorder>,
+    /// The database's clock read after the session's previous operation: no statement of its
+    /// next operation reads an earlier one.
+    db_floor: i64,
+    /// Numbers the session's all-or-nothing operations.
+    joints: u64,
+    /// The session's latest short tenure from a single grant: key, holder, token, end (database
+    /// milliseconds) and term, for a renewal that may come too late.
+    mine: Option<(LeaseKey, String, i64, i64, i64)>,
+}
+
+/// When an operation was invoked: on the recorder's clock and the database's.
+#[derive(Debug, Clone, Copy)]
+pub struct Started {
+    invoke: Duration,
+    db_lo: i64,
+}
+
+/// An operation's window: on the recorder's clock and the database's.
+#[derive(Debug, Clone, Copy)]
+pub struct Window {
+    invoke: Duration,
+    respond: Duration,
+    db: DbWindow,
 }
 
 /// Runs `sessions` by `plan` and returns what they recorded.
@@ -98,6 +118,9 @@ pub async fn run_from(
             plan: plan.clone(),
             seen: seen.clone(),
             rec: rec.clone(),
+            db_floor: i64::MIN,
+            joints: 0,
+            mine: None,
         };
         tasks.push(tokio::spawn(async move { w.run().await }));
     }
@@ -107,8 +130,16 @@ pub async fn run_from(
     rec.ops()
 }
 
-fn term() -> Term {
-    Term::new("term", TERM).expect("term")
+/// A term drawn for one call, and its milliseconds: under half a second (four calls in seven),
+/// a second or two (two in seven), or an hour.
+fn draw_term(rng: &mut StdRng) -> (Term, i64) {
+    let ms: u64 = match rng.random_range(0..7) {
+        0..4 => rng.random_range(50..400),
+        4..6 => rng.random_range(1_000..2_500),
+        _ => 3_600_000,
+    };
+    let term = Term::new("term", Duration::from_millis(ms)).expect("term");
+    (term, i64::try_from(ms).expect("ms"))
 }
 
 /// A call's answer, or its error or timeout as `None`.
@@ -122,6 +153,11 @@ async fn bounded<T>(f: impl Future<Output = Result<T, StoreError>>) -> Option<T>
 impl Worker {
     async fn run(&mut self) {
         let deadline = self.rec.now() + self.plan.budget;
+        while self.db_floor == i64::MIN && self.rec.now() < deadline {
+            if let Some(now) = bounded(self.session.sql.db_now()).await {
+                self.db_floor = now.as_millis();
+            }
+        }
         for _ in 0..self.plan.ops_per_session {
             if self.rec.now() >= deadline {
                 break;
@@ -129,15 +165,16 @@ impl Worker {
             let stall = self.rng.random_range(0..8);
             tokio::time::sleep(Duration::from_millis(stall)).await;
             match self.rng.random_range(0..100) {
-                0..15 => self.grant().await,
-                15..26 => self.grant_many().await,
-                26..30 => self.grant_all().await,
+                0..13 => self.grant().await,
+                13..24 => self.grant_many().await,
+                24..30 => self.grant_all().await,
                 30..40 => self.renew().await,
                 40..50 => self.renew_batch().await,
-                50..60 => self.release().await,
-                60..70 => self.release_batch().await,
-                70..80 => self.fence().await,
-                80..86 => self.purge().await,
+                50..55 => self.release().await,
+                55..62 => self.release_batch().await,
+                62..74 => self.fence().await,
+                74..76 => self.purge().await,
+                76..88 => self.renew_late().await,
                 _ => self.insert().await,
             }
         }
@@ -165,7 +202,44 @@ impl Worker {
         keys[self.rng.random_range(0..keys.len())].clone()
     }
 
-    /// Keys of one generation, in random order, distinct unless [`repeats`].
+    /// A term for one call.
+    fn term(&mut self) -> (Term, i64) {
+        draw_term(&mut self.rng)
+    }
+
+    /// The instants an operation is invoked at.
+    fn start(&self) -> Started {
+        Started {
+            invoke: self.rec.now(),
+            db_lo: self.db_floor,
+        }
+    }
+
+    /// The window of an operation invoked at `s` whose answer has just arrived: the database's
+    /// clock is read now (no statement of the operation read a later one).
+    async fn finish(&mut self, s: Started) -> Window {
+        let respond = self.rec.now();
+        let hi = match bounded(self.session.sql.db_now()).await {
+            Some(now) => {
+                self.db_floor = now.as_millis();
+                now.as_millis()
+            }
+            None => i64::MAX,
+        };
+        Window {
+            invoke: s.invoke,
+            respond,
+            db: DbWindow::new(s.db_lo, hi),
+        }
+    }
+
+    /// A new number for an all-or-nothing operation, unique among the sessions of a run.
+    fn joint(&mut self) -> u64 {
+        self.joints += 1;
+        (self.id as u64) << 40 | self.joints
+    }
+
+    /// Keys of one generation, in random order; one of them now and then twice.
     fn some_keys(&mut self) -> Vec<LeaseKey> {
         let mut keys: Vec<LeaseKey> = self
             .keys()
@@ -175,7 +249,7 @@ impl Worker {
         if keys.is_empty() {
             keys.push(self.key());
         }
-        if repeats() && self.rng.random_bool(0.2) {
+        if self.rng.random_bool(0.2) {
             let again = keys[self.rng.random_range(0..keys.len())].clone();
             keys.push(again);
         }
@@ -185,7 +259,7 @@ impl Worker {
         keys
     }
 
-    /// A tenure of `key` that may be live: mostly one seen lately, sometimes a stale or
+    /// A tenure of `key` that may be live: mostly the latest seen, sometimes an older or a
     /// made-up token.
     fn tenure(&mut self, key: &LeaseKey) -> (String, i64) {
         let seen = self
@@ -198,7 +272,12 @@ impl Worker {
         if seen.is_empty() || self.rng.random_bool(0.1) {
             return (self.holder(), self.rng.random_range(1..4));
         }
-        let back = self.rng.random_range(0..seen.len().min(3));
+        // Mostly the latest (a holder renewing its tenure), now and then one before it.
+        let back = if self.rng.random_bool(0.6) {
+            0
+        } else {
+            self.rng.random_range(0..seen.len().min(3))
+        };
         seen[seen.len() - 1 - back].clone()
     }
 
@@ -218,27 +297,40 @@ impl Worker {
         }
     }
 
-    fn record(
+    fn record(&self, via: &'static str, key: &LeaseKey, call: Call, answer: Answer, w: Window) {
+        self.record_in(via, key, call, answer, w, None);
+    }
+
+    /// Records one operation (one key of the all-or-nothing operation `group`).
+    fn record_in(
         &self,
         via: &'static str,
         key: &LeaseKey,
         call: Call,
         answer: Answer,
-        w: (Duration, Duration),
+        w: Window,
+        group: Option<u64>,
     ) {
         self.saw(key.name.as_str(), &answer);
-        if let (Call::Grant { holder }, Answer::Acquired { token, .. }) = (&call, &answer) {
+        if let (Call::Grant { holder, .. }, Answer::Acquired { token, .. }) = (&call, &answer) {
             self.seen_tenure(key.name.as_str(), (holder.clone(), *token));
         }
-        let respond = (answer != Answer::Unknown).then_some(w.1);
+        let known = answer != Answer::Unknown;
+        let db = if known {
+            w.db
+        } else {
+            DbWindow::new(w.db.lo, i64::MAX)
+        };
         self.rec.push(Op {
             session: self.id,
             via,
             key: key.name.as_str().to_owned(),
             call,
             answer,
-            invoke: w.0,
-            respond,
+            invoke: w.invoke,
+            respond: known.then_some(w.respond),
+            db,
+            group,
         });
     }
 }

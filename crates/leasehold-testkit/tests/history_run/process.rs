@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leasehold_storage::StoreBuilder;
-use leasehold_testkit::history::{Answer, Call, Op, Recorder};
+use leasehold_testkit::history::{Answer, Call, DbWindow, Op, Recorder};
 use tokio::io::AsyncReadExt;
 use tokio::process::{Child, Command};
 
@@ -145,10 +145,15 @@ pub async fn child_main() {
 
 fn encode(op: &Op) -> String {
     let call = match &op.call {
-        Call::Grant { holder } => format!("grant {holder}"),
-        Call::Renew { holder, token } => format!("renew {holder} {token}"),
+        Call::Grant { holder, term } => format!("grant {holder} {term}"),
+        Call::Renew {
+            holder,
+            token,
+            term,
+        } => format!("renew {holder} {token} {term}"),
         Call::Release { holder, token } => format!("release {holder} {token}"),
         Call::Fence { holder, token } => format!("fence {holder} {token}"),
+        Call::Locked { holder, token } => format!("locked {holder} {token}"),
         Call::Purge => "purge".to_owned(),
         Call::Insert { holder, token, end } => format!("insert {holder} {token} {end}"),
     };
@@ -167,33 +172,56 @@ fn encode(op: &Op) -> String {
     let respond = op
         .respond
         .map_or_else(|| "-".to_owned(), |r| r.as_nanos().to_string());
+    let group = op.group.map_or_else(|| "-".to_owned(), |g| g.to_string());
     format!(
-        "{}\t{}\t{}\t{call}\t{answer}\t{}\t{respond}",
+        "{}\t{}\t{}\t{call}\t{answer}\t{}\t{respond}\t{}\t{}\t{group}",
         op.session,
         op.via,
         op.key,
-        op.invoke.as_nanos()
+        op.invoke.as_nanos(),
+        op.db.lo,
+        op.db.hi
     )
 }
 
 fn decode(line: &str) -> Option<Op> {
     let f: Vec<&str> = line.split('\t').collect();
-    let [session, via, key, call, answer, invoke, respond] = f[..] else {
+    let [
+        session,
+        via,
+        key,
+        call,
+        answer,
+        invoke,
+        respond,
+        db_lo,
+        db_hi,
+        group,
+    ] = f[..]
+    else {
         return None;
     };
     let c: Vec<&str> = call.split(' ').collect();
     let n = |s: &str| s.parse::<i64>().ok();
     let call = match c[..] {
-        ["grant", h] => Call::Grant { holder: h.into() },
-        ["renew", h, t] => Call::Renew {
+        ["grant", h, term] => Call::Grant {
+            holder: h.into(),
+            term: n(term)?,
+        },
+        ["renew", h, t, term] => Call::Renew {
             holder: h.into(),
             token: n(t)?,
+            term: n(term)?,
         },
         ["release", h, t] => Call::Release {
             holder: h.into(),
             token: n(t)?,
         },
         ["fence", h, t] => Call::Fence {
+            holder: h.into(),
+            token: n(t)?,
+        },
+        ["locked", h, t] => Call::Locked {
             holder: h.into(),
             token: n(t)?,
         },
@@ -238,6 +266,12 @@ fn decode(line: &str) -> Option<Op> {
             None
         } else {
             Some(ns(respond)?)
+        },
+        db: DbWindow::new(n(db_lo)?, n(db_hi)?),
+        group: if group == "-" {
+            None
+        } else {
+            Some(group.parse().ok()?)
         },
     })
 }

@@ -8,7 +8,7 @@ use leasehold_testkit::history::{Answer, Call};
 use rand::RngExt;
 use sea_orm::{ConnectionTrait, DatabaseTransaction};
 
-use super::{TERM, Worker};
+use super::Worker;
 
 /// The table fenced writes go to, beside the lease table.
 pub fn side_table(store: &SeaOrmStore) -> String {
@@ -57,24 +57,19 @@ impl Worker {
             holder: holder.clone(),
             token,
         };
-        let t0 = self.rec.now();
+        let s = self.start();
         let opened =
             super::bounded(self.session.sql.begin_fenced(&key, &h, FencingToken(token))).await;
-        let t1 = self.rec.now();
         let Some(opened) = opened else {
+            let _ = self.finish(s).await;
             return; // an unknown fence constrains nothing
         };
         let Some(txn) = opened else {
-            self.record("begin_fenced", &key, call, Answer::Fenced(false), (t0, t1));
+            let w = self.finish(s).await;
+            self.record("begin_fenced", &key, call, Answer::Fenced(false), w);
             return;
         };
-        self.record(
-            "begin_fenced",
-            &key,
-            call.clone(),
-            Answer::Fenced(true),
-            (t0, t1),
-        );
+        let opened_at = self.rec.now();
         let write = format!(
             "INSERT INTO {} (lease_name, token) VALUES ('{}', {token})",
             side_table(&self.session.sql),
@@ -90,37 +85,48 @@ impl Worker {
         } else {
             txn.rollback().await.is_ok()
         };
+        // The fence's database time is bounded by the read after the transaction ended.
+        let mut w = self.finish(s).await;
+        let t3 = w.respond;
+        w.respond = opened_at;
+        self.record("begin_fenced", &key, call, Answer::Fenced(true), w);
         if ended {
-            let t3 = self.rec.now();
             let via = if commit {
                 "fenced commit"
             } else {
                 "fenced rollback"
             };
-            self.record(via, &key, call, Answer::Fenced(true), (t2, t3));
+            // The row stayed locked since the fence: still its tenure, live or lapsed.
+            let still = Call::Locked { holder, token };
+            w.invoke = t2;
+            w.respond = t3;
+            self.record(via, &key, still, Answer::Fenced(true), w);
         }
     }
 
-    /// Another session's raw transaction inserts a held row (token one above the floor, an
-    /// hour's end), sleeps with the insert uncommitted, then commits (recorded) or rolls back
+    /// Another session's raw transaction inserts a held row (token one above the floor, a
+    /// drawn term), sleeps with the insert uncommitted, then commits (recorded) or rolls back
     /// (changed nothing: not recorded). An insert that fails (the row exists) is not recorded.
     pub(super) async fn insert(&mut self) {
         let key = self.key();
         let holder = self.holder();
+        let (_, term) = self.term();
         let sql = self.session.sql.clone();
-        let t0 = self.rec.now();
+        let s = self.start();
         let Ok(txn) = sql.begin().await else {
+            let _ = self.finish(s).await;
             return;
         };
-        let Some((token, end_ms)) = insert_row(&sql, &txn, &key, &holder).await else {
+        let Some((token, end_ms)) = insert_row(&sql, &txn, &key, &holder, term).await else {
             let _ = txn.rollback().await;
+            let _ = self.finish(s).await;
             return;
         };
         let hold = self.rng.random_range(5..60);
         tokio::time::sleep(Duration::from_millis(hold)).await;
         let commit = self.rng.random_bool(0.7);
         let ended = end(txn, commit).await;
-        let t1 = self.rec.now();
+        let w = self.finish(s).await;
         if commit {
             let answer = if ended { Answer::Done } else { Answer::Unknown };
             let call = Call::Insert {
@@ -128,7 +134,7 @@ impl Worker {
                 token,
                 end: end_ms,
             };
-            self.record("raw insert", &key, call, answer, (t0, t1));
+            self.record("raw insert", &key, call, answer, w);
             if ended {
                 self.seen_tenure(key.name.as_str(), (holder, token));
             }
@@ -142,6 +148,7 @@ async fn insert_row(
     txn: &DatabaseTransaction,
     key: &LeaseKey,
     holder: &str,
+    term: i64,
 ) -> Option<(i64, i64)> {
     let (t, now) = (sql.table(), sql.now_sql());
     let lock = match sql.backend() {
@@ -149,7 +156,6 @@ async fn insert_row(
         _ => "",
     };
     let (ns, name) = (key.namespace.as_str(), key.name.as_str());
-    let term = TERM.as_millis();
     let insert = format!(
         "INSERT INTO {t} (namespace, lease_name, holder, lease_end_time, status, version, lease_value, gmt_create, gmt_modified) \
          VALUES ('{ns}', '{name}', '{holder}', {now} + {term}, 1, \

@@ -93,12 +93,28 @@ mod tests {
         sea_orm::Database::connect(url).await.expect("opens")
     }
 
-    /// A directory of its own for one test.
-    fn scratch(test: &str) -> PathBuf {
+    /// A directory of its own for one test, removed with its files when dropped (the testkit's
+    /// `ScratchDir` is out of reach of this crate's unit tests: the testkit depends on it).
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn join(&self, file: &str) -> PathBuf {
+            self.0.join(file)
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn scratch(test: &str) -> Scratch {
         let dir =
             std::env::temp_dir().join(format!("leasehold-gate-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("temp dir");
-        dir
+        Scratch(dir)
     }
 
     #[tokio::test]

@@ -1,6 +1,7 @@
 //! SQLite: its [`Dialect`], the statements only it sends (`statements.rs`: the purge), its group
-//! commit (`group.rs`), its doorbell (`doorbell.rs`: datagram sockets beside the file) and the
-//! gate that lets one writer of this process at a time at a file (`gate.rs`).
+//! commit (`group.rs`), its doorbell (`doorbell.rs`: datagram sockets beside the file), the
+//! gate that lets one writer of this process at a time at a file (`gate.rs`) and the open of a
+//! file that another connection is switching to WAL (`open.rs`).
 
 use sea_orm::{DatabaseConnection, DbBackend, Value};
 
@@ -10,6 +11,8 @@ use super::Dialect;
 pub mod doorbell;
 pub(crate) mod gate;
 mod group;
+#[cfg(feature = "sqlite")]
+pub(crate) mod open;
 mod statements;
 
 /// SQLite's SQL.
