@@ -250,9 +250,6 @@ impl StoreError {
     /// [`StoreError::db`] for a store whose server is `node` (`host:port`), named by
     /// [`StoreError::NotPrimary`].
     pub(crate) fn db_on(op: &'static str, table: &str, node: Option<&str>, cause: DbErr) -> Self {
-        // A store following a PostgreSQL primary checks its server after any failure.
-        #[cfg(feature = "postgres")]
-        crate::backend::postgres::primary::note_trouble();
         match classify(&cause) {
             Kind::ReadOnly => Self::ReadOnly { op, cause },
             Kind::Full => Self::StorageFull { op, cause },

@@ -53,12 +53,16 @@ pub(crate) async fn begin_whole(
             None => begin.await,
         }
     });
-    match begun.await {
+    let begun = match begun.await {
         Ok(begun) => begun,
         Err(e) => Err(sea_orm::DbErr::Custom(format!(
             "the begin's task ended: {e}"
         ))),
+    };
+    if begun.is_err() {
+        note_trouble();
     }
+    begun
 }
 
 /// How often a statement chosen as a deadlock victim is retried. InnoDB picks a victim when
@@ -93,6 +97,21 @@ where
             other => return other,
         }
     }
+}
+
+/// How many times a store's statements failed or were refused a connection (any store of this
+/// process): a follower of a primary checks its server when it grows.
+static TROUBLE: AtomicU64 = AtomicU64::new(0);
+
+/// Notes a failed statement or a refused connection ([`troubles`]).
+pub(crate) fn note_trouble() {
+    TROUBLE.fetch_add(1, Ordering::Relaxed);
+}
+
+/// How many failures [`note_trouble`] noted so far.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+pub(crate) fn troubles() -> u64 {
+    TROUBLE.load(Ordering::Relaxed)
 }
 
 /// How long after a statement was abandoned returned connections are drained before reuse.

@@ -1,15 +1,19 @@
-//! One folder per database: its [`Dialect`] (the statements whose text differs from the others),
-//! the statements only it sends (`statements.rs`), its group-commit transactions (`group.rs`) and
-//! its doorbell (`doorbell.rs`). [`Backend`] names the database a store talks to; everything
-//! dialect-neutral stays in `sql.rs`. A new database is one folder here, one [`Dialect`] impl and
-//! one arm in [`Backend::dialect`].
+//! One folder per database: its [`Driver`] (what it does: detection, pool hooks, batches,
+//! purge, catalog, doorbell; `driver.rs`), its [`Dialect`] (the statements whose text differs
+//! from the others), the statements only it sends (`statements.rs`), its group-commit
+//! transactions (`group.rs`) and its doorbell (`doorbell.rs`). [`Backend`] names the database a
+//! store talks to; everything dialect-neutral stays outside this folder. A new database is one
+//! folder here, one [`Backend`] variant and one line in [`DRIVERS`].
 
-use sea_orm::{DbBackend, Value};
+use sea_orm::{ConnectionTrait, DbBackend, DbErr, Value};
 
+mod driver;
 pub(crate) mod mysql;
 pub(crate) mod postgres;
 pub(crate) mod sqlite;
 pub(crate) mod text;
+
+pub(crate) use driver::Driver;
 
 /// Which database a [`crate::SeaOrmStore`] talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,20 +30,55 @@ pub enum Backend {
     MySql,
 }
 
+/// Every database's driver: the one registration point. A URL is opened by the first that
+/// claims it, a connection by the first that speaks its protocol, which may name another
+/// ([`Driver::identified`]).
+static DRIVERS: [&dyn Driver; 4] = [
+    &sqlite::DRIVER,
+    &postgres::DRIVER,
+    &mysql::MARIADB,
+    &mysql::MYSQL,
+];
+
 impl Backend {
-    /// The SQL this backend speaks.
-    pub(crate) fn dialect(self) -> &'static dyn Dialect {
-        match self {
-            Self::Sqlite => &sqlite::Sqlite,
-            Self::Postgres => &postgres::Postgres,
-            Self::MariaDb => &mysql::MARIADB,
-            Self::MySql => &mysql::MYSQL,
-        }
+    /// Its driver.
+    pub(crate) fn driver(self) -> &'static dyn Driver {
+        DRIVERS
+            .iter()
+            .copied()
+            .find(|d| d.backend() == self)
+            .unwrap_or(&sqlite::DRIVER)
     }
 
-    /// Whether this is MySQL or MariaDB (the family whose batches go by row id).
-    pub(crate) fn is_mysql(self) -> bool {
-        matches!(self, Self::MariaDb | Self::MySql)
+    /// The SQL this backend speaks.
+    pub(crate) fn dialect(self) -> &'static dyn Dialect {
+        self.driver().dialect()
+    }
+}
+
+/// The driver of this build that opens `url`, if any.
+pub(crate) fn for_url(url: &str) -> Option<&'static dyn Driver> {
+    let lower = url.trim().to_ascii_lowercase();
+    DRIVERS
+        .iter()
+        .copied()
+        .find(|d| d.built() && d.claims_url(&lower))
+}
+
+/// The database `conn` talks to: by its protocol, and by the server's answer where one protocol
+/// serves several databases.
+pub(crate) async fn detect<C: ConnectionTrait>(conn: &C) -> Result<Backend, DbErr> {
+    let protocol = conn.get_database_backend();
+    let Some(driver) = DRIVERS
+        .iter()
+        .copied()
+        .find(|d| d.dialect().db_backend() == protocol)
+    else {
+        return Err(DbErr::Custom(format!("no driver for {protocol:?}")));
+    };
+    match driver.identify() {
+        None => Ok(driver.backend()),
+        Some(question) => Ok(driver.identified(conn.query_one_raw(question).await?.as_ref())),
     }
 }
 
@@ -200,4 +239,16 @@ pub(crate) trait Dialect: Send + Sync + std::fmt::Debug {
     /// The catalog's columns of the table named by the one parameter: `name`, `type` and
     /// `collation` (empty but on MySQL).
     fn catalog_columns(&self) -> String;
+
+    /// Whether the name columns must carry a binary no-pad collation (the schema check): where
+    /// the default collation would make `Job` and `job`, or `job` and `job `, one lease.
+    fn needs_exact_collation(&self) -> bool {
+        false
+    }
+
+    /// The resource fence's upsert on `table` (parameters: the resource, the token), and
+    /// whether its row must be read back in the same transaction (no `RETURNING`). The stored
+    /// token becomes the greater of the two, so the row the statement leaves answers the
+    /// question; `updated_at` moves only when the caller's token is admitted.
+    fn fence_upsert(&self, table: &str) -> (String, bool);
 }

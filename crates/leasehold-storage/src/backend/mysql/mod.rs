@@ -1,19 +1,27 @@
-//! MySQL and MariaDB: their [`Dialect`], the statements only they send (`statements.rs`: the
-//! batches and purge by row id; `session.rs`: a connection's settings), their group commit
-//! (`group.rs`) and their doorbell (`doorbell.rs`, `named_locks.rs`: named locks).
+//! MySQL and MariaDB: their [`Driver`](super::Driver) (`driver.rs`, opened by `open.rs`),
+//! their [`Dialect`], the statements only they send (`statements.rs`: the batches and purge by
+//! row id, run by `batch.rs`; `session.rs`: a connection's settings), their group commit
+//! (`group.rs`), Galera (`galera.rs`) and their doorbell (`doorbell.rs`, `named_locks.rs`: named
+//! locks).
 
 use sea_orm::{DbBackend, Value};
 
 use super::{Dialect, GrantAnswer, GrantValues, Names};
 
+mod batch;
 #[cfg(feature = "mysql")]
 pub mod doorbell;
+mod driver;
 mod galera;
 mod group;
 #[cfg(feature = "mysql")]
 mod named_locks;
+#[cfg(feature = "mysql")]
+mod open;
 pub(crate) mod session;
 mod statements;
+
+pub(crate) use driver::{MARIADB, MYSQL};
 
 /// MySQL's and MariaDB's SQL.
 #[derive(Debug)]
@@ -24,9 +32,9 @@ pub(crate) struct MySql {
 }
 
 /// MariaDB 10.5+.
-pub(crate) static MARIADB: MySql = MySql { returning: true };
+pub(crate) static MARIADB_SQL: MySql = MySql { returning: true };
 /// Oracle MySQL 8.
-pub(crate) static MYSQL: MySql = MySql { returning: false };
+pub(crate) static MYSQL_SQL: MySql = MySql { returning: false };
 
 impl Dialect for MySql {
     fn db_backend(&self) -> DbBackend {
@@ -134,5 +142,29 @@ impl Dialect for MySql {
          CAST(COALESCE(COLLATION_NAME, '') AS CHAR) AS collation \
          FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?"
             .to_owned()
+    }
+
+    fn needs_exact_collation(&self) -> bool {
+        true
+    }
+
+    // MySQL assigns left to right, each expression seeing the earlier assignments: `updated_at`
+    // is decided from the old token, before `token` changes.
+    fn fence_upsert(&self, table: &str) -> (String, bool) {
+        let now = self.now();
+        (
+            format!(
+                "INSERT INTO {table} (resource, token, updated_at) VALUES (?, ?, {now}) \
+                 ON DUPLICATE KEY UPDATE \
+                 updated_at = IF(token <= VALUES(token), VALUES(updated_at), updated_at), \
+                 token = GREATEST(token, VALUES(token)){}",
+                if self.returning {
+                    " RETURNING token"
+                } else {
+                    ""
+                }
+            ),
+            !self.returning,
+        )
     }
 }

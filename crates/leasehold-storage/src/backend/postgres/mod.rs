@@ -1,5 +1,7 @@
-//! PostgreSQL: its [`Dialect`], the statements only it sends (`statements.rs`: the purge), its
-//! group commit (`group.rs`) and its doorbell (`doorbell.rs`: `NOTIFY`/`LISTEN`).
+//! PostgreSQL: its [`Driver`](super::Driver) (`driver.rs`, opened by `open.rs` through
+//! `pooler.rs` and `primary.rs`), its [`Dialect`], the statements only it sends
+//! (`statements.rs`: the purge), its group commit (`group.rs`) and its doorbell (`doorbell.rs`:
+//! `NOTIFY`/`LISTEN`).
 
 use sea_orm::{DbBackend, Value};
 
@@ -8,12 +10,17 @@ use super::{Dialect, Names};
 
 #[cfg(feature = "postgres")]
 pub mod doorbell;
+mod driver;
 mod group;
+#[cfg(feature = "postgres")]
+mod open;
 #[cfg(feature = "postgres")]
 pub mod pooler;
 #[cfg(feature = "postgres")]
 pub(crate) mod primary;
 mod statements;
+
+pub(crate) use driver::DRIVER;
 
 /// PostgreSQL's SQL.
 #[derive(Debug)]
@@ -116,5 +123,20 @@ impl Dialect for Postgres {
         "SELECT a.attname::text AS name, format_type(a.atttypid, a.atttypmod) AS type, '' AS collation \
          FROM pg_attribute a WHERE a.attrelid = to_regclass(?) AND a.attnum > 0 AND NOT a.attisdropped"
             .to_owned()
+    }
+
+    fn fence_upsert(&self, table: &str) -> (String, bool) {
+        let now = self.now();
+        (
+            format!(
+                "INSERT INTO {table} AS f (resource, token, updated_at) VALUES ($1, $2, {now}) \
+                 ON CONFLICT (resource) DO UPDATE SET \
+                 token = GREATEST(f.token, EXCLUDED.token), \
+                 updated_at = CASE WHEN f.token <= EXCLUDED.token THEN EXCLUDED.updated_at \
+                 ELSE f.updated_at END \
+                 RETURNING token"
+            ),
+            false,
+        )
     }
 }

@@ -34,13 +34,16 @@ use crate::{HostList, StoreError};
 /// statements fail.
 const CHECK_EVERY: Duration = Duration::from_millis(500);
 
-/// How many times a store's statements failed or were refused a connection (any store of this
-/// process): the followers' cue to check their server.
-static TROUBLE: AtomicU64 = AtomicU64::new(0);
-
-/// Notes a failed statement or a refused connection: followers check their server.
-pub(crate) fn note_trouble() {
-    TROUBLE.fetch_add(1, Ordering::Relaxed);
+/// Refuses a connection to a server that does not accept writes (a URL with several hosts: the
+/// primary moved), and notes it so the store's follower looks for the new one.
+pub(crate) async fn primary_only(conn: &mut PgConnection) -> Result<(), sea_orm::sqlx::Error> {
+    if writable(conn).await? {
+        return Ok(());
+    }
+    crate::retry::note_trouble();
+    Err(sea_orm::sqlx::Error::Protocol(
+        "the server no longer accepts writes (a standby): the primary moved".into(),
+    ))
 }
 
 /// The query a server answers `true` to when it accepts writes.
@@ -179,14 +182,14 @@ impl Primary {
             return;
         };
         rt.spawn(async move {
-            let mut seen = TROUBLE.load(Ordering::Relaxed);
+            let mut seen = crate::retry::troubles();
             let mut searching = false;
             loop {
                 tokio::time::sleep(CHECK_EVERY).await;
                 if alive.strong_count() == 0 || pool.is_closed() {
                     return;
                 }
-                let trouble = TROUBLE.load(Ordering::Relaxed);
+                let trouble = crate::retry::troubles();
                 if trouble == seen && !searching && !crate::retry::abandoned_recently() {
                     continue;
                 }

@@ -1,4 +1,4 @@
-//! SQLite: its [`Dialect`], the statements only it sends (`statements.rs`: the purge), its group
+//! SQLite: its [`Driver`](super::Driver) (`driver.rs`), its [`Dialect`], the statements only it sends (`statements.rs`: the purge), its group
 //! commit (`group.rs`), its doorbell (`doorbell.rs`: datagram sockets beside the file) and the
 //! gate that lets one writer of this process at a time at a file (`gate.rs`).
 
@@ -8,9 +8,12 @@ use super::Dialect;
 
 #[cfg(all(feature = "sqlite", unix))]
 pub mod doorbell;
+mod driver;
 pub(crate) mod gate;
 mod group;
 mod statements;
+
+pub(crate) use driver::DRIVER;
 
 /// SQLite's SQL.
 #[derive(Debug)]
@@ -48,6 +51,21 @@ impl Dialect for Sqlite {
 
     fn catalog_columns(&self) -> String {
         "SELECT name, type, '' AS collation FROM pragma_table_info(?)".to_owned()
+    }
+
+    fn fence_upsert(&self, table: &str) -> (String, bool) {
+        let now = self.now();
+        (
+            format!(
+                "INSERT INTO {table} (resource, token, updated_at) VALUES (?, ?, {now}) \
+                 ON CONFLICT (resource) DO UPDATE SET \
+                 token = max(token, excluded.token), \
+                 updated_at = CASE WHEN token <= excluded.token THEN excluded.updated_at \
+                 ELSE updated_at END \
+                 RETURNING token"
+            ),
+            false,
+        )
     }
 }
 
