@@ -5,7 +5,7 @@ use std::time::Duration;
 use leasehold_core::ValidationError;
 use sea_orm::{ConnectOptions, Database, DatabaseConnection, DbErr};
 
-use crate::error::redact;
+use crate::redact::redact_url as redact;
 use crate::redact::{PoolUrl, refuse_unread_secrets, scrub, scrub_error};
 use crate::tls;
 use crate::{SeaOrmStore, StoreError};

@@ -403,12 +403,6 @@ fn classify(e: &DbErr) -> Kind {
     }
 }
 
-/// A URL with every secret it carries masked (see [`crate::redact_url`]).
-#[must_use]
-pub(crate) fn redact(url: &str) -> String {
-    crate::redact::redact_url(url)
-}
-
 #[cfg(test)]
 mod tests {
     use super::StoreError;

@@ -74,7 +74,7 @@ impl Driver for MySqlDriver {
         return super::open::open(plan).await;
         #[cfg(not(feature = "mysql"))]
         return Err(StoreError::UnsupportedUrl {
-            url: crate::error::redact(&plan.url),
+            url: crate::redact::redact_url(&plan.url),
         });
     }
 

@@ -49,7 +49,7 @@ impl Driver for PgDriver {
         return super::open::open(plan).await;
         #[cfg(not(feature = "postgres"))]
         return Err(StoreError::UnsupportedUrl {
-            url: crate::error::redact(&plan.url),
+            url: crate::redact::redact_url(&plan.url),
         });
     }
 

@@ -12,7 +12,7 @@ use sea_orm::sqlx::postgres::PgConnectOptions;
 use super::pooler::session_bounds;
 use super::primary::{Primary, primary_only};
 use crate::connect::{DRAIN_SLACK, Drain, Opening, drained, replaced};
-use crate::error::redact;
+use crate::redact::redact_url as redact;
 use crate::redact::{PoolUrl, scrub};
 use crate::{SeaOrmStore, StoreError};
 

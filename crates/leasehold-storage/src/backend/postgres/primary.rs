@@ -106,7 +106,7 @@ impl Primary {
                 u.parse::<PgConnectOptions>()
                     .map(&session)
                     .map_err(|e| StoreError::BadUrl {
-                        url: crate::error::redact(u),
+                        url: crate::redact::redact_url(u),
                         problem: e.to_string(),
                     })
             })
