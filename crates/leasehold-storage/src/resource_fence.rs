@@ -221,9 +221,8 @@ impl Fence {
         let values = vec![Value::from(resource), Value::from(token.get())];
         let (upsert, read_back) = backend.dialect().fence_upsert(&table);
         let statement = Statement::from_sql_and_values(txn.get_database_backend(), upsert, values);
-        let row = if read_back {
+        let row = if let Some(read) = read_back {
             txn.execute_raw(statement).await.map_err(db)?;
-            let read = format!("SELECT token FROM {table} WHERE resource = ?");
             txn.query_one_raw(Statement::from_sql_and_values(
                 txn.get_database_backend(),
                 read,

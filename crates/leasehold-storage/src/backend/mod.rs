@@ -246,9 +246,11 @@ pub(crate) trait Dialect: Send + Sync + std::fmt::Debug {
         false
     }
 
-    /// The resource fence's upsert on `table` (parameters: the resource, the token), and
-    /// whether its row must be read back in the same transaction (no `RETURNING`). The stored
-    /// token becomes the greater of the two, so the row the statement leaves answers the
-    /// question; `updated_at` moves only when the caller's token is admitted.
-    fn fence_upsert(&self, table: &str) -> (String, bool);
+    /// The resource fence's upsert on `table` (parameters: the resource, the token) and, where
+    /// it cannot return its row (no `RETURNING`), the read of that row in the same transaction
+    /// (parameter: the resource). The stored token becomes the greater of the two, so the row
+    /// the statement leaves answers the question; `updated_at` moves only when the caller's
+    /// token is admitted. The read back must see that row, not the transaction's snapshot: a
+    /// locking read.
+    fn fence_upsert(&self, table: &str) -> (String, Option<String>);
 }

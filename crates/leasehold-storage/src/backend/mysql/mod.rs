@@ -149,8 +149,11 @@ impl Dialect for MySql {
     }
 
     // MySQL assigns left to right, each expression seeing the earlier assignments: `updated_at`
-    // is decided from the old token, before `token` changes.
-    fn fence_upsert(&self, table: &str) -> (String, bool) {
+    // is decided from the old token, before `token` changes. Without `RETURNING` the row is
+    // read back `FOR UPDATE`: when the stored token is higher the upsert changes nothing, and a
+    // plain read under REPEATABLE READ would answer from the caller's snapshot (its own older
+    // token) instead of the newest committed row. The upsert already holds the row's lock.
+    fn fence_upsert(&self, table: &str) -> (String, Option<String>) {
         let now = self.now();
         (
             format!(
@@ -164,7 +167,8 @@ impl Dialect for MySql {
                     ""
                 }
             ),
-            !self.returning,
+            (!self.returning)
+                .then(|| format!("SELECT token FROM {table} WHERE resource = ? FOR UPDATE")),
         )
     }
 }

@@ -125,7 +125,7 @@ impl Dialect for Postgres {
             .to_owned()
     }
 
-    fn fence_upsert(&self, table: &str) -> (String, bool) {
+    fn fence_upsert(&self, table: &str) -> (String, Option<String>) {
         let now = self.now();
         (
             format!(
@@ -136,7 +136,7 @@ impl Dialect for Postgres {
                  ELSE f.updated_at END \
                  RETURNING token"
             ),
-            false,
+            None,
         )
     }
 }

@@ -53,7 +53,7 @@ impl Dialect for Sqlite {
         "SELECT name, type, '' AS collation FROM pragma_table_info(?)".to_owned()
     }
 
-    fn fence_upsert(&self, table: &str) -> (String, bool) {
+    fn fence_upsert(&self, table: &str) -> (String, Option<String>) {
         let now = self.now();
         (
             format!(
@@ -64,7 +64,7 @@ impl Dialect for Sqlite {
                  ELSE updated_at END \
                  RETURNING token"
             ),
-            false,
+            None,
         )
     }
 }
