@@ -163,6 +163,12 @@ pub(crate) trait Dialect: Send + Sync + std::fmt::Debug {
         )
     }
 
+    /// With [`GrantAnswer::ReadBack`], the read of the row [`Dialect::acquire`] left on `table`
+    /// and of whether it granted, in the same transaction (parameters: namespace, name).
+    fn grant_row(&self, _table: &str) -> Option<String> {
+        None
+    }
+
     /// How [`Dialect::acquire`] answers.
     fn grant_answer(&self) -> GrantAnswer {
         GrantAnswer::WhenGranted

@@ -101,6 +101,19 @@ impl Dialect for MySql {
         )
     }
 
+    /// A locking read (`FOR UPDATE`; the upsert already holds the row's lock): under REPEATABLE
+    /// READ a plain read answers from the transaction's snapshot, which in an all-or-nothing
+    /// grant was taken at its first key, so a row another session inserted or changed and
+    /// committed since would read as absent or as it was.
+    fn grant_row(&self, t: &str) -> Option<String> {
+        (!self.returning).then(|| {
+            format!(
+                "SELECT holder, version, lease_end_time, CAST(@leasehold_took AS SIGNED) AS took \
+                 FROM {t} WHERE namespace = ? AND lease_name = ? FOR UPDATE"
+            )
+        })
+    }
+
     fn grant_answer(&self) -> GrantAnswer {
         if self.returning {
             GrantAnswer::WithTook
