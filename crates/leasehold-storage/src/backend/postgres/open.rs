@@ -157,22 +157,22 @@ fn hook(
         }
     });
     let connect_timeout = plan.builder.connect_timeout;
-    let check = primary.is_some();
     let moved = primary;
     // A second ping: the first may answer the abandoned statement's own error.
     opt.map_sqlx_postgres_pool_opts(move |p| {
         let fresh = Arc::clone(&fresh);
-        let moved = moved.clone();
+        let (before, connected, released) = (moved.clone(), moved.clone(), moved.clone());
         p.before_acquire(move |_conn, meta| {
-            let reuse = !moved
+            let reuse = !before
                 .as_ref()
                 .is_some_and(|p| p.opened_before_move(meta.age));
             Box::pin(async move { Ok(reuse) })
         })
         .after_connect(move |conn, _meta| {
+            let primary = connected.clone();
             Box::pin(async move {
-                if check {
-                    primary_only(conn).await?;
+                if let Some(primary) = &primary {
+                    primary_only(conn, primary).await?;
                 }
                 // Through transaction pooling each transaction sets them instead.
                 if !pooled {
@@ -183,17 +183,19 @@ fn hook(
         })
         .after_release(move |conn, _meta| {
             let fresh = Arc::clone(&fresh);
+            let primary = released.clone();
             Box::pin(async move {
                 let drain = drained(conn, bound + DRAIN_SLACK, 2, LEFT_OPEN).await;
                 Ok(drain == Drain::Reusable
                     || replaced(conn, connect_timeout.min(bound), || {
                         let options = fresh();
+                        let primary = primary.clone();
                         async move {
                             use sea_orm::sqlx::Connection;
                             let options = options.ok_or(sea_orm::sqlx::Error::PoolClosed)?;
                             let mut c = sea_orm::sqlx::PgConnection::connect_with(&options).await?;
-                            if check {
-                                primary_only(&mut c).await?;
+                            if let Some(primary) = &primary {
+                                primary_only(&mut c, primary).await?;
                             }
                             if !pooled {
                                 session_bounds(&mut c, bound).await?;
