@@ -90,7 +90,7 @@ where
     loop {
         match watched(attempt()).await {
             Err(e) if is_deadlock(&e) && retries < DEADLOCK_RETRIES => {
-                tracing::debug!("{op}: deadlock victim, retrying (attempt {})", retries + 1);
+                tracing::debug!(op, attempt = retries + 1, "deadlock victim, retrying");
                 tokio::time::sleep(Duration::from_millis(1 << retries.min(3))).await;
                 retries += 1;
             }
@@ -213,7 +213,7 @@ impl crate::SeaOrmStore {
         op: &'static str,
         stmt: Statement,
     ) -> Result<Option<QueryResult>, StoreError> {
-        tracing::trace!("{op}: {}", stmt.sql);
+        tracing::trace!(op, sql = %stmt.sql, "statement");
         match retry_deadlocks(op, || self.one_raw(stmt.clone())).await {
             Ok(row) => Ok(row),
             Err(e) => Err(self.judged(op, e).await),
@@ -226,7 +226,7 @@ impl crate::SeaOrmStore {
         op: &'static str,
         stmt: Statement,
     ) -> Result<Vec<QueryResult>, StoreError> {
-        tracing::trace!("{op}: {}", stmt.sql);
+        tracing::trace!(op, sql = %stmt.sql, "statement");
         match retry_deadlocks(op, || self.all_raw(stmt.clone())).await {
             Ok(rows) => Ok(rows),
             Err(e) => Err(self.judged(op, e).await),
@@ -240,7 +240,7 @@ impl crate::SeaOrmStore {
         op: &'static str,
         stmt: Statement,
     ) -> Result<Vec<QueryResult>, StoreError> {
-        tracing::trace!("{op}: {}", stmt.sql);
+        tracing::trace!(op, sql = %stmt.sql, "statement");
         match self.written(op, || self.all_raw(stmt.clone())).await {
             Ok(rows) => Ok(rows),
             Err(e) => Err(self.judged(op, e).await),
@@ -254,7 +254,7 @@ impl crate::SeaOrmStore {
         op: &'static str,
         stmt: Statement,
     ) -> Result<u64, StoreError> {
-        tracing::trace!("{op}: {}", stmt.sql);
+        tracing::trace!(op, sql = %stmt.sql, "statement");
         match self.written(op, || self.exec_raw(stmt.clone())).await {
             Ok(r) => Ok(r),
             Err(e) => Err(self.judged(op, e).await),

@@ -129,8 +129,11 @@ where
                 drop(std::mem::replace(conn, new));
                 return true;
             }
-            Ok(Err(e)) => tracing::debug!("a dead pooled connection not replaced yet: {e}"),
-            Err(_) => tracing::debug!("a dead pooled connection not replaced within {limit:?}"),
+            Ok(Err(e)) => tracing::debug!(error = %e, "a dead pooled connection not replaced yet"),
+            Err(_) => tracing::debug!(
+                ?limit,
+                "a dead pooled connection not replaced within its limit"
+            ),
         }
         if clock.now() - started >= REPLACE_FOR {
             return false;

@@ -265,7 +265,7 @@ impl Primary {
                     }
                     Err(found) => {
                         searching = true;
-                        tracing::debug!("no server accepts writes yet: {found}");
+                        tracing::debug!(%found, "no server accepts writes yet");
                     }
                 }
             }
