@@ -166,9 +166,7 @@ impl Fence {
         let sql = if dialect.needs_exact_collation() {
             // A binary, no-pad collation keeps resource names exact ("Ledger" is not "ledger"),
             // as they are on PostgreSQL and SQLite.
-            let collation = crate::ddl::mysql_exact_collation(&self.conn)
-                .await
-                .map_err(db)?;
+            let collation = crate::ddl::exact_collation(&self.conn).await.map_err(db)?;
             format!(
                 "CREATE TABLE IF NOT EXISTS {table} ({columns}) \
                  ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = {collation}"

@@ -259,4 +259,63 @@ pub(crate) trait Dialect: Send + Sync + std::fmt::Debug {
     /// token is admitted. The read back must see that row, not the transaction's snapshot: a
     /// locking read.
     fn fence_upsert(&self, table: &str) -> (String, Option<String>);
+
+    /// The lease table's `id` column (DDL).
+    fn id_column(&self) -> &'static str;
+
+    /// The question whose answer picks [`Dialect::exact_collation`], if the table needs one.
+    fn collation_question(&self) -> Option<sea_orm::Statement> {
+        None
+    }
+
+    /// The collation that keeps names exact, from the answer to
+    /// [`Dialect::collation_question`].
+    fn exact_collation(&self, _answer: Option<&sea_orm::QueryResult>) -> &'static str {
+        ""
+    }
+
+    /// `CREATE TABLE IF NOT EXISTS` of the lease table with `columns` and its unique key, part
+    /// of the statement so that concurrent first runs cannot race on a separate index.
+    fn create_table(&self, table: &str, columns: &str, _collation: &str) -> String {
+        format!(
+            "CREATE TABLE IF NOT EXISTS {table} ({columns}, \
+             CONSTRAINT uk_{table}_ns_name UNIQUE (namespace, lease_name))"
+        )
+    }
+
+    /// `sql`, a `CREATE … IF NOT EXISTS` of `table`'s schema, as one simple query safe against
+    /// a concurrent first run; `None` where the database serialises DDL itself.
+    fn serialised_create(&self, _table: &str, _sql: &str) -> Option<String> {
+        None
+    }
+
+    /// The count `n` of columns named by the second parameter in the table named by the first.
+    fn has_column(&self) -> &'static str;
+
+    /// The token floor table `floor` created, and its one row inserted unless there.
+    fn floor_table_ddl(&self, floor: &str) -> (String, String) {
+        (
+            format!(
+                "CREATE TABLE IF NOT EXISTS {floor} (id INTEGER NOT NULL PRIMARY KEY, \
+                 version BIGINT NOT NULL)"
+            ),
+            format!("INSERT INTO {floor} (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING"),
+        )
+    }
+
+    /// The table's storage options (`options`, comma-separated) and whether the role owns it
+    /// (`owner`), of the table named by the one parameter, where pages keep room for renewals.
+    fn fillfactor_and_owner(&self) -> Option<&'static str> {
+        None
+    }
+}
+
+/// The SQL of the databases a connection's protocol speaks (for DDL, which is the same for every
+/// database of one protocol).
+pub(crate) fn protocol_dialect(protocol: DbBackend) -> &'static dyn Dialect {
+    DRIVERS
+        .iter()
+        .copied()
+        .find(|d| d.dialect().db_backend() == protocol)
+        .map_or(&sqlite::Sqlite as &dyn Dialect, |d| d.dialect())
 }

@@ -184,4 +184,51 @@ impl Dialect for MySql {
                 .then(|| format!("SELECT token FROM {table} WHERE resource = ? FOR UPDATE")),
         )
     }
+
+    fn id_column(&self) -> &'static str {
+        "id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY"
+    }
+
+    fn collation_question(&self) -> Option<sea_orm::Statement> {
+        Some(session::mysql_version())
+    }
+
+    /// The binary no-pad collation of the server: MariaDB's `utf8mb4_nopad_bin`, MySQL 8's
+    /// `utf8mb4_0900_bin`.
+    fn exact_collation(&self, answer: Option<&sea_orm::QueryResult>) -> &'static str {
+        let version: String = answer
+            .and_then(|r| r.try_get("", "v").ok())
+            .unwrap_or_default();
+        if session::is_mariadb(&version) {
+            "utf8mb4_nopad_bin"
+        } else {
+            "utf8mb4_0900_bin"
+        }
+    }
+
+    /// The default collations compare case-insensitively ("Job" = "job") and pad with spaces
+    /// ("job" = "job "): either would make two names one lease. A binary, no-pad collation on
+    /// the table (inherited by its columns) keeps names exact, as on PostgreSQL and SQLite.
+    fn create_table(&self, table: &str, columns: &str, collation: &str) -> String {
+        format!(
+            "CREATE TABLE IF NOT EXISTS {table} ({columns}, \
+             UNIQUE KEY uk_{table}_ns_name (namespace, lease_name)) \
+             ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = {collation}"
+        )
+    }
+
+    fn has_column(&self) -> &'static str {
+        "SELECT CAST(count(*) AS SIGNED) AS n FROM information_schema.columns \
+         WHERE table_schema = DATABASE() AND table_name = ? AND column_name = ?"
+    }
+
+    fn floor_table_ddl(&self, floor: &str) -> (String, String) {
+        (
+            format!(
+                "CREATE TABLE IF NOT EXISTS {floor} (id INT NOT NULL PRIMARY KEY, \
+                 version BIGINT NOT NULL) ENGINE = InnoDB"
+            ),
+            format!("INSERT IGNORE INTO {floor} (id, version) VALUES (1, 0)"),
+        )
+    }
 }

@@ -12,6 +12,7 @@ use super::{Dialect, Names};
 pub mod doorbell;
 mod driver;
 mod group;
+pub(crate) mod notify;
 #[cfg(feature = "postgres")]
 mod open;
 #[cfg(feature = "postgres")]
@@ -137,6 +138,34 @@ impl Dialect for Postgres {
                  RETURNING token"
             ),
             None,
+        )
+    }
+
+    fn id_column(&self) -> &'static str {
+        "id BIGSERIAL PRIMARY KEY"
+    }
+
+    /// `IF NOT EXISTS` is not safe against a concurrent first run here (both see no table, the
+    /// second fails on the catalog's unique key: "duplicate key value violates unique constraint
+    /// pg_class_relname_nsp_index"), so the statement runs in one simple query behind the
+    /// table's migration advisory lock: the second run waits for the first to commit and then
+    /// finds the table.
+    fn serialised_create(&self, table: &str, sql: &str) -> Option<String> {
+        Some(format!(
+            "SELECT pg_advisory_xact_lock(hashtext('leasehold_migrate:{table}'));\n{sql}"
+        ))
+    }
+
+    fn has_column(&self) -> &'static str {
+        "SELECT count(*)::bigint AS n FROM information_schema.columns \
+         WHERE table_schema = current_schema() AND table_name = $1 AND column_name = $2"
+    }
+
+    fn fillfactor_and_owner(&self) -> Option<&'static str> {
+        Some(
+            "SELECT COALESCE(array_to_string(c.reloptions, ','), '') AS options, \
+             pg_has_role(c.relowner, 'USAGE') AS owner \
+             FROM pg_class c WHERE c.oid = to_regclass($1)",
         )
     }
 }

@@ -67,6 +67,14 @@ impl Dialect for Sqlite {
             None,
         )
     }
+
+    fn id_column(&self) -> &'static str {
+        "id INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT"
+    }
+
+    fn has_column(&self) -> &'static str {
+        "SELECT count(*) AS n FROM pragma_table_info(?) WHERE name = ?"
+    }
 }
 
 /// The canonical path of the file `db` opens, if it is a SQLite file (not an in-memory or
