@@ -1,32 +1,22 @@
 //! Opening a store from a URL, with pools configured for lease traffic.
 
-#[cfg(any(feature = "postgres", feature = "mysql"))]
-use std::sync::Arc;
 use std::time::Duration;
 
 use leasehold_core::ValidationError;
-use sea_orm::{ConnectOptions, Database, DbErr};
+use sea_orm::{ConnectOptions, Database, DatabaseConnection, DbErr};
 
-use crate::error::redact;
+use crate::redact::redact_url as redact;
 use crate::redact::{PoolUrl, refuse_unread_secrets, scrub, scrub_error};
 use crate::tls;
 use crate::{SeaOrmStore, StoreError};
 
 mod returned;
 pub(crate) use returned::DRAIN_SLACK;
-#[cfg(feature = "mysql")]
-use returned::MYSQL_LEFT_OPEN;
-#[cfg(feature = "postgres")]
-use returned::PG_LEFT_OPEN;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
-use returned::{Drain, drained, replaced};
+pub(crate) use returned::{Drain, drained, replaced};
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 mod session;
-#[cfg(feature = "postgres")]
-use crate::backend::postgres::pooler::session_bounds;
-#[cfg(feature = "mysql")]
-use session::mysql_session_bounds;
-#[cfg(feature = "postgres")]
-use session::primary_only;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 use session::probe;
 
 /// Builds a [`SeaOrmStore`] from a database URL.
@@ -71,13 +61,13 @@ pub struct StoreBuilder {
     url: String,
     table_prefix: String,
     migrate: bool,
-    max_connections: Option<u32>,
-    connect_timeout: Duration,
-    acquire_timeout: Duration,
-    busy_timeout: Option<Duration>,
-    server_timeout: Duration,
-    transaction_pooling: Option<bool>,
-    doorbell_url: Option<String>,
+    pub(crate) max_connections: Option<u32>,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) acquire_timeout: Duration,
+    pub(crate) busy_timeout: Option<Duration>,
+    pub(crate) server_timeout: Duration,
+    pub(crate) transaction_pooling: Option<bool>,
+    pub(crate) doorbell_url: Option<String>,
 }
 
 impl std::fmt::Debug for StoreBuilder {
@@ -263,353 +253,26 @@ impl StoreBuilder {
     pub async fn connect(self) -> Result<SeaOrmStore, StoreError> {
         let table = self.table_name()?;
         let url = self.url.trim().to_owned();
-        let lower = url.to_ascii_lowercase();
-        let sqlite = lower.starts_with("sqlite:");
-        let postgres = lower.starts_with("postgres://") || lower.starts_with("postgresql://");
-        let mysql = lower.starts_with("mysql://");
-        if !((sqlite && cfg!(feature = "sqlite"))
-            || (postgres && cfg!(feature = "postgres"))
-            || (mysql && cfg!(feature = "mysql")))
-        {
+        let Some(driver) = crate::backend::for_url(&url) else {
             return Err(StoreError::UnsupportedUrl { url: redact(&url) });
-        }
+        };
         // A secret the driver would not read is refused before any driver parses the URL: it
         // would be ignored, and sqlx's PostgreSQL parser logs an unknown parameter's value.
         refuse_unread_secrets(&url).map_err(|problem| StoreError::BadUrl {
             url: redact(&url),
             problem,
         })?;
-        // PostgreSQL: `pooler=…` and `doorbell_host=…` are ours, not the driver's
-        // (backend/postgres/pooler.rs).
-        #[cfg(feature = "postgres")]
-        let (url, pooled, pooled_said, doorbell_url) = if postgres {
-            let params =
-                crate::backend::postgres::pooler::split_params(&url).map_err(|problem| {
-                    StoreError::BadUrl {
-                        url: redact(&url),
-                        problem,
-                    }
-                })?;
-            let explicit = self.transaction_pooling.is_some() || params.said;
-            let pooled = self.transaction_pooling.unwrap_or(params.transaction);
-            let doorbell = self.doorbell_url.clone().or(params.doorbell_url);
-            (params.url, pooled, explicit, doorbell)
-        } else {
-            (url, false, true, None)
-        };
-        let hosts = crate::HostList::parse(&url)?;
-        if hosts.several() && !postgres {
-            return Err(StoreError::BadUrl {
-                url: redact(&url),
-                problem: "several hosts are followed on PostgreSQL only; give a MySQL/MariaDB \
-                          store one server's URL"
-                    .into(),
-            });
-        }
-        // PostgreSQL with several hosts (or `target_session_attrs=read-write`): the pool uses
-        // the server that accepts writes, and follows it (backend/postgres/primary.rs).
-        #[cfg(feature = "postgres")]
-        let primary = if postgres && (hosts.several() || hosts.asks_for_primary()) {
-            let primary = Arc::new(crate::backend::postgres::primary::Primary::new(
-                &hosts,
-                pg_options(pooled),
-                self.connect_timeout,
-            )?);
-            primary
-                .find()
-                .await
-                .map_err(|found| StoreError::NoWritableHost {
-                    url: redact(&url),
-                    found: scrub(&found, &url),
-                })?;
-            Some(primary)
-        } else {
-            None
-        };
-        #[cfg(not(feature = "postgres"))]
-        let primary: Option<()> = None;
-        // The pool retries a refused connection until its acquire timeout, which suits a server
-        // restarting under running leases but not a wrong host or port at startup.
-        let url = match &primary {
-            #[cfg(feature = "postgres")]
-            Some(p) => hosts.urls()[hosts
-                .addresses()
-                .iter()
-                .position(|a| a == p.current_address())
-                .unwrap_or(0)]
-            .clone(),
-            _ => {
-                probe(&url, self.connect_timeout)
-                    .await
-                    .map_err(|cause| connect_error(&url, cause))?;
-                url
-            }
-        };
-        // A URL of transaction pooling that does not say so is refused here, not on the first
-        // prepared statement that lands on another server connection.
-        #[cfg(feature = "postgres")]
-        if postgres
-            && !pooled_said
-            && let Ok(options) = url.parse::<sea_orm::sqlx::postgres::PgConnectOptions>()
-        {
-            let limit = self.connect_timeout.min(POOLER_CHECK);
-            if crate::backend::postgres::pooler::detect(&options, limit).await == Some(true) {
-                return Err(StoreError::Pooler {
-                    op: "connect",
-                    problem: crate::PoolerProblem::TransactionModeUnsaid,
-                    cause: DbErr::Custom(
-                        "two client connections shared one server connection".into(),
-                    ),
-                });
-            }
-        }
-        let memory = sqlite && (lower.contains(":memory:") || lower.contains("mode=memory"));
-        // sea-orm records its options, URL included, in a `trace` span: it gets the URL without
-        // its secrets, which are set on the driver's options below.
-        let pool_url = PoolUrl::split(&url);
-        let mut opt = ConnectOptions::new(pool_url.url.clone());
-        opt.sqlx_logging(false)
-            .test_before_acquire(false)
-            .connect_timeout(self.connect_timeout)
-            .acquire_timeout(self.acquire_timeout);
-        if memory {
-            opt.max_connections(1)
-                .min_connections(1)
-                .idle_timeout(None)
-                .max_lifetime(None);
-        } else {
-            opt.max_connections(self.max_connections.unwrap_or(if sqlite { 4 } else { 10 }));
-        }
-        let bound = self.server_timeout;
-        #[cfg(feature = "postgres")]
-        if postgres {
-            let session = pg_options(pooled);
-            // The options a replacement connection is opened with (see `drained`): the server in
-            // use when it is opened.
-            let fixed = url
-                .parse::<sea_orm::sqlx::postgres::PgConnectOptions>()
-                .ok()
-                .map(&session);
-            let follow = primary.clone();
-            let fresh = Arc::new(move || match &follow {
-                Some(p) => Some(p.current()),
-                None => fixed.clone(),
-            });
-            let secret = pool_url.clone();
-            opt.map_sqlx_postgres_opts(move |o| {
-                let o = session(o);
-                let o = match &secret.password {
-                    Some(p) => o.password(p),
-                    None => o,
-                };
-                match &secret.ssl_key {
-                    Some(k) if PoolUrl::key_is_inline(k) => o.ssl_client_key_from_pem(k),
-                    Some(k) => o.ssl_client_key(k),
-                    None => o,
-                }
-            });
-            let connect_timeout = self.connect_timeout;
-            let check = primary.is_some();
-            let moved = primary.clone();
-            // A second ping: the first may answer the abandoned statement's own error.
-            opt.map_sqlx_postgres_pool_opts(move |p| {
-                let fresh = Arc::clone(&fresh);
-                let moved = moved.clone();
-                p.before_acquire(move |_conn, meta| {
-                    let reuse = !moved
-                        .as_ref()
-                        .is_some_and(|p| p.opened_before_move(meta.age));
-                    Box::pin(async move { Ok(reuse) })
-                })
-                .after_connect(move |conn, _meta| {
-                    Box::pin(async move {
-                        if check {
-                            primary_only(conn).await?;
-                        }
-                        // Through transaction pooling each transaction sets them instead.
-                        if !pooled {
-                            session_bounds(conn, bound).await?;
-                        }
-                        Ok(())
-                    })
-                })
-                .after_release(move |conn, _meta| {
-                    let fresh = Arc::clone(&fresh);
-                    Box::pin(async move {
-                        let drain = drained(conn, bound + DRAIN_SLACK, 2, PG_LEFT_OPEN).await;
-                        Ok(drain == Drain::Reusable
-                            || replaced(conn, connect_timeout.min(bound), || {
-                                let options = fresh();
-                                async move {
-                                    use sea_orm::sqlx::Connection;
-                                    let options =
-                                        options.ok_or(sea_orm::sqlx::Error::PoolClosed)?;
-                                    let mut c =
-                                        sea_orm::sqlx::PgConnection::connect_with(&options).await?;
-                                    if check {
-                                        primary_only(&mut c).await?;
-                                    }
-                                    if !pooled {
-                                        session_bounds(&mut c, bound).await?;
-                                    }
-                                    Ok(c)
-                                }
-                            })
-                            .await)
-                    })
-                })
-            });
-        }
-        #[cfg(feature = "mysql")]
-        if mysql {
-            // One ping: after an error packet sqlx's MySQL stream still waits for that statement's
-            // result, so a second ping would only wait out the bound.
-            let fresh = url
-                .parse::<sea_orm::sqlx::mysql::MySqlConnectOptions>()
-                .ok()
-                .map(Arc::new);
-            let connect_timeout = self.connect_timeout;
-            let secret = pool_url.clone();
-            opt.map_sqlx_mysql_opts(move |o| {
-                let o = match &secret.password {
-                    Some(p) => o.password(p),
-                    None => o,
-                };
-                match &secret.ssl_key {
-                    Some(k) if PoolUrl::key_is_inline(k) => o.ssl_client_key_from_pem(k),
-                    Some(k) => o.ssl_client_key(k),
-                    None => o,
-                }
-            });
-            opt.map_sqlx_mysql_pool_opts(move |p| {
-                let fresh = fresh.clone();
-                p.after_connect(move |conn, _meta| Box::pin(mysql_session_bounds(conn, bound)))
-                    .after_release(move |conn, _meta| {
-                        let fresh = fresh.clone();
-                        Box::pin(async move {
-                            let drain =
-                                drained(conn, bound + DRAIN_SLACK, 1, MYSQL_LEFT_OPEN).await;
-                            Ok(drain == Drain::Reusable
-                                || replaced(conn, connect_timeout.min(bound), || {
-                                    let fresh = fresh.clone();
-                                    async move {
-                                        use sea_orm::sqlx::Connection;
-                                        let options =
-                                            fresh.ok_or(sea_orm::sqlx::Error::PoolClosed)?;
-                                        let mut c =
-                                            sea_orm::sqlx::MySqlConnection::connect_with(&options)
-                                                .await?;
-                                        mysql_session_bounds(&mut c, bound).await?;
-                                        Ok(c)
-                                    }
-                                })
-                                .await)
-                        })
-                    })
-            });
-        }
-        #[cfg(feature = "sqlite")]
-        if sqlite {
-            let busy = self.busy_timeout.unwrap_or(bound);
-            opt.map_sqlx_sqlite_opts(move |o| {
-                let o = o.busy_timeout(busy);
-                if memory {
-                    o
-                } else {
-                    o.journal_mode(sea_orm::sqlx::sqlite::SqliteJournalMode::Wal)
-                        .synchronous(sea_orm::sqlx::sqlite::SqliteSynchronous::Normal)
-                }
-            });
-            if !memory {
-                // SQLite rolls a transaction back by itself on some errors (SQLITE_FULL from a
-                // full disk, SQLITE_IOERR, SQLITE_NOMEM); the ROLLBACK sent when it is dropped
-                // then fails and sqlx keeps counting the connection as in a transaction. Reused,
-                // its next transaction would be a SAVEPOINT whose rollback leaves a real
-                // transaction open, and every statement after it on that connection would be
-                // answered but never committed. Such a connection is closed, not reused (an
-                // in-memory database lives in its only connection, so it is kept).
-                opt.map_sqlx_sqlite_pool_opts(|p| {
-                    p.before_acquire(|conn, _meta| {
-                        Box::pin(
-                            async move { Ok(!sea_orm::sqlx::Connection::is_in_transaction(conn)) },
-                        )
-                    })
-                });
-            }
-        }
-        #[cfg(feature = "sqlite")]
-        let connected = if sqlite && !memory {
-            crate::backend::sqlite::open::connect(opt, self.connect_timeout).await
-        } else {
-            Database::connect(opt).await
-        };
-        #[cfg(not(feature = "sqlite"))]
-        let connected = Database::connect(opt).await;
-        let db = match connected {
-            Ok(db) => db,
-            Err(cause) => {
-                return Err(
-                    match tls::diagnose(&url, &cause, self.connect_timeout).await {
-                        Some(problem) => tls_error(&url, problem, &cause),
-                        None if crate::error::is_not_primary(&cause) => StoreError::db_on(
-                            "connect",
-                            &table,
-                            hosts.addresses().first().map(String::as_str),
-                            cause,
-                        ),
-                        None => StoreError::Connect {
-                            url: redact(&url),
-                            cause: scrub_error(cause, &url),
-                        },
-                    },
-                );
-            }
-        };
-        #[cfg(feature = "postgres")]
-        let follower = primary.map(|p| {
-            let alive = Arc::new(());
-            p.follow(
-                db.get_postgres_connection_pool().clone(),
-                Arc::downgrade(&alive),
-            );
-            alive
-        });
-        let node = hosts.addresses().first().cloned();
-        let mut store = SeaOrmStore::from_connection(db, &table)
-            .await
-            .map_err(|e| match e {
-                StoreError::NotPrimary { op, cause, .. } => StoreError::NotPrimary {
-                    op,
-                    node: node.clone().unwrap_or_else(|| "the store's server".into()),
-                    cause,
-                },
-                other => other,
-            })?;
-        store.set_server_timeout(bound);
-        #[cfg(feature = "postgres")]
-        if pooled {
-            store.set_transaction_pooling(crate::backend::postgres::pooler::transaction_prelude(
-                bound,
-            ));
-        }
-        #[cfg(feature = "postgres")]
-        if let Some(direct) = doorbell_url.as_deref() {
-            store
-                .set_doorbell_url(direct)
-                .map_err(|problem| StoreError::BadUrl {
-                    url: redact(direct),
-                    problem,
-                })?;
-        }
-        if let (Some(node), false) = (node, hosts.several()) {
-            store.set_node(node);
-        }
-        store.detect_galera().await;
-        #[cfg(feature = "postgres")]
-        store.set_follower(follower);
+        let migrate = self.migrate;
+        let store = driver
+            .open(Opening {
+                builder: self,
+                url,
+                table: table.clone(),
+            })
+            .await?;
         match store.verify_schema().await {
             Ok(()) => {}
-            Err(StoreError::Schema { .. }) if self.migrate => {
+            Err(StoreError::Schema { .. }) if migrate => {
                 store
                     .create_table()
                     .await
@@ -622,35 +285,155 @@ impl StoreBuilder {
     }
 }
 
-/// How long [`StoreBuilder::connect`] may spend finding out whether a PostgreSQL URL goes
-/// through transaction pooling (at most the connect timeout).
-#[cfg(feature = "postgres")]
-const POOLER_CHECK: Duration = Duration::from_secs(2);
+/// What a driver opens a store from ([`crate::backend::Driver::open`]): the builder's settings,
+/// the URL (trimmed, its secrets checked) and the lease table's name.
+pub(crate) struct Opening {
+    /// The builder's settings.
+    pub(crate) builder: StoreBuilder,
+    /// The URL.
+    pub(crate) url: String,
+    /// The lease table.
+    pub(crate) table: String,
+}
 
-/// The driver's options of a PostgreSQL connection: without the statement cache through
-/// transaction pooling (a named statement would not be on the next transaction's server).
-/// The server bounds are set after connecting ([`session_bounds`]), not with the `options`
-/// startup parameter, which PgBouncer refuses (backend/postgres/pooler.rs).
-#[cfg(feature = "postgres")]
-fn pg_options(
-    pooled: bool,
-) -> impl Fn(sea_orm::sqlx::postgres::PgConnectOptions) -> sea_orm::sqlx::postgres::PgConnectOptions
-+ Clone
-+ Send
-+ Sync
-+ 'static {
-    move |o: sea_orm::sqlx::postgres::PgConnectOptions| {
-        if pooled {
-            o.statement_cache_capacity(0)
-        } else {
-            o
+impl Opening {
+    /// The servers of a URL that must name one.
+    ///
+    /// # Errors
+    /// [`StoreError::BadUrl`] when it names several.
+    pub(crate) fn one_host(&self, url: &str) -> Result<crate::HostList, StoreError> {
+        let hosts = crate::HostList::parse(url)?;
+        if hosts.several() {
+            return Err(StoreError::BadUrl {
+                url: redact(url),
+                problem: "several hosts are followed on PostgreSQL only; give a MySQL/MariaDB \
+                          store one server's URL"
+                    .into(),
+            });
         }
+        Ok(hosts)
+    }
+
+    /// Opens one connection to `url` outside any pool and closes it (see [`probe`]), so that an
+    /// unreachable server is an error at once.
+    ///
+    /// # Errors
+    /// [`StoreError::Connect`] or [`StoreError::Tls`].
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
+    pub(crate) async fn probe<O>(&self, url: &str) -> Result<(), StoreError>
+    where
+        O: sea_orm::sqlx::ConnectOptions,
+        O::Connection: Sized,
+    {
+        probe::<O>(url, self.builder.connect_timeout)
+            .await
+            .map_err(|cause| connect_error(url, cause))
+    }
+
+    /// The pool's options for `url` (its secrets set on the driver's options by the driver, from
+    /// the returned [`PoolUrl`]): `default_size` connections unless the builder says, one that
+    /// never expires for an in-memory database.
+    pub(crate) fn pool_options(
+        &self,
+        url: &str,
+        default_size: u32,
+        memory: bool,
+    ) -> (ConnectOptions, PoolUrl) {
+        // sea-orm records its options, URL included, in a `trace` span: it gets the URL without
+        // its secrets, which are set on the driver's options.
+        let pool_url = PoolUrl::split(url);
+        let mut opt = ConnectOptions::new(pool_url.url.clone());
+        opt.sqlx_logging(false)
+            .test_before_acquire(false)
+            .connect_timeout(self.builder.connect_timeout)
+            .acquire_timeout(self.builder.acquire_timeout);
+        if memory {
+            opt.max_connections(1)
+                .min_connections(1)
+                .idle_timeout(None)
+                .max_lifetime(None);
+        } else {
+            opt.max_connections(self.builder.max_connections.unwrap_or(default_size));
+        }
+        (opt, pool_url)
+    }
+
+    /// Opens the pool of `opt` (for `url`, whose servers are `hosts`).
+    ///
+    /// # Errors
+    /// [`StoreError::Tls`], [`StoreError::NotPrimary`] or [`StoreError::Connect`].
+    pub(crate) async fn pool(
+        &self,
+        opt: ConnectOptions,
+        url: &str,
+        hosts: &crate::HostList,
+    ) -> Result<DatabaseConnection, StoreError> {
+        self.opened(Database::connect(opt).await, url, hosts).await
+    }
+
+    /// The pool a driver opened its own way, or the error its open answered, judged as
+    /// [`Opening::pool`] judges it.
+    ///
+    /// # Errors
+    /// [`StoreError::Tls`], [`StoreError::NotPrimary`] or [`StoreError::Connect`].
+    pub(crate) async fn opened(
+        &self,
+        connected: Result<DatabaseConnection, sea_orm::DbErr>,
+        url: &str,
+        hosts: &crate::HostList,
+    ) -> Result<DatabaseConnection, StoreError> {
+        match connected {
+            Ok(db) => Ok(db),
+            Err(cause) => Err(
+                match tls::diagnose(url, &cause, self.builder.connect_timeout).await {
+                    Some(problem) => tls_error(url, problem, &cause),
+                    None if crate::error::is_not_primary(&cause) => StoreError::db_on(
+                        "connect",
+                        &self.table,
+                        hosts.addresses().first().map(String::as_str),
+                        cause,
+                    ),
+                    None => StoreError::Connect {
+                        url: redact(url),
+                        cause: scrub_error(cause, url),
+                    },
+                },
+            ),
+        }
+    }
+
+    /// The store on `db`, whose servers are `hosts`, with the builder's server bound.
+    ///
+    /// # Errors
+    /// As [`SeaOrmStore::from_connection`].
+    pub(crate) async fn store(
+        &self,
+        db: DatabaseConnection,
+        hosts: &crate::HostList,
+    ) -> Result<SeaOrmStore, StoreError> {
+        let node = hosts.addresses().first().cloned();
+        let mut store = SeaOrmStore::from_connection(db, &self.table)
+            .await
+            .map_err(|e| match e {
+                StoreError::NotPrimary { op, cause, .. } => StoreError::NotPrimary {
+                    op,
+                    node: node.clone().unwrap_or_else(|| "the store's server".into()),
+                    cause,
+                },
+                other => other,
+            })?;
+        store.set_server_timeout(self.builder.server_timeout);
+        if let (Some(node), false) = (node, hosts.several()) {
+            store.set_node(node);
+        }
+        Ok(store)
     }
 }
 
 /// The error for a failed connection: [`StoreError::Tls`] when TLS is what stood in the way,
 /// [`StoreError::Connect`] otherwise.
-fn connect_error(url: &str, cause: DbErr) -> StoreError {
+#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
+pub(crate) fn connect_error(url: &str, cause: DbErr) -> StoreError {
     match tls::problem(&cause) {
         Some(problem) => tls_error(url, problem, &cause),
         None => StoreError::Connect {
@@ -660,7 +443,7 @@ fn connect_error(url: &str, cause: DbErr) -> StoreError {
     }
 }
 
-fn tls_error(url: &str, problem: crate::TlsProblem, source: &DbErr) -> StoreError {
+pub(crate) fn tls_error(url: &str, problem: crate::TlsProblem, source: &DbErr) -> StoreError {
     StoreError::Tls {
         url: redact(url),
         problem,

@@ -22,11 +22,11 @@
 //! # Ok(()) }
 //! ```
 
-use sea_orm::{ConnectionTrait, DbBackend, DbErr, Statement};
+use sea_orm::{ConnectionTrait, DbErr, Statement};
 
-mod notify;
+use crate::backend::{Dialect, protocol_dialect};
 
-pub use notify::{
+pub use crate::backend::postgres::notify::{
     CHANGES_CHANNEL, change_notify_installed, drop_change_notify, ensure_change_notify,
     install_change_notify,
 };
@@ -59,20 +59,19 @@ async fn exec<C: ConnectionTrait>(conn: &C, sql: String) -> Result<(), DbErr> {
         .map(|_| ())
 }
 
-/// Runs a `CREATE ... IF NOT EXISTS` of `table`'s schema. PostgreSQL's `IF NOT EXISTS` is not
-/// safe against a concurrent first run (both see no table, the second fails on the catalog's
-/// unique key: "duplicate key value violates unique constraint pg_class_relname_nsp_index"), so
-/// there the statement runs in one simple query behind the table's migration advisory lock:
-/// the second run waits for the first to commit and then finds the table. MySQL and SQLite
-/// serialise DDL themselves.
+/// The SQL of the database `conn` talks to.
+fn dialect_of<C: ConnectionTrait>(conn: &C) -> &'static dyn Dialect {
+    protocol_dialect(conn.get_database_backend())
+}
+
+/// Runs a `CREATE ... IF NOT EXISTS` of `table`'s schema, safe against a concurrent first run
+/// ([`Dialect::serialised_create`]).
 pub(crate) async fn exec_create<C: ConnectionTrait>(
     conn: &C,
     table: &str,
     sql: String,
 ) -> Result<(), DbErr> {
-    if conn.get_database_backend() == DbBackend::Postgres {
-        let locked =
-            format!("SELECT pg_advisory_xact_lock(hashtext('leasehold_migrate:{table}'));\n{sql}");
+    if let Some(locked) = dialect_of(conn).serialised_create(table, &sql) {
         return conn.execute_unprepared(&locked).await.map(|_| ());
     }
     exec(conn, sql).await
@@ -100,12 +99,8 @@ pub async fn create_first_step_table<C: ConnectionTrait>(
     conn: &C,
     table: &str,
 ) -> Result<(), DbErr> {
-    let backend = conn.get_database_backend();
-    let id = match backend {
-        DbBackend::Postgres => "id BIGSERIAL PRIMARY KEY",
-        DbBackend::MySql => "id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY",
-        _ => "id INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT",
-    };
+    let dialect = dialect_of(conn);
+    let id = dialect.id_column();
     // The unique key is part of CREATE TABLE, so concurrent first runs cannot race on a
     // separate CREATE INDEX.
     let columns = format!(
@@ -113,45 +108,20 @@ pub async fn create_first_step_table<C: ConnectionTrait>(
          holder VARCHAR(255) NOT NULL, lease_end_time BIGINT NOT NULL, status SMALLINT NOT NULL, \
          version BIGINT NOT NULL, gmt_create BIGINT NOT NULL, gmt_modified BIGINT NOT NULL"
     );
-    let sql = if backend == DbBackend::MySql {
-        // The default collations compare case-insensitively ("Job" = "job") and pad with spaces
-        // ("job" = "job "): either would make two names one lease. A binary, no-pad collation on
-        // the table (inherited by its columns) keeps names exact, as on PostgreSQL and SQLite.
-        format!(
-            "CREATE TABLE IF NOT EXISTS {table} ({columns}, \
-             UNIQUE KEY uk_{table}_ns_name (namespace, lease_name)) \
-             ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = {}",
-            mysql_exact_collation(conn).await?
-        )
-    } else {
-        format!(
-            "CREATE TABLE IF NOT EXISTS {table} ({columns}, \
-             CONSTRAINT uk_{table}_ns_name UNIQUE (namespace, lease_name))"
-        )
-    };
+    let collation = exact_collation(conn).await?;
+    let sql = dialect.create_table(table, &columns, collation);
     exec_create(conn, table, sql).await
 }
 
-/// The binary no-pad collation of the server: MariaDB's `utf8mb4_nopad_bin`, MySQL 8's
-/// `utf8mb4_0900_bin`.
-pub(crate) async fn mysql_exact_collation<C: ConnectionTrait>(
-    conn: &C,
-) -> Result<&'static str, DbErr> {
-    let row = conn
-        .query_one_raw(Statement::from_string(
-            DbBackend::MySql,
-            "SELECT VERSION() AS v",
-        ))
-        .await?;
-    let version: String = row
-        .map(|r| r.try_get("", "v"))
-        .transpose()?
-        .unwrap_or_default();
-    Ok(if version.to_ascii_lowercase().contains("mariadb") {
-        "utf8mb4_nopad_bin"
-    } else {
-        "utf8mb4_0900_bin"
-    })
+/// The collation that keeps names exact on the server of `conn` ([`Dialect::exact_collation`];
+/// empty where the default does).
+pub(crate) async fn exact_collation<C: ConnectionTrait>(conn: &C) -> Result<&'static str, DbErr> {
+    let dialect = dialect_of(conn);
+    let Some(question) = dialect.collation_question() else {
+        return Ok(dialect.exact_collation(None));
+    };
+    let answer = conn.query_one_raw(question).await?;
+    Ok(dialect.exact_collation(answer.as_ref()))
 }
 
 /// Whether `table` has column `column`.
@@ -161,22 +131,8 @@ async fn has_column<C: ConnectionTrait>(
     column: &str,
 ) -> Result<bool, DbErr> {
     let backend = conn.get_database_backend();
-    let (sql, values): (&str, Vec<sea_orm::Value>) = match backend {
-        DbBackend::Postgres => (
-            "SELECT count(*)::bigint AS n FROM information_schema.columns \
-             WHERE table_schema = current_schema() AND table_name = $1 AND column_name = $2",
-            vec![table.into(), column.into()],
-        ),
-        DbBackend::MySql => (
-            "SELECT CAST(count(*) AS SIGNED) AS n FROM information_schema.columns \
-             WHERE table_schema = DATABASE() AND table_name = ? AND column_name = ?",
-            vec![table.into(), column.into()],
-        ),
-        _ => (
-            "SELECT count(*) AS n FROM pragma_table_info(?) WHERE name = ?",
-            vec![table.into(), column.into()],
-        ),
-    };
+    let sql = dialect_of(conn).has_column();
+    let values: Vec<sea_orm::Value> = vec![table.into(), column.into()];
     let row = conn
         .query_one_raw(Statement::from_sql_and_values(backend, sql, values))
         .await?;
@@ -190,7 +146,6 @@ async fn has_column<C: ConnectionTrait>(
 /// # Errors
 /// The database's error if a statement fails.
 pub async fn add_value_and_floor<C: ConnectionTrait>(conn: &C, table: &str) -> Result<(), DbErr> {
-    let backend = conn.get_database_backend();
     if !has_column(conn, table, "lease_value").await? {
         let added = exec(
             conn,
@@ -205,22 +160,7 @@ pub async fn add_value_and_floor<C: ConnectionTrait>(conn: &C, table: &str) -> R
         }
     }
     let floor = floor_table(table);
-    let (create, insert) = match backend {
-        DbBackend::MySql => (
-            format!(
-                "CREATE TABLE IF NOT EXISTS {floor} (id INT NOT NULL PRIMARY KEY, \
-                 version BIGINT NOT NULL) ENGINE = InnoDB"
-            ),
-            format!("INSERT IGNORE INTO {floor} (id, version) VALUES (1, 0)"),
-        ),
-        _ => (
-            format!(
-                "CREATE TABLE IF NOT EXISTS {floor} (id INTEGER NOT NULL PRIMARY KEY, \
-                 version BIGINT NOT NULL)"
-            ),
-            format!("INSERT INTO {floor} (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING"),
-        ),
-    };
+    let (create, insert) = dialect_of(conn).floor_table_ddl(&floor);
     exec_create(conn, table, create).await?;
     exec(conn, insert).await
 }
@@ -262,15 +202,13 @@ async fn fillfactor_and_owner<C: ConnectionTrait>(
     conn: &C,
     table: &str,
 ) -> Result<Option<(Option<u8>, bool)>, DbErr> {
-    if conn.get_database_backend() != DbBackend::Postgres {
+    let Some(sql) = dialect_of(conn).fillfactor_and_owner() else {
         return Ok(None);
-    }
+    };
     let row = conn
         .query_one_raw(Statement::from_sql_and_values(
-            DbBackend::Postgres,
-            "SELECT COALESCE(array_to_string(c.reloptions, ','), '') AS options, \
-             pg_has_role(c.relowner, 'USAGE') AS owner \
-             FROM pg_class c WHERE c.oid = to_regclass($1)",
+            conn.get_database_backend(),
+            sql,
             [table.into()],
         ))
         .await?;

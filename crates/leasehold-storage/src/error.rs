@@ -250,9 +250,6 @@ impl StoreError {
     /// [`StoreError::db`] for a store whose server is `node` (`host:port`), named by
     /// [`StoreError::NotPrimary`].
     pub(crate) fn db_on(op: &'static str, table: &str, node: Option<&str>, cause: DbErr) -> Self {
-        // A store following a PostgreSQL primary checks its server after any failure.
-        #[cfg(feature = "postgres")]
-        crate::backend::postgres::primary::note_trouble();
         match classify(&cause) {
             Kind::ReadOnly => Self::ReadOnly { op, cause },
             Kind::Full => Self::StorageFull { op, cause },
@@ -404,12 +401,6 @@ fn classify(e: &DbErr) -> Kind {
     } else {
         Kind::Other
     }
-}
-
-/// A URL with every secret it carries masked (see [`crate::redact_url`]).
-#[must_use]
-pub(crate) fn redact(url: &str) -> String {
-    crate::redact::redact_url(url)
 }
 
 #[cfg(test)]

@@ -20,9 +20,8 @@
 use std::ops::Deref;
 
 use leasehold_core::{FencingToken, HolderId, LeaseKey};
-use sea_orm::{ConnectionTrait, DatabaseTransaction, SqliteTransactionMode, TransactionOptions};
+use sea_orm::{ConnectionTrait, DatabaseTransaction};
 
-use crate::Backend;
 use crate::{SeaOrmStore, StoreError};
 
 /// A transaction that began while the tenure it names was live. Run statements on it (it derefs
@@ -50,10 +49,10 @@ impl FencedTransaction {
     /// # Errors
     /// The database's error.
     pub async fn commit(self) -> Result<(), StoreError> {
-        self.txn
-            .commit()
-            .await
-            .map_err(|cause| StoreError::db("fenced commit", "", cause))
+        self.txn.commit().await.map_err(|cause| {
+            crate::retry::note_trouble();
+            StoreError::db("fenced commit", "", cause)
+        })
     }
 
     /// Rolls the transaction back.
@@ -116,11 +115,7 @@ impl SeaOrmStore {
         token: FencingToken,
     ) -> Result<Option<FencedTransaction>, StoreError> {
         let op = "begin_fenced";
-        let options = TransactionOptions {
-            sqlite_transaction_mode: (self.sql.backend == Backend::Sqlite)
-                .then_some(SqliteTransactionMode::Immediate),
-            ..TransactionOptions::default()
-        };
+        let options = self.sql.driver().fenced_transaction();
         let turn = match &self.gate {
             Some(gate) => {
                 let turn = gate.enter(self.server_timeout()).await;

@@ -87,7 +87,7 @@ impl SeaOrmStore {
                 .into_iter()
                 .next(),
             GrantAnswer::ReadBack => {
-                tracing::trace!("{op}: {}", stmt.sql);
+                tracing::trace!(op, sql = %stmt.sql, "statement");
                 let r = self
                     .written(op, || self.upsert_in_transaction(stmt.clone(), key))
                     .await;

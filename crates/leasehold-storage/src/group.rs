@@ -35,7 +35,7 @@ use leasehold_core::{
 };
 use sea_orm::{DbErr, QueryResult, Statement};
 
-use crate::{Backend, Grant, LeaseStore, SeaOrmStore, StoreError, TenureRef};
+use crate::{Grant, LeaseStore, SeaOrmStore, StoreError, TenureRef};
 
 /// Items per grant transaction (MySQL binds five values per item).
 pub(crate) const GRANT_CHUNK: usize = 1_000;
@@ -206,9 +206,8 @@ impl SeaOrmStore {
     }
 
     /// One chunk of grants (indices into `keys`, each key once), a deadlock victim retried
-    /// whole: on PostgreSQL one statement (its own transaction), elsewhere a transaction of
-    /// several (`backend/<database>/group.rs`). The statements that depend on nothing read are
-    /// built once, before the first attempt.
+    /// whole: one statement or one transaction of several, by the driver
+    /// (`backend/<database>/group.rs`).
     async fn grant_chunk(
         &self,
         holder: &HolderId,
@@ -217,27 +216,10 @@ impl SeaOrmStore {
         term: Term,
         value: Option<&LeaseValue>,
     ) -> Result<Vec<(usize, Decided)>, StoreError> {
-        let decided = match self.sql.backend {
-            Backend::Postgres => {
-                let stmt = self.sql.pg_grant_batch(holder, keys, chunk, term, value)?;
-                self.written(OP, || self.grant_pg(&stmt, keys, chunk)).await
-            }
-            Backend::Sqlite => {
-                let grant = self
-                    .sql
-                    .sqlite_grant_batch(holder, keys, chunk, term, value)?;
-                let read = self.sql.sqlite_grant_read(keys, chunk)?;
-                self.written(OP, || self.grant_sqlite((&grant, &read), keys, chunk))
-                    .await
-            }
-            Backend::MySql | Backend::MariaDb => {
-                self.written(OP, || {
-                    self.grant_mysql_chunk(holder, keys, chunk, term, value)
-                })
-                .await
-            }
-        };
-        self.settled(OP, decided).await
+        self.sql
+            .driver()
+            .grant_chunk(self, holder, keys, chunk, term, value)
+            .await
     }
 }
 
@@ -266,7 +248,7 @@ impl SeaOrmStore {
         for (i, it) in items.iter().enumerate() {
             out.push(if released.contains(&i) {
                 Ok(ReleaseOutcome::Released)
-            } else if self.sql.backend == Backend::Sqlite {
+            } else if self.sql.driver().batch_sees_every_row() {
                 Ok(ReleaseOutcome::NotHeld)
             } else {
                 // Not live, or its row was locked by another session: alone, bounded by the
@@ -277,35 +259,23 @@ impl SeaOrmStore {
         Ok(out)
     }
 
-    /// One statement (PostgreSQL, SQLite) or transaction (MySQL) over `chunk`, a deadlock
-    /// victim retried whole: the indices of the items it released.
+    /// One statement or transaction over `chunk`, by the driver, a deadlock victim retried
+    /// whole: the indices of the items it released.
     async fn release_chunk(
         &self,
         holder: &HolderId,
         items: &[TenureRef],
         chunk: &[usize],
     ) -> Result<Vec<usize>, StoreError> {
-        let stmt = match self.sql.backend {
-            Backend::Postgres => self.sql.pg_release_batch(holder, items, chunk)?,
-            Backend::Sqlite => self.sql.sqlite_release_batch(holder, items, chunk)?,
-            Backend::MySql | Backend::MariaDb => {
-                let released = self
-                    .written(RELEASE_OP, || {
-                        self.release_chunk_mysql(holder, items, chunk)
-                    })
-                    .await;
-                return self.settled(RELEASE_OP, released).await;
-            }
-        };
-        let released = self
-            .written(RELEASE_OP, || self.released(&stmt, items, chunk))
-            .await;
-        self.settled(RELEASE_OP, released).await
+        self.sql
+            .driver()
+            .release_chunk(self, holder, items, chunk)
+            .await
     }
 
     /// Sends a release statement answering `RETURNING namespace, lease_name, version`: the
     /// indices of the items of `chunk` it released.
-    async fn released(
+    pub(crate) async fn released(
         &self,
         stmt: &Statement,
         items: &[TenureRef],

@@ -7,7 +7,7 @@
 //! the backend's rule (PostgreSQL: the one that accepts writes, followed across failovers).
 
 use crate::StoreError;
-use crate::error::redact;
+use crate::redact::redact_url as redact;
 
 /// A database URL split into one URL per server, in the order the URL names them.
 #[derive(Clone, PartialEq, Eq)]

@@ -17,129 +17,29 @@
 //! statement and lock bounds.
 
 use leasehold_core::{Namespace, Term};
-use sea_orm::{ConnectionTrait, DbErr, TransactionOptions};
+use sea_orm::DbErr;
 
-use crate::Backend;
 use crate::{SeaOrmStore, StoreError};
 
 /// Rows deleted per purge transaction: a grant waits for one chunk at most.
 pub(crate) const PURGE_CHUNK: usize = 1_000;
 
-const OP: &str = "purge";
-
 impl SeaOrmStore {
-    /// `purge`: see the module docs.
+    /// `purge`: see the module docs; each database's transactions are its driver's.
     pub(crate) async fn purge_rows(
         &self,
         namespace: Option<&Namespace>,
         age: Term,
     ) -> Result<u64, StoreError> {
-        match self.sql.backend {
-            Backend::Postgres => {
-                let mut n = 0;
-                loop {
-                    let chunk = self
-                        .written(OP, || self.purge_pg_chunk(namespace, age))
-                        .await
-                        .map_err(self.err(OP))?;
-                    n += chunk;
-                    if chunk < PURGE_CHUNK as u64 {
-                        return Ok(n);
-                    }
-                }
-            }
-            Backend::Sqlite => self
-                .written(OP, || self.purge_sqlite(namespace, age))
-                .await
-                .map_err(self.err(OP)),
-            Backend::MySql | Backend::MariaDb => {
-                // A read that locks nothing finds the candidates; each chunk is checked again
-                // under its locks.
-                let ids = self
-                    .candidate_ids(OP, self.sql.mysql_purge_candidates(namespace, age))
-                    .await?;
-                let mut n = 0;
-                for chunk in ids.chunks(PURGE_CHUNK) {
-                    let purged = self
-                        .written(OP, || self.purge_mysql_chunk(age, chunk))
-                        .await;
-                    n += self.settled(OP, purged).await?;
-                }
-                Ok(n)
-            }
-        }
+        self.sql.driver().purge(self, namespace, age).await
     }
+}
 
-    async fn purge_pg_chunk(&self, namespace: Option<&Namespace>, age: Term) -> Result<u64, DbErr> {
-        let txn = self.begin_whole(TransactionOptions::default()).await?;
-        txn.execute_raw(self.sql.pg_lock_floor()).await?;
-        let row = txn
-            .query_one_raw(self.sql.pg_purge_chunk(namespace, age, PURGE_CHUNK))
-            .await?
-            .ok_or_else(|| DbErr::Custom("purge: no row".into()))?;
-        let n: i64 = row.try_get("", "n")?;
-        let floors: i64 = row.try_get("", "floors")?;
-        if floors != 1 {
-            // Without the floor row a purge would reset tokens: delete nothing.
-            return Err(DbErr::Custom(format!(
-                "the token floor table {} has no row 1: run `leasehold migrate`",
-                self.sql.floor_table()
-            )));
-        }
-        txn.commit().await?;
-        Ok(u64::try_from(n).unwrap_or(0))
-    }
-
-    async fn purge_sqlite(&self, namespace: Option<&Namespace>, age: Term) -> Result<u64, DbErr> {
-        let txn = self.begin_whole(TransactionOptions::default()).await?;
-        let raised = txn
-            .execute_raw(self.sql.sqlite_raise_floor(namespace, age))
-            .await?
-            .rows_affected();
-        if raised != 1 {
-            return Err(DbErr::Custom(format!(
-                "the token floor table {} has no row 1: run `leasehold migrate`",
-                self.sql.floor_table()
-            )));
-        }
-        let n = txn
-            .execute_raw(self.sql.sqlite_purge(namespace, age))
-            .await?
-            .rows_affected();
-        txn.commit().await?;
-        Ok(n)
-    }
-
-    async fn purge_mysql_chunk(&self, age: Term, ids: &[i64]) -> Result<u64, DbErr> {
-        let txn = self.begin_whole(TransactionOptions::default()).await?;
-        if txn
-            .query_one_raw(self.sql.mysql_lock_floor())
-            .await?
-            .is_none()
-        {
-            return Err(DbErr::Custom(format!(
-                "the token floor table {} has no row 1: run `leasehold migrate`",
-                self.sql.floor_table()
-            )));
-        }
-        let mut locked = Vec::with_capacity(ids.len());
-        let mut top = 0_i64;
-        for row in txn
-            .query_all_raw(self.sql.mysql_lock_purgeable(age, ids))
-            .await?
-        {
-            locked.push(row.try_get::<i64>("", "id")?);
-            top = top.max(row.try_get::<i64>("", "version")?);
-        }
-        if locked.is_empty() {
-            return Ok(0);
-        }
-        txn.execute_raw(self.sql.mysql_raise_floor(top)).await?;
-        let n = txn
-            .execute_raw(self.sql.mysql_delete_ids(&locked))
-            .await?
-            .rows_affected();
-        txn.commit().await?;
-        Ok(n)
-    }
+/// The error of a purge that found no token floor row: without it a purge would reset tokens,
+/// so it deletes nothing.
+pub(crate) fn no_floor(store: &SeaOrmStore) -> DbErr {
+    DbErr::Custom(format!(
+        "the token floor table {} has no row 1: run `leasehold migrate`",
+        store.sql.floor_table()
+    ))
 }

@@ -217,6 +217,7 @@ impl PoolUrl {
 impl PoolUrl {
     /// Whether the client key is PEM text rather than a path, by the driver's own rule (sqlx's
     /// `CertificateInput`: trimmed, it begins `-----BEGIN` and ends `-----`).
+    #[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
     pub(crate) fn key_is_inline(key: &str) -> bool {
         let key = key.trim();
         key.starts_with("-----BEGIN") && key.ends_with("-----")

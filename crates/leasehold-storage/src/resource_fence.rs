@@ -21,7 +21,7 @@
 use std::sync::{Arc, OnceLock};
 
 use leasehold_core::{FenceOutcome, FencingToken, ValidationError};
-use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, DbErr, Statement, Value};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr, Statement, Value};
 
 use crate::Backend;
 use crate::error::DriverText;
@@ -162,12 +162,11 @@ impl Fence {
         };
         let columns = "resource VARCHAR(255) NOT NULL PRIMARY KEY, token BIGINT NOT NULL, \
                        updated_at BIGINT NOT NULL";
-        let sql = if self.conn.get_database_backend() == DbBackend::MySql {
+        let dialect = self.backend_of(&self.conn).await.map_err(db)?.dialect();
+        let sql = if dialect.needs_exact_collation() {
             // A binary, no-pad collation keeps resource names exact ("Ledger" is not "ledger"),
             // as they are on PostgreSQL and SQLite.
-            let collation = crate::ddl::mysql_exact_collation(&self.conn)
-                .await
-                .map_err(db)?;
+            let collation = crate::ddl::exact_collation(&self.conn).await.map_err(db)?;
             format!(
                 "CREATE TABLE IF NOT EXISTS {table} ({columns}) \
                  ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = {collation}"
@@ -218,13 +217,12 @@ impl Fence {
         };
         let backend = self.backend_of(txn).await.map_err(db)?;
         let values = vec![Value::from(resource), Value::from(token.get())];
-        let (upsert, read_back) = upsert(backend, &table);
+        let (upsert, read_back) = backend.dialect().fence_upsert(&table);
         let statement = Statement::from_sql_and_values(txn.get_database_backend(), upsert, values);
-        let row = if read_back {
+        let row = if let Some(read) = read_back {
             txn.execute_raw(statement).await.map_err(db)?;
-            let read = format!("SELECT token FROM {table} WHERE resource = ?");
             txn.query_one_raw(Statement::from_sql_and_values(
-                DbBackend::MySql,
+                txn.get_database_backend(),
                 read,
                 [Value::from(resource)],
             ))
@@ -256,30 +254,13 @@ impl Fence {
         }
     }
 
-    /// The SQL flavour, asked of the server once (MariaDB or Oracle MySQL decides whether the
-    /// upsert can return the row).
+    /// The database, asked of the server once where its protocol does not tell
+    /// ([`crate::backend::detect`], as a store does): whether the upsert can return the row.
     async fn backend_of<C: ConnectionTrait>(&self, conn: &C) -> Result<Backend, DbErr> {
         if let Some(b) = self.backend.get() {
             return Ok(*b);
         }
-        let backend = match conn.get_database_backend() {
-            DbBackend::Postgres => Backend::Postgres,
-            DbBackend::Sqlite => Backend::Sqlite,
-            _ => {
-                let row = conn
-                    .query_one_raw(crate::backend::mysql::session::mysql_version())
-                    .await?;
-                let version: String = row
-                    .map(|r| r.try_get("", "v"))
-                    .transpose()?
-                    .unwrap_or_default();
-                if version.to_ascii_lowercase().contains("mariadb") {
-                    Backend::MariaDb
-                } else {
-                    Backend::MySql
-                }
-            }
-        };
+        let backend = crate::backend::detect(conn).await?;
         Ok(*self.backend.get_or_init(|| backend))
     }
 }
@@ -302,53 +283,6 @@ fn check_resource(resource: &str) -> Result<(), ValidationError> {
         return Err(ValidationError::ContainsNul { field });
     }
     Ok(())
-}
-
-/// The upsert for `backend` on `table`, taking the resource and the token, and whether its row
-/// must be read back (Oracle MySQL). The stored token becomes the greater of the two, so the
-/// row the statement leaves answers the question; `updated_at` moves only when the caller's
-/// token is admitted.
-fn upsert(backend: Backend, table: &str) -> (String, bool) {
-    let now = backend.dialect().now();
-    match backend {
-        Backend::Postgres => (
-            format!(
-                "INSERT INTO {table} AS f (resource, token, updated_at) VALUES ($1, $2, {now}) \
-                 ON CONFLICT (resource) DO UPDATE SET \
-                 token = GREATEST(f.token, EXCLUDED.token), \
-                 updated_at = CASE WHEN f.token <= EXCLUDED.token THEN EXCLUDED.updated_at \
-                 ELSE f.updated_at END \
-                 RETURNING token"
-            ),
-            false,
-        ),
-        Backend::Sqlite => (
-            format!(
-                "INSERT INTO {table} (resource, token, updated_at) VALUES (?, ?, {now}) \
-                 ON CONFLICT (resource) DO UPDATE SET \
-                 token = max(token, excluded.token), \
-                 updated_at = CASE WHEN token <= excluded.token THEN excluded.updated_at \
-                 ELSE updated_at END \
-                 RETURNING token"
-            ),
-            false,
-        ),
-        // MySQL assigns left to right, each expression seeing the earlier assignments:
-        // `updated_at` is decided from the old token, before `token` changes.
-        Backend::MariaDb | Backend::MySql => {
-            let returning = backend == Backend::MariaDb;
-            (
-                format!(
-                    "INSERT INTO {table} (resource, token, updated_at) VALUES (?, ?, {now}) \
-                     ON DUPLICATE KEY UPDATE \
-                     updated_at = IF(token <= VALUES(token), VALUES(updated_at), updated_at), \
-                     token = GREATEST(token, VALUES(token)){}",
-                    if returning { " RETURNING token" } else { "" }
-                ),
-                !returning,
-            )
-        }
-    }
 }
 
 #[cfg(test)]

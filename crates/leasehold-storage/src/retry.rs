@@ -53,12 +53,16 @@ pub(crate) async fn begin_whole(
             None => begin.await,
         }
     });
-    match begun.await {
+    let begun = match begun.await {
         Ok(begun) => begun,
         Err(e) => Err(sea_orm::DbErr::Custom(format!(
             "the begin's task ended: {e}"
         ))),
+    };
+    if begun.is_err() {
+        note_trouble();
     }
+    begun
 }
 
 /// How often a statement chosen as a deadlock victim is retried. InnoDB picks a victim when
@@ -86,13 +90,28 @@ where
     loop {
         match watched(attempt()).await {
             Err(e) if is_deadlock(&e) && retries < DEADLOCK_RETRIES => {
-                tracing::debug!("{op}: deadlock victim, retrying (attempt {})", retries + 1);
+                tracing::debug!(op, attempt = retries + 1, "deadlock victim, retrying");
                 tokio::time::sleep(Duration::from_millis(1 << retries.min(3))).await;
                 retries += 1;
             }
             other => return other,
         }
     }
+}
+
+/// How many times a store's statements failed or were refused a connection (any store of this
+/// process): a follower of a primary checks its server when it grows.
+static TROUBLE: AtomicU64 = AtomicU64::new(0);
+
+/// Notes a failed statement or a refused connection ([`troubles`]).
+pub(crate) fn note_trouble() {
+    TROUBLE.fetch_add(1, Ordering::Relaxed);
+}
+
+/// How many failures [`note_trouble`] noted so far.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+pub(crate) fn troubles() -> u64 {
+    TROUBLE.load(Ordering::Relaxed)
 }
 
 /// How long after a statement was abandoned returned connections are drained before reuse.
@@ -194,7 +213,7 @@ impl crate::SeaOrmStore {
         op: &'static str,
         stmt: Statement,
     ) -> Result<Option<QueryResult>, StoreError> {
-        tracing::trace!("{op}: {}", stmt.sql);
+        tracing::trace!(op, sql = %stmt.sql, "statement");
         match retry_deadlocks(op, || self.one_raw(stmt.clone())).await {
             Ok(row) => Ok(row),
             Err(e) => Err(self.judged(op, e).await),
@@ -207,7 +226,7 @@ impl crate::SeaOrmStore {
         op: &'static str,
         stmt: Statement,
     ) -> Result<Vec<QueryResult>, StoreError> {
-        tracing::trace!("{op}: {}", stmt.sql);
+        tracing::trace!(op, sql = %stmt.sql, "statement");
         match retry_deadlocks(op, || self.all_raw(stmt.clone())).await {
             Ok(rows) => Ok(rows),
             Err(e) => Err(self.judged(op, e).await),
@@ -221,7 +240,7 @@ impl crate::SeaOrmStore {
         op: &'static str,
         stmt: Statement,
     ) -> Result<Vec<QueryResult>, StoreError> {
-        tracing::trace!("{op}: {}", stmt.sql);
+        tracing::trace!(op, sql = %stmt.sql, "statement");
         match self.written(op, || self.all_raw(stmt.clone())).await {
             Ok(rows) => Ok(rows),
             Err(e) => Err(self.judged(op, e).await),
@@ -235,7 +254,7 @@ impl crate::SeaOrmStore {
         op: &'static str,
         stmt: Statement,
     ) -> Result<u64, StoreError> {
-        tracing::trace!("{op}: {}", stmt.sql);
+        tracing::trace!(op, sql = %stmt.sql, "statement");
         match self.written(op, || self.exec_raw(stmt.clone())).await {
             Ok(r) => Ok(r),
             Err(e) => Err(self.judged(op, e).await),

@@ -32,7 +32,7 @@ pub(crate) async fn problems(store: &SeaOrmStore) -> Result<Vec<String>, DbErr> 
             "no unique key on exactly (namespace, lease_name) (unique keys: {keys:?}): two holders could both be granted one name"
         ));
     }
-    let mysql = store.sql.backend.is_mysql();
+    let exact_names = store.sql.dialect().needs_exact_collation();
     for row in store.catalog(store.sql.catalog_columns()).await? {
         let name: String = row.try_get("", "name")?;
         let ty: String = row.try_get::<String>("", "type")?.to_ascii_lowercase();
@@ -48,7 +48,7 @@ pub(crate) async fn problems(store: &SeaOrmStore) -> Result<Vec<String>, DbErr> 
             }
             let exact = collation.ends_with("_bin")
                 && (collation.contains("nopad") || collation.contains("0900"));
-            if mysql && !exact {
+            if exact_names && !exact {
                 out.push(format!(
                     "column {name} has collation {collation:?}, expected a binary no-pad one \
                      (utf8mb4_nopad_bin on MariaDB, utf8mb4_0900_bin on MySQL 8): otherwise \
@@ -79,38 +79,9 @@ pub(crate) async fn before_step_two(store: &SeaOrmStore) -> Result<Option<String
 }
 
 impl SeaOrmStore {
-    /// The rows of a catalog query about the lease table.
-    ///
-    /// MySQL/MariaDB get it as a simple text query, its one parameter (the table's name)
-    /// inlined as a string literal, not as a prepared statement: MariaDB 10.11 crashed (signal
-    /// 11, freeing the query's internal temporary table) executing the prepared
-    /// `information_schema` query while other sessions created tables. It runs once per
-    /// connect, so preparing it saves nothing.
+    /// The rows of a catalog query about the lease table, as its driver sends them.
     async fn catalog(&self, stmt: Statement) -> Result<Vec<QueryResult>, DbErr> {
-        #[cfg(feature = "mysql")]
-        if self.sql.backend.is_mysql()
-            && let Some(values) = &stmt.values
-        {
-            use sea_orm::sqlx;
-            let name = match values.0.as_slice() {
-                [sea_orm::Value::String(Some(name))] => {
-                    name.replace('\\', "\\\\").replace('\'', "''")
-                }
-                other => {
-                    return Err(DbErr::Custom(format!(
-                        "a catalog query takes the table's name, not {other:?}"
-                    )));
-                }
-            };
-            let text = stmt.sql.replacen('?', &format!("'{name}'"), 1);
-            let pool = self.connection().get_mysql_connection_pool();
-            let rows = sqlx::raw_sql(sqlx::AssertSqlSafe(text))
-                .fetch_all(pool)
-                .await
-                .map_err(|e| DbErr::Query(sea_orm::RuntimeErr::SqlxError(e.into())))?;
-            return Ok(rows.into_iter().map(QueryResult::from).collect());
-        }
-        self.all_raw(stmt).await
+        self.sql.driver().catalog(self, stmt).await
     }
 
     /// Checks that the lease table exists with what leasehold's guarantees depend on: its

@@ -11,15 +11,11 @@ use leasehold_core::{
     AcquireOutcome, DbInstant, FencingToken, HolderId, LeaseKey, LeaseRecord, LeaseValue,
     Namespace, ReleaseOutcome, RenewOutcome, SetValueOutcome, Term,
 };
-use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, DbErr, QueryResult, Statement};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr, QueryResult, Statement};
 
 use crate::backend::Backend;
 use crate::sql::Sql;
 use crate::{AdminStore, AllOutcome, BatchRenewal, Grant, LeaseStore, StoreError, TenureRef};
-
-/// Rows per batched renewal statement on MySQL (three placeholders each, far below the 65,535
-/// placeholder limit). SQLite and PostgreSQL take every item in one statement.
-pub(crate) const MYSQL_RENEW_CHUNK: usize = 5_000;
 
 /// A [`LeaseStore`] on a SeaORM connection. Build one with [`crate::StoreBuilder`], or from an
 /// existing connection with [`SeaOrmStore::from_connection`].
@@ -27,28 +23,26 @@ pub(crate) const MYSQL_RENEW_CHUNK: usize = 5_000;
 pub struct SeaOrmStore {
     pub(crate) db: DatabaseConnection,
     table: String,
-    backend: Backend,
     pub(crate) sql: Sql,
     server_timeout: Option<Duration>,
-    /// MySQL: the ids of the rows it renewed lately (`row_ids.rs`).
+    /// The ids of the rows it renewed lately, where batches go by row id (`row_ids.rs`).
     pub(crate) row_ids: std::sync::Arc<crate::row_ids::RowIds>,
-    /// PostgreSQL with several hosts: keeps the task that follows the primary running while any
-    /// clone of the store lives (`backend/postgres/primary.rs`). Only held, never read.
-    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    /// A URL of several servers: keeps the task that follows the primary running while any
+    /// clone of the store lives. Only held, never read.
+    #[allow(dead_code)]
     follower: Option<std::sync::Arc<()>>,
     /// The server's `host:port` when the store was opened from a URL, for errors that name it.
     pub(crate) node: Option<String>,
-    /// The server is a MariaDB Galera node (`@@wsrep_on`), whose refusals outside the primary
-    /// component are told apart from lock waits ([`SeaOrmStore::judged`];
-    /// `backend/mysql/galera.rs`).
+    /// The server is a cluster node (`backend/mysql/galera.rs`), whose refusals outside the
+    /// primary component are told apart from lock waits ([`SeaOrmStore::judged`]).
     pub(crate) galera: bool,
-    /// On a SQLite file: the gate its writers in this process pass one at a time, in arrival
-    /// order, shared with every store of the process on that file (`backend/sqlite/gate.rs`).
+    /// The gate its writers in this process pass one at a time, in arrival order, shared with
+    /// every store of the process on that database ([`crate::backend::Driver::write_gate`]).
     pub(crate) gate: Option<std::sync::Arc<crate::backend::sqlite::gate::WriteGate>>,
-    /// PostgreSQL through transaction pooling: what opens each of the store's transactions
+    /// Through transaction pooling: what opens each of the store's transactions
     /// (`backend/postgres/pooler.rs`); every statement then runs in a transaction of its own.
     pooled: Option<std::sync::Arc<str>>,
-    /// PostgreSQL: the URL of the doorbell's `LISTEN` connection, past the pooler
+    /// The URL of the doorbell's own connection, past the pooler
     /// ([`crate::StoreBuilder::doorbell_url`]).
     pub(crate) doorbell_url: Option<std::sync::Arc<str>>,
     /// A known bug put back (tests of the history checker only: the cargo feature
@@ -73,33 +67,14 @@ impl SeaOrmStore {
     /// [`StoreError::Misconfigured`] on a Galera node whose connection's `wsrep_sync_wait` is
     /// not 7 (or more).
     pub async fn from_connection(db: DatabaseConnection, table: &str) -> Result<Self, StoreError> {
-        let backend = match db.get_database_backend() {
-            DbBackend::Postgres => Backend::Postgres,
-            DbBackend::Sqlite => Backend::Sqlite,
-            _ => {
-                let row = db
-                    .query_one_raw(crate::backend::mysql::session::mysql_version())
-                    .await
-                    .map_err(|e| StoreError::Database {
-                        op: "connect",
-                        cause: e,
-                    })?;
-                let version: String = match row {
-                    Some(r) => r.try_get("", "v").unwrap_or_default(),
-                    None => String::new(),
-                };
-                if version.to_ascii_lowercase().contains("mariadb") {
-                    Backend::MariaDb
-                } else {
-                    Backend::MySql
-                }
-            }
-        };
+        let backend = crate::backend::detect(&db)
+            .await
+            .map_err(|e| StoreError::Database {
+                op: "connect",
+                cause: e,
+            })?;
         let mut store = Self::with_backend(db, table, backend);
-        store.detect_galera().await;
-        if store.galera {
-            store.check_causality_wait().await?;
-        }
+        backend.driver().adopted(&mut store).await?;
         Ok(store)
     }
 
@@ -107,14 +82,11 @@ impl SeaOrmStore {
     /// path on MariaDB).
     #[must_use]
     pub fn with_backend(db: DatabaseConnection, table: &str, backend: Backend) -> Self {
-        let gate = (backend == Backend::Sqlite)
-            .then(|| crate::backend::sqlite::gate::WriteGate::of(&db))
-            .flatten();
+        let gate = backend.driver().write_gate(&db);
         Self {
             sql: Sql::new(backend, table),
             db,
             table: table.to_owned(),
-            backend,
             server_timeout: None,
             row_ids: std::sync::Arc::default(),
             follower: None,
@@ -150,28 +122,22 @@ impl SeaOrmStore {
     }
 
     /// Keeps the primary's follower running while the store lives.
-    #[cfg(feature = "postgres")]
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) fn set_follower(&mut self, follower: Option<std::sync::Arc<()>>) {
         self.follower = follower;
     }
 
-    /// Runs every statement in a transaction of its own opened by `prelude` (PostgreSQL through
-    /// transaction pooling, `backend/postgres/pooler.rs`).
-    #[cfg(feature = "postgres")]
+    /// Runs every statement in a transaction of its own opened by `prelude` (through
+    /// transaction pooling, [`crate::backend::Driver::in_own_transaction`]).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) fn set_transaction_pooling(&mut self, prelude: String) {
         self.pooled = Some(prelude.into());
     }
 
-    /// Gives the doorbell's `LISTEN` connection its own URL.
-    ///
-    /// # Errors
-    /// What is wrong with `url`, when it is not a PostgreSQL URL the driver reads.
-    #[cfg(feature = "postgres")]
-    pub(crate) fn set_doorbell_url(&mut self, url: &str) -> Result<(), String> {
-        url.parse::<sea_orm::sqlx::postgres::PgConnectOptions>()
-            .map_err(|e| format!("the doorbell's URL: {e}"))?;
+    /// Gives the doorbell's own connection its own URL (checked by the driver).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) fn set_doorbell_url(&mut self, url: &str) {
         self.doorbell_url = Some(url.into());
-        Ok(())
     }
 
     /// Whether the store reaches PostgreSQL through transaction pooling
@@ -220,16 +186,12 @@ impl SeaOrmStore {
     pub(crate) async fn all_raw(&self, stmt: Statement) -> Result<Vec<QueryResult>, DbErr> {
         match &self.pooled {
             None => self.db.query_all_raw(stmt).await,
-            #[cfg(feature = "postgres")]
-            Some(prelude) => crate::backend::postgres::pooler::in_own_transaction(
-                self.db.get_postgres_connection_pool(),
-                prelude,
-                stmt,
-            )
-            .await
-            .map(|(rows, _)| rows),
-            #[cfg(not(feature = "postgres"))]
-            Some(_) => self.db.query_all_raw(stmt).await,
+            Some(prelude) => self
+                .sql
+                .driver()
+                .in_own_transaction(&self.db, prelude, stmt)
+                .await
+                .map(|(rows, _)| rows),
         }
     }
 
@@ -246,16 +208,12 @@ impl SeaOrmStore {
     pub(crate) async fn exec_raw(&self, stmt: Statement) -> Result<u64, DbErr> {
         match &self.pooled {
             None => Ok(self.db.execute_raw(stmt).await?.rows_affected()),
-            #[cfg(feature = "postgres")]
-            Some(prelude) => crate::backend::postgres::pooler::in_own_transaction(
-                self.db.get_postgres_connection_pool(),
-                prelude,
-                stmt,
-            )
-            .await
-            .map(|(_, done)| done),
-            #[cfg(not(feature = "postgres"))]
-            Some(_) => Ok(self.db.execute_raw(stmt).await?.rows_affected()),
+            Some(prelude) => self
+                .sql
+                .driver()
+                .in_own_transaction(&self.db, prelude, stmt)
+                .await
+                .map(|(_, done)| done),
         }
     }
 
@@ -272,7 +230,7 @@ impl SeaOrmStore {
     /// database, for example one of another role.
     #[must_use]
     pub fn on_connection(&self, db: DatabaseConnection) -> Self {
-        let mut s = Self::with_backend(db, &self.table, self.backend);
+        let mut s = Self::with_backend(db, &self.table, self.backend());
         s.server_timeout = self.server_timeout;
         s.pooled = self.pooled.clone();
         s
@@ -290,7 +248,7 @@ impl SeaOrmStore {
     /// The backend in use.
     #[must_use]
     pub fn backend(&self) -> Backend {
-        self.backend
+        self.sql.driver().backend()
     }
 
     /// The database's clock in milliseconds since the epoch as an SQL expression, the one every
@@ -335,7 +293,7 @@ impl SeaOrmStore {
     /// ```
     #[must_use]
     pub fn notify_in_statements(mut self, on: bool) -> Self {
-        self.sql = Sql::notifying(self.backend, &self.table, on);
+        self.sql = Sql::notifying(self.backend(), &self.table, on);
         self
     }
 
@@ -412,8 +370,14 @@ impl SeaOrmStore {
         dropped.map_err(|e| StoreError::db("drop_table", &self.table, e))
     }
 
+    /// Classifies the error of a statement of `op` ([`StoreError::db_on`]): every failed
+    /// statement of the store passes here (and through [`SeaOrmStore::judged`]), so it is also
+    /// where the failure is noted for a follower of a primary ([`crate::retry::note_trouble`]).
     pub(crate) fn err(&self, op: &'static str) -> impl FnOnce(sea_orm::DbErr) -> StoreError + '_ {
-        move |e| StoreError::db_on(op, &self.table, self.node.as_deref(), e)
+        move |e| {
+            crate::retry::note_trouble();
+            StoreError::db_on(op, &self.table, self.node.as_deref(), e)
+        }
     }
 }
 
@@ -602,11 +566,7 @@ impl LeaseStore for SeaOrmStore {
 #[async_trait]
 impl AdminStore for SeaOrmStore {
     async fn release_all(&self, holder: &HolderId) -> Result<u64, StoreError> {
-        if self.backend.is_mysql() {
-            return self.release_all_mysql(holder).await;
-        }
-        self.execute("release_all", self.sql.release_all(holder))
-            .await
+        self.sql.driver().release_all(self, holder).await
     }
 
     async fn force_release(&self, key: &LeaseKey) -> Result<bool, StoreError> {

@@ -9,7 +9,7 @@
 use leasehold_core::{FencingToken, HolderId, LeaseKey, LeaseValue, Namespace, Term};
 use sea_orm::{Statement, Value};
 
-use crate::backend::{Backend, Dialect, GrantAnswer, GrantValues, Names, postgres};
+use crate::backend::{Backend, Dialect, Driver, GrantAnswer, GrantValues, Names, postgres};
 
 mod texts;
 use crate::backend::text::numbered;
@@ -19,8 +19,8 @@ use texts::Texts;
 /// The statements of one store (see the module docs).
 #[derive(Debug, Clone)]
 pub(crate) struct Sql {
-    /// The database, and the SQL it speaks.
-    pub backend: Backend,
+    /// The database's driver, and the SQL it speaks.
+    driver: &'static dyn Driver,
     dialect: &'static dyn Dialect,
     pub(crate) table: String,
     /// The token floor table (`{table}_floor`, one row, `id` 1).
@@ -36,6 +36,16 @@ pub(crate) struct Sql {
 const COLS: &str = "namespace, lease_name, holder, version, lease_end_time, status, lease_value";
 
 impl Sql {
+    /// The database's driver.
+    pub(crate) fn driver(&self) -> &'static dyn Driver {
+        self.driver
+    }
+
+    /// The database's SQL.
+    pub(crate) fn dialect(&self) -> &'static dyn Dialect {
+        self.dialect
+    }
+
     /// The database's clock in milliseconds since the epoch, as an SQL expression.
     pub(crate) fn now(&self) -> &str {
         &self.now
@@ -83,11 +93,12 @@ impl Sql {
     /// The statements of a store on `table`; with `notify` (PostgreSQL only, other dialects
     /// ignore it) grants and releases send the doorbell's notifications themselves.
     pub(crate) fn notifying(backend: Backend, table: &str, notify: bool) -> Self {
-        let dialect = backend.dialect();
+        let driver = backend.driver();
+        let dialect = driver.dialect();
         let notify = notify && dialect.notifies_in_statements();
         let floor = crate::ddl::floor_table(table);
         Self {
-            backend,
+            driver,
             dialect,
             table: table.to_owned(),
             now: dialect.now().to_owned(),

@@ -354,7 +354,80 @@ async fn mysql_read_back() {
     let (db, name) = resource_database(&url, "my8").await;
     takeover_fences_the_old_holder(&url, db.clone(), "my8", Some(Backend::MySql)).await;
     lower_token_waits_then_is_refused(db.clone(), "my8", Some(Backend::MySql)).await;
+    a_snapshot_older_than_a_higher_token_is_refused(db.clone(), "my8", Some(Backend::MySql)).await;
     drop_resource_database(&url, db, &name).await;
+}
+
+/// MariaDB's path with `RETURNING`, under the same interleaving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_snapshot() {
+    let Some(url) = backend_url(MYSQL_ENV) else {
+        return;
+    };
+    let (db, name) = resource_database(&url, "my_snapshot").await;
+    a_snapshot_older_than_a_higher_token_is_refused(db.clone(), "my", None).await;
+    drop_resource_database(&url, db, &name).await;
+}
+
+/// A admits 5 and commits; A opens a REPEATABLE READ transaction and reads the fence row (its
+/// snapshot: 5); B admits 6 and commits; A admits 5 in its open transaction. The fence must
+/// answer from the newest committed row, not A's snapshot: stale, highest 6.
+async fn a_snapshot_older_than_a_higher_token_is_refused(
+    db: DatabaseConnection,
+    tag: &str,
+    backend: Option<Backend>,
+) {
+    let mut fence = Fence::new(db.clone()).table_prefix(format!("{tag}_snapshot_"));
+    if let Some(backend) = backend {
+        fence = fence.backend(backend);
+    }
+    fence.create_table().await.expect("fence table");
+    let table = fence.table_name().expect("table");
+    let resource = "snapshot";
+    db.execute_unprepared(&format!(
+        "DELETE FROM {table} WHERE resource = '{resource}'"
+    ))
+    .await
+    .expect("clean");
+    let admit_alone = |token: i64| {
+        let (db, fence) = (db.clone(), fence.clone());
+        async move {
+            let txn = db.begin().await.expect("begin");
+            let outcome = fence
+                .admit(&txn, resource, FencingToken(token))
+                .await
+                .expect("admit");
+            txn.commit().await.expect("commit");
+            outcome
+        }
+    };
+    assert_eq!(admit_alone(5).await, FenceOutcome::Admitted);
+    let a = db
+        .begin_with_config(Some(sea_orm::IsolationLevel::RepeatableRead), None)
+        .await
+        .expect("begin a");
+    let seen = a
+        .query_one_raw(Statement::from_string(
+            db.get_database_backend(),
+            format!("SELECT token AS n FROM {table} WHERE resource = '{resource}'"),
+        ))
+        .await
+        .expect("read")
+        .expect("row");
+    assert_eq!(seen.try_get::<i64>("", "n").expect("n"), 5);
+    assert_eq!(admit_alone(6).await, FenceOutcome::Admitted);
+    let late = fence
+        .admit(&a, resource, FencingToken(5))
+        .await
+        .expect("admit in a");
+    a.rollback().await.expect("rollback a");
+    assert_eq!(
+        late,
+        FenceOutcome::Stale {
+            highest: FencingToken(6)
+        },
+        "a stale writer was admitted from its transaction's snapshot"
+    );
 }
 
 #[test]

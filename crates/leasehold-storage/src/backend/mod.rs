@@ -1,15 +1,19 @@
-//! One folder per database: its [`Dialect`] (the statements whose text differs from the others),
-//! the statements only it sends (`statements.rs`), its group-commit transactions (`group.rs`) and
-//! its doorbell (`doorbell.rs`). [`Backend`] names the database a store talks to; everything
-//! dialect-neutral stays in `sql.rs`. A new database is one folder here, one [`Dialect`] impl and
-//! one arm in [`Backend::dialect`].
+//! One folder per database: its [`Driver`] (what it does: detection, pool hooks, batches,
+//! purge, catalog, doorbell; `driver.rs`), its [`Dialect`] (the statements whose text differs
+//! from the others), the statements only it sends (`statements.rs`), its group-commit
+//! transactions (`group.rs`) and its doorbell (`doorbell.rs`). [`Backend`] names the database a
+//! store talks to; everything dialect-neutral stays outside this folder. A new database is one
+//! folder here, one [`Backend`] variant and one line in [`DRIVERS`].
 
-use sea_orm::{DbBackend, Value};
+use sea_orm::{ConnectionTrait, DbBackend, DbErr, Value};
 
+mod driver;
 pub(crate) mod mysql;
 pub(crate) mod postgres;
 pub(crate) mod sqlite;
 pub(crate) mod text;
+
+pub(crate) use driver::Driver;
 
 /// Which database a [`crate::SeaOrmStore`] talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,20 +30,55 @@ pub enum Backend {
     MySql,
 }
 
+/// Every database's driver: the one registration point. A URL is opened by the first that
+/// claims it, a connection by the first that speaks its protocol, which may name another
+/// ([`Driver::identified`]).
+static DRIVERS: [&dyn Driver; 4] = [
+    &sqlite::DRIVER,
+    &postgres::DRIVER,
+    &mysql::MARIADB,
+    &mysql::MYSQL,
+];
+
 impl Backend {
-    /// The SQL this backend speaks.
-    pub(crate) fn dialect(self) -> &'static dyn Dialect {
-        match self {
-            Self::Sqlite => &sqlite::Sqlite,
-            Self::Postgres => &postgres::Postgres,
-            Self::MariaDb => &mysql::MARIADB,
-            Self::MySql => &mysql::MYSQL,
-        }
+    /// Its driver.
+    pub(crate) fn driver(self) -> &'static dyn Driver {
+        DRIVERS
+            .iter()
+            .copied()
+            .find(|d| d.backend() == self)
+            .unwrap_or(&sqlite::DRIVER)
     }
 
-    /// Whether this is MySQL or MariaDB (the family whose batches go by row id).
-    pub(crate) fn is_mysql(self) -> bool {
-        matches!(self, Self::MariaDb | Self::MySql)
+    /// The SQL this backend speaks.
+    pub(crate) fn dialect(self) -> &'static dyn Dialect {
+        self.driver().dialect()
+    }
+}
+
+/// The driver of this build that opens `url`, if any.
+pub(crate) fn for_url(url: &str) -> Option<&'static dyn Driver> {
+    let lower = url.trim().to_ascii_lowercase();
+    DRIVERS
+        .iter()
+        .copied()
+        .find(|d| d.built() && d.claims_url(&lower))
+}
+
+/// The database `conn` talks to: by its protocol, and by the server's answer where one protocol
+/// serves several databases.
+pub(crate) async fn detect<C: ConnectionTrait>(conn: &C) -> Result<Backend, DbErr> {
+    let protocol = conn.get_database_backend();
+    let Some(driver) = DRIVERS
+        .iter()
+        .copied()
+        .find(|d| d.dialect().db_backend() == protocol)
+    else {
+        return Err(DbErr::Custom(format!("no driver for {protocol:?}")));
+    };
+    match driver.identify() {
+        None => Ok(driver.backend()),
+        Some(question) => Ok(driver.identified(conn.query_one_raw(question).await?.as_ref())),
     }
 }
 
@@ -124,6 +163,12 @@ pub(crate) trait Dialect: Send + Sync + std::fmt::Debug {
         )
     }
 
+    /// With [`GrantAnswer::ReadBack`], the read of the row [`Dialect::acquire`] left on `table`
+    /// and of whether it granted, in the same transaction (parameters: namespace, name).
+    fn grant_row(&self, _table: &str) -> Option<String> {
+        None
+    }
+
     /// How [`Dialect::acquire`] answers.
     fn grant_answer(&self) -> GrantAnswer {
         GrantAnswer::WhenGranted
@@ -200,4 +245,77 @@ pub(crate) trait Dialect: Send + Sync + std::fmt::Debug {
     /// The catalog's columns of the table named by the one parameter: `name`, `type` and
     /// `collation` (empty but on MySQL).
     fn catalog_columns(&self) -> String;
+
+    /// Whether the name columns must carry a binary no-pad collation (the schema check): where
+    /// the default collation would make `Job` and `job`, or `job` and `job `, one lease.
+    fn needs_exact_collation(&self) -> bool {
+        false
+    }
+
+    /// The resource fence's upsert on `table` (parameters: the resource, the token) and, where
+    /// it cannot return its row (no `RETURNING`), the read of that row in the same transaction
+    /// (parameter: the resource). The stored token becomes the greater of the two, so the row
+    /// the statement leaves answers the question; `updated_at` moves only when the caller's
+    /// token is admitted. The read back must see that row, not the transaction's snapshot: a
+    /// locking read.
+    fn fence_upsert(&self, table: &str) -> (String, Option<String>);
+
+    /// The lease table's `id` column (DDL).
+    fn id_column(&self) -> &'static str;
+
+    /// The question whose answer picks [`Dialect::exact_collation`], if the table needs one.
+    fn collation_question(&self) -> Option<sea_orm::Statement> {
+        None
+    }
+
+    /// The collation that keeps names exact, from the answer to
+    /// [`Dialect::collation_question`].
+    fn exact_collation(&self, _answer: Option<&sea_orm::QueryResult>) -> &'static str {
+        ""
+    }
+
+    /// `CREATE TABLE IF NOT EXISTS` of the lease table with `columns` and its unique key, part
+    /// of the statement so that concurrent first runs cannot race on a separate index.
+    fn create_table(&self, table: &str, columns: &str, _collation: &str) -> String {
+        format!(
+            "CREATE TABLE IF NOT EXISTS {table} ({columns}, \
+             CONSTRAINT uk_{table}_ns_name UNIQUE (namespace, lease_name))"
+        )
+    }
+
+    /// `sql`, a `CREATE … IF NOT EXISTS` of `table`'s schema, as one simple query safe against
+    /// a concurrent first run; `None` where the database serialises DDL itself.
+    fn serialised_create(&self, _table: &str, _sql: &str) -> Option<String> {
+        None
+    }
+
+    /// The count `n` of columns named by the second parameter in the table named by the first.
+    fn has_column(&self) -> &'static str;
+
+    /// The token floor table `floor` created, and its one row inserted unless there.
+    fn floor_table_ddl(&self, floor: &str) -> (String, String) {
+        (
+            format!(
+                "CREATE TABLE IF NOT EXISTS {floor} (id INTEGER NOT NULL PRIMARY KEY, \
+                 version BIGINT NOT NULL)"
+            ),
+            format!("INSERT INTO {floor} (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING"),
+        )
+    }
+
+    /// The table's storage options (`options`, comma-separated) and whether the role owns it
+    /// (`owner`), of the table named by the one parameter, where pages keep room for renewals.
+    fn fillfactor_and_owner(&self) -> Option<&'static str> {
+        None
+    }
+}
+
+/// The SQL of the databases a connection's protocol speaks (for DDL, which is the same for every
+/// database of one protocol).
+pub(crate) fn protocol_dialect(protocol: DbBackend) -> &'static dyn Dialect {
+    DRIVERS
+        .iter()
+        .copied()
+        .find(|d| d.dialect().db_backend() == protocol)
+        .map_or(&sqlite::Sqlite as &dyn Dialect, |d| d.dialect())
 }

@@ -36,7 +36,7 @@ pub(crate) const DRAIN_SLACK: Duration = Duration::from_secs(1);
 /// a query answering one row with the boolean `open`; `None`: roll back in any case), and rolled
 /// back if so.
 #[cfg(any(feature = "postgres", feature = "mysql"))]
-pub(super) async fn drained<C>(
+pub(crate) async fn drained<C>(
     conn: &mut C,
     within: Duration,
     pings: usize,
@@ -89,7 +89,7 @@ where
 /// What [`drained`] found.
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Drain {
+pub(crate) enum Drain {
     /// It answered (and has no transaction open): back to the pool as it is.
     Reusable,
     /// It did not answer in time: it must not be reused.
@@ -114,7 +114,7 @@ const REPLACE_FOR: Duration = Duration::from_secs(60);
 /// whether it did; after that the pool closes the dead one its own way (over TLS, the wait above:
 /// docs/operations.md).
 #[cfg(any(feature = "postgres", feature = "mysql"))]
-pub(super) async fn replaced<C, F, Fut>(conn: &mut C, limit: Duration, fresh: F) -> bool
+pub(crate) async fn replaced<C, F, Fut>(conn: &mut C, limit: Duration, fresh: F) -> bool
 where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = Result<C, sea_orm::sqlx::Error>>,
@@ -129,8 +129,11 @@ where
                 drop(std::mem::replace(conn, new));
                 return true;
             }
-            Ok(Err(e)) => tracing::debug!("a dead pooled connection not replaced yet: {e}"),
-            Err(_) => tracing::debug!("a dead pooled connection not replaced within {limit:?}"),
+            Ok(Err(e)) => tracing::debug!(error = %e, "a dead pooled connection not replaced yet"),
+            Err(_) => tracing::debug!(
+                ?limit,
+                "a dead pooled connection not replaced within its limit"
+            ),
         }
         if clock.now() - started >= REPLACE_FOR {
             return false;
@@ -138,14 +141,3 @@ where
         tokio::time::sleep(limit.saturating_sub(clock.now() - attempt)).await;
     }
 }
-
-/// PostgreSQL: whether the session is inside a transaction block (a simple query outside one is
-/// its own transaction, which starts with the statement).
-#[cfg(feature = "postgres")]
-pub(super) const PG_LEFT_OPEN: Option<&str> =
-    Some("SELECT transaction_timestamp() <> statement_timestamp() AS open");
-
-/// MySQL/MariaDB: a `ROLLBACK` outside a transaction is a silent no-op there, so a drained
-/// connection is always rolled back (PostgreSQL warns on one).
-#[cfg(feature = "mysql")]
-pub(super) const MYSQL_LEFT_OPEN: Option<&str> = None;

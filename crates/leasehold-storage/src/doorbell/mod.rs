@@ -161,23 +161,7 @@ impl std::fmt::Display for Wakeups {
 /// bounded by `limit`.
 #[must_use]
 pub fn for_store(store: &SeaOrmStore, limit: Duration) -> Option<Arc<dyn Doorbell>> {
-    match store.backend() {
-        #[cfg(feature = "postgres")]
-        crate::Backend::Postgres => Some(Arc::new(postgres::PgDoorbell::new(store, limit))),
-        #[cfg(feature = "mysql")]
-        crate::Backend::MySql | crate::Backend::MariaDb => {
-            Some(Arc::new(mysql::MySqlDoorbell::new(store, limit)))
-        }
-        #[cfg(all(feature = "sqlite", unix))]
-        crate::Backend::Sqlite => {
-            sqlite::SqliteDoorbell::new(store).map(|d| Arc::new(d) as Arc<dyn Doorbell>)
-        }
-        #[allow(unreachable_patterns)]
-        _ => {
-            let _ = limit;
-            None
-        }
-    }
+    store.sql.driver().doorbell(store, limit)
 }
 
 /// What names `key` of `table` on the wire: the table's and namespace's lengths, then the three

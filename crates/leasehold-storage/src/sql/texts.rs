@@ -62,11 +62,9 @@ impl Texts {
             "UPDATE {t} SET status = 0, lease_end_time = {now}, gmt_modified = {now} \
              WHERE namespace = ? AND lease_name = ? AND status = 1 AND lease_end_time > {now}"
         );
-        // Oracle MySQL's read of the row its grant upsert left, in the same transaction.
-        let grant_row = format!(
-            "SELECT holder, version, lease_end_time, CAST(@leasehold_took AS SIGNED) AS took \
-             FROM {t} WHERE namespace = ? AND lease_name = ?"
-        );
+        // The read of the row a grant upsert left, in the same transaction, where the upsert
+        // cannot return it ([`Dialect::grant_row`]).
+        let grant_row = dialect.grant_row(t).unwrap_or_default();
         let db_now = format!("SELECT {now} AS db_now");
         // The fence: this tenure, still live by the database's clock, its row locked until the
         // transaction ends (SQLite: the transaction holds the database's write lock instead).

@@ -310,7 +310,7 @@ async fn wait_for(waiting: Waiting) {
         let rang = match answer {
             Ok(Ok(row)) => row.try_get::<Option<i64>, _>("rang").ok().flatten(),
             Ok(Err(e)) => {
-                tracing::debug!("doorbell wait failed (waiters poll meanwhile): {e}");
+                tracing::debug!(error = %e, "doorbell wait failed (waiters poll meanwhile)");
                 conn.close_on_drop();
                 None
             }

@@ -7,15 +7,11 @@ use std::time::Duration;
 
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
 
-use crate::backend::Backend;
 use crate::{SeaOrmStore, StoreError};
 
 impl SeaOrmStore {
     /// Marks the store's server as a MariaDB Galera node when it is one (`@@wsrep_on`).
     pub(crate) async fn detect_galera(&mut self) {
-        if self.backend() != Backend::MariaDb {
-            return;
-        }
         let on = self
             .db
             .query_one_raw(Statement::from_string(

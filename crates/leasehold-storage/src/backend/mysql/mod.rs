@@ -1,19 +1,27 @@
-//! MySQL and MariaDB: their [`Dialect`], the statements only they send (`statements.rs`: the
-//! batches and purge by row id; `session.rs`: a connection's settings), their group commit
-//! (`group.rs`) and their doorbell (`doorbell.rs`, `named_locks.rs`: named locks).
+//! MySQL and MariaDB: their [`Driver`](super::Driver) (`driver.rs`, opened by `open.rs`),
+//! their [`Dialect`], the statements only they send (`statements.rs`: the batches and purge by
+//! row id, run by `batch.rs`; `session.rs`: a connection's settings), their group commit
+//! (`group.rs`), Galera (`galera.rs`) and their doorbell (`doorbell.rs`, `named_locks.rs`: named
+//! locks).
 
 use sea_orm::{DbBackend, Value};
 
 use super::{Dialect, GrantAnswer, GrantValues, Names};
 
+mod batch;
 #[cfg(feature = "mysql")]
 pub mod doorbell;
+mod driver;
 mod galera;
 mod group;
 #[cfg(feature = "mysql")]
 mod named_locks;
+#[cfg(feature = "mysql")]
+mod open;
 pub(crate) mod session;
 mod statements;
+
+pub(crate) use driver::{MARIADB, MYSQL};
 
 /// MySQL's and MariaDB's SQL.
 #[derive(Debug)]
@@ -24,9 +32,9 @@ pub(crate) struct MySql {
 }
 
 /// MariaDB 10.5+.
-pub(crate) static MARIADB: MySql = MySql { returning: true };
+pub(crate) static MARIADB_SQL: MySql = MySql { returning: true };
 /// Oracle MySQL 8.
-pub(crate) static MYSQL: MySql = MySql { returning: false };
+pub(crate) static MYSQL_SQL: MySql = MySql { returning: false };
 
 impl Dialect for MySql {
     fn db_backend(&self) -> DbBackend {
@@ -93,6 +101,19 @@ impl Dialect for MySql {
         )
     }
 
+    /// A locking read (`FOR UPDATE`; the upsert already holds the row's lock): under REPEATABLE
+    /// READ a plain read answers from the transaction's snapshot, which in an all-or-nothing
+    /// grant was taken at its first key, so a row another session inserted or changed and
+    /// committed since would read as absent or as it was.
+    fn grant_row(&self, t: &str) -> Option<String> {
+        (!self.returning).then(|| {
+            format!(
+                "SELECT holder, version, lease_end_time, CAST(@leasehold_took AS SIGNED) AS took \
+                 FROM {t} WHERE namespace = ? AND lease_name = ? FOR UPDATE"
+            )
+        })
+    }
+
     fn grant_answer(&self) -> GrantAnswer {
         if self.returning {
             GrantAnswer::WithTook
@@ -134,5 +155,80 @@ impl Dialect for MySql {
          CAST(COALESCE(COLLATION_NAME, '') AS CHAR) AS collation \
          FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?"
             .to_owned()
+    }
+
+    fn needs_exact_collation(&self) -> bool {
+        true
+    }
+
+    // MySQL assigns left to right, each expression seeing the earlier assignments: `updated_at`
+    // is decided from the old token, before `token` changes. Without `RETURNING` the row is
+    // read back `FOR UPDATE`: when the stored token is higher the upsert changes nothing, and a
+    // plain read under REPEATABLE READ would answer from the caller's snapshot (its own older
+    // token) instead of the newest committed row. The upsert already holds the row's lock.
+    fn fence_upsert(&self, table: &str) -> (String, Option<String>) {
+        let now = self.now();
+        (
+            format!(
+                "INSERT INTO {table} (resource, token, updated_at) VALUES (?, ?, {now}) \
+                 ON DUPLICATE KEY UPDATE \
+                 updated_at = IF(token <= VALUES(token), VALUES(updated_at), updated_at), \
+                 token = GREATEST(token, VALUES(token)){}",
+                if self.returning {
+                    " RETURNING token"
+                } else {
+                    ""
+                }
+            ),
+            (!self.returning)
+                .then(|| format!("SELECT token FROM {table} WHERE resource = ? FOR UPDATE")),
+        )
+    }
+
+    fn id_column(&self) -> &'static str {
+        "id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY"
+    }
+
+    fn collation_question(&self) -> Option<sea_orm::Statement> {
+        Some(session::mysql_version())
+    }
+
+    /// The binary no-pad collation of the server: MariaDB's `utf8mb4_nopad_bin`, MySQL 8's
+    /// `utf8mb4_0900_bin`.
+    fn exact_collation(&self, answer: Option<&sea_orm::QueryResult>) -> &'static str {
+        let version: String = answer
+            .and_then(|r| r.try_get("", "v").ok())
+            .unwrap_or_default();
+        if session::is_mariadb(&version) {
+            "utf8mb4_nopad_bin"
+        } else {
+            "utf8mb4_0900_bin"
+        }
+    }
+
+    /// The default collations compare case-insensitively ("Job" = "job") and pad with spaces
+    /// ("job" = "job "): either would make two names one lease. A binary, no-pad collation on
+    /// the table (inherited by its columns) keeps names exact, as on PostgreSQL and SQLite.
+    fn create_table(&self, table: &str, columns: &str, collation: &str) -> String {
+        format!(
+            "CREATE TABLE IF NOT EXISTS {table} ({columns}, \
+             UNIQUE KEY uk_{table}_ns_name (namespace, lease_name)) \
+             ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = {collation}"
+        )
+    }
+
+    fn has_column(&self) -> &'static str {
+        "SELECT CAST(count(*) AS SIGNED) AS n FROM information_schema.columns \
+         WHERE table_schema = DATABASE() AND table_name = ? AND column_name = ?"
+    }
+
+    fn floor_table_ddl(&self, floor: &str) -> (String, String) {
+        (
+            format!(
+                "CREATE TABLE IF NOT EXISTS {floor} (id INT NOT NULL PRIMARY KEY, \
+                 version BIGINT NOT NULL) ENGINE = InnoDB"
+            ),
+            format!("INSERT IGNORE INTO {floor} (id, version) VALUES (1, 0)"),
+        )
     }
 }

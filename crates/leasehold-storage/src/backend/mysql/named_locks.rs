@@ -106,7 +106,7 @@ pub(super) async fn hold_forever(
                     }
                 }
                 Ok(Err(e)) => {
-                    tracing::debug!("doorbell connection failed (waiters poll meanwhile): {e}");
+                    tracing::debug!(error = %e, "doorbell connection failed (waiters poll meanwhile)");
                 }
                 Err(_) => tracing::debug!("doorbell connection timed out (waiters poll meanwhile)"),
             }
@@ -187,7 +187,9 @@ pub(super) async fn hold_forever(
             }
             failed => {
                 match failed {
-                    Ok(Err(e)) => tracing::debug!("doorbell statement failed, reconnecting: {e}"),
+                    Ok(Err(e)) => {
+                        tracing::debug!(error = %e, "doorbell statement failed, reconnecting")
+                    }
                     _ => tracing::debug!("doorbell statement timed out, reconnecting"),
                 }
                 // The server lets the named locks of a closed session go.

@@ -57,3 +57,31 @@ pub(crate) const MARIADB_WSREP_ON: &str = "SELECT CAST(@@wsrep_on AS SIGNED) AS 
 /// `repl.causal_read_timeout` and, like every statement, by the store's server bound.
 #[cfg(feature = "mysql")]
 pub(crate) const GALERA_SYNC_WAIT: &str = "SET SESSION wsrep_sync_wait = 7";
+
+/// Sets the session's lock-wait and statement-time bounds and its isolation level (READ
+/// COMMITTED) on a new connection, and on a Galera node the causality wait of its decisions
+/// (`wsrep_sync_wait`): the pool's after-connect hook.
+#[cfg(feature = "mysql")]
+pub(crate) async fn after_connect(
+    conn: &mut sea_orm::sqlx::MySqlConnection,
+    bound: std::time::Duration,
+) -> Result<(), sea_orm::sqlx::Error> {
+    use sea_orm::sqlx::{AssertSqlSafe, Executor, Row};
+    let version: String = conn.fetch_one(MYSQL_VERSION).await?.try_get("v")?;
+    let mariadb = is_mariadb(&version);
+    conn.execute(AssertSqlSafe(mysql_session_bounds(mariadb, bound)))
+        .await?;
+    conn.execute(MYSQL_READ_COMMITTED).await?;
+    if mariadb {
+        let wsrep: i64 = conn.fetch_one(MARIADB_WSREP_ON).await?.try_get("w")?;
+        if wsrep == 1 {
+            conn.execute(GALERA_SYNC_WAIT).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether a server's version string (`SELECT VERSION()`) is MariaDB's.
+pub(crate) fn is_mariadb(version: &str) -> bool {
+    version.to_ascii_lowercase().contains("mariadb")
+}

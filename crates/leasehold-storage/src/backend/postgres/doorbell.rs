@@ -188,8 +188,8 @@ impl Doorbell for PgDoorbell {
         Box::pin(async move {
             match tokio::time::timeout(limit, crate::retry::watched(store.exec_raw(stmt))).await {
                 Ok(Ok(_)) => {}
-                Ok(Err(e)) => tracing::debug!("{key}: pg_notify failed: {e}"),
-                Err(_) => tracing::debug!("{key}: pg_notify timed out"),
+                Ok(Err(e)) => tracing::debug!(%key, error = %e, "pg_notify failed"),
+                Err(_) => tracing::debug!(%key, "pg_notify timed out"),
             }
         })
     }
@@ -227,7 +227,7 @@ fn initial_wakeups(store: &SeaOrmStore) -> crate::doorbell::Wakeups {
         let reason = "the store goes through transaction pooling and has no doorbell URL \
                       (StoreBuilder::doorbell_url): LISTEN cannot work there"
             .to_owned();
-        tracing::warn!("doorbell off, waiters poll: {reason}");
+        tracing::warn!(%reason, "doorbell off, waiters poll");
         return crate::doorbell::Wakeups::Polling { reason };
     }
     crate::doorbell::Wakeups::Idle
@@ -255,7 +255,7 @@ impl Bell {
             &wakeups,
             matches!(*now, crate::doorbell::Wakeups::Polling { .. }),
         ) {
-            tracing::warn!("doorbell deaf, waiters poll: {reason}");
+            tracing::warn!(%reason, "doorbell deaf, waiters poll");
         }
         *now = wakeups;
     }
@@ -282,8 +282,10 @@ async fn notify_all(
         );
         match tokio::time::timeout(limit, crate::retry::watched(store.exec_raw(stmt))).await {
             Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::debug!("{} notifications on {channel} failed: {e}", batch.len()),
-            Err(_) => tracing::debug!("{} notifications on {channel} timed out", batch.len()),
+            Ok(Err(e)) => {
+                tracing::debug!(count = batch.len(), %channel, error = %e, "notifications failed")
+            }
+            Err(_) => tracing::debug!(count = batch.len(), %channel, "notifications timed out"),
         }
     }
 }
@@ -320,7 +322,7 @@ async fn listen_forever(pool: &PgPool, subscribers: &[Subscribers; 2], bell: &Be
                 continue;
             }
             Err(Heard::Failed(e)) => {
-                tracing::debug!("doorbell LISTEN failed (waiters poll until it is back): {e}");
+                tracing::debug!(error = %e, "doorbell LISTEN failed (waiters poll until it is back)");
                 bell.set(crate::doorbell::Wakeups::Polling {
                     reason: format!("its LISTEN connection failed ({e}); reconnecting"),
                 });

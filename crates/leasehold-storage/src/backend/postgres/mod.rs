@@ -1,5 +1,7 @@
-//! PostgreSQL: its [`Dialect`], the statements only it sends (`statements.rs`: the purge), its
-//! group commit (`group.rs`) and its doorbell (`doorbell.rs`: `NOTIFY`/`LISTEN`).
+//! PostgreSQL: its [`Driver`](super::Driver) (`driver.rs`, opened by `open.rs` through
+//! `pooler.rs` and `primary.rs`), its [`Dialect`], the statements only it sends
+//! (`statements.rs`: the purge), its group commit (`group.rs`) and its doorbell (`doorbell.rs`:
+//! `NOTIFY`/`LISTEN`).
 
 use sea_orm::{DbBackend, Value};
 
@@ -8,12 +10,18 @@ use super::{Dialect, Names};
 
 #[cfg(feature = "postgres")]
 pub mod doorbell;
+mod driver;
 mod group;
+pub(crate) mod notify;
+#[cfg(feature = "postgres")]
+mod open;
 #[cfg(feature = "postgres")]
 pub mod pooler;
 #[cfg(feature = "postgres")]
 pub(crate) mod primary;
 mod statements;
+
+pub(crate) use driver::DRIVER;
 
 /// PostgreSQL's SQL.
 #[derive(Debug)]
@@ -116,5 +124,48 @@ impl Dialect for Postgres {
         "SELECT a.attname::text AS name, format_type(a.atttypid, a.atttypmod) AS type, '' AS collation \
          FROM pg_attribute a WHERE a.attrelid = to_regclass(?) AND a.attnum > 0 AND NOT a.attisdropped"
             .to_owned()
+    }
+
+    fn fence_upsert(&self, table: &str) -> (String, Option<String>) {
+        let now = self.now();
+        (
+            format!(
+                "INSERT INTO {table} AS f (resource, token, updated_at) VALUES ($1, $2, {now}) \
+                 ON CONFLICT (resource) DO UPDATE SET \
+                 token = GREATEST(f.token, EXCLUDED.token), \
+                 updated_at = CASE WHEN f.token <= EXCLUDED.token THEN EXCLUDED.updated_at \
+                 ELSE f.updated_at END \
+                 RETURNING token"
+            ),
+            None,
+        )
+    }
+
+    fn id_column(&self) -> &'static str {
+        "id BIGSERIAL PRIMARY KEY"
+    }
+
+    /// `IF NOT EXISTS` is not safe against a concurrent first run here (both see no table, the
+    /// second fails on the catalog's unique key: "duplicate key value violates unique constraint
+    /// pg_class_relname_nsp_index"), so the statement runs in one simple query behind the
+    /// table's migration advisory lock: the second run waits for the first to commit and then
+    /// finds the table.
+    fn serialised_create(&self, table: &str, sql: &str) -> Option<String> {
+        Some(format!(
+            "SELECT pg_advisory_xact_lock(hashtext('leasehold_migrate:{table}'));\n{sql}"
+        ))
+    }
+
+    fn has_column(&self) -> &'static str {
+        "SELECT count(*)::bigint AS n FROM information_schema.columns \
+         WHERE table_schema = current_schema() AND table_name = $1 AND column_name = $2"
+    }
+
+    fn fillfactor_and_owner(&self) -> Option<&'static str> {
+        Some(
+            "SELECT COALESCE(array_to_string(c.reloptions, ','), '') AS options, \
+             pg_has_role(c.relowner, 'USAGE') AS owner \
+             FROM pg_class c WHERE c.oid = to_regclass($1)",
+        )
     }
 }

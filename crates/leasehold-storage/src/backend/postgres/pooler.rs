@@ -430,17 +430,35 @@ mod tests {
     #[test]
     fn text_is_quoted_whatever_it_holds() {
         use sea_orm::Value;
-        for s in ["a'b", "a\\b", "$lh$", "x$lh", "$", "a$$b", "$lh1$$lh$", "é\u{1a}\n"] {
+        for s in [
+            "a'b",
+            "a\\b",
+            "$lh$",
+            "x$lh",
+            "$",
+            "a$$b",
+            "$lh1$$lh$",
+            "é\u{1a}\n",
+        ] {
             let out = inline("SELECT $1", &[Value::String(Some(s.into()))]).expect("literal");
-            let body = out.strip_prefix("SELECT ").and_then(|b| b.strip_suffix("::text"));
+            let body = out
+                .strip_prefix("SELECT ")
+                .and_then(|b| b.strip_suffix("::text"));
             let body = body.expect("a typed literal");
             let tag_end = body[1..].find('$').expect("tag") + 2;
             let tag = &body[..tag_end];
             let inner = &body[tag_end..body.len() - tag.len()];
             assert_eq!(inner, s, "{out}");
-            assert_eq!(format!("{inner}{tag}").find(tag), Some(inner.len()), "{out}");
+            assert_eq!(
+                format!("{inner}{tag}").find(tag),
+                Some(inner.len()),
+                "{out}"
+            );
         }
-        assert_eq!(inline("SELECT $1", &[Value::String(Some("a\0b".into()))]), None);
+        assert_eq!(
+            inline("SELECT $1", &[Value::String(Some("a\0b".into()))]),
+            None
+        );
     }
 
     #[test]

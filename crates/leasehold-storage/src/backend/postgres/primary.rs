@@ -21,7 +21,7 @@
 //! acknowledges), so nothing is granted there; docs/operations.md says what asynchronous
 //! replication loses.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -34,23 +34,57 @@ use crate::{HostList, StoreError};
 /// statements fail.
 const CHECK_EVERY: Duration = Duration::from_millis(500);
 
-/// How many times a store's statements failed or were refused a connection (any store of this
-/// process): the followers' cue to check their server.
-static TROUBLE: AtomicU64 = AtomicU64::new(0);
-
-/// Notes a failed statement or a refused connection: followers check their server.
-pub(crate) fn note_trouble() {
-    TROUBLE.fetch_add(1, Ordering::Relaxed);
+/// Refuses a connection to a server that does not accept writes (a URL with several hosts: the
+/// primary moved), or to another server of the URL than the one in use
+/// ([`Primary::is_another_server`]), and notes it so the store's follower looks for the new one.
+///
+/// A connection's age is stamped when its connect completes, so a connect to the old primary
+/// that began before the pool moved and completed after (the old primary frozen, then thawed
+/// before its HA manager demotes it) is not [`Primary::opened_before_move`]; it is refused here
+/// by the server it reached.
+pub(crate) async fn primary_only(
+    conn: &mut PgConnection,
+    primary: &Primary,
+) -> Result<(), sea_orm::sqlx::Error> {
+    let answer = ask_server(conn).await?;
+    if answer.writable && !primary.is_another_server(answer.started) {
+        return Ok(());
+    }
+    crate::retry::note_trouble();
+    Err(sea_orm::sqlx::Error::Protocol(if answer.writable {
+        "the server is not the primary in use: the primary moved".into()
+    } else {
+        "the server no longer accepts writes (a standby): the primary moved".into()
+    }))
 }
 
-/// The query a server answers `true` to when it accepts writes.
+/// The query a server answers `writable` `true` to when it accepts writes, with `started`, its
+/// postmaster's start in microseconds since the epoch: what tells the servers of one URL apart
+/// whatever proxy stands between (each server has its own, every connection to one server gets
+/// the same).
 const WRITABLE: &str = "SELECT NOT pg_is_in_recovery() \
-     AND current_setting('transaction_read_only') = 'off' AS writable";
+     AND current_setting('transaction_read_only') = 'off' AS writable, \
+     (EXTRACT(EPOCH FROM pg_postmaster_start_time()) * 1000000)::bigint AS started";
 
-/// Whether the server of `conn` accepts writes.
-pub(crate) async fn writable(conn: &mut PgConnection) -> Result<bool, sea_orm::sqlx::Error> {
+/// What a server says of itself ([`WRITABLE`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ServerAnswer {
+    /// It accepts writes.
+    pub(crate) writable: bool,
+    /// Its postmaster's start (microseconds since the epoch): which server it is.
+    pub(crate) started: i64,
+}
+
+/// What the server of `conn` says of itself.
+pub(crate) async fn ask_server(
+    conn: &mut PgConnection,
+) -> Result<ServerAnswer, sea_orm::sqlx::Error> {
     use sea_orm::sqlx::Executor;
-    conn.fetch_one(WRITABLE).await?.try_get::<bool, _>(0)
+    let row = conn.fetch_one(WRITABLE).await?;
+    Ok(ServerAnswer {
+        writable: row.try_get::<bool, _>(0)?,
+        started: row.try_get::<i64, _>(1)?,
+    })
 }
 
 /// The servers of one store's URL and which of them its pool uses.
@@ -61,6 +95,9 @@ pub(crate) struct Primary {
     limit: Duration,
     /// When the pool was last pointed at another server ([`since_start`], ms; 0: never).
     moved_at: AtomicU64,
+    /// Each server's postmaster start as it last answered ([`ServerAnswer::started`]; 0:
+    /// never answered).
+    started: Vec<AtomicI64>,
 }
 
 impl std::fmt::Debug for Primary {
@@ -103,12 +140,13 @@ impl Primary {
                 u.parse::<PgConnectOptions>()
                     .map(&session)
                     .map_err(|e| StoreError::BadUrl {
-                        url: crate::error::redact(u),
+                        url: crate::redact::redact_url(u),
                         problem: e.to_string(),
                     })
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
+            started: options.iter().map(|_| AtomicI64::new(0)).collect(),
             addresses: list.addresses().to_vec(),
             options,
             current: AtomicUsize::new(0),
@@ -136,17 +174,34 @@ impl Primary {
         moved != 0 && u128::from(since_start().saturating_sub(moved)) < age.as_millis()
     }
 
+    /// Whether a server that answers `started` ([`ServerAnswer::started`]) is known as another
+    /// server of the URL than the one in use. Unknown (a server that never answered, or
+    /// restarted since) is not: only its answer to whether it accepts writes decides then.
+    pub(crate) fn is_another_server(&self, started: i64) -> bool {
+        let current = self.current.load(Ordering::Relaxed);
+        started != 0
+            && self.started[current].load(Ordering::Relaxed) != started
+            && self
+                .started
+                .iter()
+                .enumerate()
+                .any(|(i, s)| i != current && s.load(Ordering::Relaxed) == started)
+    }
+
     /// Asks server `i` whether it accepts writes (connect and query bounded by the limit).
     async fn ask(&self, i: usize) -> Result<bool, String> {
         let asked = tokio::time::timeout(self.limit, async {
             let mut conn = PgConnection::connect_with(&self.options[i]).await?;
-            let answer = writable(&mut conn).await;
+            let answer = ask_server(&mut conn).await;
             let _ = conn.close().await;
             answer
         })
         .await;
         match asked {
-            Ok(Ok(w)) => Ok(w),
+            Ok(Ok(answer)) => {
+                self.started[i].store(answer.started, Ordering::Relaxed);
+                Ok(answer.writable)
+            }
             Ok(Err(e)) => Err(e.to_string()),
             Err(_) => Err(format!("no answer within {:?}", self.limit)),
         }
@@ -179,14 +234,14 @@ impl Primary {
             return;
         };
         rt.spawn(async move {
-            let mut seen = TROUBLE.load(Ordering::Relaxed);
+            let mut seen = crate::retry::troubles();
             let mut searching = false;
             loop {
                 tokio::time::sleep(CHECK_EVERY).await;
                 if alive.strong_count() == 0 || pool.is_closed() {
                     return;
                 }
-                let trouble = TROUBLE.load(Ordering::Relaxed);
+                let trouble = crate::retry::troubles();
                 if trouble == seen && !searching && !crate::retry::abandoned_recently() {
                     continue;
                 }
@@ -210,10 +265,35 @@ impl Primary {
                     }
                     Err(found) => {
                         searching = true;
-                        tracing::debug!("no server accepts writes yet: {found}");
+                        tracing::debug!(%found, "no server accepts writes yet");
                     }
                 }
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_connection_that_reached_the_old_primary_is_refused_by_its_server() {
+        let list = HostList::parse("postgres://u@h1:5432,h2:5433/db").expect("url");
+        let primary = Primary::new(&list, |o| o, Duration::from_secs(1)).expect("primary");
+        // Both servers answered when the store found its primary, h1; then the primary moved
+        // to h2. A connect to h1 that began before the move and completed after it is young,
+        // and h1 (thawed before its demotion) still says it accepts writes: its server refuses
+        // it.
+        primary.started[0].store(1_000, Ordering::Relaxed);
+        primary.started[1].store(2_000, Ordering::Relaxed);
+        assert!(!primary.is_another_server(1_000));
+        primary.current.store(1, Ordering::Relaxed);
+        assert!(primary.is_another_server(1_000));
+        assert!(!primary.is_another_server(2_000));
+        // A server not known by that start (restarted, or never answered): its answer to
+        // whether it accepts writes decides.
+        assert!(!primary.is_another_server(3_000));
+        assert!(!primary.is_another_server(0));
     }
 }

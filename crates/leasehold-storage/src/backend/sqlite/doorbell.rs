@@ -79,8 +79,8 @@ impl SqliteDoorbell {
         // `<dir>/<pid>-<16 hex>`: the longest name this doorbell binds.
         if dir.as_os_str().len() + 1 + 10 + 1 + 16 > MAX_SOCKET_PATH {
             tracing::debug!(
-                "{}: path too long for a Unix socket, SQLite waiters poll",
-                dir.display()
+                dir = %dir.display(),
+                "path too long for a Unix socket, SQLite waiters poll"
             );
             return None;
         }
@@ -219,7 +219,7 @@ fn send_to_all(dir: &Path, ring: &[u8]) {
     let socket = match std::os::unix::net::UnixDatagram::unbound() {
         Ok(s) => s,
         Err(e) => {
-            tracing::debug!("doorbell: no socket to ring with: {e}");
+            tracing::debug!(error = %e, "doorbell: no socket to ring with");
             return;
         }
     };
@@ -240,7 +240,9 @@ fn send_to_all(dir: &Path, ring: &[u8]) {
                     std::thread::sleep(std::time::Duration::from_millis(1));
                     continue;
                 }
-                Err(e) => tracing::trace!("doorbell: ring to {} not sent: {e}", path.display()),
+                Err(e) => {
+                    tracing::trace!(path = %path.display(), error = %e, "doorbell: ring not sent")
+                }
             }
             break;
         }
@@ -285,7 +287,7 @@ async fn receive_forever(
                             }
                         }
                         Err(e) => {
-                            tracing::debug!("doorbell socket failed (waiters poll meanwhile): {e}");
+                            tracing::debug!(error = %e, "doorbell socket failed (waiters poll meanwhile)");
                             break;
                         }
                     }
@@ -293,8 +295,9 @@ async fn receive_forever(
             }
             Err(e) => {
                 tracing::debug!(
-                    "doorbell: cannot bind in {} (waiters poll meanwhile): {e}",
-                    dir.display()
+                    dir = %dir.display(),
+                    error = %e,
+                    "doorbell: cannot bind (waiters poll meanwhile)"
                 );
                 backoff = next_backoff(backoff);
             }

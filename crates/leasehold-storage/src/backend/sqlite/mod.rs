@@ -1,7 +1,8 @@
-//! SQLite: its [`Dialect`], the statements only it sends (`statements.rs`: the purge), its group
-//! commit (`group.rs`), its doorbell (`doorbell.rs`: datagram sockets beside the file), the
-//! gate that lets one writer of this process at a time at a file (`gate.rs`) and the open of a
-//! file that another connection is switching to WAL (`open.rs`).
+//! SQLite: its [`Driver`](super::Driver) (`driver.rs`), its [`Dialect`], the statements only it
+//! sends (`statements.rs`: the purge), its group commit (`group.rs`), its doorbell
+//! (`doorbell.rs`: datagram sockets beside the file), the gate that lets one writer of this
+//! process at a time at a file (`gate.rs`) and the open of a file that another connection is
+//! switching to WAL (`open.rs`).
 
 use sea_orm::{DatabaseConnection, DbBackend, Value};
 
@@ -9,11 +10,14 @@ use super::Dialect;
 
 #[cfg(all(feature = "sqlite", unix))]
 pub mod doorbell;
+mod driver;
 pub(crate) mod gate;
 mod group;
 #[cfg(feature = "sqlite")]
 pub(crate) mod open;
 mod statements;
+
+pub(crate) use driver::DRIVER;
 
 /// SQLite's SQL.
 #[derive(Debug)]
@@ -51,6 +55,29 @@ impl Dialect for Sqlite {
 
     fn catalog_columns(&self) -> String {
         "SELECT name, type, '' AS collation FROM pragma_table_info(?)".to_owned()
+    }
+
+    fn fence_upsert(&self, table: &str) -> (String, Option<String>) {
+        let now = self.now();
+        (
+            format!(
+                "INSERT INTO {table} (resource, token, updated_at) VALUES (?, ?, {now}) \
+                 ON CONFLICT (resource) DO UPDATE SET \
+                 token = max(token, excluded.token), \
+                 updated_at = CASE WHEN token <= excluded.token THEN excluded.updated_at \
+                 ELSE updated_at END \
+                 RETURNING token"
+            ),
+            None,
+        )
+    }
+
+    fn id_column(&self) -> &'static str {
+        "id INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT"
+    }
+
+    fn has_column(&self) -> &'static str {
+        "SELECT count(*) AS n FROM pragma_table_info(?) WHERE name = ?"
     }
 }
 
