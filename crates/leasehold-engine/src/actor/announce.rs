@@ -2,8 +2,6 @@
 //! the answers waiting on it, and the doorbell (held when a tenure begins, rung once it has
 //! ended and its release has settled, watched while a refused task waits to apply again).
 
-//! One actor per lease: it runs the lease machine's commands.
-
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
@@ -42,6 +40,7 @@ impl LeaseActor {
             Notification::Lost { .. } | Notification::Ended { .. } => {
                 self.answer_renewals(RenewAnswer::Lost);
             }
+            #[cfg(feature = "known-bugs")]
             Notification::Released { .. } if self.deferred_end => {
                 self.deferred_end = false;
                 self.belief.end();

@@ -12,11 +12,13 @@
 //! batch of at least [`PARALLEL_BATCH`] requests, or once the first has been out [`STALLED`] (a
 //! row lock, a slow server: one slow statement never holds every other request of its kind): a
 //! burst keeps two full statements in flight, while a handful of lock callers share one
-//! statement instead of each paying its own (measured on the lock-pair bench, 16
-//! tasks on 1,000 names: two statements always allowed sent 26 % of the requests alone and cost
-//! half as much again server CPU per pair). So a lone grant or release costs what it cost
-//! before, and a burst (many lock callers, a hundred thousand lease tasks started at once) costs
-//! one statement per batch instead of one per request.
+//! statement instead of each paying its own (a second statement always allowed would send many
+//! requests alone and cost the server more per request). So a lone grant or release costs one
+//! plain statement, and a burst (many lock callers, a hundred thousand lease tasks started at
+//! once) costs one statement per batch instead of one per request.
+//!
+//! Renewals have a group commit of their own, [`RenewGroup`](crate::RenewGroup), windowed
+//! instead of in-flight driven; its module doc says why the two cannot be one.
 //!
 //! Waiting is safe: the lease machine counts a grant's local deadline from the instant it
 //! *asked*, so a grant that waited only has a shorter local deadline; a release is sent after the

@@ -83,8 +83,8 @@ impl std::fmt::Debug for KeepUntilStopped {
     }
 }
 
-/// A lock actor's single attempt, sent by [`TakeLocks`] to every part of a multi-lock once all
-/// are made ([`TakeLock`] starts its actor with the attempt instead).
+/// A lock actor's single attempt: the first message of every lock's actor, a single lock's
+/// ([`TakeLock`]) or a part of a multi-lock ([`TakeLocks`]).
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "()")]
 pub(crate) struct TryLock;
