@@ -51,6 +51,7 @@ use leasehold_storage::LeaseStore;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use crate::late::Waited;
 use crate::renew_group::RenewPressure;
 
 mod kind;
@@ -429,6 +430,8 @@ impl<K: Kind> Handler<Queue<K>> for GroupCommit<K> {
 /// machine) asked at `asked` and waits `limit` from then. This gives up a twentieth of `limit`
 /// earlier, so that an answer the machine would no longer take reaches the group commit as
 /// unclaimed (and a grant is released) instead of arriving at the machine as a stale answer.
+/// An answer sent just as this gives up is found in the closed channel and handed back to the
+/// group commit as unclaimed too ([`crate::late::answer_by`]).
 pub(crate) async fn ask<K: Kind>(
     commit: &Addr<GroupCommit<K>>,
     group: K::Group,
@@ -438,6 +441,8 @@ pub(crate) async fn ask<K: Kind>(
 ) -> Reply<K> {
     let patience = crate::late::patience(limit);
     let (reply, answer) = oneshot::channel();
+    // Kept to undo an answer found after giving up (with admission control).
+    let kept = K::ADMISSION.then(|| (group.clone(), item.clone()));
     commit.do_send(Queue {
         group,
         item,
@@ -445,12 +450,48 @@ pub(crate) async fn ask<K: Kind>(
         patience,
         reply,
     });
-    match tokio::time::timeout_at(asked + patience, answer).await {
-        Ok(Ok(result)) => result,
-        Ok(Err(_)) => Err(StoreFailure::new(format!("{}: the batcher stopped", K::OP))),
-        Err(_) => Err(StoreFailure::new(format!(
-            "{}: no answer within {patience:?}",
-            K::OP
-        ))),
+    match crate::late::answer_by(answer, asked + patience).await {
+        Waited::Answered(result) => result,
+        Waited::Dropped => Err(StoreFailure::new(format!("{}: the batcher stopped", K::OP))),
+        Waited::Late(found) => {
+            if let (Some(Ok(answer)), Some((group, item))) = (found, kept) {
+                commit.do_send(Unclaimed::<K> {
+                    group,
+                    item,
+                    answer,
+                });
+            }
+            Err(StoreFailure::new(format!(
+                "{}: no answer within {patience:?}",
+                K::OP
+            )))
+        }
+    }
+}
+
+/// An answer its caller found only after giving up ([`ask`]): undone like any answer nobody
+/// took ([`Kind::unclaimed`]).
+struct Unclaimed<K: Kind> {
+    group: K::Group,
+    item: K::Item,
+    answer: K::Answer,
+}
+
+impl<K: Kind> Message for Unclaimed<K> {
+    type Result = ();
+}
+
+impl<K: Kind> Handler<Unclaimed<K>> for GroupCommit<K> {
+    type Result = ();
+
+    fn handle(&mut self, msg: Unclaimed<K>, _ctx: &mut Context<Self>) {
+        let store = Arc::clone(&self.store);
+        undo::<K>(
+            store,
+            msg.group,
+            vec![msg.item],
+            vec![(0, msg.answer)],
+            self.limit,
+        );
     }
 }
