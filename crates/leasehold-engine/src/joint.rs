@@ -154,13 +154,15 @@ impl JointGrant {
         .await;
         match released {
             Ok(_) => tracing::info!(
-                "released {n} tenures of a multi-lock of {} that answered after its parts \
-                 stopped waiting",
-                self.holder
+                holder = self.holder.as_str(),
+                released = n,
+                "released tenures of a multi-lock that answered after its parts stopped waiting"
             ),
             Err(e) => tracing::warn!(
-                "releasing {n} tenures of a multi-lock nobody waited for failed (they lapse at \
-                 their term): {e}"
+                holder = self.holder.as_str(),
+                tenures = n,
+                error = %e,
+                "releasing tenures of a multi-lock nobody waited for failed; they lapse at their term"
             ),
         }
     }

@@ -244,7 +244,7 @@ impl RenewGroup {
         let id = pressure.sent(started, late_after, term.duration());
         let alone = Arc::clone(&self.alone);
         tokio::spawn(async move {
-            tracing::trace!("renew_batch: {count} leases of {holder}");
+            tracing::trace!(holder = holder.as_str(), leases = count, "renew_batch");
             let (h, batch_store) = (holder.clone(), Arc::clone(&store));
             let answer = crate::detached::detached("renew_many", limit, async move {
                 let outcomes = batch_store.renew_batch(&h, &items, term).await?;
@@ -257,9 +257,12 @@ impl RenewGroup {
             pressure.answered(id, answered, answer.is_ok());
             if answer.is_ok() && elapsed > late_after {
                 tracing::warn!(
-                    "renewals are late: renewing {count} leases of {holder} took {elapsed:?} \
-                     (more than a sixth of the {:?} term); new grants wait until they catch up",
-                    term.duration()
+                    holder = holder.as_str(),
+                    leases = count,
+                    took = ?elapsed,
+                    term = ?term.duration(),
+                    "renewals are late (a statement took more than a sixth of the term); new \
+                     grants wait until they catch up"
                 );
             }
             match answer {
@@ -294,7 +297,12 @@ impl RenewGroup {
                     }
                 }
                 Err(e) => {
-                    tracing::warn!("renewing {count} leases of {holder} failed: {e}");
+                    tracing::warn!(
+                        holder = holder.as_str(),
+                        leases = count,
+                        error = %e,
+                        "a renewal statement failed"
+                    );
                     let failure = StoreFailure::new(e.to_string());
                     for reply in replies {
                         let _ = reply.send(Err(failure.clone()));
@@ -332,7 +340,12 @@ impl AskAlone {
         })
         .await;
         let _ = reply.send(answer.map_err(|e| {
-            tracing::debug!("{key}: renewal alone of a row locked by another session: {e}");
+            tracing::debug!(
+                namespace = key.namespace.as_str(),
+                name = key.name.as_str(),
+                error = %e,
+                "a renewal alone of a row locked by another session got no answer"
+            );
             StoreFailure::new(format!(
                 "the lease row was locked by another session; renewal outcome unknown ({e})"
             ))

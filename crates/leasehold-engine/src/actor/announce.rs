@@ -61,8 +61,12 @@ impl LeaseActor {
         let listener = Arc::clone(&self.listener);
         let key = &self.key;
         if catch_unwind(AssertUnwindSafe(|| listener(key, n))).is_err() {
-            tracing::error!(
-                "{key}: a callback panicked handling {n:?}; the tenure is ended (CallbackPanicked)"
+            crate::trace::lease_event!(
+                tracing::Level::ERROR,
+                key,
+                self.holder,
+                notification = ?n,
+                "a callback panicked; the tenure is ended (CallbackPanicked)"
             );
             if self.machine.token().is_some() {
                 ctx.notify(EndTenure(LossReason::CallbackPanicked));
@@ -71,7 +75,7 @@ impl LeaseActor {
     }
 
     pub(super) fn log(&self, n: &Notification) {
-        crate::trace::notification(&self.key, &self.holder, n);
+        crate::trace::notification(self.span(), &self.key, &self.holder, n);
     }
 
     /// Tells observers (through the doorbell) that the live tenure changed in a way they show.

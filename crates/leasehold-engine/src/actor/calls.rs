@@ -21,10 +21,13 @@ impl LeaseActor {
         term: Term,
         ctx: &mut Context<Self>,
     ) {
-        tracing::trace!(
-            "{}: begin_tenure {req} as {} for {term:?}",
+        crate::trace::lease_event!(
+            tracing::Level::TRACE,
             self.key,
-            self.holder
+            self.holder,
+            req = req.0,
+            term = ?term.duration(),
+            "begin_tenure"
         );
         let ask = GrantAsk {
             store: Arc::clone(&self.store),
@@ -35,7 +38,7 @@ impl LeaseActor {
             now,
             limit: self.limit(),
         };
-        let fut = self.grant.ask(ask);
+        let fut = crate::trace::traced(self.span(), self.grant.ask(ask));
         ctx.spawn(
             actix::fut::wrap_future(fut).map(move |result, act: &mut Self, ctx| {
                 act.feed(Event::AcquireResult { req, result }, ctx);
@@ -51,7 +54,14 @@ impl LeaseActor {
         term: Term,
         ctx: &mut Context<Self>,
     ) {
-        tracing::trace!(req = req.0, token = token.get(), "renew");
+        crate::trace::lease_event!(
+            tracing::Level::TRACE,
+            self.key,
+            self.holder,
+            req = req.0,
+            token = token.get(),
+            "renew"
+        );
         let ask = RenewAsk {
             store: Arc::clone(&self.store),
             key: self.key.clone(),
@@ -60,7 +70,7 @@ impl LeaseActor {
             term,
             limit: self.limit(),
         };
-        let fut = self.renew.ask(ask);
+        let fut = crate::trace::traced(self.span(), self.renew.ask(ask));
         ctx.spawn(
             actix::fut::wrap_future(fut).map(move |result, act: &mut Self, ctx| {
                 act.feed(Event::RenewResult { req, result }, ctx);
@@ -77,7 +87,14 @@ impl LeaseActor {
         token: FencingToken,
         ctx: &mut Context<Self>,
     ) {
-        tracing::trace!(req = req.0, token = token.get(), "release");
+        crate::trace::lease_event!(
+            tracing::Level::TRACE,
+            self.key,
+            self.holder,
+            req = req.0,
+            token = token.get(),
+            "release"
+        );
         // Rung once the release has committed (or failed: then the row lapses, and a
         // waiter woken early is only refused once).
         let doorbell = self
@@ -93,7 +110,7 @@ impl LeaseActor {
             now,
             limit: self.limit(),
         };
-        let released = self.release.ask(ask);
+        let released = crate::trace::traced(self.span(), self.release.ask(ask));
         let fut = async move {
             let outcome = released.await;
             ring_doorbell_after_release(
@@ -125,7 +142,15 @@ impl LeaseActor {
             Arc::clone(&self.store),
         );
 
-        tracing::trace!("{key}: release {req} of token {token} after {after:?}");
+        crate::trace::lease_event!(
+            tracing::Level::TRACE,
+            key,
+            holder,
+            req = req.0,
+            token = token.get(),
+            after = ?after.duration(),
+            "release after a minimum hold"
+        );
         let fut = async move {
             Ok(match store.renew(&key, &holder, token, after).await? {
                 RenewOutcome::Renewed => ReleaseOutcome::Released,

@@ -174,6 +174,8 @@ struct Attached {
     /// The value every new tenure is granted with ([`leasehold_core::LeaseValue`]); changed by
     /// [`crate::SetTenureValue`] once the store has committed it.
     value: Option<leasehold_core::LeaseValue>,
+    /// The actor's `lease` span, when its requester's dispatcher wants one (see `crate::trace`).
+    span: Option<tracing::Span>,
     /// The answer to a lock's single attempt, once it is known.
     attempt: Option<oneshot::Sender<Attempt>>,
     renewals: Vec<oneshot::Sender<RenewAnswer>>,
@@ -240,8 +242,22 @@ impl LeaseActor {
         self.attached.get_or_insert_with(Box::default)
     }
 
-    /// Feeds one event to the machine at the current instant and executes its commands.
+    /// The actor's `lease` span, if it has one.
+    pub(crate) fn span(&self) -> Option<&tracing::Span> {
+        self.attached.as_ref().and_then(|a| a.span.as_ref())
+    }
+
+    /// Feeds one event to the machine at the current instant and executes its commands, inside
+    /// the actor's `lease` span (user callbacks included).
     pub(crate) fn feed(&mut self, event: Event, ctx: &mut Context<Self>) {
+        match self.span().cloned() {
+            Some(span) => crate::trace::in_span(&span, || self.step(event, ctx)),
+            None => self.step(event, ctx),
+        }
+    }
+
+    /// [`LeaseActor::feed`] inside the span.
+    fn step(&mut self, event: Event, ctx: &mut Context<Self>) {
         match &event {
             Event::ReleaseResult { result, .. } => self.release_answered(result),
             Event::AcquireResult {
@@ -262,12 +278,12 @@ impl LeaseActor {
         if std::mem::take(&mut self.lapsed)
             && let Some(token) = self.machine.token()
         {
-            self.feed(Event::Lapsed { token }, ctx);
+            self.step(Event::Lapsed { token }, ctx);
             return;
         }
         if self.stop_when_resting && matches!(self.machine.state(), State::Released) {
             self.stop_when_resting = false;
-            self.feed(Event::Stop, ctx);
+            self.step(Event::Stop, ctx);
             return;
         }
         if self.machine.is_finished() {
@@ -290,10 +306,14 @@ impl LeaseActor {
         T: Send + 'static,
         F: std::future::Future<Output = Result<T, StoreError>> + Send + 'static,
     {
-        let fut = crate::detached::detached(op, self.limit(), fut);
+        let (key, holder, limit) = (self.key.clone(), self.holder.clone(), self.limit());
+        let fut = async move {
+            let result = crate::detached::detached(op, limit, fut).await;
+            store_failure(&key, &holder, op, result)
+        };
+        let fut = crate::trace::traced(self.span(), fut);
         ctx.spawn(
             actix::fut::wrap_future(fut).map(move |result, act: &mut Self, ctx| {
-                let result = act.failure(op, result);
                 act.feed(back(result), ctx);
             }),
         );
@@ -363,25 +383,25 @@ impl LeaseActor {
             Command::Notify(n) => self.notify(&n, ctx),
         }
     }
-
-    /// Logs a store error and turns it into what the machine understands.
-    fn failure<T>(
-        &self,
-        what: &'static str,
-        result: Result<T, StoreError>,
-    ) -> Result<T, StoreFailure> {
-        store_failure(&self.key, what, result)
-    }
 }
 
-/// Logs a store error of `what` on `key` and turns it into what the machine understands.
+/// Logs a store error of `what` on `key` (held as `holder`) and turns it into what the machine
+/// understands.
 fn store_failure<T>(
     key: &LeaseKey,
+    holder: &HolderId,
     what: &'static str,
     result: Result<T, StoreError>,
 ) -> Result<T, StoreFailure> {
     result.map_err(|e| {
-        tracing::warn!("{key}: {what} failed: {e}");
+        crate::trace::lease_event!(
+            tracing::Level::WARN,
+            key,
+            holder,
+            op = what,
+            error = %e,
+            "store call failed"
+        );
         crate::metrics::store_error(what);
         StoreFailure::new(e.to_string())
     })

@@ -69,12 +69,12 @@ impl ReleaseRoute {
                 })
             }
             ReleaseRoute::Direct => Either::Right(async move {
-                let failed_key = key.clone();
+                let (failed_key, failed_holder) = (key.clone(), holder.clone());
                 let released = crate::detached::detached("release", limit, async move {
                     store.release(&key, &holder, token).await
                 })
                 .await;
-                super::store_failure(&failed_key, "release", released)
+                super::store_failure(&failed_key, &failed_holder, "release", released)
             }),
         }
     }

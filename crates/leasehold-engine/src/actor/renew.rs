@@ -76,12 +76,12 @@ impl RenewRoute {
                 })
             }
             RenewRoute::Direct => Either::Right(async move {
-                let failed_key = key.clone();
+                let (failed_key, failed_holder) = (key.clone(), holder.clone());
                 let renewed = crate::detached::detached("renew", limit, async move {
                     store.renew(&key, &holder, token, term).await
                 })
                 .await;
-                super::store_failure(&failed_key, "renew", renewed)
+                super::store_failure(&failed_key, &failed_holder, "renew", renewed)
             }),
         }
     }

@@ -88,6 +88,13 @@ impl LeaseActor {
         }
     }
 
+    /// Works inside `span` (see `crate::trace`); nothing is attached for `None`.
+    pub(crate) fn set_span(&mut self, span: Option<tracing::Span>) {
+        if span.is_some() {
+            self.attached().span = span;
+        }
+    }
+
     /// The value new tenures are granted with.
     pub(crate) fn set_grant_value(&mut self, value: Option<leasehold_core::LeaseValue>) {
         if value.is_some() || self.attached.is_some() {

@@ -45,6 +45,8 @@ pub(crate) struct NewActor {
     pub(crate) belief: Option<Arc<Belief>>,
     /// What it does first.
     pub(crate) first: First,
+    /// Whoever asked for it: its `lease` span is made under this dispatcher.
+    pub(crate) dispatch: tracing::Dispatch,
 }
 
 /// What a new actor does first: its first message, sent by [`LeaseEngine::spawn_actor`] right
@@ -118,7 +120,6 @@ impl LeaseEngine {
 impl Handler<ActorStopped> for LeaseEngine {
     type Result = ();
     fn handle(&mut self, msg: ActorStopped, _ctx: &mut Context<Self>) {
-        crate::trace::actor_stopped(&msg.key, &self.holder, msg.id);
         if self.book.get(&msg.key).is_some_and(|e| e.id == msg.id) {
             self.book.remove(&msg.key);
         }

@@ -68,6 +68,7 @@ impl Handler<TakeLock> for LeaseEngine {
             config,
             listener,
             belief,
+            dispatch,
         } = msg;
         let new = NewActor {
             key,
@@ -76,6 +77,7 @@ impl Handler<TakeLock> for LeaseEngine {
             listener,
             belief,
             first: First::TryOnce,
+            dispatch,
         };
         let started = self.spawn_actor(new, ctx, |actor| actor.set_attempt(reply));
         Box::pin(async move {
@@ -198,6 +200,7 @@ impl Handler<TakeLocks> for LeaseEngine {
                 listener: Arc::new(|_, _| {}),
                 belief: Some(belief),
                 first: First::TryOnce,
+                dispatch: msg.dispatch.clone(),
             };
             let joint = Arc::clone(&joint);
             let spawned = self.spawn_actor(new, ctx, |actor| {

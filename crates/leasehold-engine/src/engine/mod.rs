@@ -295,6 +295,7 @@ impl LeaseEngine {
             listener,
             belief,
             first,
+            dispatch,
         } = new;
         if self.shut_down {
             return Err(EngineError::ShuttingDown);
@@ -354,6 +355,7 @@ impl LeaseEngine {
         actor.route_releases(Arc::clone(release));
         #[cfg(feature = "known-bugs")]
         actor.cancel_late(self.bug == Some(KnownBug::CancelAfterReleaseAnswer));
+        actor.set_span(crate::trace::lease_span(&dispatch, &key, &self.holder));
         setup(&mut actor);
         // The address the book keeps is the one the alarms slot keeps: made before the actor
         // runs, so the slot is known before its first alarm.
@@ -366,7 +368,6 @@ impl LeaseEngine {
             First::StandBy => addr.do_send(StandByLease),
             First::TryOnce => addr.do_send(TryLock),
         }
-        crate::trace::actor_started(&key, &self.holder, id);
         if !self.namespaces.contains(&key.namespace) {
             self.namespaces.insert(key.namespace.clone());
         }

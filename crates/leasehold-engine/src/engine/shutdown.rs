@@ -48,7 +48,11 @@ impl Handler<ShutdownAll> for LeaseEngine {
                 }
                 return Ok(0);
             }
-            tracing::trace!("release_many of {} tenures of {holder}", held.len());
+            tracing::trace!(
+                holder = holder.as_str(),
+                tenures = held.len(),
+                "release_many"
+            );
             // One statement per few thousand rows: the bound grows with the batch.
             let chunks = u32::try_from(held.len() / 1000).unwrap_or(u32::MAX);
             let limit = limit.saturating_mul(chunks.saturating_add(1));
@@ -69,11 +73,7 @@ impl Handler<ShutdownAll> for LeaseEngine {
             }
             let _ = settling.await;
             let n = n?;
-            tracing::info!(
-                event = "shut_down",
-                released = n,
-                "shut down, released {n} leases"
-            );
+            tracing::info!(event = "shut_down", released = n, "shut down");
             Ok(n)
         })
     }

@@ -32,12 +32,14 @@ impl Handler<StartTask> for LeaseEngine {
             }
             Lookup::Free => {
                 let value = msg.value;
+                let dispatch = msg.dispatch;
                 let new = NewActor {
                     key: msg.key,
                     owner: msg.owner,
                     config: msg.config,
                     listener: msg.listener,
                     belief: msg.belief,
+                    dispatch,
                     first: if msg.compete {
                         First::Compete
                     } else {

@@ -212,7 +212,11 @@ impl<K: Kind> GroupCommit<K> {
         }
         self.queued.retain(|_, waiting| !waiting.is_empty());
         if shed > 0 {
-            tracing::debug!("{}: {shed} requests answered unsent (overloaded)", K::OP);
+            tracing::debug!(
+                op = K::OP,
+                shed,
+                "requests answered unsent: they waited more than half their patience (overloaded)"
+            );
         }
     }
 
@@ -382,7 +386,7 @@ fn answer<K: Kind>(
             }
         }
         Err(e) => {
-            tracing::warn!("{}: a batch of {size} failed: {e}", K::OP);
+            tracing::warn!(op = K::OP, size, error = %e, "a batched statement failed");
             crate::metrics::store_error(K::OP);
             let e = StoreFailure::new(e.to_string());
             for reply in replies {

@@ -90,6 +90,9 @@ pub struct StartTask {
     pub belief: Option<Arc<Belief>>,
     /// The value every tenure is granted with (none by default).
     pub value: Option<leasehold_core::LeaseValue>,
+    /// The dispatcher of whoever asked (by default [`crate::caller_dispatch`] on the caller's thread): the
+    /// actor's `lease` span and events go there.
+    pub dispatch: tracing::Dispatch,
 }
 
 impl StartTask {
@@ -104,6 +107,7 @@ impl StartTask {
             compete: true,
             belief: None,
             value: None,
+            dispatch: crate::caller_dispatch(),
         }
     }
 }

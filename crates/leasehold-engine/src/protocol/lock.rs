@@ -59,6 +59,9 @@ pub struct TakeLock {
     pub listener: Listener,
     /// The belief to publish the lock's tenure to (made by the engine when `None`).
     pub belief: Option<Arc<Belief>>,
+    /// The dispatcher of whoever asked ([`crate::caller_dispatch`] on the caller's thread): the
+    /// actor's `lease` span and events go there.
+    pub dispatch: tracing::Dispatch,
 }
 
 impl std::fmt::Debug for TakeLock {
@@ -196,6 +199,9 @@ pub struct TakeLocks {
     pub config: LeaseConfig,
     /// The beliefs to publish each lock's tenure to, aligned with `keys`.
     pub beliefs: Vec<Arc<Belief>>,
+    /// The dispatcher of whoever asked ([`crate::caller_dispatch`] on the caller's thread): the
+    /// actor's `lease` span and events go there.
+    pub dispatch: tracing::Dispatch,
 }
 
 impl std::fmt::Debug for TakeLocks {
