@@ -4,8 +4,7 @@
 //! the engine's one table, not a tokio timer of its own. A timer per actor puts an entry in
 //! tokio's timer wheel per lease, armed and dropped twice per renewal, each cascading through
 //! the wheel's levels and polled with its actor; with a large population the engine thread
-//! would spend its time there instead of renewing (the figures are in docs/benchmarks.md's
-//! scale rows).
+//! would spend its time there instead of renewing.
 //!
 //! [`Alarms`] keeps every actor's next alarm in one binary heap and one tokio sleep until the
 //! earliest; when it fires, each due actor gets one [`AlarmFired`] message and feeds its machine
