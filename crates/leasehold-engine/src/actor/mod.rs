@@ -54,8 +54,8 @@ pub(crate) type OnExit = (Arc<Recipient<ActorStopped>>, u64);
 ///
 /// - Store requests run as tokio tasks, each abandoned at the request timeout; their results
 ///   come back as events. Grants, renewals and releases each go through a port chosen when the
-///   actor is built: one statement of their own, or a group commit ([`RenewGroup`](crate::RenewGroup) for
-///   renewals).
+///   actor is built: one statement of their own, or a group commit
+///   ([`RenewGroup`](crate::RenewGroup) for renewals).
 /// - One timer at a time: each [`Command::TimerAt`] replaces the pending alarm.
 /// - [`Command::BeginTenure`], [`Command::RenewTenure`] and [`Command::EndTenure`] go to the
 ///   [`Registry`] and the [`Belief`] in the same step: a tenure's cancellation token is cancelled

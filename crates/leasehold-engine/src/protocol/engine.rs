@@ -90,8 +90,8 @@ pub struct StartTask {
     pub belief: Option<Arc<Belief>>,
     /// The value every tenure is granted with (none by default).
     pub value: Option<leasehold_core::LeaseValue>,
-    /// The dispatcher of whoever asked (by default [`crate::caller_dispatch`] on the caller's thread): the
-    /// actor's `lease` span and events go there.
+    /// The dispatcher of whoever asked (by default the caller's thread's, as
+    /// [`crate::caller_dispatch`] reads it): the actor's `lease` span and events go there.
     pub dispatch: tracing::Dispatch,
 }
 
@@ -107,7 +107,7 @@ impl StartTask {
             compete: true,
             belief: None,
             value: None,
-            dispatch: crate::caller_dispatch(),
+            dispatch: tracing::dispatcher::get_default(tracing::Dispatch::clone),
         }
     }
 }
