@@ -34,6 +34,11 @@ pub fn caller_dispatch() -> Dispatch {
 /// The `lease` span of an actor for `key` held as `holder`, made under `dispatch`;
 /// `None` when that dispatcher wants no `lease` span at `INFO`.
 pub(crate) fn lease_span(dispatch: &Dispatch, key: &LeaseKey, holder: &HolderId) -> Option<Span> {
+    // No subscriber: no span, and no scoped dispatcher either (setting one, even an empty one,
+    // turns tracing's `log` records off for the whole process).
+    if dispatch.is::<tracing::subscriber::NoSubscriber>() {
+        return None;
+    }
     tracing::dispatcher::with_default(dispatch, || {
         let span = tracing::info_span!(
             "lease",
@@ -75,7 +80,9 @@ pub(crate) fn traced<F: Future>(
 /// span) with only the fields given, outside any with `namespace`, `name` and `holder` too.
 macro_rules! lease_event {
     ($level:expr, $key:expr, $holder:expr, $($rest:tt)+) => {
-        if tracing::enabled!($level) {
+        // Without a `tracing` subscriber the event still goes to `log` (tracing's `log`
+        // feature), which filters it itself.
+        if tracing::enabled!($level) || !tracing::dispatcher::has_been_set() {
             if tracing::Span::current().is_none() {
                 tracing::event!(
                     $level,
