@@ -1,8 +1,9 @@
 //! leasehold's diagnostics through `tracing`: every lease task and lock runs in a `lease` span
 //! with `namespace`, `name`, `holder` and `token`, and its grants, losses, hand-overs and
-//! releases are events with the same fields and an `event` field (`acquired`, `lost`,
-//! `released`, `holder_changed`, `taken_over`, …). Applications on `log` get the same events as
-//! log records without doing anything.
+//! releases are events inside it with an `event` field (`acquired`, `lost`, `released`,
+//! `holder_changed`, `taken_over`, …) and their own fields, the span's not repeated.
+//! Applications on `log` get the same events as log records, with the lease's fields, without
+//! doing anything.
 //!
 //! ```sh
 //! cargo run -p leasehold --example tracing_events
@@ -10,7 +11,7 @@
 //!
 //! It prints, for example:
 //! `INFO lease{namespace="" name="report-leader" holder="node-a" token=1}: leasehold_engine::trace:
-//! report-leader: acquired by node-a (token 1) event="acquired" …`
+//! tenure acquired event="acquired"`
 
 use std::io::IsTerminal;
 use std::time::Duration;

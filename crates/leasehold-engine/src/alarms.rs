@@ -1,10 +1,10 @@
 //! One timer for every lease actor of an engine.
 //!
-//! Each [`Command::TimerAt`](leasehold_core::Command::TimerAt) of an actor used to be a tokio timer
-//! of its own (an actix `run_later`): with 100,000 leases, hundreds of thousands of timer-wheel
-//! entries, armed and dropped twice per renewal, each cascading through the wheel's levels and
-//! polled with its actor. Measured on a burst of 100,000 grants (term 6 s), the engine thread
-//! spent over 60 % of its time in tokio's timer wheel and in polling those sleeps.
+//! The rule: an actor's [`Command::TimerAt`](leasehold_core::Command::TimerAt) is an entry in
+//! the engine's one table, not a tokio timer of its own. A timer per actor puts an entry in
+//! tokio's timer wheel per lease, armed and dropped twice per renewal, each cascading through
+//! the wheel's levels and polled with its actor; with a large population the engine thread
+//! would spend its time there instead of renewing.
 //!
 //! [`Alarms`] keeps every actor's next alarm in one binary heap and one tokio sleep until the
 //! earliest; when it fires, each due actor gets one [`AlarmFired`] message and feeds its machine

@@ -14,11 +14,16 @@
 //! `burst_all_held` row (`leasehold-lab bench --scale`). Grant statements are the exception:
 //! their callers stop waiting first, and the statement runs on for one more request timeout so
 //! that a grant it commits late is seen and released (`late.rs`).
+//!
+//! A call asked inside a span (a lease actor's `lease` span) runs inside it, under the
+//! dispatcher current where it was asked, so the store's events land in the span of the tenure
+//! they serve.
 
 use std::future::Future;
 use std::time::Duration;
 
 use leasehold_storage::StoreError;
+use tracing::instrument::{Instrument, WithSubscriber};
 
 /// Runs `fut` as a task of the current tokio runtime and awaits it, abandoning it after `limit`.
 pub(crate) async fn detached<T, F>(
@@ -34,6 +39,14 @@ where
         tokio::time::timeout(limit, fut)
             .await
             .unwrap_or(Err(StoreError::TimedOut { op, after: limit }))
+    };
+    // The store call's events belong to the span it was asked in (a lease actor's), under that
+    // span's dispatcher.
+    let span = tracing::Span::current();
+    let bounded = if span.is_none() {
+        futures::future::Either::Left(bounded)
+    } else {
+        futures::future::Either::Right(bounded.instrument(span).with_current_subscriber())
     };
     match tokio::spawn(bounded).await {
         Ok(result) => result,

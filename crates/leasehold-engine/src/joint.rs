@@ -22,6 +22,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 use crate::detached::detached;
+use crate::late::Waited;
 
 type Answer = Result<AcquireOutcome, StoreFailure>;
 
@@ -65,6 +66,7 @@ impl JointGrant {
     /// call decides them all), or a failure once the grant's patience from now has passed.
     pub(crate) fn ask(self: &Arc<Self>, key: LeaseKey, term: Term) -> BoxFuture<'static, Answer> {
         let (tx, rx) = oneshot::channel();
+        let part = key.clone();
         let ready = {
             let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
             waiting.push((key, term, tx));
@@ -75,13 +77,22 @@ impl JointGrant {
             tokio::spawn(async move { me.decide(all).await });
         }
         let bound = crate::late::patience(self.limit);
+        let deadline = leasehold_core::Clock::now(&leasehold_core::MonotonicClock) + bound;
+        let me = Arc::clone(self);
         Box::pin(async move {
-            match tokio::time::timeout(bound, rx).await {
-                Ok(Ok(answer)) => answer,
-                Ok(Err(_)) => Err(StoreFailure::new("the multi-lock's grant was dropped")),
-                Err(_) => Err(StoreFailure::new(format!(
-                    "the multi-lock's grant did not answer within {bound:?}"
-                ))),
+            match crate::late::answer_by(rx, deadline).await {
+                Waited::Answered(answer) => answer,
+                Waited::Dropped => Err(StoreFailure::new("the multi-lock's grant was dropped")),
+                Waited::Late(found) => {
+                    // Found just as the bound passed: nobody takes it, so it is released.
+                    if let Some(Ok(AcquireOutcome::Acquired { token, .. })) = found {
+                        let item = TenureRef { key: part, token };
+                        me.release_unclaimed(vec![item]).await;
+                    }
+                    Err(StoreFailure::new(format!(
+                        "the multi-lock's grant did not answer within {bound:?}"
+                    )))
+                }
             }
         })
     }
@@ -143,13 +154,15 @@ impl JointGrant {
         .await;
         match released {
             Ok(_) => tracing::info!(
-                "released {n} tenures of a multi-lock of {} that answered after its parts \
-                 stopped waiting",
-                self.holder
+                holder = self.holder.as_str(),
+                released = n,
+                "released tenures of a multi-lock that answered after its parts stopped waiting"
             ),
             Err(e) => tracing::warn!(
-                "releasing {n} tenures of a multi-lock nobody waited for failed (they lapse at \
-                 their term): {e}"
+                holder = self.holder.as_str(),
+                tenures = n,
+                error = %e,
+                "releasing tenures of a multi-lock nobody waited for failed; they lapse at their term"
             ),
         }
     }

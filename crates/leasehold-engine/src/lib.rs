@@ -61,6 +61,7 @@ pub use registry::Registry;
 #[doc(hidden)]
 pub use renew_group::DEFAULT_BATCH_WINDOW;
 pub use renew_group::RenewGroup;
+pub use trace::caller_dispatch;
 /// The old name of [`RenewGroup`].
 #[deprecated(note = "renamed `RenewGroup`: group commit has one name")]
 pub type RenewBatcher = RenewGroup;

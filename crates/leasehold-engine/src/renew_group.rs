@@ -1,5 +1,13 @@
 //! The group commit of renewals: renewals arriving within a short window go out as one
 //! `renew_many` per holder.
+//!
+//! It is not the [`GroupCommit`](crate::group_commit::GroupCommit) of grants and releases, and
+//! must not be: a renewal has no caller waiting on it but a due instant two thirds of a term
+//! before its deadline, so it waits a window for the renewals due around it (a population
+//! renews in a bounded number of statements per interval), while a grant or a release goes out
+//! at once unless one of its kind is out already (no window added to a lock). This group also
+//! measures whether renewals keep up ([`RenewPressure`], which the grants' group commit obeys),
+//! chunks per holder and term, and renews alone the rows another session holds locked.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -28,9 +36,9 @@ pub(crate) const TERM_WINDOW_DIVISOR: u32 = 30;
 /// A renewal statement out longer than `term / LATE_DIVISOR` (or one that failed) means the
 /// renewals are behind: the grants' group commit sends no new grants until they catch up (see
 /// [`RenewPressure`]). With the default config a renewal is sent two thirds of a term before its
-/// deadline, so a sixth of a term is far from a loss and far above a healthy statement (a tenth
-/// was measured too tight: 5,000-lease statements queued for the renewal pool's two connections
-/// took 600–700 ms at a 6 s term on a quiet machine, and held a 100,000-lease burst back to 10 s).
+/// deadline, so a sixth of a term is far from a loss and far above a healthy statement; a
+/// tighter mark counts full statements queued for the renewal pool's connections as late and
+/// holds a large burst of grants back for nothing.
 pub(crate) const LATE_DIVISOR: u32 = 6;
 
 /// How the renewals of one [`RenewGroup`] are doing, read by the grants' group commit
@@ -78,9 +86,9 @@ impl RenewPressure {
     /// The engine's alarms ran at `now` for an alarm due at `due`: an alarm later than a batch
     /// window (`term / `[`TERM_WINDOW_DIVISOR`], of the last renewal statement's term) means the
     /// engine thread itself is behind — every renewal's alarm, its queueing and its answer wait
-    /// in that thread's run queue, which the statements' latency does not see (measured at a
-    /// million leases on one 2-core machine: alarms 1.4–3.9 s late while statements answered in
-    /// time). Grants then wait one window more, and again while alarms keep firing late.
+    /// in that thread's run queue, which the statements' latency does not see (alarms can run
+    /// seconds late while every statement answers in time). Grants then wait one window more,
+    /// and again while alarms keep firing late.
     pub(crate) fn alarm_ran(&self, due: Instant, now: Instant) {
         let lag = now.saturating_duration_since(due);
         let mut p = self.lock();
@@ -145,8 +153,8 @@ type Waiting = Vec<(TenureRef, oneshot::Sender<RenewReply>)>;
 /// The group commit of renewals: the first renewal queued opens a window (the configured
 /// minimum, default 10 ms, or `term / 30` if longer); when it closes, every renewal queued
 /// meanwhile goes out as one [`LeaseStore::renew_many`] per holder and term, and each answer
-/// is routed back to its sender.
-/// So 10,000 leases renewed every 10 s cost a handful of statements per renew interval.
+/// is routed back to its sender. So a population of leases costs at most about
+/// `renew_interval / window` statements per renew interval, however many leases it holds.
 ///
 /// A renewal waits at most one window before it is sent; the lease machine counts the term from
 /// the instant it asked, so waiting never lengthens a local deadline.
@@ -236,7 +244,7 @@ impl RenewGroup {
         let id = pressure.sent(started, late_after, term.duration());
         let alone = Arc::clone(&self.alone);
         tokio::spawn(async move {
-            tracing::trace!("renew_batch: {count} leases of {holder}");
+            tracing::trace!(holder = holder.as_str(), leases = count, "renew_batch");
             let (h, batch_store) = (holder.clone(), Arc::clone(&store));
             let answer = crate::detached::detached("renew_many", limit, async move {
                 let outcomes = batch_store.renew_batch(&h, &items, term).await?;
@@ -249,9 +257,12 @@ impl RenewGroup {
             pressure.answered(id, answered, answer.is_ok());
             if answer.is_ok() && elapsed > late_after {
                 tracing::warn!(
-                    "renewals are late: renewing {count} leases of {holder} took {elapsed:?} \
-                     (more than a sixth of the {:?} term); new grants wait until they catch up",
-                    term.duration()
+                    holder = holder.as_str(),
+                    leases = count,
+                    took = ?elapsed,
+                    term = ?term.duration(),
+                    "renewals are late (a statement took more than a sixth of the term); new \
+                     grants wait until they catch up"
                 );
             }
             match answer {
@@ -286,7 +297,12 @@ impl RenewGroup {
                     }
                 }
                 Err(e) => {
-                    tracing::warn!("renewing {count} leases of {holder} failed: {e}");
+                    tracing::warn!(
+                        holder = holder.as_str(),
+                        leases = count,
+                        error = %e,
+                        "a renewal statement failed"
+                    );
                     let failure = StoreFailure::new(e.to_string());
                     for reply in replies {
                         let _ = reply.send(Err(failure.clone()));
@@ -324,7 +340,12 @@ impl AskAlone {
         })
         .await;
         let _ = reply.send(answer.map_err(|e| {
-            tracing::debug!("{key}: renewal alone of a row locked by another session: {e}");
+            tracing::debug!(
+                namespace = key.namespace.as_str(),
+                name = key.name.as_str(),
+                error = %e,
+                "a renewal alone of a row locked by another session got no answer"
+            );
             StoreFailure::new(format!(
                 "the lease row was locked by another session; renewal outcome unknown ({e})"
             ))

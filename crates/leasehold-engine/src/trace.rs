@@ -1,31 +1,45 @@
 //! What the engine tells `tracing` about tenures: one `lease` span per lease actor (a lease
-//! task, a lock, a hold) with the fields `namespace`, `name`, `holder` and `token`, and the
-//! grants, losses, hand-overs and releases as events inside it carrying the same fields and an
-//! `event` field naming what happened. Applications on `log` see the events as log records
-//! (tracing's `log` feature), as before.
+//! task, a lock, a hold) with the fields `namespace`, `name`, `holder` and `token` (recorded when
+//! a tenure begins), and the grants, losses, hand-overs and releases as events inside it, each
+//! with an `event` field naming what happened and the fields of its own (`reason`, `held_by`,
+//! `held_token`, `error`). An event inside the span does not repeat the span's fields; an
+//! event with no span around it (nobody wants `lease` spans, or an application on `log`, which
+//! sees the events as log records through tracing's `log` feature) carries them itself.
 //!
-//! The spans live in a side table of the engine's, not in the actors: an actor's task must stay
-//! within its memory budget whether or not anyone traces, and a span is made only while a
-//! `tracing` subscriber wants `lease` spans at `INFO`.
+//! The rules:
+//! - A span belongs to its actor (in its attached parts, so an actor nobody traces carries
+//!   none) and is made under the dispatcher of whoever asked for the actor
+//!   ([`caller_dispatch`], captured when the request was made): a thread-local subscriber
+//!   (`tracing::subscriber::with_default`) sees the spans and events of the actors its thread
+//!   asked for, although they run on the engine's thread.
+//! - The span is entered, under its dispatcher, wherever the actor's work runs: every event fed
+//!   to the machine with the commands it gives (user callbacks included) and the store calls
+//!   of the tenure ([`traced`], and `crate::detached` carries the current span into the store
+//!   call's task).
 
-use std::collections::HashMap;
-use std::sync::{LazyLock, Mutex, PoisonError};
+use std::future::Future;
 
-use leasehold_core::{FencingToken, HolderId, LeaseKey, Notification};
-use tracing::Span;
+use futures::future::Either;
+use leasehold_core::{HolderId, LeaseKey, Notification};
+use tracing::instrument::{Instrument, WithDispatch, WithSubscriber};
+use tracing::{Dispatch, Span};
 
-/// The live actors' spans, by key and holder, with the engine's id of the actor that made each.
-type Spans = HashMap<(LeaseKey, HolderId), (u64, Span)>;
-
-static SPANS: LazyLock<Mutex<Spans>> = LazyLock::new(Mutex::default);
-
-fn spans() -> std::sync::MutexGuard<'static, Spans> {
-    SPANS.lock().unwrap_or_else(PoisonError::into_inner)
+/// The calling thread's current dispatcher (its thread-local one, if set; else the global
+/// one): what a request for an actor carries, so that the actor's span is made under it.
+#[must_use]
+pub fn caller_dispatch() -> Dispatch {
+    tracing::dispatcher::get_default(Dispatch::clone)
 }
 
-/// A lease actor `id` for `key`, held as `holder`, started: opens its span.
-pub(crate) fn actor_started(key: &LeaseKey, holder: &HolderId, id: u64) {
-    if tracing::span_enabled!(tracing::Level::INFO) {
+/// The `lease` span of an actor for `key` held as `holder`, made under `dispatch`;
+/// `None` when that dispatcher wants no `lease` span at `INFO`.
+pub(crate) fn lease_span(dispatch: &Dispatch, key: &LeaseKey, holder: &HolderId) -> Option<Span> {
+    // No subscriber: no span, and no scoped dispatcher either (setting one, even an empty one,
+    // turns tracing's `log` records off for the whole process).
+    if dispatch.is::<tracing::subscriber::NoSubscriber>() {
+        return None;
+    }
+    tracing::dispatcher::with_default(dispatch, || {
         let span = tracing::info_span!(
             "lease",
             namespace = key.namespace.as_str(),
@@ -33,108 +47,168 @@ pub(crate) fn actor_started(key: &LeaseKey, holder: &HolderId, id: u64) {
             holder = holder.as_str(),
             token = tracing::field::Empty,
         );
-        spans().insert((key.clone(), holder.clone()), (id, span));
-    }
-    tracing::debug!(
-        namespace = key.namespace.as_str(),
-        name = key.name.as_str(),
-        holder = holder.as_str(),
-        "{key}: actor started for {holder}"
-    );
-}
-
-/// Lease actor `id` for `key` stopped: closes its span (unless a newer actor's replaced it).
-pub(crate) fn actor_stopped(key: &LeaseKey, holder: &HolderId, id: u64) {
-    let mut spans = spans();
-    if spans.is_empty() {
-        return;
-    }
-    let k = (key.clone(), holder.clone());
-    if spans.get(&k).is_some_and(|(owner, _)| *owner == id) {
-        spans.remove(&k);
-    }
-}
-
-/// The span of the live actor for `key` and `holder` (none when nobody traces spans); records
-/// `token` in it when given.
-fn span_of(key: &LeaseKey, holder: &HolderId, token: Option<FencingToken>) -> Span {
-    if !tracing::dispatcher::has_been_set() {
-        return Span::none();
-    }
-    let spans = spans();
-    if spans.is_empty() {
-        return Span::none();
-    }
-    match spans.get(&(key.clone(), holder.clone())) {
-        Some((_, span)) => {
-            if let Some(token) = token {
-                span.record("token", token.get());
-            }
-            span.clone()
+        if span.is_disabled() {
+            return None;
         }
-        None => Span::none(),
+        span.in_scope(|| tracing::debug!(event = "started", "lease actor started"));
+        Some(span)
+    })
+}
+
+/// Runs `f` inside `span`, under the dispatcher that made it (the events `f` emits, and the
+/// spans it enters, reach that dispatcher whatever the thread's own is).
+pub(crate) fn in_span<R>(span: &Span, f: impl FnOnce() -> R) -> R {
+    match span.with_subscriber(|(_, dispatch)| dispatch.clone()) {
+        Some(dispatch) => tracing::dispatcher::with_default(&dispatch, || span.in_scope(f)),
+        None => f(),
     }
 }
 
-/// One event per notification of the actor for `key` held as `holder`.
-pub(crate) fn notification(key: &LeaseKey, holder: &HolderId, n: &Notification) {
-    let ns = key.namespace.as_str();
-    let name = key.name.as_str();
+/// `fut` inside `span` (and under its dispatcher) whenever it is polled; `fut` as it is when
+/// there is no span.
+pub(crate) fn traced<F: Future>(
+    span: Option<&Span>,
+    fut: F,
+) -> Either<WithDispatch<tracing::instrument::Instrumented<F>>, F> {
+    match span.and_then(|s| s.with_subscriber(|(_, d)| (s.clone(), d.clone()))) {
+        Some((span, dispatch)) => Either::Left(fut.instrument(span).with_subscriber(dispatch)),
+        None => Either::Right(fut),
+    }
+}
+
+/// Emits an event about the lease `$key` held as `$holder`: inside a span (the actor's `lease`
+/// span) with only the fields given, outside any with `namespace`, `name` and `holder` too.
+macro_rules! lease_event {
+    ($level:expr, $key:expr, $holder:expr, $($rest:tt)+) => {
+        // Without a `tracing` subscriber the event still goes to `log` (tracing's `log`
+        // feature), which filters it itself.
+        if tracing::enabled!($level) || !tracing::dispatcher::has_been_set() {
+            if tracing::Span::current().is_none() {
+                tracing::event!(
+                    $level,
+                    namespace = $key.namespace.as_str(),
+                    name = $key.name.as_str(),
+                    holder = $holder.as_str(),
+                    $($rest)+
+                );
+            } else {
+                tracing::event!($level, $($rest)+);
+            }
+        }
+    };
+}
+pub(crate) use lease_event;
+
+/// An event about tenure `$token`: the token is the span's (recorded when the tenure began),
+/// so only an event outside the span carries it.
+macro_rules! tenure_event {
+    ($span:expr, $level:expr, $key:expr, $holder:expr, $token:expr, $($rest:tt)+) => {
+        if $span.is_some() {
+            lease_event!($level, $key, $holder, $($rest)+);
+        } else {
+            lease_event!($level, $key, $holder, token = $token.get(), $($rest)+);
+        }
+    };
+}
+
+/// One event per notification of the actor for `key` held as `holder`, inside its `span` when
+/// it has one (a new tenure's token is recorded in the span first).
+pub(crate) fn notification(
+    span: Option<&Span>,
+    key: &LeaseKey,
+    holder: &HolderId,
+    n: &Notification,
+) {
+    use tracing::Level;
     match n {
         Notification::Acquired { token, .. } => {
-            let _in = span_of(key, holder, Some(*token)).entered();
-            tracing::info!(
-                event = "acquired",
-                namespace = ns,
-                name,
-                holder = holder.as_str(),
-                token = token.get(),
-                "{key}: acquired by {holder} (token {token})"
-            );
+            if let Some(span) = span {
+                span.record("token", token.get());
+                lease_event!(
+                    Level::INFO,
+                    key,
+                    holder,
+                    event = "acquired",
+                    "tenure acquired"
+                );
+            } else {
+                lease_event!(
+                    Level::INFO,
+                    key,
+                    holder,
+                    event = "acquired",
+                    token = token.get(),
+                    "tenure acquired"
+                );
+            }
+        }
+        Notification::HolderChanged {
+            holder: None,
+            token,
+        } => {
+            if let Some(span) = span {
+                span.record("token", token.get());
+                lease_event!(
+                    Level::INFO,
+                    key,
+                    holder,
+                    event = "taken_over",
+                    "tenure taken over"
+                );
+            } else {
+                lease_event!(
+                    Level::INFO,
+                    key,
+                    holder,
+                    event = "taken_over",
+                    token = token.get(),
+                    "tenure taken over"
+                );
+            }
         }
         Notification::Renewed { token, .. } => {
-            let _in = span_of(key, holder, None).entered();
-            tracing::debug!(
+            tenure_event!(
+                span,
+                Level::DEBUG,
+                key,
+                holder,
+                token,
                 event = "renewed",
-                namespace = ns,
-                name,
-                holder = holder.as_str(),
-                token = token.get(),
-                "{key}: renewed (token {token})"
+                "tenure renewed"
             );
         }
         Notification::Lost { token, reason } => {
-            let _in = span_of(key, holder, None).entered();
-            tracing::warn!(
+            tenure_event!(
+                span,
+                Level::WARN,
+                key,
+                holder,
+                token,
                 event = "lost",
-                namespace = ns,
-                name,
-                holder = holder.as_str(),
-                token = token.get(),
                 reason = ?reason,
-                "{key}: lost by {holder} (token {token}): {reason:?}"
+                "tenure lost"
             );
         }
         Notification::Ended { token } => {
-            let _in = span_of(key, holder, None).entered();
-            tracing::debug!(
+            tenure_event!(
+                span,
+                Level::DEBUG,
+                key,
+                holder,
+                token,
                 event = "ended",
-                namespace = ns,
-                name,
-                holder = holder.as_str(),
-                token = token.get(),
-                "{key}: tenure {token} ended here"
+                "tenure ended here"
             );
         }
         Notification::Released { token } => {
-            let _in = span_of(key, holder, None).entered();
-            tracing::info!(
+            tenure_event!(
+                span,
+                Level::INFO,
+                key,
+                holder,
+                token,
                 event = "released",
-                namespace = ns,
-                name,
-                holder = holder.as_str(),
-                token = token.get(),
-                "{key}: released (token {token})"
+                "tenure released"
             );
         }
         Notification::Refused {
@@ -142,55 +216,38 @@ pub(crate) fn notification(key: &LeaseKey, holder: &HolderId, n: &Notification) 
             token,
             ..
         } => {
-            let _in = span_of(key, holder, None).entered();
-            tracing::debug!(
+            lease_event!(
+                Level::DEBUG,
+                key,
+                holder,
                 event = "refused",
-                namespace = ns,
-                name,
-                holder = holder.as_str(),
                 held_by = other.as_str(),
-                token = token.get(),
-                "{key}: refused, held by {other} (token {token})"
+                held_token = token.get(),
+                "refused: held by another"
             );
         }
         Notification::AttemptFailed { error } => {
-            let _in = span_of(key, holder, None).entered();
-            tracing::debug!(
+            lease_event!(
+                Level::DEBUG,
+                key,
+                holder,
                 event = "attempt_failed",
-                namespace = ns,
-                name,
-                holder = holder.as_str(),
                 error = %error,
-                "{key}: attempt failed: {error}"
+                "attempt failed"
             );
         }
         Notification::HolderChanged {
             holder: Some(other),
             token,
         } => {
-            let _in = span_of(key, holder, None).entered();
-            tracing::info!(
+            lease_event!(
+                Level::INFO,
+                key,
+                holder,
                 event = "holder_changed",
-                namespace = ns,
-                name,
-                holder = holder.as_str(),
                 held_by = other.as_str(),
-                token = token.get(),
-                "{key}: held by {other} (token {token})"
-            );
-        }
-        Notification::HolderChanged {
-            holder: None,
-            token,
-        } => {
-            let _in = span_of(key, holder, Some(*token)).entered();
-            tracing::info!(
-                event = "taken_over",
-                namespace = ns,
-                name,
-                holder = holder.as_str(),
-                token = token.get(),
-                "{key}: taken over by {holder} (token {token})"
+                held_token = token.get(),
+                "held by another"
             );
         }
     }

@@ -36,6 +36,7 @@ impl LeaseMachine {
             | Event::RenewNow
             | Event::Yield
             | Event::EndTenure(_)
+            | Event::Lapsed { .. }
             | Event::SettleNow => Phase::Idle,
         }
     }
@@ -144,6 +145,7 @@ impl LeaseMachine {
                 | Event::RenewNow
                 | Event::Yield
                 | Event::EndTenure(_)
+                | Event::Lapsed { .. }
                 | Event::SettleNow,
             ) => Phase::Applying { next, attempt },
         }
@@ -180,6 +182,7 @@ impl LeaseMachine {
             | Event::RenewNow
             | Event::Yield
             | Event::EndTenure(_)
+            | Event::Lapsed { .. }
             | Event::SettleNow => Phase::Lost { retry_at },
         }
     }

@@ -32,10 +32,15 @@ impl LeaseMachine {
                 renew_at: if on { now } else { tenure.deadline },
             },
             Event::EndTenure(reason) => self.end_tenure(now, tenure, reason, out),
+            Event::Lapsed { token } if token == tenure.token => {
+                self.end_tenure(now, tenure, LossReason::DeadlinePassed, out)
+            }
             // A timer before `renew_at`; no request of this tenure is out, so any answer is
             // stale; already competing and holding (`Start`, `TryOnce`, `Compete`, `Wake`;
-            // `SetCompete` was recorded by `step`); nothing to settle.
+            // `SetCompete` was recorded by `step`); nothing to settle; the lapse of an earlier
+            // tenure.
             Event::Timer
+            | Event::Lapsed { .. }
             | Event::AcquireResult { .. }
             | Event::RenewResult { .. }
             | Event::ReleaseResult { .. }
@@ -101,14 +106,18 @@ impl LeaseMachine {
             }
             (_, _, Event::Yield) => self.yield_tenure(now, tenure, out),
             (_, _, Event::EndTenure(reason)) => self.end_tenure(now, tenure, reason, out),
+            (_, _, Event::Lapsed { token }) if token == tenure.token => {
+                self.end_tenure(now, tenure, LossReason::DeadlinePassed, out)
+            }
             // A stale answer (another request's) or a timer before its instant; answers of
             // requests this phase never sends; already competing and holding (`Start`, `TryOnce`,
             // `Compete`, `Wake`; the mode switches were recorded by `step`); a renewal is out
-            // already (`RenewNow`); nothing to settle.
+            // already (`RenewNow`); nothing to settle; the lapse of an earlier tenure.
             (
                 _,
                 _,
                 Event::RenewResult { .. }
+                | Event::Lapsed { .. }
                 | Event::Timer
                 | Event::AcquireResult { .. }
                 | Event::ReleaseResult { .. }

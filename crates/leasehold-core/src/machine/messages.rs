@@ -135,6 +135,15 @@ pub enum Event {
     /// its backoff is sent again now instead (the database may be back). Ignored unless such a
     /// retry is pending; a release in flight answers for itself.
     SettleNow,
+    /// Tenure `token` could not take its renewal ([`Command::RenewTenure`]): whoever holds its
+    /// token saw the old local deadline pass first and cancelled the token. A cancelled token is
+    /// over for good, so the tenure ends here as [`LossReason::DeadlinePassed`]
+    /// ([`Notification::Lost`]), and its grant, which the store did renew, is released; the
+    /// machine competes again if it competes at all. Ignored unless `token` is the live tenure.
+    Lapsed {
+        /// The tenure whose token was cancelled.
+        token: FencingToken,
+    },
 }
 
 /// Something the actor must do, in the order given. The machine never waits on a command: the
@@ -192,8 +201,9 @@ pub enum Command {
     },
     /// The live tenure `token` was renewed: publish its new local deadline. Comes right before
     /// [`Notification::Renewed`]. If whoever holds the token saw the old deadline pass and
-    /// cancelled it meanwhile, the tenure is over all the same: feed
-    /// [`Event::EndTenure`]`(`[`LossReason::DeadlinePassed`]`)` and tell no one it was renewed.
+    /// cancelled it meanwhile, keep the old deadline and feed [`Event::Lapsed`] once this
+    /// step's commands have run: the tenure is over all the same (the
+    /// [`Notification::Renewed`] of this step still goes out: the store did renew it).
     RenewTenure {
         /// The tenure's fencing token.
         token: FencingToken,

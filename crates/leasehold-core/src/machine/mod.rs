@@ -101,7 +101,8 @@ use rng::XorShift;
 /// lock to automatic renewal (and [`Event::SetCompete`]`(true)` to competing again after a loss).
 /// [`Event::ReleaseNotBefore`] gives a tenure up now but lets its grant run until a minimum hold
 /// has passed ([`Command::ReleaseAfter`]); [`Event::EndTenure`] ends a tenure from outside (a
-/// panicking callback).
+/// panicking callback), and [`Event::Lapsed`] ends one whose token was cancelled before its
+/// renewal could be published.
 ///
 /// # Belief
 /// The commands say what to do with the tenure, in the order to do it, so the actor never reads

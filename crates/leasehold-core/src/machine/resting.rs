@@ -134,6 +134,7 @@ impl LeaseMachine {
                 | Event::RenewNow
                 | Event::Yield
                 | Event::EndTenure(_)
+                | Event::Lapsed { .. }
                 | Event::Wake
                 | Event::SetCompete(_)
                 | Event::SetAutoRenew(_),

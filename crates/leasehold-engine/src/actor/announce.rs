@@ -2,8 +2,6 @@
 //! the answers waiting on it, and the doorbell (held when a tenure begins, rung once it has
 //! ended and its release has settled, watched while a refused task waits to apply again).
 
-//! One actor per lease: it runs the lease machine's commands.
-
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
@@ -42,6 +40,7 @@ impl LeaseActor {
             Notification::Lost { .. } | Notification::Ended { .. } => {
                 self.answer_renewals(RenewAnswer::Lost);
             }
+            #[cfg(feature = "known-bugs")]
             Notification::Released { .. } if self.deferred_end => {
                 self.deferred_end = false;
                 self.belief.end();
@@ -62,8 +61,12 @@ impl LeaseActor {
         let listener = Arc::clone(&self.listener);
         let key = &self.key;
         if catch_unwind(AssertUnwindSafe(|| listener(key, n))).is_err() {
-            tracing::error!(
-                "{key}: a callback panicked handling {n:?}; the tenure is ended (CallbackPanicked)"
+            crate::trace::lease_event!(
+                tracing::Level::ERROR,
+                key,
+                self.holder,
+                notification = ?n,
+                "a callback panicked; the tenure is ended (CallbackPanicked)"
             );
             if self.machine.token().is_some() {
                 ctx.notify(EndTenure(LossReason::CallbackPanicked));
@@ -72,7 +75,7 @@ impl LeaseActor {
     }
 
     pub(super) fn log(&self, n: &Notification) {
-        crate::trace::notification(&self.key, &self.holder, n);
+        crate::trace::notification(self.span(), &self.key, &self.holder, n);
     }
 
     /// Tells observers (through the doorbell) that the live tenure changed in a way they show.

@@ -3,17 +3,14 @@
 use std::sync::Arc;
 
 use actix::prelude::*;
-use leasehold_core::{
-    Event, FencingToken, ReleaseOutcome, RenewOutcome, RequestId, StoreFailure, Term,
-};
-use leasehold_storage::TenureRef;
-use tokio::sync::oneshot;
+use leasehold_core::{Event, FencingToken, ReleaseOutcome, RenewOutcome, RequestId, Term};
 use tokio::time::Instant;
 
 use super::LeaseActor;
 use super::announce::ring_doorbell_after_release;
 use super::grant::GrantAsk;
-use crate::renew_group::QueueRenew;
+use super::release::ReleaseAsk;
+use super::renew::RenewAsk;
 
 impl LeaseActor {
     /// Asks for a new tenure through the actor's [`GrantRoute`](super::grant::GrantRoute).
@@ -24,10 +21,13 @@ impl LeaseActor {
         term: Term,
         ctx: &mut Context<Self>,
     ) {
-        tracing::trace!(
-            "{}: begin_tenure {req} as {} for {term:?}",
+        crate::trace::lease_event!(
+            tracing::Level::TRACE,
             self.key,
-            self.holder
+            self.holder,
+            req = req.0,
+            term = ?term.duration(),
+            "begin_tenure"
         );
         let ask = GrantAsk {
             store: Arc::clone(&self.store),
@@ -38,7 +38,7 @@ impl LeaseActor {
             now,
             limit: self.limit(),
         };
-        let fut = self.grant.ask(ask);
+        let fut = crate::trace::traced(self.span(), self.grant.ask(ask));
         ctx.spawn(
             actix::fut::wrap_future(fut).map(move |result, act: &mut Self, ctx| {
                 act.feed(Event::AcquireResult { req, result }, ctx);
@@ -46,7 +46,7 @@ impl LeaseActor {
         );
     }
 
-    /// Renews the live tenure: through the batch renewer, or one statement of its own.
+    /// Renews the live tenure through the actor's [`RenewRoute`](super::renew::RenewRoute).
     pub(super) fn renew(
         &mut self,
         req: RequestId,
@@ -54,43 +54,32 @@ impl LeaseActor {
         term: Term,
         ctx: &mut Context<Self>,
     ) {
-        let (key, holder, store) = (
-            self.key.clone(),
-            self.holder.clone(),
-            Arc::clone(&self.store),
+        crate::trace::lease_event!(
+            tracing::Level::TRACE,
+            self.key,
+            self.holder,
+            req = req.0,
+            token = token.get(),
+            "renew"
         );
-
-        tracing::trace!("{key}: renew {req} of token {token}");
-        if let Some(renewer) = &self.renewer {
-            let (reply, answer) = oneshot::channel();
-            let item = TenureRef { key, token };
-            renewer.do_send(QueueRenew {
-                holder,
-                item,
-                term,
-                reply,
-            });
-            let fut = async move {
-                answer
-                    .await
-                    .unwrap_or_else(|_| Err(StoreFailure::new("the batch renewer stopped")))
-            };
-            ctx.spawn(
-                actix::fut::wrap_future(fut).map(move |result, act: &mut Self, ctx| {
-                    act.feed(Event::RenewResult { req, result }, ctx);
-                }),
-            );
-        } else {
-            let fut = async move { store.renew(&key, &holder, token, term).await };
-            self.call(ctx, "renew", fut, move |result| Event::RenewResult {
-                req,
-                result,
-            });
-        }
+        let ask = RenewAsk {
+            store: Arc::clone(&self.store),
+            key: self.key.clone(),
+            holder: self.holder.clone(),
+            token,
+            term,
+            limit: self.limit(),
+        };
+        let fut = crate::trace::traced(self.span(), self.renew.ask(ask));
+        ctx.spawn(
+            actix::fut::wrap_future(fut).map(move |result, act: &mut Self, ctx| {
+                act.feed(Event::RenewResult { req, result }, ctx);
+            }),
+        );
     }
 
-    /// Releases a tenure: through the group commit, or one statement of its own; the doorbell
-    /// rings once the release has answered.
+    /// Releases a tenure through the actor's [`ReleaseRoute`](super::release::ReleaseRoute);
+    /// the doorbell rings once the release has answered.
     pub(super) fn release(
         &mut self,
         now: Instant,
@@ -98,43 +87,32 @@ impl LeaseActor {
         token: FencingToken,
         ctx: &mut Context<Self>,
     ) {
-        let (key, holder, store) = (
-            self.key.clone(),
-            self.holder.clone(),
-            Arc::clone(&self.store),
+        crate::trace::lease_event!(
+            tracing::Level::TRACE,
+            self.key,
+            self.holder,
+            req = req.0,
+            token = token.get(),
+            "release"
         );
-
-        tracing::trace!("{key}: release {req} of token {token}");
         // Rung once the release has committed (or failed: then the row lapses, and a
         // waiter woken early is only refused once).
         let doorbell = self
             .doorbell
             .clone()
             .filter(|_| std::mem::take(&mut self.rung_due));
-        if let Some(releaser) = &self.releaser {
-            let (releaser, limit) = (Arc::clone(releaser), self.limit());
-            let fut = async move {
-                let item = TenureRef {
-                    key: key.clone(),
-                    token,
-                };
-                let outcome = crate::group_commit::ask(&releaser, holder, item, now, limit).await;
-                ring_doorbell_after_release(
-                    doorbell.as_deref(),
-                    &key,
-                    matches!(outcome, Ok(ReleaseOutcome::Released)),
-                );
-                outcome
-            };
-            ctx.spawn(
-                actix::fut::wrap_future(fut).map(move |result, act: &mut Self, ctx| {
-                    act.feed(Event::ReleaseResult { req, result }, ctx);
-                }),
-            );
-            return;
-        }
+        let key = self.key.clone();
+        let ask = ReleaseAsk {
+            store: Arc::clone(&self.store),
+            key: self.key.clone(),
+            holder: self.holder.clone(),
+            token,
+            now,
+            limit: self.limit(),
+        };
+        let released = crate::trace::traced(self.span(), self.release.ask(ask));
         let fut = async move {
-            let outcome = store.release(&key, &holder, token).await;
+            let outcome = released.await;
             ring_doorbell_after_release(
                 doorbell.as_deref(),
                 &key,
@@ -142,10 +120,11 @@ impl LeaseActor {
             );
             outcome
         };
-        self.call(ctx, "release", fut, move |result| Event::ReleaseResult {
-            req,
-            result,
-        });
+        ctx.spawn(
+            actix::fut::wrap_future(fut).map(move |result, act: &mut Self, ctx| {
+                act.feed(Event::ReleaseResult { req, result }, ctx);
+            }),
+        );
     }
 
     /// Gives a tenure up but lets its grant run until `after` has passed (a minimum hold): the
@@ -163,7 +142,15 @@ impl LeaseActor {
             Arc::clone(&self.store),
         );
 
-        tracing::trace!("{key}: release {req} of token {token} after {after:?}");
+        crate::trace::lease_event!(
+            tracing::Level::TRACE,
+            key,
+            holder,
+            req = req.0,
+            token = token.get(),
+            after = ?after.duration(),
+            "release after a minimum hold"
+        );
         let fut = async move {
             Ok(match store.renew(&key, &holder, token, after).await? {
                 RenewOutcome::Renewed => ReleaseOutcome::Released,

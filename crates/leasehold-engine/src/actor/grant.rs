@@ -85,7 +85,7 @@ impl GrantRoute {
                 let reclaim = *reclaim;
                 let (late_store, late_key, late_holder) =
                     (Arc::clone(&store), key.clone(), holder.clone());
-                let failed_key = key.clone();
+                let (failed_key, failed_holder) = (key.clone(), holder.clone());
                 let grant = async move {
                     let outcome = store
                         .begin_tenure(&key, &holder, Grant::New, term, value.as_ref())
@@ -123,7 +123,7 @@ impl GrantRoute {
                     limit,
                 );
                 Either::Right(Either::Right(async move {
-                    super::store_failure(&failed_key, "acquire", fut.await)
+                    super::store_failure(&failed_key, &failed_holder, "acquire", fut.await)
                 }))
             }
         }

@@ -1,8 +1,6 @@
 //! The handlers of a [`LeaseActor`]'s lease messages: each turns its message into one event
 //! of the machine (or answers from the machine's state).
 
-//! One actor per lease: it runs the lease machine's commands.
-
 use actix::prelude::*;
 use leasehold_core::{Event, FencingToken};
 

@@ -1,8 +1,6 @@
 //! A lock's side of a [`LeaseActor`]: its single attempt, renewals on request, unlock, settle
 //! and switch to a hold, and the answers given to whoever waits on them.
 
-//! One actor per lease: it runs the lease machine's commands.
-
 use actix::prelude::*;
 use leasehold_core::{Event, ReleaseOutcome, StoreFailure};
 use tokio::sync::oneshot;

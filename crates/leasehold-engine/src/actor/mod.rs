@@ -2,10 +2,11 @@
 //!
 //! - `mod.rs`: the [`LeaseActor`], `feed` (one event in, the machine's commands out) and
 //!   `execute` (one command into IO, a timer, the registry or the belief).
-//! - `grant.rs`: [`GrantRoute`], where grants go (direct, group commit, a multi-lock's joint
-//!   grant), chosen when the actor is built.
-//! - `calls.rs`: the store calls of a tenure (grant, renewal, release), each bounded, each
-//!   answered back as an event.
+//! - `grant.rs`, `renew.rs`, `release.rs`: the ports [`GrantRoute`], [`RenewRoute`] and
+//!   [`ReleaseRoute`], where grants, renewals and releases go (one statement each, a group
+//!   commit, a multi-lock's joint grant), chosen when the actor is built.
+//! - `calls.rs`: the store calls of a tenure (grant, renewal, release), each through its port,
+//!   each answered back as an event.
 //! - `announce.rs`: what the actor tells others: listener, log, metrics, doorbell.
 //! - `lease.rs`: the handlers of the lease messages ([`crate::StartLease`], …).
 //! - `lock.rs`: the handlers of a lock's messages and the answers of its attempt, renewals and
@@ -18,10 +19,14 @@ mod calls;
 mod grant;
 mod lease;
 mod lock;
+mod release;
+mod renew;
 mod setup;
 mod value;
 
 pub(crate) use grant::GrantRoute;
+pub(crate) use release::ReleaseRoute;
+pub(crate) use renew::RenewRoute;
 
 use std::any::Any;
 use std::sync::Arc;
@@ -29,18 +34,16 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use leasehold_core::{
-    Command, Event, HolderId, LeaseConfig, LeaseKey, LeaseMachine, LossReason, Notification,
-    ReleaseOutcome, RenewOutcome, State, StoreFailure, ValidationError,
+    Command, Event, HolderId, LeaseConfig, LeaseKey, LeaseMachine, ReleaseOutcome, RenewOutcome,
+    State, StoreFailure, ValidationError,
 };
 use leasehold_storage::{Doorbell, LeaseStore, StoreError};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::belief::Belief;
-use crate::group_commit::ReleaseGroup;
 use crate::protocol::*;
 use crate::registry::Registry;
-use crate::renew_group::RenewGroup;
 
 /// Told once, when the actor has stopped: the engine (shared, so no sender is allocated per
 /// actor) and the actor's id in its book.
@@ -50,7 +53,9 @@ pub(crate) type OnExit = (Arc<Recipient<ActorStopped>>, u64);
 /// commands that come out. It decides nothing itself.
 ///
 /// - Store requests run as tokio tasks, each abandoned at the request timeout; their results
-///   come back as events. Renewals go through the [`RenewGroup`] when one is given.
+///   come back as events. Grants, renewals and releases each go through a port chosen when the
+///   actor is built: one statement of their own, or a group commit
+///   ([`RenewGroup`](crate::RenewGroup) for renewals).
 /// - One timer at a time: each [`Command::TimerAt`] replaces the pending alarm.
 /// - [`Command::BeginTenure`], [`Command::RenewTenure`] and [`Command::EndTenure`] go to the
 ///   [`Registry`] and the [`Belief`] in the same step: a tenure's cancellation token is cancelled
@@ -112,11 +117,13 @@ pub struct LeaseActor {
     holder: HolderId,
     machine: LeaseMachine,
     store: Arc<dyn LeaseStore>,
-    renewer: Option<Arc<Addr<RenewGroup>>>,
     /// Where grants go: direct, group commit or a multi-lock's joint grant (shared with the
     /// engine's other actors of the same route).
     grant: Arc<GrantRoute>,
-    releaser: Option<Arc<Addr<ReleaseGroup>>>,
+    /// Where renewals go: direct or the group commit of renewals (shared likewise).
+    renew: Arc<RenewRoute>,
+    /// Where releases go: direct or the group commit of releases (shared likewise).
+    release: Arc<ReleaseRoute>,
     registry: Arc<Registry>,
     listener: Listener,
     belief: Arc<Belief>,
@@ -136,10 +143,14 @@ pub struct LeaseActor {
     attached: Option<Box<Attached>>,
     /// Stop once the tenure has ended and settled (a lock, or a hold being unlocked).
     single_use: bool,
+    /// The belief refused this step's renewal: the tenure's token was cancelled.
+    lapsed: bool,
     stop_when_resting: bool,
     /// The put-back bug `KnownBug::CancelAfterReleaseAnswer`: end a given-up tenure's belief
     /// only when its release has settled.
+    #[cfg(feature = "known-bugs")]
     cancel_late: bool,
+    #[cfg(feature = "known-bugs")]
     deferred_end: bool,
     /// The store's answer to the release of an unlock, given to the unlock when the actor stops.
     released: Option<ReleaseOutcome>,
@@ -163,8 +174,8 @@ struct Attached {
     /// The value every new tenure is granted with ([`leasehold_core::LeaseValue`]); changed by
     /// [`crate::SetTenureValue`] once the store has committed it.
     value: Option<leasehold_core::LeaseValue>,
-    /// Fed as soon as the actor runs (a lock's single attempt), in order.
-    begin_with: Vec<Event>,
+    /// The actor's `lease` span, when its requester's dispatcher wants one (see `crate::trace`).
+    span: Option<tracing::Span>,
     /// The answer to a lock's single attempt, once it is known.
     attempt: Option<oneshot::Sender<Attempt>>,
     renewals: Vec<oneshot::Sender<RenewAnswer>>,
@@ -202,9 +213,9 @@ impl LeaseActor {
             holder,
             machine: LeaseMachine::new(config, seed)?,
             store,
-            renewer: None,
             grant: GrantRoute::direct(),
-            releaser: None,
+            renew: RenewRoute::direct(),
+            release: ReleaseRoute::direct(),
             registry,
             listener,
             belief,
@@ -216,8 +227,11 @@ impl LeaseActor {
             on_exit: None,
             attached: None,
             single_use: false,
+            lapsed: false,
             stop_when_resting: false,
+            #[cfg(feature = "known-bugs")]
             cancel_late: false,
+            #[cfg(feature = "known-bugs")]
             deferred_end: false,
             released: None,
         })
@@ -228,8 +242,22 @@ impl LeaseActor {
         self.attached.get_or_insert_with(Box::default)
     }
 
-    /// Feeds one event to the machine at the current instant and executes its commands.
+    /// The actor's `lease` span, if it has one.
+    pub(crate) fn span(&self) -> Option<&tracing::Span> {
+        self.attached.as_ref().and_then(|a| a.span.as_ref())
+    }
+
+    /// Feeds one event to the machine at the current instant and executes its commands, inside
+    /// the actor's `lease` span (user callbacks included).
     pub(crate) fn feed(&mut self, event: Event, ctx: &mut Context<Self>) {
+        match self.span().cloned() {
+            Some(span) => crate::trace::in_span(&span, || self.step(event, ctx)),
+            None => self.step(event, ctx),
+        }
+    }
+
+    /// [`LeaseActor::feed`] inside the span.
+    fn step(&mut self, event: Event, ctx: &mut Context<Self>) {
         match &event {
             Event::ReleaseResult { result, .. } => self.release_answered(result),
             Event::AcquireResult {
@@ -243,30 +271,19 @@ impl LeaseActor {
             _ => {}
         }
         let now = self.registry.clock().now();
-        let cmds = self.machine.handle(now, event);
-        let mut lapsed = false;
-        for cmd in cmds {
-            match &cmd {
-                // Someone saw this tenure past its deadline and cancelled its token before the
-                // renewal landed: it is over; end it, keep no deadline, announce no renewal.
-                Command::RenewTenure { token, deadline }
-                    if !self.belief.renewed(*token, *deadline) =>
-                {
-                    lapsed = true;
-                    continue;
-                }
-                Command::Notify(Notification::Renewed { .. }) if lapsed => continue,
-                _ => {}
-            }
+        for cmd in self.machine.handle(now, event) {
             self.execute(now, cmd, ctx);
         }
-        if lapsed {
-            self.feed(Event::EndTenure(LossReason::DeadlinePassed), ctx);
+        // A renewal the belief refused (see `Command::RenewTenure`) is the machine's to judge.
+        if std::mem::take(&mut self.lapsed)
+            && let Some(token) = self.machine.token()
+        {
+            self.step(Event::Lapsed { token }, ctx);
             return;
         }
         if self.stop_when_resting && matches!(self.machine.state(), State::Released) {
             self.stop_when_resting = false;
-            self.feed(Event::Stop, ctx);
+            self.step(Event::Stop, ctx);
             return;
         }
         if self.machine.is_finished() {
@@ -289,10 +306,14 @@ impl LeaseActor {
         T: Send + 'static,
         F: std::future::Future<Output = Result<T, StoreError>> + Send + 'static,
     {
-        let fut = crate::detached::detached(op, self.limit(), fut);
+        let (key, holder, limit) = (self.key.clone(), self.holder.clone(), self.limit());
+        let fut = async move {
+            let result = crate::detached::detached(op, limit, fut).await;
+            store_failure(&key, &holder, op, result)
+        };
+        let fut = crate::trace::traced(self.span(), fut);
         ctx.spawn(
             actix::fut::wrap_future(fut).map(move |result, act: &mut Self, ctx| {
-                let result = act.failure(op, result);
                 act.feed(back(result), ctx);
             }),
         );
@@ -334,10 +355,20 @@ impl LeaseActor {
                 self.belief.begin(token, deadline);
                 self.belief.announce();
             }
-            Command::RenewTenure { deadline, .. } => self.registry.set(&self.key, Some(deadline)),
+            // Someone saw this tenure past its old deadline and cancelled its token before the
+            // renewal landed: the belief keeps it ended, no deadline is published, and the
+            // machine is told once this step's commands have run.
+            Command::RenewTenure { token, deadline } => {
+                if self.belief.renewed(token, deadline) {
+                    self.registry.set(&self.key, Some(deadline));
+                } else {
+                    self.lapsed = true;
+                }
+            }
             Command::EndTenure { token, given_up } => {
                 if given_up {
                     self.belief.give_up(token);
+                    #[cfg(feature = "known-bugs")]
                     if self.cancel_late {
                         // KnownBug::CancelAfterReleaseAnswer: has_lease turns false, but the
                         // tenure's belief lives on until its release has settled.
@@ -352,25 +383,25 @@ impl LeaseActor {
             Command::Notify(n) => self.notify(&n, ctx),
         }
     }
-
-    /// Logs a store error and turns it into what the machine understands.
-    fn failure<T>(
-        &self,
-        what: &'static str,
-        result: Result<T, StoreError>,
-    ) -> Result<T, StoreFailure> {
-        store_failure(&self.key, what, result)
-    }
 }
 
-/// Logs a store error of `what` on `key` and turns it into what the machine understands.
+/// Logs a store error of `what` on `key` (held as `holder`) and turns it into what the machine
+/// understands.
 fn store_failure<T>(
     key: &LeaseKey,
+    holder: &HolderId,
     what: &'static str,
     result: Result<T, StoreError>,
 ) -> Result<T, StoreFailure> {
     result.map_err(|e| {
-        tracing::warn!("{key}: {what} failed: {e}");
+        crate::trace::lease_event!(
+            tracing::Level::WARN,
+            key,
+            holder,
+            op = what,
+            error = %e,
+            "store call failed"
+        );
         crate::metrics::store_error(what);
         StoreFailure::new(e.to_string())
     })
@@ -378,17 +409,6 @@ fn store_failure<T>(
 
 impl Actor for LeaseActor {
     type Context = Context<Self>;
-
-    fn started(&mut self, ctx: &mut Self::Context) {
-        let first = self
-            .attached
-            .as_mut()
-            .map(|a| std::mem::take(&mut a.begin_with))
-            .unwrap_or_default();
-        for event in first {
-            self.feed(event, ctx);
-        }
-    }
 
     fn stopped(&mut self, _ctx: &mut Self::Context) {
         if let (Some(alarms), Some(slot)) = (&self.alarms, self.alarm_slot.take()) {
@@ -435,8 +455,8 @@ impl Actor for LeaseActor {
 mod tests {
     /// An actor lives inside its tokio task, whose cell is the future plus 112 bytes rounded up
     /// to 128 on x86_64: at 784 bytes the actor's `ContextFut` keeps every held lease's task in
-    /// 896 bytes (it was 1,152 with the attached fields inline; `bench --scale`'s
-    /// `settled_heap_per_lease`).
+    /// 896 bytes (`bench --scale`'s `settled_heap_per_lease` counts it); what only some actors
+    /// need lives in `Attached`.
     #[test]
     fn an_actor_s_task_fits_in_896_bytes() {
         let size = std::mem::size_of::<

@@ -1,19 +1,16 @@
-//! How the engine builds and equips a [`LeaseActor`]: its group commits, belief, doorbell, alarms,
-//! exit signal, and the parts of locks, multi-locks and valued tasks.
-
-//! One actor per lease: it runs the lease machine's commands.
+//! How the engine builds and equips a [`LeaseActor`]: its ports (grants, renewals, releases),
+//! belief, doorbell, alarms, exit signal, and the parts of locks, multi-locks and valued tasks.
 
 use std::any::Any;
 use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
-use leasehold_core::{Event, HolderId, LeaseKey};
+use leasehold_core::{HolderId, LeaseKey};
 use leasehold_storage::{Doorbell, LeaseStore, TenureRef};
 
-use super::{GrantRoute, LeaseActor, OnExit};
+use super::{GrantRoute, LeaseActor, OnExit, ReleaseRoute, RenewRoute};
 use crate::belief::Belief;
-use crate::group_commit::ReleaseGroup;
 use crate::renew_group::RenewGroup;
 
 impl LeaseActor {
@@ -27,7 +24,7 @@ impl LeaseActor {
     /// `Addr` allocates a sender of its own (about 60 bytes), an `Arc` clone does not.
     #[must_use]
     pub fn with_shared_renewer(mut self, renewer: Arc<Addr<RenewGroup>>) -> Self {
-        self.renewer = Some(renewer);
+        self.renew = Arc::new(RenewRoute::Group(renewer));
         self
     }
 
@@ -38,12 +35,14 @@ impl LeaseActor {
         self
     }
 
-    /// Sends releases through `releaser` (one statement for releases asked together) instead
-    /// of one statement each.
-    #[must_use]
-    pub(crate) fn with_releaser(mut self, releaser: Arc<Addr<ReleaseGroup>>) -> Self {
-        self.releaser = Some(releaser);
-        self
+    /// Sends renewals through `route`, shared with the actors of the same route.
+    pub(crate) fn route_renewals(&mut self, route: Arc<RenewRoute>) {
+        self.renew = route;
+    }
+
+    /// Sends releases through `route`, shared with the actors of the same route.
+    pub(crate) fn route_releases(&mut self, route: Arc<ReleaseRoute>) {
+        self.release = route;
     }
 
     pub(crate) fn with_doorbell(mut self, doorbell: Option<Arc<dyn Doorbell>>) -> Self {
@@ -72,6 +71,8 @@ impl LeaseActor {
         self
     }
 
+    /// Puts `KnownBug::CancelAfterReleaseAnswer` back.
+    #[cfg(feature = "known-bugs")]
     pub(crate) fn cancel_late(&mut self, on: bool) {
         self.cancel_late = on;
     }
@@ -87,9 +88,11 @@ impl LeaseActor {
         }
     }
 
-    /// Feeds `events` as soon as the actor runs, in order (a lock's single attempt).
-    pub(crate) fn begin_with(&mut self, events: Vec<Event>) {
-        self.attached().begin_with = events;
+    /// Works inside `span` (see `crate::trace`); nothing is attached for `None`.
+    pub(crate) fn set_span(&mut self, span: Option<tracing::Span>) {
+        if span.is_some() {
+            self.attached().span = span;
+        }
     }
 
     /// The value new tenures are granted with.

@@ -1,9 +1,5 @@
 //! Changing the value of a [`LeaseActor`]'s live tenure ([`crate::SetTenureValue`]).
 
-//! Changing the value of a running task's tenure ([`SetTaskValue`] to the engine,
-//! [`SetTenureValue`] to its actor): one fenced store call naming the tenure's token, answered
-//! once the store committed it.
-
 use std::sync::Arc;
 
 use actix::prelude::*;

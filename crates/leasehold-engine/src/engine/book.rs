@@ -1,9 +1,6 @@
 //! The engine's book: `key -> (owner, actor, belief)`, one entry per running actor, kept until
 //! that actor has stopped.
 
-//! The engine: the actor that owns every [`LeaseActor`] of one holder, and the only book of
-//! running tenures.
-
 use std::sync::Arc;
 
 use actix::prelude::*;
@@ -46,6 +43,22 @@ pub(crate) struct NewActor {
     pub(crate) config: LeaseConfig,
     pub(crate) listener: Listener,
     pub(crate) belief: Option<Arc<Belief>>,
+    /// What it does first.
+    pub(crate) first: First,
+    /// Whoever asked for it: its `lease` span is made under this dispatcher.
+    pub(crate) dispatch: tracing::Dispatch,
+}
+
+/// What a new actor does first: its first message, sent by [`LeaseEngine::spawn_actor`] right
+/// after the spawn, before anyone else holds its address (so it comes before any other).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum First {
+    /// Compete ([`StartLease`]): a lease task.
+    Compete,
+    /// Wait on standby ([`StandByLease`]): a sharded name the ring assigns elsewhere.
+    StandBy,
+    /// Take one attempt ([`TryLock`]): a lock, or a part of a multi-lock.
+    TryOnce,
 }
 
 /// The book's answer for a start.
@@ -107,7 +120,6 @@ impl LeaseEngine {
 impl Handler<ActorStopped> for LeaseEngine {
     type Result = ();
     fn handle(&mut self, msg: ActorStopped, _ctx: &mut Context<Self>) {
-        crate::trace::actor_stopped(&msg.key, &self.holder, msg.id);
         if self.book.get(&msg.key).is_some_and(|e| e.id == msg.id) {
             self.book.remove(&msg.key);
         }

@@ -4,20 +4,13 @@
 //!
 //! Every store call runs on the engine's runtime, bounded by the request timeout.
 
-//! Locks on the engine: a lock is a lease actor whose machine takes one attempt, renews on
-//! request and stops once its tenure has ended and settled. A hold is a lock switched to
-//! automatic renewal. Also: prefix listings, release watches and fenced transactions.
-//!
-//! Every store call runs on the engine's runtime, bounded by the request timeout.
-
 use std::sync::Arc;
 
 use actix::prelude::*;
-use leasehold_core::Event;
 use leasehold_storage::{FencedTransaction, StoreError};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{LeaseEngine, Lookup, NewActor, stopped};
+use super::{First, LeaseEngine, Lookup, NewActor, stopped};
 use crate::actor::{GrantRoute, LeaseActor};
 use crate::belief::Belief;
 use crate::detached::detached;
@@ -75,6 +68,7 @@ impl Handler<TakeLock> for LeaseEngine {
             config,
             listener,
             belief,
+            dispatch,
         } = msg;
         let new = NewActor {
             key,
@@ -82,12 +76,10 @@ impl Handler<TakeLock> for LeaseEngine {
             config,
             listener,
             belief,
+            first: First::TryOnce,
+            dispatch,
         };
-        // The actor takes its single attempt as soon as it runs: no message asks for it.
-        let started = self.spawn_actor(new, ctx, |actor| {
-            actor.set_attempt(reply);
-            actor.begin_with(vec![Event::SetAutoRenew(false), Event::TryOnce]);
-        });
+        let started = self.spawn_actor(new, ctx, |actor| actor.set_attempt(reply));
         Box::pin(async move {
             let (addr, belief) = started?;
             Ok((addr, belief, attempt))
@@ -207,6 +199,8 @@ impl Handler<TakeLocks> for LeaseEngine {
                 config: msg.config.clone(),
                 listener: Arc::new(|_, _| {}),
                 belief: Some(belief),
+                first: First::TryOnce,
+                dispatch: msg.dispatch.clone(),
             };
             let joint = Arc::clone(&joint);
             let spawned = self.spawn_actor(new, ctx, |actor| {
@@ -216,16 +210,15 @@ impl Handler<TakeLocks> for LeaseEngine {
             match spawned {
                 Ok((addr, belief)) => taken.push((addr, belief, attempt)),
                 Err(e) => {
-                    // None of them has asked yet: stop those made, nothing was granted.
+                    // Those made have not run yet (they run on this thread once this handler
+                    // returns): stopped, they settle their share of a grant that never goes
+                    // out (the others never ask), and nothing is granted.
                     for (addr, _, _) in &taken {
                         addr.do_send(StopLease { done: None });
                     }
                     return Err(e);
                 }
             }
-        }
-        for (addr, _, _) in &taken {
-            addr.do_send(TryLock);
         }
         Ok(taken)
     }

@@ -18,7 +18,7 @@ mod shutdown;
 mod tasks;
 mod value;
 
-pub(crate) use book::{Entry, Lookup, NewActor, stopped};
+pub(crate) use book::{Entry, First, Lookup, NewActor, stopped};
 pub use locks::TakenLock;
 
 use std::collections::HashMap;
@@ -31,7 +31,7 @@ use leasehold_core::{HolderId, LeaseKey};
 use leasehold_storage::{AdminStore, Doorbell, LeaseStore};
 use tokio_util::sync::CancellationToken;
 
-use crate::actor::{GrantRoute, LeaseActor};
+use crate::actor::{GrantRoute, LeaseActor, ReleaseRoute, RenewRoute};
 use crate::belief::Belief;
 use crate::group_commit::{GrantGroup, ReleaseGroup};
 use crate::protocol::*;
@@ -39,12 +39,12 @@ use crate::registry::Registry;
 use crate::renew_group::{RenewGroup, RenewPressure};
 
 /// A known bug that a test can put back, to show that the service simulation's oracle catches
-/// it. Public only with the cargo feature `known-bugs` (tests of the oracle); without it no
-/// engine is ever given one.
+/// it. Compiled only with the cargo feature `known-bugs` (tests of the oracle): a normal build
+/// carries neither the bugs nor a branch that asks for them.
+#[cfg(feature = "known-bugs")]
 #[doc(hidden)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-#[cfg_attr(not(feature = "known-bugs"), allow(dead_code))]
 pub enum KnownBug {
     /// A tenure given up on request is ended (token cancelled, guard released) only when the
     /// release's answer arrives, not before the release is sent.
@@ -110,12 +110,14 @@ pub struct LeaseEngine {
     /// The SQL store under `store`, when the service has one: fencing and the doorbell
     /// go to it directly (see [`LeaseEngine::with_sql_store`]).
     pub(crate) sql: Option<leasehold_storage::SeaOrmStore>,
-    renewer: Arc<Addr<RenewGroup>>,
-    /// Grants of actors asked together go out as one statement (started with the engine).
+    /// Where its actors' renewals go: the [`RenewGroup`] it was given.
+    renew_route: Arc<RenewRoute>,
     /// Where its actors' grants go (made with the first actor): the group commit, or one
     /// statement each when grants are not batched or own rows are reclaimed.
     grant_route: Option<Arc<GrantRoute>>,
-    releaser: Option<Arc<Addr<ReleaseGroup>>>,
+    /// Where its actors' releases go (made with the first actor): the group commit, or one
+    /// statement each when grants are not batched.
+    release_route: Option<Arc<ReleaseRoute>>,
     /// How the renewer's renewals are doing: grants wait while they are behind.
     renew_pressure: Option<Arc<RenewPressure>>,
     batch_grants: bool,
@@ -132,6 +134,7 @@ pub struct LeaseEngine {
     pub(crate) doorbell: Option<Arc<dyn Doorbell>>,
     shut_down: bool,
     reclaim_own: bool,
+    #[cfg(feature = "known-bugs")]
     bug: Option<KnownBug>,
     /// This engine's address, shared by every actor (an `Addr` clone allocates a sender).
     me: Option<Arc<Recipient<ActorStopped>>>,
@@ -175,9 +178,9 @@ impl LeaseEngine {
             store,
             admin: None,
             sql: None,
-            renewer: Arc::new(renewer),
+            renew_route: Arc::new(RenewRoute::Group(Arc::new(renewer))),
             grant_route: None,
-            releaser: None,
+            release_route: None,
             renew_pressure: None,
             batch_grants: true,
             registry,
@@ -189,6 +192,7 @@ impl LeaseEngine {
             doorbell: None,
             shut_down: false,
             reclaim_own: false,
+            #[cfg(feature = "known-bugs")]
             bug: None,
             me: None,
             alarms: None,
@@ -275,8 +279,9 @@ impl LeaseEngine {
         std::collections::hash_map::RandomState::new().hash_one((&self.holder, key, self.started))
     }
 
-    /// Starts an idle actor for `key` owned by `owner` and enters it in the book. The caller
-    /// has checked that the key is free.
+    /// Starts an actor for `key` owned by `owner`, sends it its first message (`new.first`)
+    /// and enters it in the book. The caller has checked that the key is free. Every actor of
+    /// the engine starts this way.
     pub(crate) fn spawn_actor(
         &mut self,
         new: NewActor,
@@ -289,6 +294,8 @@ impl LeaseEngine {
             config,
             listener,
             belief,
+            first,
+            dispatch,
         } = new;
         if self.shut_down {
             return Err(EngineError::ShuttingDown);
@@ -312,7 +319,6 @@ impl LeaseEngine {
             Arc::clone(&self.registry),
             listener,
         )?
-        .with_shared_renewer(Arc::clone(&self.renewer))
         .with_belief(Arc::clone(&belief))
         .with_doorbell(self.doorbell.clone())
         .with_alarms(Some(Arc::clone(&alarms)))
@@ -335,14 +341,21 @@ impl LeaseEngine {
             })
         });
         actor.route_grants(Arc::clone(route));
-        if self.batch_grants {
-            let store = Arc::clone(&self.store);
-            let releaser = self
-                .releaser
-                .get_or_insert_with(|| Arc::new(ReleaseGroup::new(store, limit).start()));
-            actor = actor.with_releaser(Arc::clone(releaser));
-        }
+        actor.route_renewals(Arc::clone(&self.renew_route));
+        let store = Arc::clone(&self.store);
+        let release = self.release_route.get_or_insert_with(|| {
+            if batch {
+                Arc::new(ReleaseRoute::Group(Arc::new(
+                    ReleaseGroup::new(store, limit).start(),
+                )))
+            } else {
+                ReleaseRoute::direct()
+            }
+        });
+        actor.route_releases(Arc::clone(release));
+        #[cfg(feature = "known-bugs")]
         actor.cancel_late(self.bug == Some(KnownBug::CancelAfterReleaseAnswer));
+        actor.set_span(crate::trace::lease_span(&dispatch, &key, &self.holder));
         setup(&mut actor);
         // The address the book keeps is the one the alarms slot keeps: made before the actor
         // runs, so the slot is known before its first alarm.
@@ -350,7 +363,11 @@ impl LeaseEngine {
         let kept = Arc::new(context.address());
         actor.set_alarm_slot(alarms.register(Arc::clone(&kept)));
         let addr = context.run(actor);
-        crate::trace::actor_started(&key, &self.holder, id);
+        match first {
+            First::Compete => addr.do_send(StartLease),
+            First::StandBy => addr.do_send(StandByLease),
+            First::TryOnce => addr.do_send(TryLock),
+        }
         if !self.namespaces.contains(&key.namespace) {
             self.namespaces.insert(key.namespace.clone());
         }

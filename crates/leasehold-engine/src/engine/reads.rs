@@ -1,9 +1,6 @@
 //! Store reads on the engine's runtime, each bounded: one row, the store's clock, purges, the
 //! namespaces used, and observers of one name.
 
-//! The engine: the actor that owns every [`LeaseActor`] of one holder, and the only book of
-//! running tenures.
-
 use actix::prelude::*;
 use leasehold_core::{DbInstant, LeaseRecord};
 use leasehold_storage::StoreError;

@@ -3,11 +3,6 @@
 //! names were given up), and wake the tasks that wait to apply. Sharded names start through
 //! [`StartTask`](crate::StartTask) with [`Owner::Shard`](crate::Owner::Shard).
 
-//! The engine's side of sharded lease tasks: switch tasks between competing and standby as the
-//! ring moves, list the live members, ring and watch a group's bell (its membership changed, or
-//! names were given up), and wake the tasks that wait to apply. Sharded names start through
-//! [`StartTask`](crate::StartTask) with [`Owner::Shard`](crate::Owner::Shard).
-
 use actix::prelude::*;
 use tokio::sync::mpsc;
 

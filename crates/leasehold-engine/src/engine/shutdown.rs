@@ -1,15 +1,14 @@
 //! Shutdown: every tenure ends, every actor stops, and exactly the tenures held are released.
 
-//! The engine: the actor that owns every [`LeaseActor`] of one holder, and the only book of
-//! running tenures.
-
 use std::sync::Arc;
 
 use actix::prelude::*;
 use futures::future::join_all;
 use leasehold_storage::StoreError;
 
-use super::{Entry, KnownBug, LeaseEngine, stopped};
+#[cfg(feature = "known-bugs")]
+use super::KnownBug;
+use super::{Entry, LeaseEngine, stopped};
 use crate::detached::detached;
 use crate::protocol::*;
 
@@ -20,28 +19,9 @@ impl Handler<ShutdownAll> for LeaseEngine {
     type Result = ResponseFuture<Result<u64, StoreError>>;
 
     fn handle(&mut self, _: ShutdownAll, _ctx: &mut Context<Self>) -> Self::Result {
+        #[cfg(feature = "known-bugs")]
         if self.bug == Some(KnownBug::ShutdownReleasesByHolder) {
-            // The old way: abandon the tasks, leave the locks' guards believing, and release
-            // every row of the holder id.
-            self.shut_down = true;
-            self.registry.clear();
-            let actors: Vec<_> = self
-                .book
-                .values()
-                .filter(|e| !matches!(e.owner, Owner::Lock | Owner::Hold))
-                .map(|e| Addr::clone(&e.addr))
-                .collect();
-            let (admin, holder) = (self.admin.clone(), self.holder.clone());
-            return Box::pin(async move {
-                join_all(actors.iter().map(|a| a.send(AbandonLease))).await;
-                let released = match admin {
-                    Some(admin) => admin.release_all(&holder).await,
-                    None => Err(super::reads::no_admin_store("release_all")),
-                };
-                // The guards lived on (until their own deadline timers, in the old code).
-                tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-                released
-            });
+            return self.shut_down_by_holder();
         }
         self.shut_down = true;
         self.service.cancel();
@@ -68,7 +48,11 @@ impl Handler<ShutdownAll> for LeaseEngine {
                 }
                 return Ok(0);
             }
-            tracing::trace!("release_many of {} tenures of {holder}", held.len());
+            tracing::trace!(
+                holder = holder.as_str(),
+                tenures = held.len(),
+                "release_many"
+            );
             // One statement per few thousand rows: the bound grows with the batch.
             let chunks = u32::try_from(held.len() / 1000).unwrap_or(u32::MAX);
             let limit = limit.saturating_mul(chunks.saturating_add(1));
@@ -89,12 +73,35 @@ impl Handler<ShutdownAll> for LeaseEngine {
             }
             let _ = settling.await;
             let n = n?;
-            tracing::info!(
-                event = "shut_down",
-                released = n,
-                "shut down, released {n} leases"
-            );
+            tracing::info!(event = "shut_down", released = n, "shut down");
             Ok(n)
+        })
+    }
+}
+
+#[cfg(feature = "known-bugs")]
+impl LeaseEngine {
+    /// `KnownBug::ShutdownReleasesByHolder`: abandon the tasks, leave the locks' guards
+    /// believing, and release every row of the holder id.
+    fn shut_down_by_holder(&mut self) -> ResponseFuture<Result<u64, StoreError>> {
+        self.shut_down = true;
+        self.registry.clear();
+        let actors: Vec<_> = self
+            .book
+            .values()
+            .filter(|e| !matches!(e.owner, Owner::Lock | Owner::Hold))
+            .map(|e| Addr::clone(&e.addr))
+            .collect();
+        let (admin, holder) = (self.admin.clone(), self.holder.clone());
+        Box::pin(async move {
+            join_all(actors.iter().map(|a| a.send(AbandonLease))).await;
+            let released = match admin {
+                Some(admin) => admin.release_all(&holder).await,
+                None => Err(super::reads::no_admin_store("release_all")),
+            };
+            // The guards live on, until their own deadline timers.
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            released
         })
     }
 }

@@ -1,15 +1,12 @@
 //! Lease tasks on the engine: start (one or many), stop, list, find, yield.
 
-//! The engine: the actor that owns every [`LeaseActor`] of one holder, and the only book of
-//! running tenures.
-
 use std::sync::Arc;
 
 use actix::prelude::*;
 use futures::future::join_all;
 use leasehold_core::LeaseKey;
 
-use super::{LeaseEngine, Lookup, NewActor, stopped};
+use super::{First, LeaseEngine, Lookup, NewActor, stopped};
 use crate::belief::Belief;
 use crate::protocol::*;
 
@@ -34,22 +31,24 @@ impl Handler<StartTask> for LeaseEngine {
                 })
             }
             Lookup::Free => {
-                let (compete, value) = (msg.compete, msg.value);
+                let value = msg.value;
+                let dispatch = msg.dispatch;
                 let new = NewActor {
                     key: msg.key,
                     owner: msg.owner,
                     config: msg.config,
                     listener: msg.listener,
                     belief: msg.belief,
+                    dispatch,
+                    first: if msg.compete {
+                        First::Compete
+                    } else {
+                        First::StandBy
+                    },
                 };
                 let started = self.spawn_actor(new, ctx, |a| a.set_grant_value(value));
                 Box::pin(async move {
-                    let (addr, belief) = started?;
-                    if compete {
-                        addr.do_send(StartLease);
-                    } else {
-                        addr.do_send(StandByLease);
-                    }
+                    let (_, belief) = started?;
                     Ok((belief, true))
                 })
             }

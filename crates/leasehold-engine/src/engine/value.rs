@@ -1,5 +1,3 @@
-//! Changing the value of a running task's tenure ([`crate::SetTaskValue`]).
-
 //! Changing the value of a running task's tenure ([`SetTaskValue`] to the engine,
 //! [`SetTenureValue`] to its actor): one fenced store call naming the tenure's token, answered
 //! once the store committed it.

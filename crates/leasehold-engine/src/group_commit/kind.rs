@@ -107,10 +107,15 @@ impl Kind for Grants {
             let n = items.len();
             match store.release_batch(&holder, &items).await {
                 Ok(_) => tracing::info!(
-                    "released {n} grants of {holder} that answered after their callers stopped waiting"
+                    holder = holder.as_str(),
+                    released = n,
+                    "released grants that answered after their callers stopped waiting"
                 ),
                 Err(e) => tracing::warn!(
-                    "releasing {n} grants of {holder} nobody waited for failed (they lapse at their term): {e}"
+                    holder = holder.as_str(),
+                    grants = n,
+                    error = %e,
+                    "releasing grants nobody waited for failed; they lapse at their term"
                 ),
             }
         }))

@@ -12,11 +12,13 @@
 //! batch of at least [`PARALLEL_BATCH`] requests, or once the first has been out [`STALLED`] (a
 //! row lock, a slow server: one slow statement never holds every other request of its kind): a
 //! burst keeps two full statements in flight, while a handful of lock callers share one
-//! statement instead of each paying its own (measured on the lock-pair bench, 16
-//! tasks on 1,000 names: two statements always allowed sent 26 % of the requests alone and cost
-//! half as much again server CPU per pair). So a lone grant or release costs what it cost
-//! before, and a burst (many lock callers, a hundred thousand lease tasks started at once) costs
-//! one statement per batch instead of one per request.
+//! statement instead of each paying its own (a second statement always allowed would send many
+//! requests alone and cost the server more per request). So a lone grant or release costs one
+//! plain statement, and a burst (many lock callers, a hundred thousand lease tasks started at
+//! once) costs one statement per batch instead of one per request.
+//!
+//! Renewals have a group commit of their own, [`RenewGroup`](crate::RenewGroup), windowed
+//! instead of in-flight driven; its module doc says why the two cannot be one.
 //!
 //! Waiting is safe: the lease machine counts a grant's local deadline from the instant it
 //! *asked*, so a grant that waited only has a shorter local deadline; a release is sent after the
@@ -49,6 +51,7 @@ use leasehold_storage::LeaseStore;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use crate::late::Waited;
 use crate::renew_group::RenewPressure;
 
 mod kind;
@@ -209,7 +212,11 @@ impl<K: Kind> GroupCommit<K> {
         }
         self.queued.retain(|_, waiting| !waiting.is_empty());
         if shed > 0 {
-            tracing::debug!("{}: {shed} requests answered unsent (overloaded)", K::OP);
+            tracing::debug!(
+                op = K::OP,
+                shed,
+                "requests answered unsent: they waited more than half their patience (overloaded)"
+            );
         }
     }
 
@@ -379,7 +386,7 @@ fn answer<K: Kind>(
             }
         }
         Err(e) => {
-            tracing::warn!("{}: a batch of {size} failed: {e}", K::OP);
+            tracing::warn!(op = K::OP, size, error = %e, "a batched statement failed");
             crate::metrics::store_error(K::OP);
             let e = StoreFailure::new(e.to_string());
             for reply in replies {
@@ -427,6 +434,8 @@ impl<K: Kind> Handler<Queue<K>> for GroupCommit<K> {
 /// machine) asked at `asked` and waits `limit` from then. This gives up a twentieth of `limit`
 /// earlier, so that an answer the machine would no longer take reaches the group commit as
 /// unclaimed (and a grant is released) instead of arriving at the machine as a stale answer.
+/// An answer sent just as this gives up is found in the closed channel and handed back to the
+/// group commit as unclaimed too ([`crate::late::answer_by`]).
 pub(crate) async fn ask<K: Kind>(
     commit: &Addr<GroupCommit<K>>,
     group: K::Group,
@@ -436,6 +445,8 @@ pub(crate) async fn ask<K: Kind>(
 ) -> Reply<K> {
     let patience = crate::late::patience(limit);
     let (reply, answer) = oneshot::channel();
+    // Kept to undo an answer found after giving up (with admission control).
+    let kept = K::ADMISSION.then(|| (group.clone(), item.clone()));
     commit.do_send(Queue {
         group,
         item,
@@ -443,12 +454,48 @@ pub(crate) async fn ask<K: Kind>(
         patience,
         reply,
     });
-    match tokio::time::timeout_at(asked + patience, answer).await {
-        Ok(Ok(result)) => result,
-        Ok(Err(_)) => Err(StoreFailure::new(format!("{}: the batcher stopped", K::OP))),
-        Err(_) => Err(StoreFailure::new(format!(
-            "{}: no answer within {patience:?}",
-            K::OP
-        ))),
+    match crate::late::answer_by(answer, asked + patience).await {
+        Waited::Answered(result) => result,
+        Waited::Dropped => Err(StoreFailure::new(format!("{}: the batcher stopped", K::OP))),
+        Waited::Late(found) => {
+            if let (Some(Ok(answer)), Some((group, item))) = (found, kept) {
+                commit.do_send(Unclaimed::<K> {
+                    group,
+                    item,
+                    answer,
+                });
+            }
+            Err(StoreFailure::new(format!(
+                "{}: no answer within {patience:?}",
+                K::OP
+            )))
+        }
+    }
+}
+
+/// An answer its caller found only after giving up ([`ask`]): undone like any answer nobody
+/// took ([`Kind::unclaimed`]).
+struct Unclaimed<K: Kind> {
+    group: K::Group,
+    item: K::Item,
+    answer: K::Answer,
+}
+
+impl<K: Kind> Message for Unclaimed<K> {
+    type Result = ();
+}
+
+impl<K: Kind> Handler<Unclaimed<K>> for GroupCommit<K> {
+    type Result = ();
+
+    fn handle(&mut self, msg: Unclaimed<K>, _ctx: &mut Context<Self>) {
+        let store = Arc::clone(&self.store);
+        undo::<K>(
+            store,
+            msg.group,
+            vec![msg.item],
+            vec![(0, msg.answer)],
+            self.limit,
+        );
     }
 }

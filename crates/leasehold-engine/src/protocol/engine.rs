@@ -90,6 +90,9 @@ pub struct StartTask {
     pub belief: Option<Arc<Belief>>,
     /// The value every tenure is granted with (none by default).
     pub value: Option<leasehold_core::LeaseValue>,
+    /// The dispatcher of whoever asked (by default the caller's thread's, as
+    /// [`crate::caller_dispatch`] reads it): the actor's `lease` span and events go there.
+    pub dispatch: tracing::Dispatch,
 }
 
 impl StartTask {
@@ -104,6 +107,7 @@ impl StartTask {
             compete: true,
             belief: None,
             value: None,
+            dispatch: tracing::dispatcher::get_default(tracing::Dispatch::clone),
         }
     }
 }
@@ -119,9 +123,8 @@ impl std::fmt::Debug for StartTask {
 }
 
 /// Start many lease tasks in one message: what [`StartTask`] does for each, in order, with one
-/// round trip to the engine for all of them (starting 100,000 tasks one message at a time waits
-/// a cycle of the engine thread's run queue per task, and that thread also renews every lease
-/// already held). All or nothing on ownership: if any key is run by another owner (a lock, a
+/// round trip to the engine for all of them (one message per task waits a cycle of the engine
+/// thread's run queue per task, and that thread also renews every lease already held). All or nothing on ownership: if any key is run by another owner (a lock, a
 /// hold, sharded tasks), nothing is started and the answer is that [`EngineError::Owned`].
 /// Answers each task's [`Belief`] and whether it was started, in the order given.
 #[derive(Debug, Message)]

@@ -59,6 +59,9 @@ pub struct TakeLock {
     pub listener: Listener,
     /// The belief to publish the lock's tenure to (made by the engine when `None`).
     pub belief: Option<Arc<Belief>>,
+    /// The dispatcher of whoever asked ([`crate::caller_dispatch`] on the caller's thread): the
+    /// actor's `lease` span and events go there.
+    pub dispatch: tracing::Dispatch,
 }
 
 impl std::fmt::Debug for TakeLock {
@@ -83,8 +86,8 @@ impl std::fmt::Debug for KeepUntilStopped {
     }
 }
 
-/// A lock actor's single attempt, sent by [`TakeLocks`] to every part of a multi-lock once all
-/// are made ([`TakeLock`] starts its actor with the attempt instead).
+/// A lock actor's single attempt: the first message of every lock's actor, a single lock's
+/// ([`TakeLock`]) or a part of a multi-lock ([`TakeLocks`]).
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "()")]
 pub(crate) struct TryLock;
@@ -196,6 +199,9 @@ pub struct TakeLocks {
     pub config: LeaseConfig,
     /// The beliefs to publish each lock's tenure to, aligned with `keys`.
     pub beliefs: Vec<Arc<Belief>>,
+    /// The dispatcher of whoever asked ([`crate::caller_dispatch`] on the caller's thread): the
+    /// actor's `lease` span and events go there.
+    pub dispatch: tracing::Dispatch,
 }
 
 impl std::fmt::Debug for TakeLocks {

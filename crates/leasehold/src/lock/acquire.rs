@@ -300,6 +300,7 @@ async fn attempt_on_engine(
                 ctx.service_token.clone(),
                 Arc::clone(&ctx.clock),
             )),
+            dispatch: leasehold_engine::caller_dispatch(),
         };
         let sent = ctx.clock.now();
         let (addr, belief, attempt) = match ctx.engine.send(msg).await? {

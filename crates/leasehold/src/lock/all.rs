@@ -382,6 +382,7 @@ async fn attempt_all_on_engine(
         keys: keys.clone(),
         config,
         beliefs,
+        dispatch: leasehold_engine::caller_dispatch(),
     };
     let sent = ctx.clock().now();
     let taken = match ctx.engine.send(msg).await? {

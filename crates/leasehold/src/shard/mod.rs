@@ -270,6 +270,7 @@ impl Coordinator {
                     compete,
                     belief: Some(belief),
                     value: None,
+                    dispatch: leasehold_engine::caller_dispatch(),
                 })
                 .await??;
             let mut view = self.view();

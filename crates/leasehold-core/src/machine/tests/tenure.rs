@@ -489,3 +489,51 @@ fn acquired_answer_after_its_own_deadline_is_not_held() {
         (State::Applying, false, None)
     );
 }
+
+#[test]
+fn a_renewal_whose_token_was_cancelled_ends_the_tenure_and_releases_the_grant() {
+    let (mut m, t0) = machine();
+    hold(&mut m, t0);
+    m.handle(t0 + secs(10), Event::Timer);
+    m.handle(t0 + secs(11), renewed(2, Ok(RenewOutcome::Renewed)));
+    // The actor could not publish the renewal: a reader had cancelled the token.
+    let cmds = m.handle(
+        t0 + secs(11),
+        Event::Lapsed {
+            token: FencingToken(7),
+        },
+    );
+    assert_eq!(
+        cmds,
+        [
+            Command::EndTenure {
+                token: FencingToken(7),
+                given_up: false
+            },
+            Command::Notify(Notification::Lost {
+                token: FencingToken(7),
+                reason: LossReason::DeadlinePassed
+            }),
+            Command::Release {
+                req: RequestId(3),
+                token: FencingToken(7)
+            },
+            Command::TimerAt(t0 + secs(11) + TIMEOUT)
+        ]
+    );
+    assert!(!m.holds(t0 + secs(11)));
+}
+
+#[test]
+fn the_lapse_of_another_tenure_changes_nothing() {
+    let (mut m, t0) = machine();
+    hold(&mut m, t0);
+    let lapsed = Event::Lapsed {
+        token: FencingToken(6),
+    };
+    assert_eq!(m.handle(t0 + secs(1), lapsed.clone()), []);
+    assert_eq!(m.state(), State::Held);
+    m.handle(t0 + secs(10), Event::Timer);
+    assert_eq!(m.handle(t0 + secs(10), lapsed), []);
+    assert_eq!(m.state(), State::Renewing);
+}
