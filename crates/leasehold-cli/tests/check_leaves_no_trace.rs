@@ -218,7 +218,9 @@ fn assert_progress(stdout: &str, stderr: &str, url: &str) {
         .filter_map(|l| l.strip_prefix("leasehold check: "))
         .collect();
     assert!(
-        steps.first().is_some_and(|s| s.starts_with("reading the database clock")),
+        steps
+            .first()
+            .is_some_and(|s| s.starts_with("reading the database clock")),
         "{url}: {stderr}"
     );
     let total: usize = steps
@@ -230,7 +232,9 @@ fn assert_progress(stdout: &str, stderr: &str, url: &str) {
     let numbered = steps.iter().filter(|s| s.starts_with('[')).count();
     assert_eq!(numbered, total, "{url}: {stderr}");
     assert!(
-        steps.iter().any(|s| s.starts_with(&format!("[{total}/{total}] "))),
+        steps
+            .iter()
+            .any(|s| s.starts_with(&format!("[{total}/{total}] "))),
         "{url}: {stderr}"
     );
 }

@@ -60,7 +60,11 @@ fn migrate_and_release(db: &str) {
         "{db}"
     );
     let out = release();
-    assert_eq!(out.status.code(), Some(3), "{db}: not held any more: {out:?}");
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{db}: not held any more: {out:?}"
+    );
     assert_eq!(
         json(&out),
         serde_json::json!({
@@ -81,10 +85,7 @@ fn sqlite_migrate_and_release_print_json() {
     let dir = std::env::temp_dir().join(format!("leasehold-json-out-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("dir");
-    migrate_and_release(&format!(
-        "sqlite://{}?mode=rwc",
-        dir.join("l.db").display()
-    ));
+    migrate_and_release(&format!("sqlite://{}?mode=rwc", dir.join("l.db").display()));
     let _ = std::fs::remove_dir_all(dir);
 }
 

@@ -136,12 +136,16 @@ async fn dry_run_then_purge(url: &str) {
     assert_eq!(text.status.code(), Some(0), "{url}: {text:?}");
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(
-        text.starts_with("would purge 25 rows in namespace jobs") && text.contains("nothing deleted"),
+        text.starts_with("would purge 25 rows in namespace jobs")
+            && text.contains("nothing deleted"),
         "{url}: {text}"
     );
     assert!(text.contains("  jobs/expired  holder ops"), "{url}: {text}");
     assert!(text.contains("… and 5 more"), "{url}: {text}");
-    assert!(!text.contains("jobs/held"), "{url}: a held row is never purged: {text}");
+    assert!(
+        !text.contains("jobs/held"),
+        "{url}: a held row is never purged: {text}"
+    );
 
     assert_eq!(
         snapshot(&store).await,
@@ -151,9 +155,16 @@ async fn dry_run_then_purge(url: &str) {
 
     let purged = json(&run(&["--json"]));
     assert_eq!(purged["dry_run"], false, "{url}: {purged}");
-    assert_eq!(purged["purged"], 25, "{url}: the rows the dry run counted: {purged}");
+    assert_eq!(
+        purged["purged"], 25,
+        "{url}: the rows the dry run counted: {purged}"
+    );
     let after = snapshot(&store).await;
-    assert_eq!(after.0.len(), 1, "{url}: only the held row stays: {after:?}");
+    assert_eq!(
+        after.0.len(),
+        1,
+        "{url}: only the held row stays: {after:?}"
+    );
     assert!(after.0[0].starts_with("jobs/held "), "{url}: {after:?}");
     assert!(after.1 > before.1, "{url}: the purge raised the floor");
     let again = json(&run(&["--dry-run", "--json"]));

@@ -192,9 +192,10 @@ fn watch_json_prints_one_object_per_change() {
     let events = json_lines(&out.stdout);
     assert_eq!(events.len(), 3, "{events:?}");
     assert!(
-        events.iter().take(2).any(|e| e["event"] == "absent"
-            && e["name"] == "never"
-            && e.get("holder").is_none()),
+        events
+            .iter()
+            .take(2)
+            .any(|e| e["event"] == "absent" && e["name"] == "never" && e.get("holder").is_none()),
         "{events:?}"
     );
     assert!(
