@@ -4,6 +4,12 @@
 //! purges, which raises the token floor of the table it runs in: in the real table its rows
 //! would show as held in `ls` and `watch`, and the floor of every namespace would rise. The
 //! real table is never opened, so it is not even created where it does not exist.
+//!
+//! Each step says on stderr what it is doing as it starts (the suite check by check), so a run
+//! of half a minute is not silent and stdout carries only the results.
+
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use leasehold_conformance::{self as conformance, Outcome, Report};
 use leasehold_core::clock_rate::{ClockRateOptions, ClockRateReport, ClockRateVerdict};
@@ -11,10 +17,7 @@ use leasehold_core::{Clock, LeaseConfig, MonotonicClock};
 use leasehold_storage::{LeaseStore, SeaOrmStore, StoreBuilder};
 
 use crate::Cli;
-use crate::exit::{CLOCK_RATE, DB_ERROR, Failure, NODE_CLOCKS, wall_clock_ms};
-
-/// Exit code of a run interrupted by Ctrl-C (128 + SIGINT), after the scratch table is dropped.
-const INTERRUPTED: u8 = 130;
+use crate::exit::{CLOCK_RATE, DB_ERROR, Failure, INTERRUPTED, NODE_CLOCKS, wall_clock_ms};
 
 /// What `check` was asked for.
 pub struct CheckArgs {
@@ -42,7 +45,7 @@ fn scratch_prefix() -> String {
 pub async fn check(cli: &Cli, args: &CheckArgs) -> Result<u8, Failure> {
     args.config.validate()?;
     args.clock.validate()?;
-    let urls = node_urls(&cli.db)?;
+    let urls = node_urls(cli.db_url())?;
     let prefix = scratch_prefix();
     let mut stores = Vec::new();
     for url in &urls {
@@ -171,6 +174,37 @@ async fn offset(store: &SeaOrmStore) -> Result<Offset, Failure> {
     })
 }
 
+/// Says on stderr which step starts, one line each.
+fn step(what: &str) {
+    eprintln!("leasehold check: {what}");
+}
+
+/// Runs the conformance suite, saying each check on stderr as it starts: a line each, or on a
+/// terminal one line ticking through them, erased when the suite ends (nothing else prints
+/// meanwhile).
+async fn suite(store: &SeaOrmStore) -> Report {
+    let subject = conformance::Subject::sql(store.clone());
+    let total = conformance::check_count(&subject);
+    let tty = std::io::stderr().is_terminal();
+    step(&format!("the conformance suite, {total} checks"));
+    let started = AtomicUsize::new(0);
+    // The suite asks the filter about each check just before running it.
+    let report = conformance::run_matching(subject, "leasehold-check", |name| {
+        let n = started.fetch_add(1, Ordering::Relaxed) + 1;
+        if tty {
+            eprint!("\r\x1b[K[{n}/{total}] {name}");
+        } else {
+            step(&format!("[{n}/{total}] {name}"));
+        }
+        true
+    })
+    .await;
+    if tty {
+        eprint!("\r\x1b[K");
+    }
+    report
+}
+
 async fn run(stores: &[SeaOrmStore], args: &CheckArgs) -> Result<u8, Failure> {
     let store = &stores[0];
     if !args.json {
@@ -180,6 +214,7 @@ async fn run(stores: &[SeaOrmStore], args: &CheckArgs) -> Result<u8, Failure> {
             store.table()
         );
     }
+    step("reading the database clock's offset and round trip (20 reads)");
     let offset = offset(store).await?;
     if !args.json {
         println!(
@@ -187,6 +222,10 @@ async fn run(stores: &[SeaOrmStore], args: &CheckArgs) -> Result<u8, Failure> {
             offset.offset_ms, offset.median, offset.max
         );
     }
+    step(&format!(
+        "sampling the database clock's rate over {:?}",
+        args.clock.window_len()
+    ));
     let rate =
         leasehold_storage::measure_clock_rate(store, &MonotonicClock, &args.config, &args.clock)
             .await?;
@@ -200,7 +239,7 @@ async fn run(stores: &[SeaOrmStore], args: &CheckArgs) -> Result<u8, Failure> {
     let report = if args.clock_only {
         None
     } else {
-        let report = conformance::run(store.clone(), "leasehold-check").await;
+        let report = suite(store).await;
         if !args.json {
             println!("{report}");
         }
@@ -211,6 +250,7 @@ async fn run(stores: &[SeaOrmStore], args: &CheckArgs) -> Result<u8, Failure> {
     let margin_ms = args.config.safety_margin().as_secs_f64() * 1000.0;
     let mut nodes = Vec::new();
     for (i, other) in stores.iter().enumerate().skip(1) {
+        step(&format!("comparing node {}'s clock with node 1's", i + 1));
         let o = node_offset(store, other).await?;
         let within = o.offset_ms.abs() + o.uncertainty_ms < margin_ms;
         if !args.json {

@@ -1,16 +1,46 @@
 //! The subcommands' work. Each returns the process exit code.
 
+use leasehold_cli::DEFAULT_DB;
 use leasehold_storage::{
-    AcquireOutcome, AdminStore, FencingToken, Grant, HolderId, LeaseKey, LeaseRecord, LeaseStore,
-    Namespace, ReleaseOutcome, SeaOrmStore, StoreBuilder, Term,
+    AcquireOutcome, AdminStore, FencingToken, Grant, HolderId, LeaseKey, LeaseStore, Namespace,
+    ReleaseOutcome, SeaOrmStore, StoreBuilder, Term,
 };
 
 use crate::duration::human;
 use crate::exit::{BAD_ARGS, DB_ERROR, Failure, REFUSED};
+use crate::print::{print_json, print_participants, print_table, print_unlock};
 use crate::{Cli, Command};
+
+impl Cli {
+    /// The database URL: `--db`, else `LEASEHOLD_DATABASE_URL`, else [`DEFAULT_DB`].
+    pub(crate) fn db_url(&self) -> &str {
+        self.db.as_deref().unwrap_or(DEFAULT_DB)
+    }
+}
+
+/// The file [`DEFAULT_DB`] names, in the working directory.
+const DEFAULT_FILE: &str = "leasehold.db";
+
+/// Says on stderr which file a command without `--db` works on, before it opens it: a database
+/// made in the working directory by surprise is found where the user looks, and one opened there
+/// by mistake is seen as such.
+fn say_default_db() {
+    let path = std::env::current_dir().map_or_else(
+        |_| std::path::PathBuf::from(DEFAULT_FILE),
+        |dir| dir.join(DEFAULT_FILE),
+    );
+    let verb = if path.exists() { "opening" } else { "creating" };
+    eprintln!(
+        "leasehold: no --db (nor LEASEHOLD_DATABASE_URL): {verb} the SQLite file {}",
+        path.display()
+    );
+}
 
 /// Runs the command and returns the exit code.
 pub async fn run(cli: Cli) -> u8 {
+    if cli.db.is_none() {
+        say_default_db();
+    }
     match dispatch(cli).await {
         Ok(code) => code,
         Err(Failure::Args(msg)) => {
@@ -25,7 +55,7 @@ pub async fn run(cli: Cli) -> u8 {
 }
 
 async fn open(cli: &Cli, migrate: bool) -> Result<SeaOrmStore, Failure> {
-    Ok(StoreBuilder::new(cli.db.clone())
+    Ok(StoreBuilder::new(cli.db_url())
         .table_prefix(cli.table_prefix.clone())
         .migrate(migrate)
         .connect()
@@ -34,10 +64,20 @@ async fn open(cli: &Cli, migrate: bool) -> Result<SeaOrmStore, Failure> {
 
 async fn dispatch(cli: Cli) -> Result<u8, Failure> {
     match &cli.command {
-        Command::Migrate => {
+        Command::Migrate { json } => {
             let store = open(&cli, true).await?;
             store.migrate_all().await?;
-            println!("table {} is ready", store.table());
+            if *json {
+                println!(
+                    "{}",
+                    serde_json::json!({
+                        "table": store.table(),
+                        "ready": true,
+                    })
+                );
+            } else {
+                println!("table {} is ready", store.table());
+            }
             Ok(0)
         }
         Command::Ls {
@@ -147,6 +187,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             force,
             namespace,
             name,
+            json,
         } => {
             if !force {
                 return Err(Failure::Args(
@@ -155,13 +196,23 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             }
             let key = LeaseKey::parse(namespace, name)?;
             let store = open(&cli, false).await?;
-            if store.force_release(&key).await? {
+            let released = store.force_release(&key).await?;
+            if *json {
+                let mut value = serde_json::json!({
+                    "released": released,
+                    "namespace": key.namespace.as_str(),
+                    "name": key.name.as_str(),
+                });
+                if !released {
+                    value["reason"] = "not_held".into();
+                }
+                println!("{value}");
+            } else if released {
                 println!("released {key}");
-                Ok(0)
             } else {
                 println!("{key} was not held");
-                Ok(REFUSED)
             }
+            Ok(if released { 0 } else { REFUSED })
         }
         Command::AskRelease {
             namespace,
@@ -205,13 +256,20 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::Purge {
             older_than,
             namespace,
+            dry_run,
+            json,
         } => {
-            let ns = namespace.as_deref().map(Namespace::new).transpose()?;
-            Term::new("older_than", *older_than)?;
+            let args = crate::purge::PurgeArgs {
+                namespace: namespace.as_deref().map(Namespace::new).transpose()?,
+                older_than: Term::new("older_than", *older_than)?,
+                json: *json,
+            };
             let store = open(&cli, false).await?;
-            let n = store.purge(ns.as_ref(), *older_than).await?;
-            println!("purged {n} rows");
-            Ok(0)
+            if *dry_run {
+                crate::purge::dry_run(&store, &args).await
+            } else {
+                crate::purge::purge(&store, &args).await
+            }
         }
         Command::Check {
             term,
@@ -243,6 +301,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             prefix,
             interval,
             count,
+            json,
         } => {
             let ns = namespace.as_deref().map(Namespace::new).transpose()?;
             Term::new("interval", *interval)?;
@@ -253,151 +312,19 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                     .map(|n| LeaseKey::parse(ns, n))
                     .collect::<Result<Vec<_>, _>>()?;
                 let store = open(&cli, false).await?;
-                crate::watch::observe(&store, keys, *interval, *count).await?;
+                crate::watch::observe(&store, keys, *interval, *count, *json).await?;
                 return Ok(0);
             }
             let store = open(&cli, false).await?;
-            crate::watch::watch(&store, ns.as_ref(), prefix, *interval, *count).await?;
+            let view = crate::watch::View {
+                namespace: ns.as_ref(),
+                prefix,
+                interval: *interval,
+                count: *count,
+                json: *json,
+            };
+            crate::watch::watch(&store, &view).await?;
             Ok(0)
         }
-    }
-}
-
-/// The value as a table cell: control characters escaped, at most 60 characters, `-` for none.
-fn value_cell(value: Option<&leasehold_core::LeaseValue>) -> String {
-    const MAX: usize = 60;
-    let Some(v) = value else {
-        return "-".to_owned();
-    };
-    let shown: String = v.as_str().escape_debug().collect();
-    if shown.chars().count() > MAX {
-        let mut cut: String = shown.chars().take(MAX - 1).collect();
-        cut.push('…');
-        cut
-    } else {
-        shown
-    }
-}
-
-fn print_table(rows: &[LeaseRecord]) {
-    let header = ["NAMESPACE", "NAME", "HOLDER", "TOKEN", "TIME LEFT", "VALUE"];
-    let cells: Vec<[String; 6]> = rows
-        .iter()
-        .map(|r| {
-            [
-                r.key.namespace.to_string(),
-                r.key.name.to_string(),
-                r.holder.to_string(),
-                r.token.to_string(),
-                human(r.time_left()),
-                value_cell(r.value.as_ref()),
-            ]
-        })
-        .collect();
-    let mut width = header.map(|h| h.chars().count());
-    for row in &cells {
-        for (w, c) in width.iter_mut().zip(row) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    let line = |cols: [&str; 6]| {
-        let mut s = String::new();
-        for (i, (c, w)) in cols.iter().zip(width).enumerate() {
-            if i == 3 || i == 4 {
-                s.push_str(&format!("{c:>w$}  "));
-            } else {
-                s.push_str(&format!("{c:<w$}  "));
-            }
-        }
-        println!("{}", s.trim_end());
-    };
-    line(header);
-    for row in &cells {
-        line([&row[0], &row[1], &row[2], &row[3], &row[4], &row[5]]);
-    }
-    println!("{} held", rows.len());
-}
-
-/// What `participants` prints: a JSON array, or one line per participant.
-fn print_participants(all: &[leasehold_core::candidate::Participant], json: bool) {
-    if json {
-        let list: Vec<serde_json::Value> = all
-            .iter()
-            .map(|p| {
-                serde_json::json!({
-                    "holder": p.holder.as_str(),
-                    "priority": p.priority,
-                    "value": p.value.as_ref().map(leasehold_core::LeaseValue::as_str),
-                    "holder_of_lease": p.is_holder(),
-                    "token": p.token.map(|t| t.get()),
-                })
-            })
-            .collect();
-        println!("{}", serde_json::Value::Array(list));
-        return;
-    }
-    for p in all {
-        let priority = p.priority.map_or_else(|| "-".to_owned(), |n| n.to_string());
-        let value = value_cell(p.value.as_ref());
-        match p.token {
-            Some(token) => println!(
-                "{}  priority {priority}  holds (token {token})  {value}",
-                p.holder
-            ),
-            None => println!("{}  priority {priority}  stands by  {value}", p.holder),
-        }
-    }
-}
-
-fn print_json(rows: &[LeaseRecord]) {
-    let list: Vec<serde_json::Value> = rows
-        .iter()
-        .map(|r| {
-            serde_json::json!({
-                "namespace": r.key.namespace.as_str(),
-                "name": r.key.name.as_str(),
-                "holder": r.holder.as_str(),
-                "token": r.token.get(),
-                "until_ms": r.until.as_millis(),
-                "until": r.until.to_string(),
-                "time_left_ms": u64::try_from(r.time_left().as_millis()).unwrap_or(u64::MAX),
-                "value": r.value.as_ref().map(leasehold_core::LeaseValue::as_str),
-            })
-        })
-        .collect();
-    println!("{}", serde_json::Value::Array(list));
-}
-
-/// What `unlock` says: `row` is `None` when the lock was released, else what the table holds
-/// under the key (`Some(None)`: no row).
-fn print_unlock(key: &LeaseKey, row: Option<Option<LeaseRecord>>, json: bool) {
-    if json {
-        let value = match &row {
-            None => serde_json::json!({ "released": true }),
-            Some(Some(r)) => serde_json::json!({
-                "released": false,
-                "reason": if r.held { "held_by_another" } else { "not_held" },
-                "holder": r.holder.as_str(),
-                "token": r.token.get(),
-            }),
-            Some(None) => serde_json::json!({ "released": false, "reason": "no_such_lock" }),
-        };
-        let mut value = value;
-        value["namespace"] = key.namespace.as_str().into();
-        value["name"] = key.name.as_str().into();
-        println!("{value}");
-        return;
-    }
-    match row {
-        None => println!("released {key}"),
-        Some(Some(r)) if r.held => println!(
-            "not ours: {key} is held by {} with token {}",
-            r.holder, r.token
-        ),
-        Some(Some(r)) => println!(
-            "not ours: {key} is not held (last tenure {} by {} ended)",
-            r.token, r.holder
-        ),
-        Some(None) => println!("not ours: {key} does not exist"),
     }
 }

@@ -15,6 +15,8 @@ pub(crate) const CLOCK_RATE: u8 = 5;
 /// Exit code: `check` given several MySQL/MariaDB nodes (a Galera cluster) found two of their
 /// clocks further apart than the safety margin, or could not show they are not.
 pub(crate) const NODE_CLOCKS: u8 = 6;
+/// Exit code: `check` interrupted by Ctrl-C (128 + SIGINT), after its scratch table was dropped.
+pub(crate) const INTERRUPTED: u8 = 130;
 
 /// Why a command could not do its work: bad arguments (exit 2) or the database (exit 1).
 pub(crate) enum Failure {

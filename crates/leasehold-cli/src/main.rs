@@ -2,23 +2,26 @@
 //!
 //! The operator's tools only: the demo, the bench and the torture test are `leasehold-lab`.
 //!
-//! Exit codes: 0 done; 1 database error; 2 bad arguments; 3 refused (held by another holder,
-//! not ours to unlock, or an ask that moved nothing); 5 `check`: the clock rates differ too much for the configured margin
-//! and term, or could not be shown not to; 6 `check` of several MySQL/MariaDB nodes: two
-//! nodes' clocks are not shown to agree within the safety margin.
+//! Exit codes (`exit.rs` holds them): 0 done; 1 database error; 2 bad arguments; 3 refused
+//! (held by another holder, not ours to unlock, not held, or an ask that moved nothing); 5
+//! `check`: the clock rates differ too much for the configured margin and term, or could not be
+//! shown not to; 6 `check` of several MySQL/MariaDB nodes: two nodes' clocks are not shown to
+//! agree within the safety margin; 130 `check` interrupted (Ctrl-C), its scratch table dropped.
 #![forbid(unsafe_code)]
 
 mod ask;
 mod check;
 mod commands;
 mod exit;
+mod print;
+mod purge;
 mod watch;
 
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{CommandFactory, Parser, Subcommand};
-use leasehold_cli::{DEFAULT_DB, duration};
+use leasehold_cli::duration;
 
 /// Coordinate program instances through the database they already run: leases, locks and
 /// fencing tokens on SQLite, PostgreSQL and MySQL/MariaDB.
@@ -30,15 +33,16 @@ use leasehold_cli::{DEFAULT_DB, duration};
     after_help = "Example:\n  leasehold --db postgres://postgres@127.0.0.1/test ls --namespace jobs"
 )]
 pub struct Cli {
-    /// Database URL: sqlite://FILE?mode=rwc, sqlite::memory:, postgres://…, mysql://…
+    /// Database URL: sqlite://FILE?mode=rwc, sqlite::memory:, postgres://…, mysql://… (default:
+    /// the SQLite file leasehold.db in the working directory, created if missing; the command
+    /// then says so on stderr).
     #[arg(
         long,
         global = true,
         env = "LEASEHOLD_DATABASE_URL",
-        hide_env_values = true,
-        default_value = DEFAULT_DB
+        hide_env_values = true
     )]
-    pub db: String,
+    pub db: Option<String>,
     /// Table name prefix (the table is PREFIXlease_info).
     #[arg(long, global = true, default_value = "")]
     pub table_prefix: String,
@@ -52,7 +56,11 @@ pub struct Cli {
 pub enum Command {
     /// Create the lease table if it does not exist.
     #[command(after_help = "Example:\n  leasehold --db mysql://root@127.0.0.1/test migrate")]
-    Migrate,
+    Migrate {
+        /// Print one JSON object (`table`, `ready`) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// List the held leases, with holder, token and time left by the database clock.
     #[command(after_help = "Example:\n  leasehold ls --namespace jobs --prefix report- --json")]
     Ls {
@@ -115,6 +123,9 @@ pub enum Command {
         namespace: String,
         /// Lease name.
         name: String,
+        /// Print one JSON object (`released`, and `not_held` when it was not) instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Ask the holder of a lease to hand it over (cooperative revocation): takes the ask's row
     /// NAME#ask for the wait, then waits for the holder's tenure to end. Only a holder that
@@ -156,8 +167,11 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Delete rows released or expired for longer than the given age.
-    #[command(after_help = "Example:\n  leasehold purge --older-than 7d")]
+    /// Delete rows released or expired for longer than the given age. A held row is never
+    /// purged, and tokens never go back: a name created again starts above every token it had.
+    #[command(
+        after_help = "Examples:\n  leasehold purge --older-than 7d --dry-run\n  leasehold purge --older-than 7d --namespace jobs --json"
+    )]
     Purge {
         /// Minimum age since the row's grant ended, e.g. 7d.
         #[arg(long, value_parser = duration::parse, allow_hyphen_values = true)]
@@ -165,6 +179,13 @@ pub enum Command {
         /// Only this namespace.
         #[arg(long)]
         namespace: Option<String>,
+        /// Delete nothing: say how many rows would be purged now, and name the first ones.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print one JSON object (`purged`, or with --dry-run `purgeable` and `rows`) instead of
+        /// text.
+        #[arg(long)]
+        json: bool,
     },
     /// Watch the held leases live: a table redrawn every interval on a terminal (changes
     /// highlighted), one line per change elsewhere. With --name, observe those names: their
@@ -190,6 +211,10 @@ pub enum Command {
         /// interrupted).
         #[arg(long)]
         count: Option<u64>,
+        /// Print one JSON object per line for each change (`event`: held, renewed, taken_over,
+        /// ended, absent, unreachable), also on a terminal, instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Run the conformance suite against the database in a scratch table made for the run and
     /// dropped after it (the real table is never touched), report the clock offset and

@@ -2,7 +2,8 @@
 //!
 //! On a terminal it redraws a table every interval, highlighting rows whose holder or token
 //! changed since the last frame. Elsewhere (a pipe, a log file) it prints one plain line per
-//! change: a lease granted, taken over, or ended.
+//! change: a lease granted, taken over, or ended. With `--json`, every change is one JSON object
+//! on a line of its own, on a terminal too.
 //!
 //! With `--name`, it observes those names instead ([`leasehold_storage::observe`]): one line per
 //! observation — the current state first, then every change (granted, renewed, taken over,
@@ -16,7 +17,9 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use leasehold_storage::observe::{LeaseObserver, Observation, ObserveOptions};
-use leasehold_storage::{LeaseKey, LeaseRecord, LeaseStore, Namespace, SeaOrmStore, StoreError};
+use leasehold_storage::{
+    DbInstant, LeaseKey, LeaseRecord, LeaseStore, Namespace, SeaOrmStore, StoreError,
+};
 
 use crate::duration::human;
 
@@ -26,19 +29,160 @@ type Frame = BTreeMap<(String, String), (String, i64)>;
 const BOLD_YELLOW: &str = "\x1b[1;33m";
 const RESET: &str = "\x1b[0m";
 
-/// Watches until `count` refreshes are done (forever when `None`).
-pub async fn watch(
-    store: &SeaOrmStore,
-    namespace: Option<&Namespace>,
-    prefix: &str,
-    interval: Duration,
-    count: Option<u64>,
-) -> Result<(), StoreError> {
-    let tty = std::io::stdout().is_terminal();
+/// What `watch` without `--name` was asked.
+pub(crate) struct View<'a> {
+    /// Only this namespace.
+    pub(crate) namespace: Option<&'a Namespace>,
+    /// Only names starting with this.
+    pub(crate) prefix: &'a str,
+    /// Time between refreshes.
+    pub(crate) interval: Duration,
+    /// Refreshes before returning (forever when `None`).
+    pub(crate) count: Option<u64>,
+    /// One JSON object per change instead of text.
+    pub(crate) json: bool,
+}
+
+/// What happened to a name.
+#[derive(Clone, Copy)]
+enum Event {
+    Held,
+    Renewed,
+    TakenOver,
+    Ended,
+    Absent,
+    Unreachable,
+    Unknown,
+}
+
+impl Event {
+    /// The word of a text line.
+    fn text(self) -> &'static str {
+        match self {
+            Self::Held => "held",
+            Self::Renewed => "renewed",
+            Self::TakenOver => "taken over",
+            Self::Ended => "ended",
+            Self::Absent => "absent",
+            Self::Unreachable => "unreachable",
+            Self::Unknown => "unknown",
+        }
+    }
+
+    /// The `event` field of a JSON line.
+    fn json(self) -> &'static str {
+        match self {
+            Self::TakenOver => "taken_over",
+            other => other.text(),
+        }
+    }
+}
+
+/// One change a watch reports: the name, what happened, and what is known of the tenure.
+struct Change {
+    event: Event,
+    namespace: String,
+    name: String,
+    /// The database's clock at the read.
+    at: Option<DbInstant>,
+    /// The holder and token of the tenure concerned.
+    tenure: Option<(String, i64)>,
+    /// When that tenure ends (or ended).
+    until: Option<DbInstant>,
+    /// Time left on it at the read.
+    left: Option<Duration>,
+    /// Why the read failed, or what an observation not known to this command was.
+    detail: Option<String>,
+}
+
+impl Change {
+    fn of(event: Event, key: &LeaseKey) -> Self {
+        Self {
+            event,
+            namespace: key.namespace.to_string(),
+            name: key.name.to_string(),
+            at: None,
+            tenure: None,
+            until: None,
+            left: None,
+            detail: None,
+        }
+    }
+
+    /// A change concerning the tenure of row `r`, read at `r.db_now`.
+    fn row(event: Event, r: &LeaseRecord) -> Self {
+        Self {
+            at: Some(r.db_now),
+            tenure: Some((r.holder.to_string(), r.token.get())),
+            until: Some(r.until),
+            left: Some(r.time_left()),
+            ..Self::of(event, &r.key)
+        }
+    }
+
+    /// The line printed: text, or one JSON object.
+    fn line(&self, json: bool) -> String {
+        if json {
+            return self.json().to_string();
+        }
+        let key = if self.namespace.is_empty() {
+            self.name.clone()
+        } else {
+            format!("{}/{}", self.namespace, self.name)
+        };
+        let mut s = match self.at {
+            Some(at) => format!("{at}  {:<10} {key}", self.event.text()),
+            None => format!("{:<10} {key}", self.event.text()),
+        };
+        if let Some((holder, token)) = &self.tenure {
+            s.push_str(&format!("  holder {holder}  token {token}"));
+        }
+        if let Some(left) = self.left {
+            s.push_str(&format!("  left {}", human(left)));
+        }
+        if matches!(self.event, Event::Absent) {
+            s.push_str("  no row");
+        }
+        if let Some(detail) = &self.detail {
+            s.push_str(&format!("  {detail}"));
+        }
+        s
+    }
+
+    fn json(&self) -> serde_json::Value {
+        let mut v = serde_json::json!({
+            "event": self.event.json(),
+            "namespace": self.namespace,
+            "name": self.name,
+        });
+        if let Some(at) = self.at {
+            v["db_now_ms"] = at.as_millis().into();
+            v["db_now"] = at.to_string().into();
+        }
+        if let Some((holder, token)) = &self.tenure {
+            v["holder"] = holder.as_str().into();
+            v["token"] = (*token).into();
+        }
+        if let Some(until) = self.until {
+            v["until_ms"] = until.as_millis().into();
+        }
+        if let Some(left) = self.left {
+            v["time_left_ms"] = u64::try_from(left.as_millis()).unwrap_or(u64::MAX).into();
+        }
+        if let Some(detail) = &self.detail {
+            v["error"] = detail.as_str().into();
+        }
+        v
+    }
+}
+
+/// Watches until `view.count` refreshes are done (forever when `None`).
+pub(crate) async fn watch(store: &SeaOrmStore, view: &View<'_>) -> Result<(), StoreError> {
+    let table_view = std::io::stdout().is_terminal() && !view.json;
     let mut previous: Option<Frame> = None;
     let mut done = 0u64;
     loop {
-        let rows = store.list_valid(namespace, prefix).await?;
+        let rows = store.list_valid(view.namespace, view.prefix).await?;
         let now = store.db_now().await?;
         let frame: Frame = rows
             .iter()
@@ -50,7 +194,7 @@ pub async fn watch(
             })
             .collect();
         let mut out = std::io::stdout().lock();
-        if tty {
+        if table_view {
             let _ = write!(out, "\x1b[2J\x1b[H");
             let _ = writeln!(
                 out,
@@ -63,55 +207,58 @@ pub async fn watch(
                 table(&rows, previous.as_ref(), leasehold_cli::color_allowed())
             );
         } else {
-            for line in changes(previous.as_ref(), &frame, &rows) {
-                let _ = writeln!(out, "{now}  {line}");
+            for change in changes(previous.as_ref(), &frame, &rows, now) {
+                let _ = writeln!(out, "{}", change.line(view.json));
             }
         }
         let _ = out.flush();
         drop(out);
         previous = Some(frame);
         done += 1;
-        if count.is_some_and(|c| done >= c) {
+        if view.count.is_some_and(|c| done >= c) {
             return Ok(());
         }
-        tokio::time::sleep(interval).await;
+        tokio::time::sleep(view.interval).await;
     }
 }
 
-/// The plain-text lines describing what changed between two frames.
-fn changes(previous: Option<&Frame>, frame: &Frame, rows: &[LeaseRecord]) -> Vec<String> {
-    let mut lines = Vec::new();
+/// What changed between two frames, read at `now`.
+fn changes(
+    previous: Option<&Frame>,
+    frame: &Frame,
+    rows: &[LeaseRecord],
+    now: DbInstant,
+) -> Vec<Change> {
+    let mut out = Vec::new();
     let empty = Frame::new();
     let before = previous.unwrap_or(&empty);
     for r in rows {
         let k = (r.key.namespace.to_string(), r.key.name.to_string());
-        let what = match before.get(&k) {
-            None => "held",
-            Some((h, t)) if *h != r.holder.as_str() || *t != r.token.get() => "taken over",
+        let event = match before.get(&k) {
+            None => Event::Held,
+            Some((h, t)) if *h != r.holder.as_str() || *t != r.token.get() => Event::TakenOver,
             Some(_) => continue,
         };
-        lines.push(format!(
-            "{what:<10} {}  holder {}  token {}  left {}",
-            r.key,
-            r.holder,
-            r.token,
-            human(r.time_left())
-        ));
+        out.push(Change {
+            at: Some(now),
+            ..Change::row(event, r)
+        });
     }
-    for ((ns, name), (holder, token)) in before {
-        if !frame.contains_key(&(ns.clone(), name.clone())) {
-            let key = if ns.is_empty() {
-                name.clone()
-            } else {
-                format!("{ns}/{name}")
-            };
-            lines.push(format!(
-                "{:<10} {key}  holder {holder}  token {token}",
-                "ended"
-            ));
+    for ((namespace, name), (holder, token)) in before {
+        if !frame.contains_key(&(namespace.clone(), name.clone())) {
+            out.push(Change {
+                event: Event::Ended,
+                namespace: namespace.clone(),
+                name: name.clone(),
+                at: Some(now),
+                tenure: Some((holder.clone(), *token)),
+                until: None,
+                left: None,
+                detail: None,
+            });
         }
     }
-    lines
+    out
 }
 
 /// The terminal table, changed rows highlighted in colour, or marked `*` at the end of the line
@@ -145,13 +292,14 @@ fn table(rows: &[LeaseRecord], previous: Option<&Frame>, color: bool) -> String 
     s
 }
 
-/// Observes `keys` and prints one line per observation, until `count` lines are printed
-/// (forever when `None`). Each name's observer yields its current state first.
-pub async fn observe(
+/// Observes `keys` and prints one line per observation (text, or a JSON object), until `count`
+/// lines are printed (forever when `None`). Each name's observer yields its current state first.
+pub(crate) async fn observe(
     store: &SeaOrmStore,
     keys: Vec<LeaseKey>,
     interval: Duration,
     count: Option<u64>,
+    json: bool,
 ) -> Result<(), StoreError> {
     let bell = leasehold_storage::doorbell::for_store(store, Duration::from_secs(5));
     let options = ObserveOptions::new().poll(interval);
@@ -174,12 +322,12 @@ pub async fn observe(
     let mut last: BTreeMap<LeaseKey, Option<LeaseRecord>> = BTreeMap::new();
     let mut done = 0u64;
     while let Some((key, o)) = rx.recv().await {
-        let line = observation_line(&key, last.get(&key).and_then(Option::as_ref), &o);
+        let change = observation(&key, last.get(&key).and_then(Option::as_ref), &o);
         if let Observation::State(s) = o {
             last.insert(key, s);
         }
         let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{line}");
+        let _ = writeln!(out, "{}", change.line(json));
         let _ = out.flush();
         done += 1;
         if count.is_some_and(|c| done >= c) {
@@ -192,25 +340,29 @@ pub async fn observe(
     Ok(())
 }
 
-/// One line for an observation of `key`, given the state before it.
-fn observation_line(key: &LeaseKey, before: Option<&LeaseRecord>, o: &Observation) -> String {
+/// The change an observation of `key` shows, given the state before it.
+fn observation(key: &LeaseKey, before: Option<&LeaseRecord>, o: &Observation) -> Change {
     let r = match o {
         Observation::State(Some(r)) => r,
-        Observation::State(None) => return format!("{:<10} {key}  no row", "absent"),
-        Observation::Unreachable(e) => return format!("{:<10} {key}  {e}", "unreachable"),
-        _ => return format!("{:<10} {key}  {o:?}", "unknown"),
+        Observation::State(None) => return Change::of(Event::Absent, key),
+        Observation::Unreachable(e) => {
+            return Change {
+                detail: Some(e.clone()),
+                ..Change::of(Event::Unreachable, key)
+            };
+        }
+        _ => {
+            return Change {
+                detail: Some(format!("{o:?}")),
+                ..Change::of(Event::Unknown, key)
+            };
+        }
     };
-    let what = match before {
-        _ if !r.held => "ended",
-        Some(b) if b.held && b.holder == r.holder && b.token == r.token => "renewed",
-        Some(b) if b.held => "taken over",
-        _ => "held",
+    let event = match before {
+        _ if !r.held => Event::Ended,
+        Some(b) if b.held && b.holder == r.holder && b.token == r.token => Event::Renewed,
+        Some(b) if b.held => Event::TakenOver,
+        _ => Event::Held,
     };
-    format!(
-        "{}  {what:<10} {key}  holder {}  token {}  left {}",
-        r.db_now,
-        r.holder,
-        r.token,
-        human(r.time_left())
-    )
+    Change::row(event, r)
 }

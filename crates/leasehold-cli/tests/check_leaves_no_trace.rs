@@ -1,7 +1,8 @@
 //! `leasehold check` leaves no trace, on every backend: after a full run the real table has the
 //! same rows and token floor as before, and the scratch table the run worked in is gone. A
 //! check that cannot apply (row locks on SQLite) says `skipped` and is not counted as passed.
-//! `--json` on `check`, `lock` and `unlock` prints one parseable object.
+//! `--json` on `check`, `lock` and `unlock` prints one parseable object. `check` says each step
+//! on stderr as it starts, the conformance suite check by check, never on stdout.
 
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -186,6 +187,7 @@ async fn check_leaves_the_real_table_as_it_was() {
             summary.contains(&format!(", {skipped_lines} skipped, 0 failed")),
             "{url}: {summary}\n{stdout}"
         );
+        assert_progress(&stdout, &stderr, &url);
         if url.starts_with("sqlite") {
             // SQLite has no row locks: those checks say so and are not counted as passed.
             assert!(skipped_lines >= 3, "{url}: {stdout}");
@@ -205,6 +207,71 @@ async fn check_leaves_the_real_table_as_it_was() {
         );
         store.drop_table().await.expect("drop the test table");
     }
+}
+
+/// The steps said on stderr (stderr is not a terminal here: a line each), none on stdout: the
+/// clock reads, then the suite's checks numbered up to their total.
+fn assert_progress(stdout: &str, stderr: &str, url: &str) {
+    assert!(!stdout.contains("leasehold check:"), "{url}: {stdout}");
+    let steps: Vec<&str> = stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("leasehold check: "))
+        .collect();
+    assert!(
+        steps
+            .first()
+            .is_some_and(|s| s.starts_with("reading the database clock")),
+        "{url}: {stderr}"
+    );
+    let total: usize = steps
+        .iter()
+        .find_map(|s| s.strip_prefix("the conformance suite, "))
+        .and_then(|s| s.strip_suffix(" checks"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{url}: no suite step in {stderr}"));
+    let numbered = steps.iter().filter(|s| s.starts_with('[')).count();
+    assert_eq!(numbered, total, "{url}: {stderr}");
+    assert!(
+        steps
+            .iter()
+            .any(|s| s.starts_with(&format!("[{total}/{total}] "))),
+        "{url}: {stderr}"
+    );
+}
+
+/// The full check with `--json` on SQLite: stdout is the one object (nothing else the suite
+/// does reaches it), the progress is on stderr.
+#[test]
+fn check_json_keeps_stdout_to_one_object() {
+    let dir = std::env::temp_dir().join(format!("leasehold-check-json-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let url = format!("sqlite://{}?mode=rwc", dir.join("check.db").display());
+    let out = leasehold(&[
+        "--db",
+        &url,
+        "check",
+        "--json",
+        "--clock-window",
+        "300ms",
+        "--clock-samples",
+        "4",
+    ]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let report: serde_json::Value =
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!(report["failed"], 0, "{report}");
+    let checks = report["checks"].as_array().expect("checks").len();
+    assert_progress(&stdout, &stderr, &url);
+    assert!(
+        stderr.contains(&format!("[{checks}/{checks}] ")),
+        "as many steps as checks reported: {stderr}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]

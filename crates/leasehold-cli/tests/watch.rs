@@ -1,4 +1,5 @@
-//! `leasehold watch` prints plain change lines when not on a terminal.
+//! `leasehold watch` prints plain change lines when not on a terminal, and with `--json` one
+//! JSON object per change.
 
 use std::process::Command;
 
@@ -116,5 +117,96 @@ fn watch_with_names_prints_the_state_then_each_change() {
         lines[2].contains("ended") && lines[2].contains("jobs/nightly") && held < 2,
         "the lapse comes last: {stdout}"
     );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+fn json_lines(stdout: &[u8]) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+#[test]
+fn watch_json_prints_one_object_per_change() {
+    let dir = std::env::temp_dir().join(format!("leasehold-watch-json-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let url = format!("sqlite://{}?mode=rwc", dir.join("w.db").display());
+    lock(&url, "nightly", "2s");
+    // The listing: the held lock, then its end once its two seconds ran out.
+    let out = leasehold()
+        .args([
+            "--db",
+            &url,
+            "watch",
+            "--namespace",
+            "jobs",
+            "--interval",
+            "250ms",
+            "--count",
+            "14",
+            "--json",
+        ])
+        .output()
+        .expect("watch");
+    assert!(out.status.success(), "{out:?}");
+    let events = json_lines(&out.stdout);
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert_eq!(events[0]["event"], "held", "{events:?}");
+    assert_eq!(events[0]["namespace"], "jobs", "{events:?}");
+    assert_eq!(events[0]["name"], "nightly", "{events:?}");
+    assert_eq!(events[0]["holder"], "ops", "{events:?}");
+    assert_eq!(events[0]["token"], 1, "{events:?}");
+    assert!(
+        events[0]["time_left_ms"]
+            .as_u64()
+            .is_some_and(|ms| ms <= 2000),
+        "{events:?}"
+    );
+    assert!(events[0]["db_now_ms"].is_i64(), "{events:?}");
+    assert_eq!(events[1]["event"], "ended", "{events:?}");
+    assert_eq!(events[1]["token"], 1, "{events:?}");
+
+    // Observing names: the state of each, then the change.
+    lock(&url, "nightly", "2s");
+    let out = leasehold()
+        .args([
+            "--db",
+            &url,
+            "watch",
+            "--namespace",
+            "jobs",
+            "--name",
+            "nightly",
+            "--name",
+            "never",
+            "--interval",
+            "1h",
+            "--count",
+            "3",
+            "--json",
+        ])
+        .output()
+        .expect("watch");
+    assert!(out.status.success(), "{out:?}");
+    let events = json_lines(&out.stdout);
+    assert_eq!(events.len(), 3, "{events:?}");
+    assert!(
+        events
+            .iter()
+            .take(2)
+            .any(|e| e["event"] == "absent" && e["name"] == "never" && e.get("holder").is_none()),
+        "{events:?}"
+    );
+    assert!(
+        events
+            .iter()
+            .take(2)
+            .any(|e| e["event"] == "held" && e["name"] == "nightly" && e["token"] == 2),
+        "{events:?}"
+    );
+    assert_eq!(events[2]["event"], "ended", "{events:?}");
+    assert_eq!(events[2]["name"], "nightly", "{events:?}");
+    assert_eq!(events[2]["time_left_ms"], 0, "{events:?}");
     let _ = std::fs::remove_dir_all(dir);
 }

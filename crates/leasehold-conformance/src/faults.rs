@@ -327,7 +327,6 @@ pub(super) async fn blocked_statement_gives_up(ctx: Ctx) -> Result<(), String> {
     let renew = ctx.store.renew(&key, &a, t, term(LONG)?).await;
     let release = ctx.store.release(&key, &a, t).await;
     txn.rollback().await.map_err(e)?;
-    println!("blocked grant gave up after {took:?} (bound {bound:?})");
     ensure(
         matches!(grant, Err(StoreError::ServerTimeout { .. })),
         || format!("a grant blocked behind a locked row answered {grant:?}"),

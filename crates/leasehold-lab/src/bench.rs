@@ -59,13 +59,13 @@ pub struct BenchArgs {
     /// service renews leases / (term / 3) per second: a longer term for very many leases.
     #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(3..=3600))]
     pub term: Option<u64>,
-    /// Only the scale rows (issue 17 goals 3–5): a burst of --leases tasks started at once
-    /// (default 100,000), memory once settled, renewals per second at the term, and a host
-    /// joining a shard group of 10,000 names.
+    /// Only the scale rows: a burst of --leases tasks started at once (default 100,000),
+    /// memory once settled, renewals per second at the term, and a host joining a shard group
+    /// of 10,000 names.
     #[arg(long)]
     pub scale: bool,
-    /// Only the lock-pair rows (`lock_spread*`, `lock_hot*`, `lock_all_spread_facade`): the
-    /// rows of issue 17 goal 2, against the advisory or named-lock peer in the same run.
+    /// Only the lock-pair rows (`lock_spread*`, `lock_hot*`, `lock_all_spread_facade`), against
+    /// the advisory or named-lock peer in the same run.
     #[arg(long, conflicts_with = "scale")]
     pub locks: bool,
     /// Only the hand-over rows (`handover_*`): a lock, a lease task and a shard group's names
