@@ -351,7 +351,7 @@ impl ClockRateOptions {
     }
 }
 
-/// A measured clock-rate difference and what it means for one configuration.
+/// A clock-rate difference read from samples, and what it means for one configuration.
 ///
 /// Made by `leasehold_storage::measure_clock_rate` (and the `leasehold` facade's, which also
 /// publishes it to the gauges), which samples a store.

@@ -14,9 +14,9 @@
 //! | `leasehold_renew_batches_total` | counter | `outcome` | batched renewals (`ok`, `error`) |
 //! | `leasehold_leases_held` | gauge | | tenures whose local deadline is recorded (every lease task, sharded name, lock and hold of the process) |
 //! | `leasehold_is_leader` | gauge | `namespace`, `name` | 1 while this process holds the name, 0 after |
-//! | `leasehold_clock_rate_difference` | gauge | | measured rate of the database's clock relative to the monotonic clock, minus 1 (background clock-rate check) |
+//! | `leasehold_clock_rate_difference` | gauge | | rate of the database's clock relative to the monotonic clock, minus 1 (background clock-rate check) |
 //! | `leasehold_clock_rate_uncertainty` | gauge | | the uncertainty of that measurement |
-//! | `leasehold_clock_rate_ok` | gauge | | 1 when the measured difference is shown within `safety_margin / term`, 0 otherwise |
+//! | `leasehold_clock_rate_ok` | gauge | | 1 when the difference is shown within `safety_margin / term`, 0 otherwise |
 //!
 //! `leasehold_is_leader` has one series per name ever held: a service with very many names (a
 //! large sharded set) may prefer to drop or aggregate it in the exporter. The gauges follow the
@@ -102,11 +102,11 @@ pub fn describe() {
         );
         describe_gauge!(
             "leasehold_clock_rate_difference",
-            "Measured rate of the database clock relative to the monotonic clock, minus 1."
+            "Rate of the database clock relative to the monotonic clock, minus 1."
         );
         describe_gauge!(
             "leasehold_clock_rate_uncertainty",
-            "Uncertainty of the measured clock-rate difference."
+            "Uncertainty of the clock-rate difference."
         );
         describe_gauge!(
             "leasehold_clock_rate_ok",

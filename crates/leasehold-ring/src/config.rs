@@ -4,11 +4,10 @@ use crate::{Result, RingError};
 
 /// Default number of virtual nodes per unit of host weight.
 ///
-/// Measured with `cargo bench -p leasehold-ring` over 200 random sets of 10 hosts and 10,000
-/// names: max/mean load median 1.13, p90 1.19, worst 1.34 (a host's share sums 160 arcs, so it
-/// spreads by about 1/sqrt(160) = 8%); at 100 hosts median 1.23. 640 virtual nodes bring the
-/// 10-host median to 1.08 at four times the points. Going from 3 to 4 hosts moved 23.8% of
-/// names (ideal 25%).
+/// A host's share sums 160 arcs, so it spreads by about 1/sqrt(160) = 8 % around the mean;
+/// four times the points narrow that by half at four times the memory and lookup table size.
+/// `cargo bench -p leasehold-ring` prints the spread of load and the names moved per join
+/// (figures in docs/benchmarks.md).
 pub const DEFAULT_VIRTUAL_NODES: u32 = 160;
 
 /// Largest number of virtual nodes per unit of host weight accepted by [`RingConfig::validate`].

@@ -277,7 +277,7 @@ impl SeaOrmStore {
     /// grants or committed releases ([`crate::doorbell::Doorbell::rings_with_releases`]): one
     /// statement and one commit instead of two. The cost: a transaction that notifies holds
     /// PostgreSQL's database-wide notification lock until its commit is flushed, so notifying
-    /// commits of many sessions at once queue behind each other (measured in
+    /// commits of many sessions at once queue behind each other (figures in
     /// `docs/benchmarks.md`); off by default, for few writers per
     /// database. A service turns it on for the store it opens with its own
     /// `notify_in_statements`; set it on a store you pass in only if that store serves the

@@ -180,7 +180,7 @@ impl<K: Kind> GroupCommit<K> {
         }
     }
 
-    /// Grants wait while the renewals measured by `pressure` are behind (see the module docs).
+    /// Grants wait while the renewals `pressure` watches are behind (see the module docs).
     #[must_use]
     pub fn with_renew_pressure(mut self, pressure: Option<Arc<RenewPressure>>) -> Self {
         self.pressure = pressure;

@@ -283,7 +283,7 @@ mod tests {
     #[test]
     fn the_same_holders_live_row_is_held_by_not_acquired() {
         // Two grants of one holder, overlapping, both answered Acquired with one token: the
-        // batched grant of issue 31 answered a row another session committed as its own.
+        // MySQL batched grant before its fix answered a row another session committed as its own.
         let ops = [
             op(0, Some(20), grant("a"), acquired(41, 10)),
             op(5, Some(25), grant("a"), acquired(41, 10)),

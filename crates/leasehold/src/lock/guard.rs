@@ -201,7 +201,7 @@ impl LockGuard {
 
     /// Keeps the lock held until at least `min_hold` after it was requested, even if unlocked
     /// earlier: an earlier unlock shortens the grant to end then instead of releasing it
-    /// (ShedLock's `lockAtLeastFor`). Measured on the local clock from the acquire's send time,
+    /// (ShedLock's `lockAtLeastFor`). Counted on the local clock from the acquire's send time,
     /// then handed to the database as "end this long from now".
     ///
     /// # Examples

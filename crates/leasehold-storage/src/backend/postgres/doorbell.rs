@@ -15,7 +15,7 @@
 //! for tenures that ended without a committed release ([`Doorbell::rings_with_releases`]). Half
 //! the statements of a lock + unlock pair, but a notifying commit holds the server's
 //! notification lock through its flush, so many sessions notifying at once queue behind each
-//! other (measured in `docs/benchmarks.md`): off by default.
+//! other (figures in `docs/benchmarks.md`): off by default.
 //!
 //! Connections: 1 (the `LISTEN`), opened on the first [`Doorbell::watch`], to the store's URL or
 //! to the doorbell's own ([`crate::StoreBuilder::doorbell_url`]: past a pooler). When it drops it
