@@ -103,7 +103,8 @@ async fn asks(db: &str) {
     assert!(
         matches!(granted, leasehold_storage::AcquireOutcome::Acquired { token, .. } if token == row.token)
     );
-    let ask_key = LeaseKey::parse(&ns, "plain#ask").expect("key");
+    let ask_key = leasehold_core::derived::DerivedKey::ask(&LeaseKey::parse(&ns, "plain").expect("key"))
+        .expect("key");
     let ask_row = store
         .get(&ask_key)
         .await

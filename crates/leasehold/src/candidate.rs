@@ -10,11 +10,11 @@
 //! |---|---|
 //! | `candidate.rs` | this page, [`Candidate`], [`Participant`], [`LeaseService::participants`], the candidacy's row |
 //! | `candidate/preempt.rs` | a standing-by candidate's watch: when to ask the holder to yield, when to stand by for a named successor |
-//! | `candidate/successor.rs` | [`LeaseService::hand_over_to`]: the successor marker `{name}#next` ([`NEXT_SUFFIX`]) |
+//! | `candidate/successor.rs` | [`LeaseService::hand_over_to`]: the successor marker `{name}#next` ([`leasehold_core::derived::KeyRole::Successor`]) |
 //!
 //! # The candidacy is a row
 //! Holder `h`'s candidacy for lease `name` is the row `{name}#cand:{h}`
-//! ([`CANDIDATE_SUFFIX`], reserved as `#ask` is), held by `h` and renewed by the engine every
+//! ([`leasehold_core::derived::KeyRole::Candidacy`], reserved as `#ask` is), held by `h` and renewed by the engine every
 //! renew interval of the task, as a lease task's row is (it is one, owned by the candidacy in
 //! the engine's book), from the task's start until it stops. Its value, written in the grant's
 //! own statement, is `priority=N` or `priority=N;value=V`. A candidate whose process dies stops
@@ -46,13 +46,14 @@ mod successor;
 
 use std::time::Duration;
 
-use leasehold_core::candidate::{Candidacy, candidate_key, candidate_prefix};
+use leasehold_core::candidate::Candidacy;
+use leasehold_core::derived::{DerivedKey, KeyRole};
 use leasehold_core::{HolderId, LeaseConfig, LeaseKey, LeaseValue, Term, ValidationError};
 use leasehold_engine::{ListLive, Owner, ReadRecord, StartTask, StopTask};
 
 use crate::{LeaseService, LeaseTaskOptions, Result};
 
-pub use leasehold_core::candidate::{CANDIDATE_SUFFIX, NEXT_SUFFIX, Participant};
+pub use leasehold_core::candidate::Participant;
 
 /// How a lease task takes part as a candidate ([`LeaseTaskOptions::candidate`]): its priority,
 /// the value it shows, and the hysteresis of its pre-emption.
@@ -255,7 +256,7 @@ impl LeaseService {
             .send(ReadRecord { key: key.clone() })
             .await??
             .filter(|r| r.held);
-        let prefix = candidate_prefix(&key);
+        let prefix = DerivedKey::prefix(&key.name, KeyRole::Candidacy);
         let rows = self
             .engine()
             .send(ListLive {
@@ -285,7 +286,7 @@ impl LeaseService {
             return Ok(());
         };
         let resolved = candidate.resolve(config, options.value.as_ref())?;
-        let row = candidate_key(key, self.holder())?;
+        let row = DerivedKey::candidacy(key, self.holder())?;
         let row_belief = self.new_belief();
         let listener: leasehold_engine::Listener = std::sync::Arc::new(|_, _| {});
         let start = StartTask {
@@ -316,7 +317,7 @@ impl LeaseService {
         let watch = preempt::Preempt {
             service: self.downgrade(),
             key: key.clone(),
-            next: leasehold_core::candidate::next_key(key)?,
+            next: DerivedKey::successor(key)?,
             task: std::sync::Arc::clone(belief),
             row_belief,
             poll: config.retry_interval(),
@@ -329,7 +330,7 @@ impl LeaseService {
     /// Ends this service's candidacy for lease `key`, if any: its row is released (and this
     /// returns once that settled), so it is no longer listed.
     pub(crate) async fn stop_candidacy(&self, key: &LeaseKey) -> Result<()> {
-        let Ok(row) = candidate_key(key, self.holder()) else {
+        let Ok(row) = DerivedKey::candidacy(key, self.holder()) else {
             return Ok(());
         };
         self.on_engine(StopTask {
@@ -352,8 +353,8 @@ pub(crate) fn prepare(
 ) -> Result<LeaseTaskOptions> {
     if let Some(candidate) = &options.candidate {
         let resolved = candidate.resolve(config, options.value.as_ref())?;
-        candidate_key(key, holder)?;
-        leasehold_core::candidate::next_key(key)?;
+        DerivedKey::candidacy(key, holder)?;
+        DerivedKey::successor(key)?;
         if options.revocable.is_none() {
             options.revocable = Some(crate::Revocable::new(resolved.drain_timeout));
         }

@@ -77,7 +77,7 @@ mod task;
 mod tuning;
 
 pub use builder::LeaseServiceBuilder;
-pub use candidate::{CANDIDATE_SUFFIX, Candidate, NEXT_SUFFIX, Participant};
+pub use candidate::{Candidate, Participant};
 pub use clock_rate::measure_clock_rate;
 pub use error::{Error, Result};
 pub use event::{EventKind, LeaseEvent};
@@ -88,14 +88,14 @@ pub use leasehold_storage::doorbell::Wakeups;
 pub use lock::{
     DEFAULT_LOCK_NAMESPACE, DEFAULT_LOCK_RETRY_INTERVAL, DEFAULT_LOCK_TTL, ExclusiveLockGuard,
     HeldPermit, LockError, LockGuard, LockOutcome, Locks, MAX_READERS, MultiLockGuard,
-    MultiLockOutcome, OwnedLocks, PermitGuard, RW_GATE_SUFFIX, RW_READ_SUFFIX, ReentrantGuard,
+    MultiLockOutcome, OwnedLocks, PermitGuard, ReentrantGuard,
     SharedLockGuard,
 };
-pub use lock::{FAIR_QUEUE_SUFFIX, FAIR_TICKET_SUFFIX, MAX_FAIR_TICKET_TERM};
+pub use lock::MAX_FAIR_TICKET_TERM;
 pub use once::{DEFAULT_RUN_TERM, FireContext, FireOutcome, Schedule};
 pub use permit_task::{MAX_TASK_PERMITS, PermitTask};
 pub use retention::Retention;
-pub use revoke::{ASK_SUFFIX, AskOptions, AskOutcome, Revocable, Revocation};
+pub use revoke::{AskOptions, AskOutcome, Revocable, Revocation};
 pub use service::{LeaseService, START_CHUNK};
 pub use shard::{DEFAULT_SHARD_GROUP, NameSource, ShardOptions, ShardedTasks};
 pub use task::{LeaseTask, LeaseTaskOptions};
@@ -104,6 +104,7 @@ pub use tuning::EngineTuning;
 pub use leasehold_core::clock_rate::{
     ClockRateOptions, ClockRateReport, ClockRateVerdict, RateFit,
 };
+pub use leasehold_core::derived;
 pub use leasehold_core::{
     Clock, DbInstant, FencingToken, HolderId, LeaseConfig, LeaseKey, LeaseName, LeaseRecord,
     LeaseValue, LossReason, MonotonicClock, Namespace, Notification, SetValueOutcome, State, Term,

@@ -77,12 +77,12 @@ use leasehold_core::{
 
 pub(crate) use acquire::LockContext;
 pub use all::{MultiLockGuard, MultiLockOutcome};
-pub use fair::{FAIR_QUEUE_SUFFIX, FAIR_TICKET_SUFFIX, MAX_FAIR_TICKET_TERM};
+pub use fair::MAX_FAIR_TICKET_TERM;
 pub use guard::LockGuard;
 pub use held_permits::HeldPermit;
 pub use permits::PermitGuard;
 pub(crate) use queue::LockQueues;
-pub use read_write::{MAX_READERS, RW_GATE_SUFFIX, RW_READ_SUFFIX};
+pub use read_write::MAX_READERS;
 pub use reentrant::{OwnedLocks, ReentrantGuard};
 pub(crate) use release::release as release_tenure;
 pub use rw_guards::{ExclusiveLockGuard, SharedLockGuard};

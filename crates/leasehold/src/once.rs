@@ -55,9 +55,6 @@ use crate::LockGuard;
 use crate::lock::{LockOutcome, hold_config, lock_config, release_tenure};
 use crate::{LeaseService, Result};
 
-/// The reserved part of a job's lock name: job `report` is the lock `report#once`.
-pub const ONCE_SUFFIX: &str = "#once";
-
 /// Added to the time a done fire's row stays held: the database's clock and the run's term are
 /// counted in whole milliseconds, each truncated, so the row ends a few of them after the next
 /// fire rather than a fraction of one before it.
@@ -426,6 +423,6 @@ fn job_key(service: &LeaseService, name: &str) -> Result<LeaseKey> {
     if name.is_empty() {
         return Err(ValidationError::Empty { field: "job name" }.into());
     }
-    let lock = LeaseName::new(format!("{name}{ONCE_SUFFIX}"))?;
-    Ok(LeaseKey::new(service.namespace().clone(), lock))
+    let job = LeaseKey::new(service.namespace().clone(), LeaseName::parse(name)?);
+    Ok(leasehold_core::derived::DerivedKey::job(&job)?)
 }

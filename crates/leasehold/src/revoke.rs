@@ -51,8 +51,6 @@ use crate::{HandOver, Result};
 #[cfg(doc)]
 use crate::{LeaseService, LeaseTaskOptions};
 
-pub use leasehold_core::ask::ASK_SUFFIX;
-
 type OnRevoke = Arc<dyn Fn(Revocation) + Send + Sync>;
 
 /// How a lease task answers asks to hand its lease over
@@ -319,7 +317,7 @@ impl Ask {
 
 /// The ask's lock of `key`: `{name}#ask` in the same namespace.
 pub(crate) fn ask_key(key: &LeaseKey) -> Result<LeaseKey> {
-    Ok(leasehold_core::ask::ask_key(key)?)
+    Ok(leasehold_core::derived::DerivedKey::ask(key)?)
 }
 
 /// Refuses, before a task starts, a revocable task whose ask key cannot be made (a name too

@@ -220,7 +220,7 @@ impl LeaseService {
     pub(crate) fn key(&self, name: &str) -> Result<LeaseKey> {
         Ok(LeaseKey::new(
             self.inner.namespace.clone(),
-            LeaseName::new(name)?,
+            LeaseName::parse(name)?,
         ))
     }
 

@@ -353,13 +353,17 @@ impl Program {
         if self.ctx.world.spec.weights.candidate > 0 {
             // A candidate task's row, a hand-over's marker and a candidate's ask are believed
             // through has_lease while their service lives.
+            use leasehold::derived::DerivedKey;
             for name in &self.ctx.keys {
+                let Some(base) = self.ctx.key(name) else {
+                    continue;
+                };
                 for row in [
-                    format!("{name}{}{}", leasehold::CANDIDATE_SUFFIX, owner.holder),
-                    format!("{name}{}", leasehold::NEXT_SUFFIX),
-                    format!("{name}{}", leasehold::ASK_SUFFIX),
+                    DerivedKey::candidacy(&base, &owner.holder),
+                    DerivedKey::successor(&base),
+                    DerivedKey::ask(&base),
                 ] {
-                    if let Some(k) = self.ctx.key(&row) {
+                    if let Ok(k) = row {
                         keys.push(k);
                     }
                 }

@@ -21,9 +21,7 @@ pub(crate) const TASK_PERMITS: u32 = 2;
 
 /// The permit key of `task`'s slot `slot`.
 fn slot_key(task: &PermitTask, slot: u32) -> Option<LeaseKey> {
-    let key = task.key();
-    let name = format!("{}#permit:{slot}/{}", key.name.as_str(), task.permits());
-    LeaseKey::parse(key.namespace.as_str(), &name).ok()
+    leasehold::derived::DerivedKey::permit(task.key(), slot, task.permits()).ok()
 }
 
 impl Program {

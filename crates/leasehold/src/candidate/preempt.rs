@@ -5,7 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold_core::candidate::{Candidacy, candidate_key};
+use leasehold_core::candidate::Candidacy;
+use leasehold_core::derived::DerivedKey;
 use leasehold_core::{FencingToken, LeaseKey, LeaseRecord};
 use leasehold_engine::{Belief, ReadRecord};
 use rand::RngExt;
@@ -129,7 +130,7 @@ impl Preempt {
                 now
             }
         };
-        let theirs = candidate_key(&self.key, &lease.holder).ok()?;
+        let theirs = DerivedKey::candidacy(&self.key, &lease.holder).ok()?;
         let read = service.engine().send(ReadRecord { key: theirs });
         let their_row = read
             .await

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold_core::candidate::next_key;
+use leasehold_core::derived::DerivedKey;
 use leasehold_core::{HolderId, LeaseKey, LeaseRecord, LeaseValue, Term, ValidationError};
 use leasehold_engine::{FindTask, Owner, ReadRecord, SetCompeting, SetTaskValue, ValueAnswer};
 
@@ -70,7 +70,7 @@ impl LeaseService {
         timeout: Duration,
     ) -> Result<HandOver> {
         let key = self.key(name)?;
-        let next = next_key(&key)?;
+        let next = DerivedKey::successor(&key)?;
         Term::new("timeout", timeout)?;
         if successor == self.holder() {
             return Err(ValidationError::Relation {

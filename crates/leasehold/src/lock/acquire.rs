@@ -150,8 +150,20 @@ impl Locks<'_> {
         ttl: Duration,
     ) -> Result<Option<LockGuard>> {
         let key = LeaseKey::parse(namespace, name)?;
+        let config = lock_config(ttl, self.service.request_timeout())?;
+        self.wait_for_key(&key, wait, config).await
+    }
+
+    /// [`Locks::acquire_within`] for a parsed key (a user's, or a derived one) and a checked
+    /// configuration.
+    pub(super) async fn wait_for_key(
+        &self,
+        key: &LeaseKey,
+        wait: Option<Duration>,
+        config: LeaseConfig,
+    ) -> Result<Option<LockGuard>> {
+        let key = key.clone();
         let service = self.service;
-        let config = lock_config(ttl, service.request_timeout())?;
         let clock = Arc::clone(service.registry().clock());
         let give_up = wait.map(|w| clock.now() + w);
         let queue = service.lock_queues().queue(&key);

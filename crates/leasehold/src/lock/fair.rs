@@ -4,8 +4,8 @@
 //!
 //! # Three kinds of plain lock
 //! A fair lock `name` is the plain lock `name` itself, its ticket dispenser
-//! `{name}#ticket` ([`FAIR_TICKET_SUFFIX`]) and one ticket per waiter,
-//! `{name}#queue:{T:020}` ([`FAIR_QUEUE_SUFFIX`]), all in the lock's namespace. A waiter:
+//! `{name}#ticket` ([`KeyRole::FairDispenser`]) and one ticket per waiter,
+//! `{name}#queue:{T:020}` ([`KeyRole::FairTicket`]), all in the lock's namespace. A waiter:
 //! 1. takes the dispenser (waiting for it; it is held for one grant). The dispenser's fencing
 //!    token `T` is the waiter's arrival number: tokens grow by one with every grant, and a purge
 //!    never lowers them (the token floor), so no two arrivals share a number and a later arrival
@@ -33,7 +33,8 @@
 
 use std::time::Duration;
 
-use leasehold_core::{LeaseConfig, LeaseKey, LeaseName, ValidationError};
+use leasehold_core::derived::{DerivedKey, KeyRole};
+use leasehold_core::{LeaseConfig, LeaseKey, ValidationError};
 use leasehold_engine::MakeHold;
 use rand::RngExt;
 use tokio::sync::mpsc;
@@ -41,33 +42,27 @@ use tokio::sync::mpsc;
 use super::{LockGuard, LockOutcome, Locks, hold_config, lock_config};
 use crate::{Error, Result};
 
-/// The reserved part of a fair lock's ticket dispenser: lock `report` has the dispenser
-/// `report#ticket`.
-pub const FAIR_TICKET_SUFFIX: &str = "#ticket";
-/// The reserved part of a fair lock's tickets: waiter number 7 of lock `report` holds
-/// `report#queue:00000000000000000007` while it waits.
-pub const FAIR_QUEUE_SUFFIX: &str = "#queue:";
 /// The longest term of a waiter's ticket and of the dispenser: a ticket's term is the lock's
 /// ttl up to this, so a waiter whose process died holds the queue up for at most this long.
 pub const MAX_FAIR_TICKET_TERM: Duration = Duration::from_secs(30);
 
 /// The names and configurations of one fair lock, checked before anything is written.
 struct FairLock {
-    namespace: String,
-    name: String,
-    ttl: Duration,
-    dispenser: String,
-    ticket_term: Duration,
+    key: LeaseKey,
+    /// The lock's own configuration (its ttl).
+    config: LeaseConfig,
+    dispenser: LeaseKey,
+    /// The dispenser's: a plain lock for the ticket's term.
+    dispenser_config: LeaseConfig,
     ticket_config: LeaseConfig,
 }
 
 impl FairLock {
     fn new(namespace: &str, name: &str, ttl: Duration, request_timeout: Duration) -> Result<Self> {
-        LeaseKey::parse(namespace, name)?;
-        lock_config(ttl, request_timeout)?;
-        let dispenser = format!("{name}{FAIR_TICKET_SUFFIX}");
-        LeaseName::new(dispenser.as_str())?;
-        LeaseName::new(ticket_name(name, i64::MAX))?;
+        let key = LeaseKey::parse(namespace, name)?;
+        let config = lock_config(ttl, request_timeout)?;
+        let dispenser = DerivedKey::fair_dispenser(&key)?;
+        DerivedKey::fair_ticket(&key, i64::MAX)?;
         let ticket_term = ttl.min(MAX_FAIR_TICKET_TERM);
         let ticket_config = hold_config(ticket_term, request_timeout).map_err(|e| {
             Error::Invalid(ValidationError::Relation {
@@ -78,31 +73,23 @@ impl FairLock {
                 ),
             })
         })?;
+        let dispenser_config = lock_config(ticket_term, request_timeout)?;
         Ok(Self {
-            namespace: namespace.to_owned(),
-            name: name.to_owned(),
-            ttl,
+            key,
+            config,
+            dispenser_config,
             dispenser,
-            ticket_term,
             ticket_config,
         })
     }
 
     fn ticket_key(&self, number: i64) -> Result<LeaseKey> {
-        Ok(LeaseKey::parse(
-            &self.namespace,
-            &ticket_name(&self.name, number),
-        )?)
+        Ok(DerivedKey::fair_ticket(&self.key, number)?)
     }
 
     fn queue_prefix(&self) -> String {
-        format!("{}{FAIR_QUEUE_SUFFIX}", self.name)
+        DerivedKey::prefix(&self.key.name, KeyRole::FairTicket)
     }
-}
-
-/// The ticket of arrival `number` of lock `name`: zero-padded, so names sort as numbers.
-fn ticket_name(name: &str, number: i64) -> String {
-    format!("{name}{FAIR_QUEUE_SUFFIX}{number:020}")
 }
 
 /// A waiter's place: its arrival number and the guard of its ticket (dropped, it releases it).
@@ -229,7 +216,7 @@ impl Locks<'_> {
             }
             // The head of the queue: wait for the lock itself, as long as the place is ours.
             let lost = ticket.guard.cancellation_token();
-            let take = self.acquire_within(&fair.namespace, &fair.name, None, fair.ttl);
+            let take = self.wait_for_key(&fair.key, None, fair.config.clone());
             let got = tokio::select! {
                 biased;
                 got = take => got?,
@@ -245,7 +232,7 @@ impl Locks<'_> {
     /// still held. `None` only when waiting for the dispenser gave up.
     async fn arrive(&self, fair: &FairLock) -> Result<Option<Arrival>> {
         let Some(dispenser) = self
-            .acquire_within(&fair.namespace, &fair.dispenser, None, fair.ticket_term)
+            .wait_for_key(&fair.dispenser, None, fair.dispenser_config.clone())
             .await?
         else {
             return Ok(None);
@@ -331,7 +318,9 @@ impl Locks<'_> {
     /// The largest number of a live ticket of `fair` below `number` (by the database's clock).
     async fn ahead_of(&self, fair: &FairLock, number: i64) -> Result<Option<i64>> {
         let prefix = fair.queue_prefix();
-        let rows = self.held_with_prefix(&fair.namespace, &prefix).await?;
+        let rows = self
+            .held_with_prefix(fair.key.namespace.as_str(), &prefix)
+            .await?;
         Ok(rows
             .iter()
             .filter_map(|r| r.key.name.as_str().strip_prefix(&prefix)?.parse().ok())

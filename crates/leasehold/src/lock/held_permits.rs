@@ -15,11 +15,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::Addr;
-use leasehold_core::{FencingToken, LeaseKey};
+use leasehold_core::derived::{DerivedKey, KeyRole};
+use leasehold_core::{FencingToken, LeaseKey, LeaseName};
 use leasehold_engine::{Belief, LeaseActor, MakeHold};
 use tokio_util::sync::CancellationToken;
 
-use super::permits::PERMIT;
 use super::release::release;
 use super::{LockError, Locks, hold_config};
 use crate::Result;
@@ -173,8 +173,9 @@ impl Locks<'_> {
         permits: u32,
         ttl: Duration,
     ) -> Result<Option<HeldPermit>> {
+        let base = LeaseKey::parse(namespace, name)?;
         let config = hold_config(ttl, self.service.request_timeout())?;
-        let Some(permit) = self.take_permit(namespace, name, permits, config).await? else {
+        let Some(permit) = self.take_permit(&base, permits, config).await? else {
             return Ok(None);
         };
         let msg = MakeHold {
@@ -218,7 +219,10 @@ impl Locks<'_> {
     /// ```
     #[must_use]
     pub fn is_holding_permit(&self, namespace: &str, name: &str) -> bool {
-        let prefix = format!("{name}{PERMIT}");
+        let Ok(base) = LeaseName::parse(name) else {
+            return false;
+        };
+        let prefix = DerivedKey::prefix(&base, KeyRole::Permit);
         self.service
             .registry()
             .held_with_prefix(namespace, &prefix)
@@ -260,10 +264,11 @@ impl Locks<'_> {
     ) -> Result<(), LockError> {
         let semaphore = LeaseKey::parse(namespace, name).map_err(crate::Error::from)?;
         // The count is part of the permit's lock name: the live permit of that index names it.
-        let prefix = format!("{name}{PERMIT}{index}/");
+        let prefix = DerivedKey::permit_index_prefix(&semaphore.name, index);
         let Some(lock) = self.service.registry().held_with_prefix(namespace, &prefix) else {
             return Err(LockError::NotHeld { key: semaphore });
         };
-        self.release(namespace, lock.as_str()).await
+        self.release_key(LeaseKey::new(semaphore.namespace.clone(), lock))
+            .await
     }
 }

@@ -20,15 +20,13 @@
 
 use std::time::Duration;
 
-use leasehold_core::{FencingToken, LeaseConfig, LeaseKey, LeaseName, ValidationError};
+use leasehold_core::derived::{DerivedKey, KeyRole};
+use leasehold_core::{FencingToken, LeaseConfig, LeaseKey, ValidationError};
 use rand::seq::SliceRandom;
 use tokio_util::sync::CancellationToken;
 
 use super::{LockError, LockGuard, LockOutcome, Locks, lock_config};
 use crate::{Error, Result};
-
-/// The reserved part of a permit's lock name.
-pub(super) const PERMIT: &str = "#permit:";
 
 /// One held permit of a semaphore, from [`Locks::acquire_permit`]: a plain [`LockGuard`] on
 /// the permit's own lock, with its own tenure and fencing token.
@@ -111,11 +109,6 @@ impl PermitGuard {
     }
 }
 
-/// The lock name of permit `index` of `name` with `permits` permits.
-fn permit_name(name: &str, index: u32, permits: u32) -> String {
-    format!("{name}{PERMIT}{index}/{permits}")
-}
-
 impl Locks<'_> {
     /// One attempt to take a permit of the semaphore `namespace`/`name` with `permits` permits
     /// for `ttl`: `None` when all are held (by this service's tasks or others). See the module
@@ -138,38 +131,38 @@ impl Locks<'_> {
         permits: u32,
         ttl: Duration,
     ) -> Result<Option<PermitGuard>> {
+        let base = LeaseKey::parse(namespace, name)?;
         let config = lock_config(ttl, self.service.request_timeout())?;
-        self.take_permit(namespace, name, permits, config).await
+        self.take_permit(&base, permits, config).await
     }
 
     /// One attempt at a permit, each permit's lock taken with `config` (a lock's or a hold's).
+    /// `base` is a user's semaphore or a derived one (a read-write lock's read slots).
     pub(super) async fn take_permit(
         &self,
-        namespace: &str,
-        name: &str,
+        base: &LeaseKey,
         permits: u32,
         config: LeaseConfig,
     ) -> Result<Option<PermitGuard>> {
-        let base = LeaseKey::parse(namespace, name)?;
         if permits == 0 {
             return Err(Error::Invalid(ValidationError::Relation {
                 field: "permits",
                 reason: "a semaphore needs at least one permit".into(),
             }));
         }
-        LeaseName::new(permit_name(name, permits - 1, permits))?;
-        let held = self.held_permits(&base, permits).await?;
+        DerivedKey::permit(base, permits - 1, permits)?;
+        let held = self.held_permits(base, permits).await?;
         let mut free: Vec<u32> = (0..permits).filter(|i| !held.contains(i)).collect();
         free.shuffle(&mut rand::rng());
         for index in free {
-            let permit = LeaseKey::parse(namespace, &permit_name(name, index, permits))?;
+            let permit = DerivedKey::permit(base, index, permits)?;
             let guard = match self.attempt_key(&permit, config.clone()).await? {
                 LockOutcome::Acquired(guard) => guard,
                 _ => continue,
             };
             // After the commit: a live permit of another count now means the two counts
             // overlap; this grant gives way.
-            if let Err(e) = self.held_permits(&base, permits).await {
+            if let Err(e) = self.held_permits(base, permits).await {
                 drop(guard);
                 return Err(e);
             }
@@ -210,12 +203,14 @@ impl Locks<'_> {
         wait: Option<Duration>,
         ttl: Duration,
     ) -> Result<Option<PermitGuard>> {
+        let base = LeaseKey::parse(namespace, name)?;
+        let config = lock_config(ttl, self.service.request_timeout())?;
         let clock = std::sync::Arc::clone(self.service.registry().clock());
         let give_up = wait.map(|w| clock.now() + w);
         let retry = self.service.lock_queues().retry();
         let mut backoff = retry;
         loop {
-            let attempt = self.acquire_permit(namespace, name, permits, ttl);
+            let attempt = self.take_permit(&base, permits, config.clone());
             let got = match give_up {
                 Some(at) => match tokio::time::timeout_at(at, attempt).await {
                     Ok(got) => got?,
@@ -243,7 +238,7 @@ impl Locks<'_> {
     /// The indices of the live permits of `base` with `permits` permits (by the database's
     /// clock); [`Error::PermitsMismatch`] if a live permit of another count exists.
     async fn held_permits(&self, base: &LeaseKey, permits: u32) -> Result<Vec<u32>> {
-        let prefix = format!("{}{PERMIT}", base.name.as_str());
+        let prefix = DerivedKey::prefix(&base.name, KeyRole::Permit);
         let rows = self
             .held_with_prefix(base.namespace.as_str(), &prefix)
             .await?;

@@ -54,22 +54,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold_core::{LeaseConfig, LeaseKey, LeaseName, LeaseRecord};
+use leasehold_core::derived::{DerivedKey, KeyRole};
+use leasehold_core::{LeaseConfig, LeaseKey, LeaseRecord};
 use leasehold_engine::ReadRecord;
 use rand::RngExt;
 use tokio::sync::mpsc;
 
-use super::permits::PERMIT;
 use super::{ExclusiveLockGuard, LockError, LockGuard, Locks, SharedLockGuard, lock_config};
 use crate::Result;
 #[allow(unused_imports)] // the doc links
 use crate::{Error, LeaseService};
 
-/// The reserved part of a read-write lock's gate: lock `catalog`'s writer holds `catalog#rw`.
-pub const RW_GATE_SUFFIX: &str = "#rw";
-/// The reserved part of a read-write lock's read slots: lock `catalog`'s readers hold permits
-/// of the semaphore `catalog#read`.
-pub const RW_READ_SUFFIX: &str = "#read";
 /// The most readers of one read-write lock at once: the permits of its read semaphore.
 pub const MAX_READERS: u32 = 1024;
 
@@ -77,30 +72,19 @@ pub const MAX_READERS: u32 = 1024;
 struct RwNames {
     /// The lock as asked for.
     key: LeaseKey,
-    /// The gate's lock name, `{name}#rw`.
-    gate_name: String,
-    /// The gate.
+    /// The gate, `{name}#rw`.
     gate: LeaseKey,
-    /// The read semaphore's name, `{name}#read`.
-    readers: String,
+    /// The read semaphore, `{name}#read`.
+    readers: LeaseKey,
 }
 
 impl RwNames {
     fn new(namespace: &str, name: &str) -> Result<Self> {
         let key = LeaseKey::parse(namespace, name)?;
-        let gate_name = format!("{name}{RW_GATE_SUFFIX}");
-        let gate = LeaseKey::new(key.namespace.clone(), LeaseName::new(gate_name.clone())?);
-        let readers = format!("{name}{RW_READ_SUFFIX}");
-        LeaseName::new(format!(
-            "{readers}{PERMIT}{}/{MAX_READERS}",
-            MAX_READERS - 1
-        ))?;
-        Ok(Self {
-            key,
-            gate_name,
-            gate,
-            readers,
-        })
+        let gate = DerivedKey::rw_gate(&key)?;
+        let readers = DerivedKey::rw_readers(&key)?;
+        DerivedKey::permit(&readers, MAX_READERS - 1, MAX_READERS)?;
+        Ok(Self { key, gate, readers })
     }
 }
 
@@ -270,11 +254,11 @@ impl Locks<'_> {
         ttl: Duration,
     ) -> Result<Option<ExclusiveLockGuard>> {
         let names = RwNames::new(namespace, name)?;
-        lock_config(ttl, self.service.request_timeout())?;
+        let config = lock_config(ttl, self.service.request_timeout())?;
         let writer = async {
             loop {
                 let Some(gate) = self
-                    .acquire_within(namespace, &names.gate_name, None, ttl)
+                    .wait_for_key(&names.gate, None, config.clone())
                     .await?
                 else {
                     continue;
@@ -325,7 +309,7 @@ impl Locks<'_> {
     /// The shortest time left of the live read slots of `names` by the database's clock;
     /// `None` when no slot is live.
     async fn readers_left(&self, names: &RwNames) -> Result<Option<Duration>> {
-        let prefix = format!("{}{PERMIT}", names.readers);
+        let prefix = DerivedKey::prefix(&names.readers.name, KeyRole::Permit);
         let rows = self
             .held_with_prefix(names.key.namespace.as_str(), &prefix)
             .await?;
@@ -350,9 +334,8 @@ impl Locks<'_> {
         if self.gate_held(names).await? {
             return Ok(ReadTry::Writer);
         }
-        let namespace = names.key.namespace.as_str();
         let Some(permit) = self
-            .take_permit(namespace, &names.readers, MAX_READERS, config)
+            .take_permit(&names.readers, MAX_READERS, config)
             .await?
         else {
             return Ok(ReadTry::Full);

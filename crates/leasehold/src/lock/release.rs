@@ -41,6 +41,11 @@ impl Locks<'_> {
     /// before that (while the lock is being looked up), nothing is changed.
     pub async fn release(&self, namespace: &str, name: &str) -> Result<(), LockError> {
         let key = LeaseKey::parse(namespace, name).map_err(crate::Error::from)?;
+        self.release_key(key).await
+    }
+
+    /// [`Locks::release`] of a parsed key (a user's, or a derived one).
+    pub(super) async fn release_key(&self, key: LeaseKey) -> Result<(), LockError> {
         let found = self
             .service
             .engine()

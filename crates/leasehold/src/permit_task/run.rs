@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
-use leasehold_core::{LeaseKey, LossReason};
+use leasehold_core::derived::DerivedKey;
+use leasehold_core::LossReason;
 use rand::RngExt;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -157,12 +158,8 @@ async fn ask(
 /// Watches the releases of the task's slots (the first [`WATCHED_SLOTS`]) on the doorbell.
 async fn watch(service: &LeaseService, shared: &Shared) -> Vec<mpsc::Receiver<()>> {
     let mut rings = Vec::new();
-    let name = shared.key.name.as_str();
     for index in 0..shared.permits.min(WATCHED_SLOTS) {
-        let Ok(slot) = LeaseKey::parse(
-            shared.key.namespace.as_str(),
-            &format!("{name}#permit:{index}/{}", shared.permits),
-        ) else {
+        let Ok(slot) = DerivedKey::permit(&shared.key, index, shared.permits) else {
             return rings;
         };
         match service.watch_releases(&slot).await {

@@ -127,7 +127,7 @@ impl Coordinator {
                     );
                     return None;
                 }
-                LeaseName::new(n)
+                LeaseName::parse(n)
                     .map_err(|e| tracing::warn!("sharded name skipped: {e}"))
                     .ok()
             })
