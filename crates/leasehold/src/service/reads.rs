@@ -79,12 +79,13 @@ impl LeaseService {
     /// request timeout and a grace of 500 ms), the age of the last grant or confirmed renewal,
     /// and how many leases are held. Renewals are overdue when leases are held and the last
     /// confirmation is older than the service's renew interval plus its request timeout.
-    /// Never fails: every problem is a [`HealthReason`](crate::HealthReason).
+    /// Never fails: every problem is a [`HealthReason`](crate::health::HealthReason).
     ///
     /// # Examples
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
-    /// use leasehold::{DatabaseProbe, LeaseService};
+    /// use leasehold::LeaseService;
+    /// use leasehold::health::DatabaseProbe;
     /// let service = LeaseService::builder("sqlite::memory:").build().await?;
     /// let health = service.health().await;
     /// assert!(health.is_ready(), "{health}");
@@ -96,10 +97,10 @@ impl LeaseService {
     /// # Cancel safety
     /// Cancel safe: it only reads.
     pub async fn health(&self) -> crate::Health {
-        use crate::{DatabaseProbe, HealthReason};
+        use crate::health::{DatabaseProbe, HealthReason};
         let clock = Arc::clone(self.inner.registry.clock());
         let mut health = crate::Health {
-            verdict: crate::Verdict::Healthy,
+            verdict: crate::health::Verdict::Healthy,
             reasons: Vec::new(),
             engine_alive: false,
             database: DatabaseProbe::NotProbed,
