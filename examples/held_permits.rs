@@ -14,7 +14,8 @@
 
 use std::time::Duration;
 
-use leasehold::{CancellationToken, FencingToken, HeldPermit, LeaseService};
+use leasehold::locks::HeldPermit;
+use leasehold::{CancellationToken, FencingToken, LeaseService};
 
 const NAMESPACE: &str = "crawl";
 const SEMAPHORE: &str = "fetchers";
@@ -43,7 +44,8 @@ async fn ask(worker: &LeaseService) -> Result<Option<HeldPermit>, leasehold::Err
     let name = worker.holder().to_string();
     let Some(permit) = worker
         .locks()
-        .hold_permit(NAMESPACE, SEMAPHORE, PERMITS, TTL)
+        .permits()
+        .hold(NAMESPACE, SEMAPHORE, PERMITS, TTL)
         .await?
     else {
         println!("{name}: both permits are taken");

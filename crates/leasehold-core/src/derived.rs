@@ -343,9 +343,19 @@ mod tests {
                 "job#cand:host:1:ab",
                 "host:1:ab",
             ),
-            (DerivedKey::successor(&base), KeyRole::Successor, "job#next", ""),
+            (
+                DerivedKey::successor(&base),
+                KeyRole::Successor,
+                "job#next",
+                "",
+            ),
             (DerivedKey::rw_gate(&base), KeyRole::RwGate, "job#rw", ""),
-            (DerivedKey::rw_readers(&base), KeyRole::RwReaders, "job#read", ""),
+            (
+                DerivedKey::rw_readers(&base),
+                KeyRole::RwReaders,
+                "job#read",
+                "",
+            ),
             (
                 DerivedKey::fair_dispenser(&base),
                 KeyRole::FairDispenser,
@@ -372,7 +382,14 @@ mod tests {
             assert_eq!(made.namespace.as_str(), "ns");
             assert_eq!(made.name.as_str(), name);
             let back = DerivedKey::parse(made.name.as_str()).expect("derived");
-            assert_eq!(back, Derived { base: "job", role, rest });
+            assert_eq!(
+                back,
+                Derived {
+                    base: "job",
+                    role,
+                    rest
+                }
+            );
             assert!(
                 LeaseName::parse(name).is_err(),
                 "{name} is refused as a user's name"
@@ -407,7 +424,10 @@ mod tests {
                     "{name}"
                 );
                 assert!(LeaseKey::parse("", &name).is_err());
-                assert!(LeaseName::new(name.as_str()).is_ok(), "stored rows read back");
+                assert!(
+                    LeaseName::new(name.as_str()).is_ok(),
+                    "stored rows read back"
+                );
             }
         }
         for fine in ["a#b", "x#", "#", "job-ask", "x#re", "x#permit"] {

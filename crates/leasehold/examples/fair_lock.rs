@@ -80,7 +80,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let wait = Some(Duration::from_secs(30));
             let got = s
                 .locks()
-                .acquire_fair_within(NAMESPACE, LOCK, wait, TTL)
+                .fair()
+                .acquire_within(NAMESPACE, LOCK, wait, TTL)
                 .await?;
             let guard = got.ok_or("waited 30 s")?;
             println!("{name} is served (token {})", guard.token());

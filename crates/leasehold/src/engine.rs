@@ -42,6 +42,7 @@
 //! # }
 //! ```
 
+pub use leasehold_core::{Notification, State, Term};
 pub use leasehold_engine::metrics;
 pub use leasehold_engine::{
     AbandonLease, Attempt, Belief, EngineError, FindTask, LeaseActor, LeaseEngine, LeaseStatus,

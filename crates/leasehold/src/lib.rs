@@ -132,12 +132,12 @@ pub use tokio_util::sync::CancellationToken;
 /// ([`LeaseStore`], [`AdminStore`], [`Store`]), the outcomes it answers, the SQL and memory
 /// stores, fencing, and the `sea_orm` this crate builds on.
 pub mod store {
+    pub use leasehold_core::SetValueOutcome;
     pub use leasehold_storage::{
         AcquireOutcome, AdminStore, AllOutcome, BatchRenewal, Fence, FenceError, FenceOutcome,
         FencedTransaction, Grant, LeaseStore, MemoryStore, ReleaseOutcome, RenewOutcome,
         SeaOrmStore, Store, StoreBuilder, StoreError, TenureRef, TlsProblem,
     };
-    pub use leasehold_core::SetValueOutcome;
     pub use sea_orm;
 }
 
@@ -159,7 +159,9 @@ pub mod limits {
 /// host's clock rate against the database's ([`measure_clock_rate`]).
 pub mod clock {
     pub use crate::clock_rate::measure_clock_rate;
-    pub use leasehold_core::clock_rate::{ClockRateOptions, ClockRateReport, ClockRateVerdict, RateFit};
+    pub use leasehold_core::clock_rate::{
+        ClockRateOptions, ClockRateReport, ClockRateVerdict, RateFit,
+    };
     pub use leasehold_core::{Clock, MonotonicClock};
 }
 

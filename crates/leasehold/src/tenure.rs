@@ -7,8 +7,10 @@ use leasehold_engine::Owner;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::locks::{
+    ExclusiveLockGuard, HeldPermit, MultiLockGuard, PermitGuard, ReentrantGuard, SharedLockGuard,
+};
 use crate::{Error, LeaseTask, LockError, LockGuard, PermitTask};
-use crate::locks::{ExclusiveLockGuard, HeldPermit, MultiLockGuard, PermitGuard, ReentrantGuard, SharedLockGuard};
 
 /// A handle on a tenure: a lock's guard, a permit, a lease task. Whatever it holds, its belief
 /// reads the same way, from memory only, and agrees with itself: while
@@ -283,7 +285,8 @@ impl Tenure for LeaseTask {
             };
             self.engine.send(stop).await?;
             if self.owner == Owner::Task
-                && let Ok(row) = leasehold_core::derived::DerivedKey::candidacy(&self.key, &self.holder)
+                && let Ok(row) =
+                    leasehold_core::derived::DerivedKey::candidacy(&self.key, &self.holder)
             {
                 let stop = leasehold_engine::StopTask {
                     key: row,

@@ -136,7 +136,8 @@ async fn try_pair(kind: &Kind, key: &LeaseKey, me: &HolderId, term: Term) -> R<O
             let names = [key.name.as_str(), twin.as_str()];
             match service
                 .locks()
-                .acquire_all(key.namespace.as_str(), &names, ttl)
+                .all()
+                .acquire(key.namespace.as_str(), &names, ttl)
                 .await
                 .map_err(err)?
             {

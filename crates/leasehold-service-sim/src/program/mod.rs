@@ -334,7 +334,7 @@ impl Program {
         // start: a failed `start_sharded` may leave it running.
         let membership = format!(
             "leasehold.members/{}/{}",
-            leasehold::DEFAULT_SHARD_GROUP,
+            leasehold::limits::DEFAULT_SHARD_GROUP,
             owner.holder
         );
         for name in self
@@ -455,7 +455,7 @@ impl Program {
                 self.drive("db_now", quick, f, |r| format!("{r:?}")).await;
             }
             2 => {
-                let f = service.lease_tasks();
+                let f = service.tasks().list();
                 self.drive("lease_tasks", quick, f, |r| format!("{r:?}"))
                     .await;
             }

@@ -51,8 +51,8 @@ use leasehold_core::derived::{DerivedKey, KeyRole};
 use leasehold_core::{HolderId, LeaseConfig, LeaseKey, LeaseValue, Term, ValidationError};
 use leasehold_engine::{ListLive, Owner, ReadRecord, StartTask, StopTask};
 
-use crate::{LeaseTaskOptions, Result};
 use crate::Elections;
+use crate::{LeaseTaskOptions, Result};
 
 pub use leasehold_core::candidate::Participant;
 
@@ -255,13 +255,15 @@ impl Elections<'_> {
     /// [`crate::Error::ShutDown`].
     pub async fn participants(self, name: &str) -> Result<Vec<Participant>> {
         let key = self.service.key(name)?;
-        let lease = self.service
+        let lease = self
+            .service
             .engine()
             .send(ReadRecord { key: key.clone() })
             .await??
             .filter(|r| r.held);
         let prefix = DerivedKey::prefix(&key.name, KeyRole::Candidacy);
-        let rows = self.service
+        let rows = self
+            .service
             .engine()
             .send(ListLive {
                 namespace: key.namespace.clone(),
@@ -307,7 +309,8 @@ impl Elections<'_> {
         let row_belief = match started {
             Ok(b) => b,
             Err(e) => {
-                let _ = self.service
+                let _ = self
+                    .service
                     .on_engine(StopTask {
                         key: key.clone(),
                         owner: Owner::Task,
@@ -337,11 +340,12 @@ impl Elections<'_> {
         let Ok(row) = DerivedKey::candidacy(key, self.service.holder()) else {
             return Ok(());
         };
-        self.service.on_engine(StopTask {
-            key: row,
-            owner: Owner::Candidate,
-        })
-        .await?;
+        self.service
+            .on_engine(StopTask {
+                key: row,
+                owner: Owner::Candidate,
+            })
+            .await?;
         Ok(())
     }
 }

@@ -3,8 +3,8 @@
 use leasehold_engine::ObserveLease;
 use leasehold_storage::observe::{LeaseObserver, ObserveOptions};
 
-use crate::Result;
 use crate::Elections;
+use crate::Result;
 
 impl Elections<'_> {
     /// Watches `name` (in this service's namespace) without competing for it: the returned
@@ -69,7 +69,12 @@ impl Elections<'_> {
     /// As [`Elections::observe`](crate::Elections::observe).
     pub async fn observe_with(self, name: &str, options: ObserveOptions) -> Result<LeaseObserver> {
         let key = self.service.key(name)?;
-        let options = options.read_timeout(self.service.request_timeout().min(options.read_bound()));
-        Ok(self.service.engine().send(ObserveLease { key, options }).await?)
+        let options =
+            options.read_timeout(self.service.request_timeout().min(options.read_bound()));
+        Ok(self
+            .service
+            .engine()
+            .send(ObserveLease { key, options })
+            .await?)
     }
 }

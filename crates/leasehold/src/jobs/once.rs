@@ -263,7 +263,8 @@ impl Jobs<'_> {
         };
         // A held row is a run or a done fire, whoever holds it: read first, so that a service
         // that reclaims its own rows (`reclaim_own_leases`) does not take over its own record.
-        let row = self.service
+        let row = self
+            .service
             .engine()
             .send(ReadRecord { key: key.clone() })
             .await??;

@@ -233,7 +233,9 @@ impl FairLocks<'_> {
             }
             // The head of the queue: wait for the lock itself, as long as the place is ours.
             let lost = ticket.guard.cancellation_token();
-            let take = self.locks.wait_for_key(&fair.key, None, fair.config.clone());
+            let take = self
+                .locks
+                .wait_for_key(&fair.key, None, fair.config.clone());
             let got = tokio::select! {
                 biased;
                 got = take => got?,
@@ -248,7 +250,8 @@ impl FairLocks<'_> {
     /// Takes a number from the dispenser and the ticket of that number while the dispenser is
     /// still held. `None` only when waiting for the dispenser gave up.
     async fn arrive(self, fair: &FairLock) -> Result<Option<Arrival>> {
-        let Some(dispenser) = self.locks
+        let Some(dispenser) = self
+            .locks
             .wait_for_key(&fair.dispenser, None, fair.dispenser_config.clone())
             .await?
         else {
@@ -257,8 +260,10 @@ impl FairLocks<'_> {
         let number = dispenser.token().get();
         let key = fair.ticket_key(number)?;
         // A number is never handed out twice, so its ticket's row is new and free.
-        let LockOutcome::Acquired(guard) =
-            self.locks.attempt_key(&key, fair.ticket_config.clone()).await?
+        let LockOutcome::Acquired(guard) = self
+            .locks
+            .attempt_key(&key, fair.ticket_config.clone())
+            .await?
         else {
             return Ok(Some(Arrival::Again));
         };
@@ -337,7 +342,8 @@ impl FairLocks<'_> {
     /// The largest number of a live ticket of `fair` below `number` (by the database's clock).
     async fn ahead_of(self, fair: &FairLock, number: i64) -> Result<Option<i64>> {
         let prefix = fair.queue_prefix();
-        let rows = self.locks
+        let rows = self
+            .locks
             .held_with_prefix(fair.key.namespace.as_str(), &prefix)
             .await?;
         Ok(rows

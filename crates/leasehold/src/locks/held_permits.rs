@@ -20,10 +20,10 @@ use leasehold_core::{FencingToken, LeaseKey, LeaseName};
 use leasehold_engine::{Belief, LeaseActor, MakeHold};
 use tokio_util::sync::CancellationToken;
 
+use super::Semaphores;
 use super::release::release;
 use super::{LockError, hold_config};
 use crate::Result;
-use super::Semaphores;
 
 /// A permit of a semaphore renewed by the service's engine, from [`Semaphores::hold`](crate::locks::Semaphores::hold): its
 /// index, the semaphore's count, its tenure's fencing token and belief.
@@ -240,7 +240,8 @@ impl Semaphores<'_> {
             return false;
         };
         let prefix = DerivedKey::prefix(&base, KeyRole::Permit);
-        self.locks.service
+        self.locks
+            .service
             .registry()
             .held_with_prefix(namespace, &prefix)
             .is_some()
@@ -273,19 +274,20 @@ impl Semaphores<'_> {
     ///
     /// # Cancel safety
     /// As [`Locks::release`].
-    pub async fn release(
-        self,
-        namespace: &str,
-        name: &str,
-        index: u32,
-    ) -> Result<(), LockError> {
+    pub async fn release(self, namespace: &str, name: &str, index: u32) -> Result<(), LockError> {
         let semaphore = LeaseKey::parse(namespace, name).map_err(crate::Error::from)?;
         // The count is part of the permit's lock name: the live permit of that index names it.
         let prefix = DerivedKey::permit_index_prefix(&semaphore.name, index);
-        let Some(lock) = self.locks.service.registry().held_with_prefix(namespace, &prefix) else {
+        let Some(lock) = self
+            .locks
+            .service
+            .registry()
+            .held_with_prefix(namespace, &prefix)
+        else {
             return Err(LockError::NotHeld { key: semaphore });
         };
-        self.locks.release_key(LeaseKey::new(semaphore.namespace.clone(), lock))
+        self.locks
+            .release_key(LeaseKey::new(semaphore.namespace.clone(), lock))
             .await
     }
 }

@@ -257,7 +257,8 @@ impl Semaphores<'_> {
     /// clock); [`Error::PermitsMismatch`] if a live permit of another count exists.
     async fn held_permits(self, base: &LeaseKey, permits: u32) -> Result<Vec<u32>> {
         let prefix = DerivedKey::prefix(&base.name, KeyRole::Permit);
-        let rows = self.locks
+        let rows = self
+            .locks
             .held_with_prefix(base.namespace.as_str(), &prefix)
             .await?;
         let mut held = Vec::new();

@@ -224,7 +224,12 @@ impl ReadWriteLocks<'_> {
     ) -> Result<Option<ExclusiveLockGuard>> {
         let names = RwNames::new(namespace, name)?;
         let config = lock_config(ttl, self.locks.service.request_timeout())?;
-        let Some(gate) = self.locks.attempt_key(&names.gate, config).await?.into_guard() else {
+        let Some(gate) = self
+            .locks
+            .attempt_key(&names.gate, config)
+            .await?
+            .into_guard()
+        else {
             return Ok(None);
         };
         if self.readers_left(&names).await?.is_some() || !gate.is_held() {
@@ -276,7 +281,8 @@ impl ReadWriteLocks<'_> {
         let config = lock_config(ttl, self.locks.service.request_timeout())?;
         let writer = async {
             loop {
-                let Some(gate) = self.locks
+                let Some(gate) = self
+                    .locks
                     .wait_for_key(&names.gate, None, config.clone())
                     .await?
                 else {
@@ -329,7 +335,8 @@ impl ReadWriteLocks<'_> {
     /// `None` when no slot is live.
     async fn readers_left(self, names: &RwNames) -> Result<Option<Duration>> {
         let prefix = DerivedKey::prefix(&names.readers.name, KeyRole::Permit);
-        let rows = self.locks
+        let rows = self
+            .locks
             .held_with_prefix(names.key.namespace.as_str(), &prefix)
             .await?;
         Ok(rows
@@ -342,7 +349,12 @@ impl ReadWriteLocks<'_> {
     /// Whether anyone holds the gate of `names` now, by the database's clock.
     async fn gate_held(self, names: &RwNames) -> Result<bool> {
         let key = names.gate.clone();
-        let row = self.locks.service.engine().send(ReadRecord { key }).await??;
+        let row = self
+            .locks
+            .service
+            .engine()
+            .send(ReadRecord { key })
+            .await??;
         Ok(row.is_some_and(|r| r.held))
     }
 

@@ -186,7 +186,8 @@ impl OwnedLocks<'_> {
         Ok(self
             .locks
             .service
-            .locks().queues()
+            .locks()
+            .queues()
             .owners()
             .live(&key, &self.owner)
             .map(|shared| ReentrantGuard { shared }))
@@ -200,7 +201,8 @@ impl OwnedLocks<'_> {
         });
         self.locks
             .service
-            .locks().queues()
+            .locks()
+            .queues()
             .owners()
             .insert(key, &shared);
         ReentrantGuard { shared }

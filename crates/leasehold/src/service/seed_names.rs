@@ -21,11 +21,13 @@ use std::time::Duration;
 
 use leasehold_core::{FencingToken, LeaseRecord};
 
-#[allow(unused_imports)] // the doc links
-use crate::{LeaseTasks, Locks, Shards};
-use crate::{LeaseService, LeaseTask, LeaseTaskOptions, LockError, LockGuard, Result, ShardedTasks};
 use crate::limits::DEFAULT_LOCK_NAMESPACE;
 use crate::shards::{NameSource, ShardOptions};
+use crate::{
+    LeaseService, LeaseTask, LeaseTaskOptions, LockError, LockGuard, Result, ShardedTasks,
+};
+#[allow(unused_imports)] // the doc links
+use crate::{LeaseTasks, Locks, Shards};
 
 impl LeaseService {
     /// The seeds' `ILeaseService.startLeaseTask`: [`LeaseTasks::start`].

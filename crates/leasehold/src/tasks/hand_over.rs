@@ -8,8 +8,8 @@ use leasehold_core::{FencingToken, LeaseKey};
 use leasehold_engine::{Belief, FindTask, Owner, StopTask, YieldTask};
 use tokio::sync::broadcast::error::RecvError;
 
-use crate::{EventKind, LeaseEvent, Result};
 use crate::LeaseTasks;
+use crate::{EventKind, LeaseEvent, Result};
 
 /// How a hand-over ([`LeaseTasks::hand_over`](crate::LeaseTasks::hand_over), [`LeaseTasks::yield_lease`](crate::LeaseTasks::yield_lease)) went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -177,7 +177,8 @@ impl LeaseTasks<'_> {
         let outcome = drain(&draining.0, timeout).await;
         let mut events = self.service.subscribe();
         let clock = Arc::clone(self.service.registry().clock());
-        let bound = self.service
+        let bound = self
+            .service
             .registry()
             .deadline(&key)
             .unwrap_or_else(|| clock.now())

@@ -46,8 +46,8 @@ use leasehold_core::{FencingToken, LeaseKey};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::{Error, Result};
 use crate::locks::HeldPermit;
+use crate::{Error, Result};
 #[cfg(doc)]
 use crate::{LeaseService, tasks::task::LeaseTaskOptions};
 

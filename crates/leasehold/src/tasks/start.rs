@@ -5,9 +5,9 @@ use std::sync::Arc;
 use leasehold_core::{LeaseConfig, LeaseKey, LeaseName};
 use leasehold_engine::{ListTasks, Owner, StartTask, StartTasks, StopTask};
 
+use crate::LeaseTasks;
 use crate::tasks::task::{self, LeaseTask, LeaseTaskOptions};
 use crate::{Error, Result};
-use crate::LeaseTasks;
 
 /// How many names [`LeaseTasks::start_many`](crate::LeaseTasks::start_many) hands to the engine in one message: the
 /// engine thread spawns that many actors in one step, so a chunk keeps that step short next to
@@ -42,24 +42,25 @@ impl LeaseTasks<'_> {
     /// # Cancel safety
     /// Dropped before the engine has the request, nothing is started; after, the task runs
     /// (start it again to get its handle).
-    pub async fn start(
-        self,
-        name: &str,
-        options: LeaseTaskOptions,
-    ) -> Result<LeaseTask> {
+    pub async fn start(self, name: &str, options: LeaseTaskOptions) -> Result<LeaseTask> {
         let key = self.service.key(name)?;
         let config = options
             .config
             .clone()
             .unwrap_or_else(|| self.service.config().clone());
         config.validate()?;
-        let options = crate::elections::candidate::prepare(&key, self.service.holder(), &config, options)?;
+        let options =
+            crate::elections::candidate::prepare(&key, self.service.holder(), &config, options)?;
         crate::elections::revoke::check(&key, &options)?;
         let start = self.start_message(key.clone(), config.clone(), &options);
         let (belief, started) = self.service.engine().send(start).await??;
         if started {
-            self.service.elections().watch_asks(&key, &belief, &config, &options)?;
-            self.service.elections().start_candidacy(&key, &belief, &config, &options)
+            self.service
+                .elections()
+                .watch_asks(&key, &belief, &config, &options)?;
+            self.service
+                .elections()
+                .start_candidacy(&key, &belief, &config, &options)
                 .await?;
         }
         Ok(LeaseTask {
@@ -133,7 +134,12 @@ impl LeaseTasks<'_> {
         config.validate()?;
         let mut prepared = options;
         for key in &keys {
-            prepared = crate::elections::candidate::prepare(key, self.service.holder(), &config, prepared)?;
+            prepared = crate::elections::candidate::prepare(
+                key,
+                self.service.holder(),
+                &config,
+                prepared,
+            )?;
             crate::elections::revoke::check(key, &prepared)?;
         }
         let options = prepared;
@@ -159,7 +165,9 @@ impl LeaseTasks<'_> {
                         })
                         .collect();
                     futures::future::join_all(stops).await;
-                    let rows = started_here.iter().map(|key| self.service.elections().stop_candidacy(key));
+                    let rows = started_here
+                        .iter()
+                        .map(|key| self.service.elections().stop_candidacy(key));
                     futures::future::join_all(rows).await;
                     return Err(match failed {
                         Ok(Err(e)) => e.into(),
@@ -170,8 +178,12 @@ impl LeaseTasks<'_> {
             };
             for (key, (belief, started)) in chunk.iter().zip(answered) {
                 if started {
-                    self.service.elections().watch_asks(key, &belief, &config, &options)?;
-                    self.service.elections().start_candidacy(key, &belief, &config, &options)
+                    self.service
+                        .elections()
+                        .watch_asks(key, &belief, &config, &options)?;
+                    self.service
+                        .elections()
+                        .start_candidacy(key, &belief, &config, &options)
                         .await?;
                     started_here.push(key.clone());
                 }

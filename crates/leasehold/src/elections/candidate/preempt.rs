@@ -13,9 +13,9 @@ use rand::RngExt;
 use tokio::time::Instant;
 
 use super::Resolved;
-use crate::service::WeakService;
 use crate::LeaseService;
 use crate::elections::{AskOptions, AskOutcome};
+use crate::service::WeakService;
 
 /// One candidate task's watch, run on the engine thread until the task stops or the service
 /// ends. It holds the service only while it asks.
@@ -102,7 +102,13 @@ impl Preempt {
             return seen.out;
         };
         let out = super::successor::named(row.as_ref()).is_some_and(|s| &s != service.holder());
-        if out != seen.out && service.elections().set_competing(&self.key, !out).await.is_ok() {
+        if out != seen.out
+            && service
+                .elections()
+                .set_competing(&self.key, !out)
+                .await
+                .is_ok()
+        {
             seen.out = out;
         }
         seen.out

@@ -10,10 +10,10 @@ use leasehold_core::derived::DerivedKey;
 use leasehold_core::{HolderId, LeaseKey, LeaseRecord, LeaseValue, Term, ValidationError};
 use leasehold_engine::{FindTask, Owner, ReadRecord, SetCompeting, SetTaskValue, ValueAnswer};
 
-use crate::tasks::hand_over::{Draining, drain};
-use crate::locks::LockOutcome;
-use crate::{Error, HandOver, Result};
 use crate::Elections;
+use crate::locks::LockOutcome;
+use crate::tasks::hand_over::{Draining, drain};
+use crate::{Error, HandOver, Result};
 
 impl Elections<'_> {
     /// Hands the lease of task `name` over to `successor` (a holder id, e.g. from

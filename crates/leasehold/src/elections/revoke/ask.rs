@@ -8,9 +8,9 @@ use leasehold_storage::observe::{Observation, ObserveOptions};
 use tokio::time::Instant;
 
 use super::{AskOptions, AskOutcome, ask_key};
+use crate::Elections;
 use crate::locks::{LockOutcome, lock_config};
 use crate::{Error, Result};
-use crate::Elections;
 
 impl Elections<'_> {
     /// Asks the holder of lease `name` (in this service's namespace) to hand it over, waiting

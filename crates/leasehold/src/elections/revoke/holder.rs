@@ -15,9 +15,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{Ask, Revocable, Revocation};
+use crate::Elections;
 use crate::tasks::hand_over::Draining;
 use crate::{EventKind, HandOver, LeaseEvent};
-use crate::Elections;
 
 /// One revocable task's watch on its ask, run on the engine thread until the task stops or
 /// the service ends. It holds no [`crate::LeaseService`], so it does not keep the service

@@ -7,17 +7,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
-use leasehold_core::derived::DerivedKey;
 use leasehold_core::LossReason;
+use leasehold_core::derived::DerivedKey;
 use rand::RngExt;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::Shared;
+use crate::locks::HeldPermit;
 use crate::service::WeakService;
 use crate::tasks::task::LeaseTaskOptions;
 use crate::{Error, LeaseService};
-use crate::locks::HeldPermit;
 
 /// A standby watches the doorbell for the releases of at most this many slots (on MySQL each
 /// watched key may take a connection of the doorbell's few); beyond, it polls.

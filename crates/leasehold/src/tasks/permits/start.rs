@@ -8,9 +8,9 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::{MAX_TASK_PERMITS, PermitTask, Shared, run};
+use crate::LeaseTasks;
 use crate::tasks::task::LeaseTaskOptions;
 use crate::{Error, Result};
-use crate::LeaseTasks;
 
 impl LeaseTasks<'_> {
     /// Starts this service's share of the N-holder lease task `name`: at most `permits`
@@ -68,7 +68,13 @@ impl LeaseTasks<'_> {
         }
         let (ttl, retry) = (config.term(), config.retry_interval());
         let ns = key.namespace.as_str();
-        let first = match self.service.locks().permits().hold(ns, name, permits, ttl).await {
+        let first = match self
+            .service
+            .locks()
+            .permits()
+            .hold(ns, name, permits, ttl)
+            .await
+        {
             Ok(first) => first,
             Err(e @ (Error::Invalid(_) | Error::PermitsMismatch { .. } | Error::ShutDown)) => {
                 return Err(e);
@@ -173,11 +179,7 @@ impl LeaseTasks<'_> {
 
     /// The running task of `key`, if any (waiting for a stopped one's loop to end first);
     /// [`Error::PermitsMismatch`] if it runs with another count.
-    async fn running_permit_task(
-        self,
-        key: &LeaseKey,
-        permits: u32,
-    ) -> Result<Option<PermitTask>> {
+    async fn running_permit_task(self, key: &LeaseKey, permits: u32) -> Result<Option<PermitTask>> {
         let found = self.book().map().get(key).cloned();
         let Some(task) = found else {
             return Ok(None);
