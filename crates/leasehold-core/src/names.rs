@@ -179,6 +179,28 @@ impl LeaseKey {
     }
 }
 
+impl LeaseKey {
+    /// Builds a key from strings as the store holds them: a row read back, a doorbell's ring.
+    /// Unlike [`LeaseKey::parse`] it accepts derived names (`job#ask`, `pool#permit:0/3`: the
+    /// rows the recipes keep, [`crate::derived`]).
+    ///
+    /// # Errors
+    /// [`ValidationError`] naming `namespace` or `lease_name` (empty, too long, NUL).
+    ///
+    /// # Examples
+    /// ```
+    /// use leasehold_core::LeaseKey;
+    /// assert!(LeaseKey::from_stored("jobs", "job#ask").is_ok());
+    /// assert!(LeaseKey::parse("jobs", "job#ask").is_err());
+    /// ```
+    pub fn from_stored(namespace: &str, name: &str) -> Result<Self, ValidationError> {
+        Ok(Self {
+            namespace: Namespace::new(namespace)?,
+            name: LeaseName::new(name)?,
+        })
+    }
+}
+
 impl fmt::Display for LeaseKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.namespace.as_str().is_empty() {
