@@ -1,5 +1,5 @@
 //! Held permits: at most two crawlers fetch at once, each under a permit of the semaphore
-//! `crawl/fetchers` that the engine renews by itself (`Locks::hold_permit`).
+//! `crawl/fetchers` that the engine renews by itself (`Semaphores::hold`).
 //!
 //! Three workers (three `LeaseService`s with their own holder ids, as three processes would be)
 //! ask for one of the two permits. Two get one and work until their permit's cancellation token

@@ -1,6 +1,6 @@
 //! Once-per-fire scheduled jobs: a report due every 2 seconds by the database's clock, asked for
 //! by three workers whose tickers disagree by more than a second, runs once per fire
-//! (`LeaseService::run_once`).
+//! (`Jobs::run_once`).
 //!
 //! Three workers (three `LeaseService`s with their own holder ids, as three processes would be)
 //! tick at their own idea of each fire: node-a 700 ms early, node-b on time, node-c 900 ms late.

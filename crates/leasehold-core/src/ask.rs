@@ -1,5 +1,5 @@
 //! The row of an ask for a lease (cooperative revocation): where it lives and what its value
-//! says, shared by the library's `LeaseService::ask_release`, the revocable holders that read
+//! says, shared by the library's `Elections::ask_release`, the revocable holders that read
 //! it, and the `leasehold ask-release` command, which does not link the library.
 //!
 //! An ask for lease `name` is the plain lock `{name}#ask` in the lease's namespace

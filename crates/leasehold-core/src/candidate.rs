@@ -1,5 +1,5 @@
 //! The row of a lease task's candidacy (candidates and priority): where it lives and what its
-//! value says, shared by the library's candidate tasks, `LeaseService::participants` and the
+//! value says, shared by the library's candidate tasks, `Elections::participants` and the
 //! `leasehold` command, which does not link the library.
 //!
 //! A lease task of holder `h` that is a candidate for lease `name` keeps the row

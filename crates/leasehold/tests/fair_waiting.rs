@@ -1,5 +1,5 @@
 //! Fair waiting across processes on SQLite (file), PostgreSQL and MySQL: waiters of
-//! `Locks::acquire_fair_within` in eight services are served in the order they took their
+//! `FairLocks::acquire_within` in eight services are served in the order they took their
 //! tickets; a waiter whose process dies holds the queue up no longer than its ticket's term; a
 //! waiter that leaves (out of time, its future dropped) frees its place at once; bad input is
 //! refused before anything is written.

@@ -1,4 +1,4 @@
-//! Held permits (`Locks::hold_permit`) on SQLite (file), PostgreSQL and MySQL: renewed by the
+//! Held permits (`Semaphores::hold`) on SQLite (file), PostgreSQL and MySQL: renewed by the
 //! engine past many ttls; never more holders than permits across services; ended at the local
 //! deadline when the database fails, every belief signal agreeing; a release frees the slot
 //! at once; each slot's tokens grow.

@@ -1,4 +1,4 @@
-//! `LeaseService::observe` on SQLite (file), PostgreSQL and MySQL: an observer service that
+//! `Elections::observe` on SQLite (file), PostgreSQL and MySQL: an observer service that
 //! never competes sees another service's grant, its renewals, its release and the take-over by
 //! a third, in order, each matching the row; and its observer ends with it.
 

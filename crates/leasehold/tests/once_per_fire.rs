@@ -1,4 +1,4 @@
-//! Once-per-fire scheduled jobs (`LeaseService::run_once`) on SQLite (file), PostgreSQL and
+//! Once-per-fire scheduled jobs (`Jobs::run_once`) on SQLite (file), PostgreSQL and
 //! MySQL: three services standing for three processes, their tickers skewed by about a second,
 //! run every fire exactly once, none skipped and never two runs at once; a run that crashes is
 //! run again by another service only after its term has lapsed, for the same fire, with a

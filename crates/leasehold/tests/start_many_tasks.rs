@@ -1,4 +1,4 @@
-//! `LeaseService::start_lease_tasks` on every backend: many tasks started in one call are each
+//! `LeaseTasks::start_many` on every backend: many tasks started in one call are each
 //! a real tenure (their own token, believed by every signal, the row naming this holder), a
 //! name given twice is one task, and a bad call leaves everything as it was — a bad name starts
 //! nothing, and a name another owner uses stops again whatever the call had started, across

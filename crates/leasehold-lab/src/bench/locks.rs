@@ -31,7 +31,7 @@ enum Kind {
     NamedLock(sea_orm::sqlx::MySqlPool),
     /// The facade: `LeaseService::lock` + `LockGuard::unlock`.
     Facade(LeaseService),
-    /// The facade's multi-lock: `Locks::acquire_all` of the name and its `~b` twin +
+    /// The facade's multi-lock: `AllLocks::acquire` of the name and its `~b` twin +
     /// `MultiLockGuard::unlock`.
     FacadeAll(LeaseService),
     /// The same two names as two facade locks, taken in key order and released together.

@@ -72,7 +72,7 @@ impl Locks<'_> {
 
     /// [`Locks::attempt`] for a parsed key and a checked configuration ([`lock_config`] or
     /// [`super::hold_config`]).
-    pub(super) async fn attempt_key(
+    pub(crate) async fn attempt_key(
         &self,
         key: &LeaseKey,
         config: LeaseConfig,

@@ -315,7 +315,7 @@ impl LockGuard {
     /// tenure has ended, do not write.
     ///
     /// Only for a service with a SQL store (built from a URL, or with
-    /// [`crate::LeaseService::from_sql_store`]); your tables
+    /// [`crate::LeaseServiceBuilder::from_sql_store`]); your tables
     /// must live in the lease database. The transaction's connection belongs to the service's
     /// engine runtime: finish it before shutting the service down. To use a connection of your
     /// own, see [`LockGuard::begin_fenced_on`].

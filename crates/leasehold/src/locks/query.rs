@@ -62,7 +62,7 @@ impl Locks<'_> {
     ///
     /// # Errors
     /// [`Error::Invalid`]; [`Error::Store`] when the database fails or the service has no SQL
-    /// store ([`crate::LeaseService::from_sql_store`]); [`Error::ShutDown`].
+    /// store ([`crate::LeaseServiceBuilder::from_sql_store`]); [`Error::ShutDown`].
     pub async fn begin_fenced(
         &self,
         namespace: &str,

@@ -36,7 +36,9 @@ impl LeaseService {
     }
 
     /// Who holds `name` according to the database now, with the fencing token and end time;
-    /// `None` when nobody does (never granted, released or expired).
+    /// `None` when nobody does (never granted, released or expired). Any stored name is read,
+    /// a derived row's too (`leader#ask`, `leader#next`: [`crate::derived`]), since a read
+    /// cannot be taken for the row's role.
     ///
     /// # Examples
     /// ```
@@ -53,7 +55,9 @@ impl LeaseService {
     /// # Errors
     /// [`Error::Invalid`], [`Error::Store`], [`Error::ShutDown`].
     pub async fn current_holder(&self, name: &str) -> Result<Option<LeaseRecord>> {
-        let key = self.key(name)?;
+        // A read cannot be taken for a derived row's role: any stored name is read, a derived
+        // one (`leader#ask`, `leader#next`) included.
+        let key = leasehold_core::LeaseKey::from_stored(self.namespace().as_str(), name)?;
         let record = self.inner.engine.send(ReadRecord { key }).await??;
         Ok(record.filter(|r| r.held))
     }

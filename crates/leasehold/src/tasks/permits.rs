@@ -33,8 +33,8 @@
 //!   given up here (the permit's actor does not say whether the database answered "lost"), and
 //!   [`LossReason::CallbackPanicked`] when `on_acquired` panicked (the slot is then released).
 //!
-//! [`Semaphores::hold`](crate::locks::Semaphores::hold): crate::Locks::hold_permit
-//! [`Semaphores::is_holding`](crate::locks::Semaphores::is_holding): crate::Locks::is_holding_permit
+//! [`Semaphores::hold`]: crate::locks::Semaphores::hold
+//! [`Semaphores::is_holding`]: crate::locks::Semaphores::is_holding
 
 mod run;
 mod start;

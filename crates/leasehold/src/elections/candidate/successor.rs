@@ -159,8 +159,8 @@ impl Elections<'_> {
         successor: &HolderId,
         ttl: Duration,
     ) -> Result<Option<crate::LockGuard>> {
-        let (ns, name) = (next.namespace.as_str(), next.name.as_str());
-        let guard = match self.service.locks().attempt(ns, name, ttl).await? {
+        let config = crate::locks::lock_config(ttl, self.service.request_timeout())?;
+        let guard = match self.service.locks().attempt_key(next, config).await? {
             LockOutcome::Acquired(guard) => guard,
             _ => return Ok(None),
         };
