@@ -53,7 +53,7 @@ use crate::LeaseService;
 /// let every_minute = Schedule::every(Duration::from_secs(60))?;
 /// let outcome = service
 ///     .jobs()
-///     .jobs().run_once("report", &every_minute, |_fire| async { Ok::<_, std::io::Error>(()) })
+///     .run_once("report", &every_minute, |_fire| async { Ok::<_, std::io::Error>(()) })
 ///     .await?;
 /// assert!(matches!(outcome, FireOutcome::Ran { .. }));
 /// # service.shutdown().await?; Ok(()) }

@@ -277,8 +277,8 @@ impl Tenure for LeaseTask {
     /// Stops the task (as [`crate::LeaseTasks::stop`] for its name): its tenure ends at once,
     /// the lease is released and, for a candidate, its candidacy row too. A sharded name's task
     /// is stopped until its group's next round gives the name to a host again.
-    fn end(self) -> impl Future<Output = Result<(), Error>> + Send {
-        async move {
+    async fn end(self) -> Result<(), Error> {
+        {
             let stop = leasehold_engine::StopTask {
                 key: self.key.clone(),
                 owner: self.owner.clone(),
@@ -319,7 +319,7 @@ impl Tenure for PermitTask {
         PermitTask::cancellation_token(self)
     }
     /// Stops the task ([`PermitTask::stop`]): its slot is given up and released.
-    fn end(self) -> impl Future<Output = Result<(), Error>> + Send {
-        async move { self.stop().await.map(drop) }
+    async fn end(self) -> Result<(), Error> {
+        self.stop().await.map(drop)
     }
 }

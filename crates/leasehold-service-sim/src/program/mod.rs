@@ -358,15 +358,15 @@ impl Program {
                 let Some(base) = self.ctx.key(name) else {
                     continue;
                 };
-                for row in [
-                    DerivedKey::candidacy(&base, &owner.holder),
-                    DerivedKey::successor(&base),
-                    DerivedKey::ask(&base),
-                ] {
-                    if let Ok(k) = row {
-                        keys.push(k);
-                    }
-                }
+                keys.extend(
+                    [
+                        DerivedKey::candidacy(&base, &owner.holder),
+                        DerivedKey::successor(&base),
+                        DerivedKey::ask(&base),
+                    ]
+                    .into_iter()
+                    .flatten(),
+                );
             }
         }
         self.ctx.beliefs.service(&owner, &self.cell, keys);
