@@ -128,7 +128,7 @@ pub struct Health {
     /// and has covered its window once.
     pub clock_rate: Option<crate::clock::ClockRateReport>,
     /// Whether this service's waiters (locks, lease tasks, shards) are woken by the doorbell's
-    /// rings or poll: [`Wakeups::Polling`](crate::health::Wakeups::Polling)
+    /// rings or poll: [`Wakeups::Polling`]
     /// names why (for example a pooler in transaction mode without a doorbell URL). Polling is
     /// not a health reason: waiters still get every lease, a poll interval later. `None`
     /// without a doorbell (in-memory stores). Also published as the gauge

@@ -68,13 +68,13 @@
 //! # Features
 //! - `sqlite`, `postgres`, `mysql` (all on by default): the database backends. Build with
 //!   `default-features = false` and name the ones you use; a URL of a backend left out is
-//!   [`StoreError::UnsupportedUrl`](store::StoreError::UnsupportedUrl). On PostgreSQL, lock waiters are also woken by
+//!   [`StoreError::UnsupportedUrl`]. On PostgreSQL, lock waiters are also woken by
 //!   `LISTEN`/`NOTIFY` (elsewhere, and as the fallback, they poll).
 //! - `metrics` (on by default): counters and histograms through the `metrics` facade (names in
 //!   [`engine::metrics`]).
 //! - `tls-rustls` or `tls-native-tls` (off by default): TLS to PostgreSQL and MySQL, asked for in
 //!   the URL (`sslmode=verify-full&sslrootcert=ca.pem`, `ssl-mode=VERIFY_IDENTITY&ssl-ca=ca.pem`).
-//!   A TLS failure at connect time is [`StoreError::Tls`](store::StoreError::Tls).
+//!   A TLS failure at connect time is [`StoreError::Tls`].
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -129,7 +129,7 @@ pub use leasehold_storage::fencing_header;
 pub use tokio_util::sync::CancellationToken;
 
 /// The store port and its implementations: what the engine asks of a database
-/// ([`LeaseStore`], [`AdminStore`], [`Store`]), the outcomes it answers, the SQL and memory
+/// (`LeaseStore`, `AdminStore`, `Store`), the outcomes it answers, the SQL and memory
 /// stores, fencing, and the `sea_orm` this crate builds on.
 pub mod store {
     pub use leasehold_core::SetValueOutcome;
@@ -155,8 +155,8 @@ pub mod limits {
     pub use leasehold_core::names::{MAX_HOLDER_BYTES, MAX_NAME_BYTES, MAX_NAMESPACE_BYTES};
 }
 
-/// Clocks: the one-method [`Clock`] and its monotonic implementation, and the check of this
-/// host's clock rate against the database's ([`measure_clock_rate`]).
+/// Clocks: the one-method `Clock` and its monotonic implementation, and the check of this
+/// host's clock rate against the database's (`measure_clock_rate`).
 pub mod clock {
     pub use crate::clock_rate::measure_clock_rate;
     pub use leasehold_core::clock_rate::{

@@ -1,5 +1,5 @@
 //! Permits held in the background ([`Semaphores::hold`](crate::locks::Semaphores::hold), [`HeldPermit`]): a permit of a
-//! semaphore whose lock's lease actor renews it by itself, as [`Locks::hold`] does for a lock;
+//! semaphore whose lock's lease actor renews it by itself, as [`Locks::hold`](super::Locks::hold) does for a lock;
 //! whether one is live ([`Semaphores::is_holding`](crate::locks::Semaphores::is_holding)) and its release by name
 //! ([`Semaphores::release`](crate::locks::Semaphores::release)).
 //!
@@ -85,7 +85,7 @@ impl HeldPermit {
     }
 
     /// The permit's own lock, `{name}#permit:{index}/{permits}` in the semaphore's namespace
-    /// (to fence with [`Locks::begin_fenced`], or to find its row in a listing).
+    /// (to fence with [`Locks::begin_fenced`](super::Locks::begin_fenced), or to find its row in a listing).
     #[must_use]
     pub fn key(&self) -> &LeaseKey {
         &self.key
@@ -178,7 +178,7 @@ impl Semaphores<'_> {
     /// # Errors
     /// [`crate::Error::PermitsMismatch`] when a live permit of another count exists;
     /// [`crate::Error::Invalid`] for a bad namespace or name, `permits == 0`, or a ttl too short
-    /// for renewals (as [`Locks::hold`]); [`crate::Error::Store`]; [`crate::Error::ShutDown`].
+    /// for renewals (as [`Locks::hold`](super::Locks::hold)); [`crate::Error::Store`]; [`crate::Error::ShutDown`].
     ///
     /// # Cancel safety
     /// Dropped before the answer, nothing is kept: a permit granted before or after the drop is
@@ -270,10 +270,10 @@ impl Semaphores<'_> {
     /// that permit (never
     /// taken, released, or already ended: a held permit's actor stops once its tenure has ended,
     /// so a lost one is reported by [`HeldPermit::release`] as [`LockError::LockLost`], not
-    /// here); otherwise as [`Locks::release`].
+    /// here); otherwise as [`Locks::release`](super::Locks::release).
     ///
     /// # Cancel safety
-    /// As [`Locks::release`].
+    /// As [`Locks::release`](super::Locks::release).
     pub async fn release(self, namespace: &str, name: &str, index: u32) -> Result<(), LockError> {
         let semaphore = LeaseKey::parse(namespace, name).map_err(crate::Error::from)?;
         // The count is part of the permit's lock name: the live permit of that index names it.

@@ -107,8 +107,8 @@ enum ReadTry {
 /// use std::time::Duration;
 /// let service = leasehold::LeaseService::builder("sqlite::memory:").build().await?;
 /// let rw = service.locks().read_write();
-/// let reader = rw.read_write().acquire_shared("docs", "catalog", Duration::from_secs(30)).await?.expect("free");
-/// assert!(rw.read_write().acquire_exclusive("docs", "catalog", Duration::from_secs(30)).await?.is_none());
+/// let reader = rw.acquire_shared("docs", "catalog", Duration::from_secs(30)).await?.expect("free");
+/// assert!(rw.acquire_exclusive("docs", "catalog", Duration::from_secs(30)).await?.is_none());
 /// # drop(reader); service.shutdown().await?; Ok(()) }
 /// ```
 #[derive(Debug, Clone, Copy)]

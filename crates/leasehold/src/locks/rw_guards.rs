@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{LockError, LockGuard, PermitGuard};
 
-/// A reader of a read-write lock, from [`crate::ReadWriteLocks::acquire_shared`]: one read slot of the
+/// A reader of a read-write lock, from [`ReadWriteLocks::acquire_shared`](super::ReadWriteLocks::acquire_shared): one read slot of the
 /// lock (a permit of the semaphore `{name}#read`), with that permit's tenure, fencing token and
 /// belief. Other readers may hold the lock beside it; no writer does while it is held.
 ///
@@ -108,7 +108,7 @@ impl SharedLockGuard {
     }
 }
 
-/// The writer of a read-write lock, from [`crate::ReadWriteLocks::acquire_exclusive`]: the lock's gate
+/// The writer of a read-write lock, from [`ReadWriteLocks::acquire_exclusive`](super::ReadWriteLocks::acquire_exclusive): the lock's gate
 /// (the plain lock `{name}#rw`), held once no reader was left. Its token, belief, renewal and
 /// release are the gate's, so writers' tokens grow from one writer to the next. Neither a
 /// reader nor another writer holds the lock while it is held.

@@ -2,7 +2,7 @@
 //!
 //! Every host calls [`Shards::start`] with the same names. Each host announces
 //! itself with a membership lease (see `membership.rs`), reads the live members by the
-//! database's clock every refresh interval, and builds the same [`HostRing`] from them. A host
+//! database's clock every refresh interval, and builds the same `HostRing` from them. A host
 //! competes only for the names the ring gives it and keeps the others in standby; the lease
 //! engine still decides who holds a name, so there is never more than one holder.
 //!

@@ -89,7 +89,7 @@ impl LeaseTasks<'_> {
     /// ([`LeaseTask::begin_work`](crate::LeaseTask::begin_work) answers `None`), this waits
     /// until every piece of running work has returned (every [`WorkGuard`](crate::WorkGuard)
     /// dropped), for at most `timeout` and never past the tenure's end, and then stops the task
-    /// as [`LeaseService::stop_lease_task`] does: the tenure ends here (its cancellation token
+    /// as [`LeaseService::stop_lease_task`](crate::LeaseService::stop_lease_task) does: the tenure ends here (its cancellation token
     /// is cancelled), then it is released, and this returns once the release has settled. So
     /// the successor, who can be granted the lease only after the release, never overlaps
     /// work that returned in time, even without fencing (Kubernetes KEP-5366).

@@ -74,7 +74,7 @@ impl LeaseTasks<'_> {
     }
 
     /// Starts a lease task for each of `names`, all with the same `options`: what
-    /// [`start_lease_task`](Self::start_lease_task) does for each, with one round trip to the
+    /// [`start_lease_task`](crate::LeaseService::start_lease_task) does for each, with one round trip to the
     /// engine per [`START_CHUNK`] names instead of one per name. Use it to start many tasks at
     /// once (a job per partition, a service taking up thousands of names): on a loaded engine
     /// thread, which also renews every lease already held, each single start waits a cycle of
@@ -86,7 +86,7 @@ impl LeaseTasks<'_> {
     /// Answers the handles in the order of `names`; a name given twice, or already running as a
     /// task, answers the running task's handle (and ignores `options` for it, as a single start
     /// does). The callbacks of `options` are shared by all the tasks; to tell the names apart in
-    /// them, start the tasks one by one or watch [`subscribe`](Self::subscribe), whose events
+    /// them, start the tasks one by one or watch [`subscribe`](crate::LeaseService::subscribe), whose events
     /// name their lease.
     ///
     /// # Examples

@@ -155,7 +155,7 @@ impl LeaseTaskOptions {
     /// [`LeaseTasks::hand_over`](crate::LeaseTasks::hand_over)(crate::LeaseTasks::hand_over) does (at most
     /// `revocable`'s drain timeout, never past the ask's force deadline), gives the tenure up
     /// (cancellation token first, then the release) and competes again once the ask ended.
-    /// Module page: [`crate::revoke`].
+    /// Module page: [`crate::elections`].
     ///
     /// # Examples
     /// ```
@@ -170,7 +170,7 @@ impl LeaseTaskOptions {
         self
     }
 
-    /// Makes this task a candidate ([`crate::candidate`]; default: not a candidate): while it
+    /// Makes this task a candidate ([`crate::elections`]; default: not a candidate): while it
     /// runs, holding or standing by, it keeps the row `{name}#cand:{holder}` with its priority
     /// and value, listed by [`Elections::participants`](crate::Elections::participants)(crate::Elections::participants);
     /// standing by, it asks a holder of strictly lower priority to yield, once it has been

@@ -20,7 +20,7 @@ impl LeaseTasks<'_> {
     /// is each slot's ttl, its retry interval the standby's. Idempotent per name: a second
     /// call returns the running task's handle (with the same `permits`) and ignores `options`.
     /// See [`PermitTask`] for the lifecycle and what differs from
-    /// [`start_lease_task`](Self::start_lease_task).
+    /// [`start_lease_task`](crate::LeaseService::start_lease_task).
     ///
     /// The first attempt is made before this returns, so a count that does not match a live
     /// slot's is refused here; later mismatches keep the task in standby (logged).
