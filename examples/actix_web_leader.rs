@@ -196,7 +196,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let serving = tokio::spawn(server);
     let signal = stop_signal.await;
     // Hand over first: no new work, the running calls return, then the release wakes a standby.
-    let outcome = service.hand_over(LEADER, DRAIN).await?;
+    let outcome = service.tasks().hand_over(LEADER, DRAIN).await?;
     println!("{signal}: handed over ({outcome:?})");
     handle.stop(true).await;
     serving.await??;

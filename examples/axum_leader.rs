@@ -211,7 +211,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let signal = stop_signal.await;
     // Hand over first: no new work, the running calls return, then the release wakes a standby.
     // The server keeps answering meanwhile (503 for /work), so no request is refused.
-    let outcome = service.hand_over(LEADER, DRAIN).await?;
+    let outcome = service.tasks().hand_over(LEADER, DRAIN).await?;
     println!("{signal}: handed over ({outcome:?})");
     let _ = stop.send(());
     server.await??;

@@ -14,10 +14,11 @@
 
 use std::time::Duration;
 
-use leasehold::sea_orm::{
+use leasehold::store::sea_orm::{
     ConnectionTrait, Database, DatabaseConnection, DbBackend, Statement, TransactionTrait,
 };
-use leasehold::{Fence, FenceOutcome, FencingToken, LeaseService};
+use leasehold::store::{Fence, FenceOutcome};
+use leasehold::{FencingToken, LeaseService};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -130,7 +131,7 @@ async fn main() -> Result<(), BoxError> {
                 r.try_get::<i64>("", "token")?,
             ))
         })
-        .collect::<Result<Vec<_>, leasehold::sea_orm::DbErr>>()?;
+        .collect::<Result<Vec<_>, leasehold::store::sea_orm::DbErr>>()?;
     println!("invoices: {written:?}");
 
     let _ = stale.unlock().await;

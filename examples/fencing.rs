@@ -12,8 +12,9 @@
 
 use std::time::Duration;
 
-use leasehold::sea_orm::{ConnectionTrait, DbBackend, Statement};
-use leasehold::{LeaseService, StoreBuilder};
+use leasehold::LeaseService;
+use leasehold::store::StoreBuilder;
+use leasehold::store::sea_orm::{ConnectionTrait, DbBackend, Statement};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

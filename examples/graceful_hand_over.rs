@@ -84,7 +84,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tokio::time::sleep(Duration::from_millis(300)).await; // node-a is mid-job
 
     println!("node-a: asked to go; handing over");
-    let outcome = a.hand_over(LEADER, Duration::from_secs(10)).await?;
+    let outcome = a.tasks().hand_over(LEADER, Duration::from_secs(10)).await?;
     println!("node-a: {outcome:?}");
     let token_b = tokio::time::timeout(Duration::from_secs(10), task_b.acquired())
         .await??
@@ -96,7 +96,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // interval (800 ms) after its release, after node-c (which retries every 100 ms).
     let (c, task_c) = node(&url, "node-c", Duration::from_millis(100)).await?;
     tokio::time::sleep(Duration::from_millis(700)).await;
-    let outcome = b.yield_lease(LEADER, Duration::from_secs(10)).await?;
+    let outcome = b
+        .tasks()
+        .yield_lease(LEADER, Duration::from_secs(10))
+        .await?;
     println!("node-b: yielded: {outcome:?}");
     let token_c = tokio::time::timeout(Duration::from_secs(10), task_c.acquired())
         .await??

@@ -1,5 +1,5 @@
 //! Held permits: at most two crawlers fetch at once, each under a permit of the semaphore
-//! `crawl/fetchers` that the engine renews by itself (`Locks::hold_permit`).
+//! `crawl/fetchers` that the engine renews by itself (`Semaphores::hold`).
 //!
 //! Three workers (three `LeaseService`s with their own holder ids, as three processes would be)
 //! ask for one of the two permits. Two get one and work until their permit's cancellation token
@@ -14,7 +14,8 @@
 
 use std::time::Duration;
 
-use leasehold::{CancellationToken, FencingToken, HeldPermit, LeaseService};
+use leasehold::locks::HeldPermit;
+use leasehold::{CancellationToken, FencingToken, LeaseService};
 
 const NAMESPACE: &str = "crawl";
 const SEMAPHORE: &str = "fetchers";
@@ -43,7 +44,8 @@ async fn ask(worker: &LeaseService) -> Result<Option<HeldPermit>, leasehold::Err
     let name = worker.holder().to_string();
     let Some(permit) = worker
         .locks()
-        .hold_permit(NAMESPACE, SEMAPHORE, PERMITS, TTL)
+        .permits()
+        .hold(NAMESPACE, SEMAPHORE, PERMITS, TTL)
         .await?
     else {
         println!("{name}: both permits are taken");

@@ -14,7 +14,8 @@
 
 use std::time::Duration;
 
-use leasehold::{LeaseConfig, LeaseService, LeaseTaskOptions, Observation, ObserveOptions};
+use leasehold::elections::{Observation, ObserveOptions};
+use leasehold::{LeaseConfig, LeaseService, LeaseTaskOptions};
 
 async fn service(url: &str, name: &str) -> Result<LeaseService, leasehold::Error> {
     LeaseService::builder(url)
@@ -47,7 +48,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let dashboard = service(&url, "dashboard").await?;
     let options = ObserveOptions::new().poll(Duration::from_millis(200));
-    let mut observer = dashboard.observe_with("scheduler", options).await?;
+    let mut observer = dashboard
+        .elections()
+        .observe_with("scheduler", options)
+        .await?;
     let printer = tokio::spawn(async move {
         let mut lapsed = false;
         while let Some(seen) = observer.next().await {

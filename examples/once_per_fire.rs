@@ -1,6 +1,6 @@
 //! Once-per-fire scheduled jobs: a report due every 2 seconds by the database's clock, asked for
 //! by three workers whose tickers disagree by more than a second, runs once per fire
-//! (`LeaseService::run_once`).
+//! (`Jobs::run_once`).
 //!
 //! Three workers (three `LeaseService`s with their own holder ids, as three processes would be)
 //! tick at their own idea of each fire: node-a 700 ms early, node-b on time, node-c 900 ms late.
@@ -16,12 +16,13 @@
 
 use std::time::Duration;
 
-use leasehold::sea_orm::{
+use leasehold::clock::{Clock, MonotonicClock};
+use leasehold::jobs::{FireContext, FireOutcome, Schedule};
+use leasehold::store::Fence;
+use leasehold::store::sea_orm::{
     ConnectionTrait, Database, DatabaseConnection, DbBackend, Statement, TransactionTrait,
 };
-use leasehold::{
-    Clock, DbInstant, Fence, FireContext, FireOutcome, LeaseService, MonotonicClock, Schedule,
-};
+use leasehold::{DbInstant, LeaseService};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -97,6 +98,7 @@ async fn ticker(
         sleep_until_db(&worker, at).await?;
         let (r, n) = (reports.clone(), name.clone());
         let outcome = worker
+            .jobs()
             .run_once(JOB, &schedule, |fire| report(r, n, fire))
             .await?;
         again = match outcome {
@@ -191,11 +193,12 @@ async fn main() -> Result<(), BoxError> {
     let run = {
         let a = a.clone();
         tokio::spawn(async move {
-            a.run_once(JOB, &schedule, |ctx| async move {
-                let _ = started.send(ctx.token());
-                std::future::pending::<Result<(), BoxError>>().await
-            })
-            .await
+            a.jobs()
+                .run_once(JOB, &schedule, |ctx| async move {
+                    let _ = started.send(ctx.token());
+                    std::future::pending::<Result<(), BoxError>>().await
+                })
+                .await
         })
     };
     let crashed_token = crashed.await?;
@@ -205,6 +208,7 @@ async fn main() -> Result<(), BoxError> {
     loop {
         let (r, n) = (reports.clone(), b.holder().to_string());
         match b
+            .jobs()
             .run_once(JOB, &schedule, |fire| report(r, n, fire))
             .await?
         {

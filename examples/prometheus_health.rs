@@ -25,7 +25,8 @@ use std::io::{Read, Write};
 use std::time::Duration;
 
 use actix_web::{App, HttpResponse, HttpServer, web};
-use leasehold::{ClockRateOptions, LeaseConfig, LeaseService, LeaseTaskOptions};
+use leasehold::clock::ClockRateOptions;
+use leasehold::{LeaseConfig, LeaseService, LeaseTaskOptions};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
 const LEADER: &str = "report-leader";
@@ -206,7 +207,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let handle = server.handle();
     let serving = tokio::spawn(server);
     let signal = stop_signal.await;
-    let outcome = service.hand_over(LEADER, DRAIN).await?;
+    let outcome = service.tasks().hand_over(LEADER, DRAIN).await?;
     println!("{signal}: handed over ({outcome:?})");
     handle.stop(true).await;
     serving.await??;

@@ -15,7 +15,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use leasehold::{LeaseConfig, LeaseService, ShardOptions, ShardedTasks};
+use leasehold::shards::ShardOptions;
+use leasehold::{LeaseConfig, LeaseService, ShardedTasks};
 
 const TASKS: usize = 100;
 

@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use leasehold_core::ask::{ask_key, force_value};
+use leasehold_core::ask::force_value;
+use leasehold_core::derived::DerivedKey;
 use leasehold_core::{Clock, MonotonicClock};
 use leasehold_storage::{
     AcquireOutcome, FencingToken, Grant, HolderId, LeaseKey, LeaseRecord, LeaseStore, SeaOrmStore,
@@ -48,7 +49,7 @@ pub(crate) fn check(wait: Duration, force_after: Option<Duration>) -> Result<(),
 /// Asks, waits, withdraws the ask; answers the exit code: 0 when the holder's tenure ended,
 /// 3 when nothing changed (not held, another ask live, or the wait ran out).
 pub(crate) async fn ask_release(store: &SeaOrmStore, args: &AskArgs) -> Result<u8, Failure> {
-    let ask = ask_key(&args.key)?;
+    let ask = DerivedKey::ask(&args.key)?;
     let clock = MonotonicClock;
     let started = clock.now();
     let Some(held) = read(store, &args.key).await?.filter(|r| r.held) else {

@@ -223,7 +223,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             json,
         } => {
             let key = LeaseKey::parse(namespace, name)?;
-            leasehold_core::ask::ask_key(&key)?;
+            leasehold_core::derived::DerivedKey::ask(&key)?;
             crate::ask::check(*wait, *force_after)?;
             let holder = match holder {
                 Some(h) => HolderId::new(h.as_str())?,
@@ -245,7 +245,10 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             json,
         } => {
             let key = LeaseKey::parse(namespace, name)?;
-            let prefix = leasehold_core::candidate::candidate_prefix(&key);
+            let prefix = leasehold_core::derived::DerivedKey::prefix(
+                &key.name,
+                leasehold_core::derived::KeyRole::Candidacy,
+            );
             let store = open(&cli, false).await?;
             let lease = store.get(&key).await?;
             let rows = store.list_valid(Some(&key.namespace), &prefix).await?;

@@ -5,9 +5,10 @@
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use leasehold::{Clock, MonotonicClock};
+use leasehold::clock::{Clock, MonotonicClock};
 
-use leasehold::{LeaseService, LeaseTaskOptions, Revocable};
+use leasehold::elections::Revocable;
+use leasehold::{LeaseService, LeaseTaskOptions};
 use leasehold_storage::{Grant, HolderId, LeaseKey, LeaseStore, StoreBuilder, Term};
 use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 
@@ -103,7 +104,9 @@ async fn asks(db: &str) {
     assert!(
         matches!(granted, leasehold_storage::AcquireOutcome::Acquired { token, .. } if token == row.token)
     );
-    let ask_key = LeaseKey::parse(&ns, "plain#ask").expect("key");
+    let ask_key =
+        leasehold_core::derived::DerivedKey::ask(&LeaseKey::parse(&ns, "plain").expect("key"))
+            .expect("key");
     let ask_row = store
         .get(&ask_key)
         .await

@@ -4,7 +4,8 @@
 
 use std::process::{Command, Output};
 
-use leasehold::{Candidate, LeaseService, LeaseTaskOptions, LeaseValue};
+use leasehold::elections::Candidate;
+use leasehold::{LeaseService, LeaseTaskOptions, LeaseValue};
 use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 
 fn participants(db: &str, args: &[&str]) -> Output {

@@ -1,71 +1,17 @@
 //! The row of a lease task's candidacy (candidates and priority): where it lives and what its
-//! value says, shared by the library's candidate tasks, `LeaseService::participants` and the
+//! value says, shared by the library's candidate tasks, `Elections::participants` and the
 //! `leasehold` command, which does not link the library.
 //!
 //! A lease task of holder `h` that is a candidate for lease `name` keeps the row
-//! `{name}#cand:{h}` in the lease's namespace, held by `h` and renewed while the task runs. Its
+//! `{name}#cand:{h}` in the lease's namespace
+//! ([`crate::derived::DerivedKey::candidacy`]), held by `h` and renewed while the task runs. Its
 //! value is `priority=N` or `priority=N;value=V`: the candidate's priority and, optionally, the
 //! value it gives its readers (its address, say).
 
-use crate::{
-    FencingToken, HolderId, LeaseKey, LeaseName, LeaseRecord, LeaseValue, ValidationError,
-};
-
-/// The reserved part of a candidacy's row: holder `h`'s candidacy for lease `leader` is the row
-/// `leader#cand:h`.
-pub const CANDIDATE_SUFFIX: &str = "#cand:";
-
-/// The reserved part of a hand-over's successor marker: the holder of lease `leader` that hands
-/// it over to a named successor holds the row `leader#next`, whose value is the successor's id.
-pub const NEXT_SUFFIX: &str = "#next";
+use crate::{FencingToken, HolderId, LeaseRecord, LeaseValue, ValidationError};
 
 const PRIORITY_PREFIX: &str = "priority=";
 const VALUE_PREFIX: &str = ";value=";
-
-/// The prefix every candidacy row of lease `key` starts with: `{name}#cand:`.
-///
-/// # Examples
-/// ```
-/// let key = leasehold_core::LeaseKey::parse("jobs", "leader").unwrap();
-/// assert_eq!(leasehold_core::candidate::candidate_prefix(&key), "leader#cand:");
-/// ```
-#[must_use]
-pub fn candidate_prefix(key: &LeaseKey) -> String {
-    format!("{}{CANDIDATE_SUFFIX}", key.name.as_str())
-}
-
-/// The key of `holder`'s candidacy for lease `key`: `{name}#cand:{holder}` in the same namespace.
-///
-/// # Errors
-/// [`ValidationError::TooLong`] when `{name}#cand:{holder}` is longer than a lease name may be.
-///
-/// # Examples
-/// ```
-/// use leasehold_core::{HolderId, LeaseKey};
-/// let key = LeaseKey::parse("jobs", "leader").unwrap();
-/// let me = HolderId::new("host-a:17:0badcafe").unwrap();
-/// let row = leasehold_core::candidate::candidate_key(&key, &me).unwrap();
-/// assert_eq!(row.name.as_str(), "leader#cand:host-a:17:0badcafe");
-/// ```
-pub fn candidate_key(key: &LeaseKey, holder: &HolderId) -> Result<LeaseKey, ValidationError> {
-    let name = LeaseName::new(format!("{}{}", candidate_prefix(key), holder.as_str()))?;
-    Ok(LeaseKey::new(key.namespace.clone(), name))
-}
-
-/// The key of the successor marker of lease `key`: `{name}#next` in the same namespace.
-///
-/// # Errors
-/// [`ValidationError::TooLong`] when `{name}#next` is longer than a lease name may be.
-///
-/// # Examples
-/// ```
-/// let key = leasehold_core::LeaseKey::parse("jobs", "leader").unwrap();
-/// assert_eq!(leasehold_core::candidate::next_key(&key).unwrap().name.as_str(), "leader#next");
-/// ```
-pub fn next_key(key: &LeaseKey) -> Result<LeaseKey, ValidationError> {
-    let name = LeaseName::new(format!("{}{NEXT_SUFFIX}", key.name.as_str()))?;
-    Ok(LeaseKey::new(key.namespace.clone(), name))
-}
 
 /// What a candidacy row says: the candidate's priority and its value.
 ///
@@ -163,7 +109,7 @@ impl Participant {
 }
 
 /// The participants of a lease from its row (`lease`) and the rows listed under its candidacy
-/// `prefix` ([`candidate_prefix`]): the holder first (a candidate or not), then every other live
+/// `prefix` ([`crate::derived::DerivedKey::prefix`] with [`crate::derived::KeyRole::Candidacy`]): the holder first (a candidate or not), then every other live
 /// candidate by priority, highest first, ties by holder id. Rows that are not live, not named
 /// after their holder or without a candidacy value are left out.
 ///
@@ -212,6 +158,8 @@ pub fn participants(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::LeaseKey;
+    use crate::derived::DerivedKey;
 
     #[test]
     fn round_trips_and_refuses_other_values() {
@@ -253,8 +201,8 @@ mod tests {
     fn a_name_too_long_for_the_suffix_is_refused() {
         let me = HolderId::new("h").expect("valid");
         let fits = LeaseKey::parse("", &"n".repeat(255 - 7)).expect("valid");
-        assert!(candidate_key(&fits, &me).is_ok());
+        assert!(DerivedKey::candidacy(&fits, &me).is_ok());
         let long = LeaseKey::parse("", &"n".repeat(255 - 6)).expect("valid");
-        assert!(candidate_key(&long, &me).is_err());
+        assert!(DerivedKey::candidacy(&long, &me).is_err());
     }
 }

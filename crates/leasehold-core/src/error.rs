@@ -58,6 +58,18 @@ pub enum ValidationError {
         /// What relation is broken.
         reason: String,
     },
+    /// A user's name contains a form reserved for the rows a recipe derives from names (`#ask`,
+    /// `#rw`, `#permit:`, … : the table is [`crate::derived::KeyRole`]); such a name would be
+    /// read as that row.
+    #[error("{field} must not contain {form:?}: it is reserved for {role}")]
+    Reserved {
+        /// The field.
+        field: &'static str,
+        /// The reserved form found in it.
+        form: &'static str,
+        /// The role of the rows that form names.
+        role: crate::derived::KeyRole,
+    },
     /// The value is not a plain SQL identifier (ASCII letters, digits and `_`).
     #[error("{field} {value:?} is not a plain identifier (ASCII letters, digits and '_' only)")]
     NotIdentifier {

@@ -11,6 +11,7 @@ pub mod candidate;
 pub mod clock;
 pub mod clock_rate;
 pub mod config;
+pub mod derived;
 pub mod error;
 pub mod fencing_header;
 pub mod machine;

@@ -111,6 +111,30 @@ name_type!(
     HolderId, "holder", MAX_HOLDER_BYTES, false
 );
 
+impl LeaseName {
+    /// Validates a name given by a user: as [`LeaseName::new`], and it must not contain a form
+    /// reserved for derived rows ([`crate::derived::KeyRole`]), so a lock named `job#ask` is
+    /// never read as the ask for `job`.
+    ///
+    /// [`LeaseName::new`] accepts derived names: it builds the names of rows read back from the
+    /// store, and [`crate::derived::DerivedKey`] composes derived names with it.
+    ///
+    /// # Errors
+    /// [`ValidationError::Reserved`] naming the form and its role, or as [`LeaseName::new`].
+    ///
+    /// # Examples
+    /// ```
+    /// use leasehold_core::{LeaseName, ValidationError};
+    /// assert!(LeaseName::parse("job").is_ok());
+    /// assert!(matches!(LeaseName::parse("job#ask"), Err(ValidationError::Reserved { form: "#ask", .. })));
+    /// ```
+    pub fn parse(value: impl Into<String>) -> Result<Self, ValidationError> {
+        let name = Self::new(value)?;
+        crate::derived::check_user_name("lease_name", name.as_str())?;
+        Ok(name)
+    }
+}
+
 impl Namespace {
     /// The default namespace, the empty string.
     #[must_use]
@@ -141,11 +165,35 @@ impl LeaseKey {
         Self { namespace, name }
     }
 
-    /// Validates and builds a key from strings.
+    /// Validates and builds a key from a user's strings: the name is checked by
+    /// [`LeaseName::parse`], so it may not contain a reserved form.
     ///
     /// # Errors
-    /// [`ValidationError`] naming `namespace` or `lease_name`.
+    /// [`ValidationError`] naming `namespace` or `lease_name` ([`ValidationError::Reserved`]
+    /// for a name with a reserved form).
     pub fn parse(namespace: &str, name: &str) -> Result<Self, ValidationError> {
+        Ok(Self {
+            namespace: Namespace::new(namespace)?,
+            name: LeaseName::parse(name)?,
+        })
+    }
+}
+
+impl LeaseKey {
+    /// Builds a key from strings as the store holds them: a row read back, a doorbell's ring.
+    /// Unlike [`LeaseKey::parse`] it accepts derived names (`job#ask`, `pool#permit:0/3`: the
+    /// rows the recipes keep, [`crate::derived`]).
+    ///
+    /// # Errors
+    /// [`ValidationError`] naming `namespace` or `lease_name` (empty, too long, NUL).
+    ///
+    /// # Examples
+    /// ```
+    /// use leasehold_core::LeaseKey;
+    /// assert!(LeaseKey::from_stored("jobs", "job#ask").is_ok());
+    /// assert!(LeaseKey::parse("jobs", "job#ask").is_err());
+    /// ```
+    pub fn from_stored(namespace: &str, name: &str) -> Result<Self, ValidationError> {
         Ok(Self {
             namespace: Namespace::new(namespace)?,
             name: LeaseName::new(name)?,

@@ -368,11 +368,17 @@ mod tests {
         let registry = Registry::new(Arc::new(clock.clone()));
         let soon = clock.now() + Duration::from_secs(1);
         registry.set(
-            &LeaseKey::parse("ns", "pool#permit:1/3").expect("valid"),
+            &LeaseKey::new(
+                Namespace::new("ns").expect("valid"),
+                LeaseName::new("pool#permit:1/3").expect("valid"),
+            ),
             Some(soon),
         );
         registry.set(
-            &LeaseKey::parse("", "pool#permit:0/3").expect("valid"),
+            &LeaseKey::new(
+                Namespace::default(),
+                LeaseName::new("pool#permit:0/3").expect("valid"),
+            ),
             Some(soon),
         );
         let found = registry.held_with_prefix("ns", "pool#permit:");

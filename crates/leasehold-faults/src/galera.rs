@@ -217,7 +217,7 @@ fn certification_conflicts(cluster: &GaleraCluster) -> (u64, u64) {
 /// A store on one node, opened while the node serves, to be asked again once it does not.
 pub(crate) struct NodeProbe {
     rt: tokio::runtime::Runtime,
-    store: leasehold::SeaOrmStore,
+    store: leasehold::store::SeaOrmStore,
     node: String,
 }
 
@@ -232,7 +232,7 @@ impl NodeProbe {
                 cause,
             })?;
         let store = rt
-            .block_on(leasehold::StoreBuilder::new(cluster.node_url(i)).connect())
+            .block_on(leasehold::store::StoreBuilder::new(cluster.node_url(i)).connect())
             .map_err(|e| ServerError::Command {
                 command: "open a store on a node".into(),
                 detail: e.to_string(),
@@ -249,7 +249,9 @@ impl NodeProbe {
     /// [`leasehold::StoreError::NotPrimary`] naming the node, a transient error. `Err` carries
     /// what was answered instead.
     fn refused_as_not_primary(&self) -> Result<(), String> {
-        use leasehold::{Grant, HolderId, LeaseKey, LeaseStore, StoreError, Term};
+        use leasehold::engine::Term;
+        use leasehold::store::{Grant, LeaseStore};
+        use leasehold::{HolderId, LeaseKey, StoreError};
         let key = LeaseKey::parse("galera-probe", "x").map_err(|e| e.to_string())?;
         let other = LeaseKey::parse("galera-probe", "y").map_err(|e| e.to_string())?;
         let me = HolderId::new("probe").map_err(|e| e.to_string())?;

@@ -11,10 +11,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use leasehold::sea_orm::ConnectionTrait;
+use leasehold::store::StoreBuilder;
+use leasehold::store::sea_orm::ConnectionTrait;
 use leasehold::{
     CancellationToken, EventKind, LeaseConfig, LeaseService, LeaseTask, LeaseTaskOptions,
-    LockError, LockGuard, StoreBuilder,
+    LockError, LockGuard,
 };
 
 use crate::clock::mono_ns;
@@ -490,7 +491,7 @@ fn close(log: &Log, slot: &(Signal, String), o: &Open, next: Option<u64>) {
 
 /// Inserts one row under a fenced transaction and commits, logging every step.
 async fn write_one(
-    txn: leasehold::FencedTransaction,
+    txn: leasehold::store::FencedTransaction,
     key: &str,
     holder: &str,
     began: u64,

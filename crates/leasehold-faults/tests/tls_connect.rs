@@ -16,10 +16,9 @@ mod common;
 use std::time::Duration;
 
 use common::require;
-use leasehold::{
-    AcquireOutcome, Grant, HolderId, LeaseKey, LeaseStore, RenewOutcome, StoreBuilder, StoreError,
-    Term, TlsProblem,
-};
+use leasehold::engine::Term;
+use leasehold::store::{AcquireOutcome, Grant, LeaseStore, RenewOutcome, StoreBuilder, TlsProblem};
+use leasehold::{HolderId, LeaseKey, StoreError};
 use leasehold_faults::servers::{MariaDb, Postgres, TlsFiles};
 
 fn runtime() -> tokio::runtime::Runtime {

@@ -10,7 +10,7 @@
 //! | `lock_spread` | store lock pairs (begin_tenure + release), 1,000 names × 16 tasks | `PgAdvisoryLock` pairs on PostgreSQL, raw sqlx of the same SQL elsewhere |
 //! | `lock_hot` | the same on one name | the same |
 //! | `lock_spread_facade`, `lock_hot_facade` | the facade's `lock` + `LockGuard::unlock` | as `lock_spread` / `lock_hot` |
-//! | `lock_all_spread_facade` | the facade's `Locks::acquire_all` of two names + `MultiLockGuard::unlock`, spread names | the same two names as two facade locks in key order |
+//! | `lock_all_spread_facade` | the facade's `AllLocks::acquire` of two names + `MultiLockGuard::unlock`, spread names | the same two names as two facade locks in key order |
 //! | `lock_spread_facade_group_commit` | the facade's `lock` + `unlock` on spread names | the same facade with `group_commit(false)` |
 //! | `lock_spread_facade_notify_in_statements` (PostgreSQL) | the same with `notify_in_statements(true)`: grants and releases send their doorbell notifications in their own statements | the default facade (a `pg_notify` statement of the doorbell after each commit) |
 //! | `lock_spread_raw_durable` (PostgreSQL) | the store's own grant and release SQL through raw sqlx, 1,000 names × 16 tasks, one commit each: the durable floor with no library; its note gives one task's pair latency alone and the rate 16 tasks would reach at it, to tell a latency bound from a CPU bound | `PgAdvisoryLock` pairs |

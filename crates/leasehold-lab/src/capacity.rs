@@ -29,10 +29,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use clap::Args;
-use leasehold::{
-    Clock, EventKind, FencingToken, LeaseConfig, LeaseService, LeaseTask, LeaseTaskOptions,
-    MonotonicClock,
-};
+use leasehold::clock::{Clock, MonotonicClock};
+use leasehold::{EventKind, FencingToken, LeaseConfig, LeaseService, LeaseTask, LeaseTaskOptions};
 use leasehold_cli::duration;
 use leasehold_storage::{Backend, SeaOrmStore, StoreBuilder};
 use sea_orm::{ConnectionTrait, Statement};
@@ -518,7 +516,8 @@ async fn hold(url: &str, prefix: &str, args: &HolderArgs) -> R<()> {
             );
         }
         let started_now = service
-            .start_lease_tasks(slice, LeaseTaskOptions::new())
+            .tasks()
+            .start_many(slice, LeaseTaskOptions::new())
             .await
             .map_err(|e| e.to_string())?;
         tasks.extend(started_now);

@@ -10,9 +10,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use leasehold::shards::ShardOptions;
 use leasehold::{
     FencingToken, HandOver, LeaseConfig, LeaseService, LeaseTask, LeaseTaskOptions, LockGuard,
-    ShardOptions, ShardedTasks,
+    ShardedTasks,
 };
 use leasehold_core::{Clock, MonotonicClock};
 use leasehold_storage::{LeaseStore, SeaOrmStore, StoreBuilder};
@@ -467,6 +468,7 @@ async fn demo(url: String, prefix: &str) -> Result<bool, String> {
     });
     let outcome = nodes[m3]
         .service
+        .tasks()
         .hand_over(MASTER, Duration::from_secs(5))
         .await
         .map_err(|e| format!("demo: hand_over: {e}"))?;

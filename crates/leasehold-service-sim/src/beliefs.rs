@@ -15,9 +15,10 @@
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use leasehold::locks::{HeldPermit, MultiLockGuard, ReentrantGuard};
 use leasehold::{
-    CancellationToken, FencingToken, HeldPermit, HolderId, LeaseKey, LeaseService, LeaseTask,
-    LockGuard, MultiLockGuard, PermitTask, ReentrantGuard, ShardedTasks, WorkGuard,
+    CancellationToken, FencingToken, HolderId, LeaseKey, LeaseService, LeaseTask, LockGuard,
+    PermitTask, ShardedTasks, WorkGuard,
 };
 
 /// One incarnation of one service: the believer the oracle names.

@@ -2,7 +2,7 @@
 //!
 //! The oracle judges every belief against the *database's* grant end, so it must read time in the
 //! store's base:
-//! - **MemoryStore**: the sim builds it with [`leasehold::MemoryStore::with_clock`] on
+//! - **MemoryStore**: the sim builds it with [`leasehold::store::MemoryStore::with_clock`] on
 //!   [`SimClock::exact_now`] (the run's monotonic clock as epoch milliseconds, truncated like the
 //!   store's own clock), so the oracle reads exactly the clock the store decides with.
 //! - **SQL stores** (SQLite `julianday('now')`, PostgreSQL `clock_timestamp()`, MariaDB
@@ -18,7 +18,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use leasehold::{DbInstant, LeaseStore};
+use leasehold::DbInstant;
+use leasehold::store::LeaseStore;
 
 /// The store's clock as the oracle reads it. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -60,7 +61,7 @@ fn ms(d: Duration) -> i64 {
 
 impl SimClock {
     /// A clock the store will read itself (give [`SimClock::exact_now`] to
-    /// [`leasehold::MemoryStore::with_clock`]).
+    /// [`leasehold::store::MemoryStore::with_clock`]).
     #[must_use]
     pub fn exact() -> Self {
         Self::with_base(Base::Exact)

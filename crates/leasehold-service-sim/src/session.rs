@@ -8,11 +8,12 @@
 
 use std::time::Duration;
 
-use leasehold::sea_orm::{
+use leasehold::store::SeaOrmStore;
+use leasehold::store::sea_orm::{
     ConnectionTrait, DatabaseTransaction, DbBackend, SqliteTransactionMode, Statement,
     TransactionOptions, TransactionTrait, Value,
 };
-use leasehold::{HolderId, LeaseKey, SeaOrmStore};
+use leasehold::{HolderId, LeaseKey};
 use leasehold_storage::Backend;
 use tokio::sync::oneshot;
 
@@ -155,7 +156,7 @@ async fn begin(
     other: &Other,
     term_ms: i64,
 ) -> Result<Opened, String> {
-    let e = |err: leasehold::sea_orm::DbErr| err.to_string();
+    let e = |err: leasehold::store::sea_orm::DbErr| err.to_string();
     let sqlite = store.backend() == Backend::Sqlite;
     let txn = if sqlite {
         // SQLite has no row locks: the database's write lock, taken at once, is the row's.

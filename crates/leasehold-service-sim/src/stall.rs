@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use leasehold::SeaOrmStore;
-use leasehold::sea_orm::{ConnectionTrait, DbBackend, Statement, TransactionTrait};
+use leasehold::store::SeaOrmStore;
+use leasehold::store::sea_orm::{ConnectionTrait, DbBackend, Statement, TransactionTrait};
 use leasehold_storage::Backend;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};

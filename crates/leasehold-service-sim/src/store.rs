@@ -6,10 +6,13 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use leasehold::engine::Term;
+use leasehold::store::{
+    AcquireOutcome, AllOutcome, Grant, ReleaseOutcome, RenewOutcome, SetValueOutcome, Store,
+    TenureRef,
+};
 use leasehold::{
-    AcquireOutcome, AllOutcome, DbInstant, FencingToken, Grant, HolderId, LeaseKey, LeaseRecord,
-    LeaseValue, Namespace, ReleaseOutcome, RenewOutcome, SetValueOutcome, Store, StoreError,
-    TenureRef, Term,
+    DbInstant, FencingToken, HolderId, LeaseKey, LeaseRecord, LeaseValue, Namespace, StoreError,
 };
 use leasehold_storage::layer::StoreLayer;
 use leasehold_storage::{BatchRenewal, one_by_one};

@@ -4,9 +4,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use leasehold::{
-    LeaseConfig, LeaseRecord, LeaseService, MemoryStore, Namespace, Store, StoreBuilder, StoreError,
-};
+use leasehold::store::{MemoryStore, Store, StoreBuilder};
+use leasehold::{LeaseConfig, LeaseRecord, LeaseService, Namespace, StoreError};
 
 use crate::fault::FaultDice;
 use crate::session::Sessions;
@@ -43,7 +42,7 @@ pub(crate) struct World {
     /// The oracle's view of the rows: the shared memory store, or a connection of its own.
     pub(crate) rows: Arc<dyn Store>,
     /// The raw SQL store (for row stalls), when there is one.
-    pub(crate) sql: Option<leasehold::SeaOrmStore>,
+    pub(crate) sql: Option<leasehold::store::SeaOrmStore>,
     /// Other sessions for the SQL-level faults (connections of their own), on SQL stores.
     sessions: Option<Sessions>,
     temp_dir: Option<PathBuf>,
@@ -135,7 +134,7 @@ impl World {
                 let late = tokio::runtime::Handle::try_current().ok();
                 let store =
                     FaultStore::new(Arc::new(memory.clone()), dice, log, clock, late).with_bug(bug);
-                LeaseService::from_store(Arc::new(store))
+                leasehold::LeaseServiceBuilder::from_store(Arc::new(store))
             }
             (None, Some(url)) => LeaseService::builder(url.clone()).store_layer(move |inner| {
                 // Late calls run on the engine's runtime, which owns the connections.
@@ -149,7 +148,9 @@ impl World {
                 let store = store.with_bug(bug).with_sessions(sessions.clone());
                 Arc::new(store) as Arc<dyn Store>
             }),
-            (None, None) => LeaseService::from_store(Arc::new(MemoryStore::new())),
+            (None, None) => {
+                leasehold::LeaseServiceBuilder::from_store(Arc::new(MemoryStore::new()))
+            }
         };
         let builder = builder
             .holder_id(holder)

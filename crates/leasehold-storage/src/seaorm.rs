@@ -408,7 +408,7 @@ fn record(row: &QueryResult, op: &'static str) -> Result<LeaseRecord, StoreError
         .transpose()
         .map_err(bad)?;
     Ok(LeaseRecord {
-        key: LeaseKey::parse(&namespace, &name).map_err(bad)?,
+        key: LeaseKey::from_stored(&namespace, &name).map_err(bad)?,
         holder: HolderId::new(holder).map_err(bad)?,
         token: FencingToken(get(row, op, "version")?),
         until,

@@ -13,10 +13,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use leasehold::{
-    AskOptions, AskOutcome, LeaseConfig, LeaseService, LeaseTask, LeaseTaskOptions, Revocable,
-    Revocation,
-};
+use leasehold::elections::{AskOptions, AskOutcome, Revocable, Revocation};
+use leasehold::{LeaseConfig, LeaseService, LeaseTask, LeaseTaskOptions};
 
 const LEASE: &str = "scheduler";
 
@@ -60,7 +58,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         drop(job);
     });
 
-    match b.ask_release(LEASE, Duration::from_secs(10)).await? {
+    match b
+        .elections()
+        .ask_release(LEASE, Duration::from_secs(10))
+        .await?
+    {
         AskOutcome::Acquired { previous, token } => {
             assert!(job_done.load(Ordering::SeqCst) && !task_a.has_lease());
             println!(
@@ -73,7 +75,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // node-b's job never returns; node-a asks with a force deadline of 500 ms.
     let stuck = task_b.begin_work().ok_or("node-b leads")?;
     let forcing = AskOptions::new(Duration::from_secs(10)).force_after(Duration::from_millis(500));
-    match a.ask_release_with(LEASE, &forcing).await? {
+    match a.elections().ask_release_with(LEASE, &forcing).await? {
         AskOutcome::Acquired { token, .. } => {
             assert!(!stuck.is_held() && !task_b.has_lease());
             println!(

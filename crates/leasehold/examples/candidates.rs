@@ -10,10 +10,9 @@
 
 use std::time::Duration;
 
-use leasehold::{
-    Candidate, Clock, LeaseConfig, LeaseService, LeaseTask, LeaseTaskOptions, LeaseValue,
-    MonotonicClock,
-};
+use leasehold::clock::{Clock, MonotonicClock};
+use leasehold::elections::Candidate;
+use leasehold::{LeaseConfig, LeaseService, LeaseTask, LeaseTaskOptions, LeaseValue};
 
 const LEASE: &str = "scheduler";
 
@@ -43,7 +42,7 @@ async fn node(
 }
 
 async fn show(service: &LeaseService) -> Result<(), leasehold::Error> {
-    for p in service.participants(LEASE).await? {
+    for p in service.elections().participants(LEASE).await? {
         let value = p.value.as_ref().map_or("", LeaseValue::as_str);
         match p.token {
             Some(token) => println!(

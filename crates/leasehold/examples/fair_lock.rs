@@ -14,7 +14,8 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use leasehold::{FAIR_QUEUE_SUFFIX, LeaseService};
+use leasehold::derived::{DerivedKey, KeyRole};
+use leasehold::{LeaseName, LeaseService};
 
 const NAMESPACE: &str = "docs";
 const LOCK: &str = "ledger";
@@ -29,7 +30,7 @@ fn db_arg() -> Option<String> {
 
 /// Waits until the queue has `n` live tickets (a worker has arrived once its ticket is there).
 async fn queued(service: &LeaseService, n: usize) -> Result<(), Box<dyn std::error::Error>> {
-    let prefix = format!("{LOCK}{FAIR_QUEUE_SUFFIX}");
+    let prefix = DerivedKey::prefix(&LeaseName::parse(LOCK)?, KeyRole::FairTicket);
     for _ in 0..500 {
         if service
             .locks()
@@ -79,7 +80,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let wait = Some(Duration::from_secs(30));
             let got = s
                 .locks()
-                .acquire_fair_within(NAMESPACE, LOCK, wait, TTL)
+                .fair()
+                .acquire_within(NAMESPACE, LOCK, wait, TTL)
                 .await?;
             let guard = got.ok_or("waited 30 s")?;
             println!("{name} is served (token {})", guard.token());

@@ -25,7 +25,8 @@ async fn node(
         .on_acquired(move |token, _cancel| println!("{name}: crawling (fencing token {token})"))
         .on_lost(move |reason| println!("{name}: lost its slot ({reason:?})"));
     let task = service
-        .start_lease_task_with_permits("crawler", 2, options)
+        .tasks()
+        .start_with_permits("crawler", 2, options)
         .await?;
     Ok((service, task))
 }

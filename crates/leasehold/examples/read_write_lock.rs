@@ -51,10 +51,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Two readers at once.
     let a = reader_a
         .locks()
+        .read_write()
         .acquire_shared(NAMESPACE, LOCK, TTL)
         .await?;
     let b = reader_b
         .locks()
+        .read_write()
         .acquire_shared(NAMESPACE, LOCK, TTL)
         .await?;
     let (a, b) = (a.ok_or("reader-a refused")?, b.ok_or("reader-b refused")?);
@@ -68,6 +70,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let w = writer.clone();
     let waiting = tokio::spawn(async move {
         w.locks()
+            .read_write()
             .acquire_exclusive_within(NAMESPACE, LOCK, Some(Duration::from_secs(20)), TTL)
             .await
     });
@@ -75,6 +78,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // A new reader stays out while the writer waits.
     if reader_a
         .locks()
+        .read_write()
         .acquire_shared(NAMESPACE, LOCK, TTL)
         .await?
         .is_some()
@@ -96,6 +100,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let r = reader_b.clone();
     let next = tokio::spawn(async move {
         r.locks()
+            .read_write()
             .acquire_shared_within(NAMESPACE, LOCK, Some(Duration::from_secs(20)), TTL)
             .await
     });

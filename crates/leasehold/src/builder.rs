@@ -3,13 +3,13 @@
 use std::sync::Arc;
 
 use leasehold_core::{LeaseConfig, Namespace};
-use leasehold_storage::{Store, StoreBuilder};
+use leasehold_storage::{SeaOrmStore, Store, StoreBuilder};
 
 use crate::runtime::{EngineSpec, StoreLayer, StoreSource, is_memory_sqlite};
 use crate::{EngineTuning, LeaseService, Result};
 
 /// Configures and starts a [`LeaseService`]; made by [`LeaseService::builder`] or
-/// [`LeaseService::from_store`].
+/// [`LeaseServiceBuilder::from_store`](crate::LeaseServiceBuilder::from_store).
 ///
 /// # Examples
 /// ```
@@ -37,7 +37,7 @@ pub struct LeaseServiceBuilder {
     layer: Option<StoreLayer>,
     renew_store: Option<Arc<dyn Store>>,
     reclaim_own_leases: bool,
-    clock_check: Option<crate::ClockRateOptions>,
+    clock_check: Option<crate::clock::ClockRateOptions>,
     retention: Option<crate::Retention>,
     doorbell_url: Option<String>,
     max_connections: Option<u32>,
@@ -61,6 +61,48 @@ impl std::fmt::Debug for LeaseServiceBuilder {
 }
 
 impl LeaseServiceBuilder {
+    /// A builder over an existing store, used for requests and renewals alike. The store is a
+    /// [`Store`]: the engine's tenures use its [`LeaseStore`](crate::store::LeaseStore) port, and retention purges through
+    /// its [`AdminStore`](leasehold_storage::AdminStore) port (`MemoryStore`, `SeaOrmStore` and
+    /// every decorator of this workspace have both). It is no more than that to the service: fencing (`begin_fenced`) and PostgreSQL wake-ups
+    /// need the SQL store itself, given with [`LeaseServiceBuilder::from_sql_store`]. A SQL store's
+    /// connections belong to the runtime that opened them: keep that runtime alive as long as
+    /// the service (or prefer [`LeaseService::builder`], which connects on the engine thread).
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// use std::sync::Arc;
+    /// use leasehold::LeaseServiceBuilder;
+    /// use leasehold::store::MemoryStore;
+    /// let service = LeaseServiceBuilder::from_store(Arc::new(MemoryStore::new())).build().await?;
+    /// # service.shutdown().await?; Ok(()) }
+    /// ```
+    pub fn from_store(store: Arc<dyn Store>) -> Self {
+        Self::new(StoreSource::Store(store, None))
+    }
+
+    /// A builder over an existing SQL store: requests and renewals go to it, fenced
+    /// transactions open on it, and on PostgreSQL releases are announced and heard on it. Its
+    /// connections belong to the runtime that opened them (see [`LeaseServiceBuilder::from_store`]).
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
+    /// use std::time::Duration;
+    /// use leasehold::LeaseServiceBuilder;
+    /// use leasehold::store::StoreBuilder;
+    /// let store = StoreBuilder::new("sqlite::memory:").connect().await?;
+    /// let service = LeaseServiceBuilder::from_sql_store(store).build().await?;
+    /// let guard = service.lock("jobs", "ledger", Duration::from_secs(30)).await?.expect("free");
+    /// assert!(guard.begin_fenced().await?.is_some());
+    /// # drop(guard); service.shutdown().await?; Ok(()) }
+    /// ```
+    pub fn from_sql_store(store: SeaOrmStore) -> Self {
+        let lease_store: Arc<dyn Store> = Arc::new(store.clone());
+        Self::new(StoreSource::Store(lease_store, Some(store)))
+    }
+
     pub(crate) fn new(source: StoreSource) -> Self {
         Self {
             source,
@@ -179,9 +221,9 @@ impl LeaseServiceBuilder {
     /// Runs the clock-rate check in the background (default: off): reads the database's clock
     /// `options.sample_count()` times per `options.window_len()`, through the engine, fits the
     /// last window against the monotonic clock and judges it against the service's
-    /// `safety_margin / term` (see [`measure_clock_rate`](crate::measure_clock_rate)). The
+    /// `safety_margin / term` (see [`measure_clock_rate`](crate::clock::measure_clock_rate)). The
     /// latest report is in [`Health::clock_rate`](crate::Health::clock_rate); a verdict other
-    /// than within makes the service [`Verdict::Degraded`](crate::Verdict::Degraded) and is
+    /// than within makes the service [`Verdict::Degraded`](crate::health::Verdict::Degraded) and is
     /// logged at warn; the gauges `leasehold_clock_rate_difference`, `_uncertainty` and `_ok`
     /// follow. It costs one `SELECT` of the clock per sample (10 a second by default).
     ///
@@ -189,7 +231,8 @@ impl LeaseServiceBuilder {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
     /// use std::time::Duration;
-    /// use leasehold::{ClockRateOptions, LeaseService};
+    /// use leasehold::LeaseService;
+    /// use leasehold::clock::ClockRateOptions;
     /// let options = ClockRateOptions::new().window(Duration::from_millis(300)).samples(4);
     /// let service = LeaseService::builder("sqlite::memory:").check_clock_rate(options).build().await?;
     /// tokio::time::sleep(Duration::from_millis(600)).await;
@@ -198,7 +241,7 @@ impl LeaseServiceBuilder {
     /// }
     /// # service.shutdown().await?; Ok(()) }
     /// ```
-    pub fn check_clock_rate(mut self, options: crate::ClockRateOptions) -> Self {
+    pub fn check_clock_rate(mut self, options: crate::clock::ClockRateOptions) -> Self {
         self.clock_check = Some(options);
         self
     }
@@ -294,7 +337,7 @@ impl LeaseServiceBuilder {
         self
     }
 
-    /// With [`LeaseService::from_store`]: a separate store for renewals (default: the same
+    /// With [`LeaseServiceBuilder::from_store`](crate::LeaseServiceBuilder::from_store): a separate store for renewals (default: the same
     /// store), so that an exhausted application pool cannot starve them. Ignored when connecting
     /// from a URL, where the service opens a second small pool itself. A [`Store`] (both ports),
     /// as for `from_store`, so that the [`store_layer`](Self::store_layer) wraps it too; the
@@ -304,9 +347,10 @@ impl LeaseServiceBuilder {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
     /// use std::sync::Arc;
-    /// use leasehold::{LeaseService, MemoryStore};
+    /// use leasehold::LeaseService;
+    /// use leasehold::store::MemoryStore;
     /// let store = MemoryStore::new();
-    /// let service = LeaseService::from_store(Arc::new(store.clone()))
+    /// let service = leasehold::LeaseServiceBuilder::from_store(Arc::new(store.clone()))
     ///     .renew_store(Arc::new(store))
     ///     .build()
     ///     .await?;

@@ -27,7 +27,9 @@ use crate::Result;
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
 /// use std::time::Duration;
-/// use leasehold::{ClockRateOptions, LeaseConfig, MemoryStore, MonotonicClock, measure_clock_rate};
+/// use leasehold::LeaseConfig;
+/// use leasehold::clock::{ClockRateOptions, MonotonicClock, measure_clock_rate};
+/// use leasehold::store::MemoryStore;
 /// let store = MemoryStore::new();
 /// let options = ClockRateOptions::new().window(Duration::from_millis(200)).samples(5);
 /// let report = measure_clock_rate(&store, &MonotonicClock, &LeaseConfig::default(), &options).await?;

@@ -17,7 +17,9 @@
 //! use std::sync::Arc;
 //! use actix::Actor;
 //! use leasehold::engine::{LeaseActor, Listener, QueryLease, Registry, StartLease, StopLease};
-//! use leasehold::{HolderId, LeaseConfig, LeaseKey, LeaseName, MemoryStore, MonotonicClock};
+//! use leasehold::{HolderId, LeaseConfig, LeaseKey, LeaseName};
+//! use leasehold::store::MemoryStore;
+//! use leasehold::clock::MonotonicClock;
 //! use leasehold::Namespace;
 //!
 //! let registry = Arc::new(Registry::new(Arc::new(MonotonicClock)));
@@ -40,6 +42,7 @@
 //! # }
 //! ```
 
+pub use leasehold_core::{Notification, State, Term};
 pub use leasehold_engine::metrics;
 pub use leasehold_engine::{
     AbandonLease, Attempt, Belief, EngineError, FindTask, LeaseActor, LeaseEngine, LeaseStatus,

@@ -1,6 +1,9 @@
 //! [`Health`]: what [`LeaseService::health`](crate::LeaseService::health) reports, shaped for a
 //! liveness and a readiness probe.
 
+/// Whether a service's waiters are woken by its doorbell or poll ([`Health::wakeups`]).
+pub use leasehold_storage::doorbell::Wakeups;
+
 use std::fmt;
 use std::time::Duration;
 
@@ -46,7 +49,7 @@ pub enum HealthReason {
     /// The background clock-rate check could not show that the application's and the
     /// database's clocks run at rates within `safety_margin / term` (assumption 2 of
     /// `docs/semantics.md`): shown too large, or not shown within (inconclusive).
-    ClockRate(crate::ClockRateReport),
+    ClockRate(crate::clock::ClockRateReport),
 }
 
 impl fmt::Display for HealthReason {
@@ -92,7 +95,8 @@ pub enum DatabaseProbe {
 /// # Examples
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
-/// use leasehold::{LeaseService, LeaseTaskOptions, Verdict};
+/// use leasehold::{LeaseService, LeaseTaskOptions};
+/// use leasehold::health::Verdict;
 /// let service = LeaseService::builder("sqlite::memory:").build().await?;
 /// service.start_lease_task("leader", LeaseTaskOptions::new()).await?.acquired().await?;
 /// let health = service.health().await;
@@ -122,14 +126,14 @@ pub struct Health {
     /// The last result of the background clock-rate check, when it is on
     /// ([`LeaseServiceBuilder::check_clock_rate`](crate::LeaseServiceBuilder::check_clock_rate))
     /// and has covered its window once.
-    pub clock_rate: Option<crate::ClockRateReport>,
+    pub clock_rate: Option<crate::clock::ClockRateReport>,
     /// Whether this service's waiters (locks, lease tasks, shards) are woken by the doorbell's
-    /// rings or poll: [`Wakeups::Polling`](crate::Wakeups::Polling)
+    /// rings or poll: [`Wakeups::Polling`]
     /// names why (for example a pooler in transaction mode without a doorbell URL). Polling is
     /// not a health reason: waiters still get every lease, a poll interval later. `None`
     /// without a doorbell (in-memory stores). Also published as the gauge
     /// `leasehold_doorbell_pushed` (1 or 0) at each health check.
-    pub wakeups: Option<crate::Wakeups>,
+    pub wakeups: Option<crate::health::Wakeups>,
 }
 
 impl Health {
@@ -174,7 +178,7 @@ impl fmt::Display for Health {
         if let DatabaseProbe::Reachable { round_trip } = self.database {
             write!(f, ", database round trip {round_trip:?}")?;
         }
-        if let Some(crate::Wakeups::Polling { reason }) = &self.wakeups {
+        if let Some(crate::health::Wakeups::Polling { reason }) = &self.wakeups {
             write!(f, ", waiters poll ({reason})")?;
         }
         for reason in &self.reasons {

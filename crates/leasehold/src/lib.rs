@@ -36,7 +36,30 @@
 //! - [`LeaseService::shutdown`] releases everything with one statement; dropping the service
 //!   without it lets the leases lapse after their term.
 //!
-//! Actix applications can also drive the actors directly: see [`engine`].
+//! # A session and its families
+//! A [`LeaseService`] is the session: its holder id and namespace, its health, the belief reads
+//! ([`LeaseService::has_lease`]), its events and its shutdown. Everything it can hold is reached
+//! through one handle per family, each in a module of its own:
+//!
+//! | handle | family | module |
+//! |---|---|---|
+//! | [`LeaseService::tasks`] → [`LeaseTasks`] | lease tasks (one holder, or `n` with permits), hand-over, yield | [`tasks`] |
+//! | [`LeaseService::locks`] → [`Locks`] | locks of every kind: plain, read-write, fair, semaphores, re-entrant, all at once | [`locks`] |
+//! | [`LeaseService::shards`] → [`Shards`] | names spread over the live hosts | [`shards`] |
+//! | [`LeaseService::jobs`] → [`Jobs`] | scheduled jobs run once per fire | [`jobs`] |
+//! | [`LeaseService::elections`] → [`Elections`] | candidates, hand-over to a successor, asks to release, observers | [`elections`] |
+//!
+//! Every handle that holds something is a [`Tenure`]: key, token, belief, deadline,
+//! cancellation token and [`Tenure::end`], the same for a lock's guard, a permit and a task.
+//! The seeds' method names (`start_lease_task`, `lock`, `try_locker`, `unlock`, …) stay on the
+//! service as one-line delegations; docs/migrating.md maps them.
+//!
+//! The rows a recipe keeps beside a name (an ask `job#ask`, a read-write lock's gate `x#rw`, …)
+//! are named in one table, [`derived`]; a user's name containing one of their forms is refused
+//! ([`ValidationError::Reserved`]).
+//!
+//! Actix applications can also drive the actors directly: see [`engine`]. The store port and
+//! its implementations are in [`store`], the defaults and limits in [`limits`].
 //!
 //! Diagnostics go through `tracing`: each lease task, lock and hold runs in a `lease` span with
 //! `namespace`, `name`, `holder` and `token`, and its grants, losses, hand-overs and releases
@@ -56,84 +79,104 @@
 #![warn(missing_docs)]
 
 mod builder;
-pub mod candidate;
 mod clock_rate;
+pub mod elections;
 pub mod engine;
 mod error;
 mod event;
-mod hand_over;
-mod health;
+pub mod health;
 mod holder;
-mod lock;
-mod observe;
-pub mod once;
-mod permit_task;
+pub mod jobs;
+pub mod locks;
 mod retention;
-pub mod revoke;
 mod runtime;
 mod service;
-mod shard;
-mod task;
+pub mod shards;
+pub mod tasks;
+mod tenure;
 mod tuning;
 
+// The session and the families' handles.
 pub use builder::LeaseServiceBuilder;
-pub use candidate::{CANDIDATE_SUFFIX, Candidate, NEXT_SUFFIX, Participant};
-pub use clock_rate::measure_clock_rate;
+pub use elections::Elections;
+pub use jobs::Jobs;
+pub use locks::{LockError, LockGuard, LockOutcome, Locks};
+pub use service::LeaseService;
+pub use shards::{ShardedTasks, Shards};
+pub use tasks::{HandOver, LeaseTask, LeaseTaskOptions, LeaseTasks, PermitTask};
+pub use tenure::Tenure;
+
+// Options and outcomes of the session.
 pub use error::{Error, Result};
 pub use event::{EventKind, LeaseEvent};
-pub use hand_over::HandOver;
-pub use health::{DatabaseProbe, Health, HealthReason, Verdict};
-/// Whether a service's waiters are woken by its doorbell or poll ([`Health::wakeups`]).
-pub use leasehold_storage::doorbell::Wakeups;
-pub use lock::{
-    DEFAULT_LOCK_NAMESPACE, DEFAULT_LOCK_RETRY_INTERVAL, DEFAULT_LOCK_TTL, ExclusiveLockGuard,
-    HeldPermit, LockError, LockGuard, LockOutcome, Locks, MAX_READERS, MultiLockGuard,
-    MultiLockOutcome, OwnedLocks, PermitGuard, RW_GATE_SUFFIX, RW_READ_SUFFIX, ReentrantGuard,
-    SharedLockGuard,
-};
-pub use lock::{FAIR_QUEUE_SUFFIX, FAIR_TICKET_SUFFIX, MAX_FAIR_TICKET_TERM};
-pub use once::{DEFAULT_RUN_TERM, FireContext, FireOutcome, Schedule};
-pub use permit_task::{MAX_TASK_PERMITS, PermitTask};
+pub use health::Health;
 pub use retention::Retention;
-pub use revoke::{ASK_SUFFIX, AskOptions, AskOutcome, Revocable, Revocation};
-pub use service::{LeaseService, START_CHUNK};
-pub use shard::{DEFAULT_SHARD_GROUP, NameSource, ShardOptions, ShardedTasks};
-pub use task::{LeaseTask, LeaseTaskOptions};
 pub use tuning::EngineTuning;
 
-pub use leasehold_core::clock_rate::{
-    ClockRateOptions, ClockRateReport, ClockRateVerdict, RateFit,
-};
+// Core names.
+pub use leasehold_core::derived;
 pub use leasehold_core::{
-    Clock, DbInstant, FencingToken, HolderId, LeaseConfig, LeaseKey, LeaseName, LeaseRecord,
-    LeaseValue, LossReason, MonotonicClock, Namespace, Notification, SetValueOutcome, State, Term,
-    ValidationError,
+    DbInstant, FencingToken, HolderId, LeaseConfig, LeaseKey, LeaseName, LeaseRecord, LeaseValue,
+    LossReason, Namespace, ValidationError,
 };
 #[cfg(feature = "known-bugs")]
 #[doc(hidden)]
 pub use leasehold_engine::KnownBug;
 pub use leasehold_engine::WorkGuard;
 pub use leasehold_local as local;
-#[allow(deprecated)]
-pub use leasehold_storage::RenewItem;
-pub use leasehold_storage::fencing_header::{self, FENCING_HEADER, HeaderError, TokenGate};
-pub use leasehold_storage::observe::{LeaseObserver, Observation, ObserveOptions};
-pub use leasehold_storage::{
-    AcquireOutcome, AdminStore, AllOutcome, BatchRenewal, Fence, FenceError, FenceOutcome,
-    FencedTransaction, Grant, LeaseStore, MemoryStore, ReleaseOutcome, RenewOutcome, SeaOrmStore,
-    Store, StoreBuilder, StoreError, TenureRef, TlsProblem,
-};
-pub use sea_orm;
+pub use leasehold_storage::StoreError;
+pub use leasehold_storage::fencing_header;
 pub use tokio_util::sync::CancellationToken;
 
-/// The architecture of leasehold (`docs/ARCHITECTURE.md`): crates, data flow, the state machine,
-/// the storage rules and where the code departs from the design, one hop from any behaviour.
-pub mod architecture {
-    #![doc = include_str!("../docs/ARCHITECTURE.md")]
+/// The store port and its implementations: what the engine asks of a database
+/// (`LeaseStore`, `AdminStore`, `Store`), the outcomes it answers, the SQL and memory
+/// stores, fencing, and the `sea_orm` this crate builds on.
+pub mod store {
+    pub use leasehold_core::SetValueOutcome;
+    pub use leasehold_storage::{
+        AcquireOutcome, AdminStore, AllOutcome, BatchRenewal, Fence, FenceError, FenceOutcome,
+        FencedTransaction, Grant, LeaseStore, MemoryStore, ReleaseOutcome, RenewOutcome,
+        SeaOrmStore, Store, StoreBuilder, StoreError, TenureRef, TlsProblem,
+    };
+    pub use sea_orm;
 }
 
-/// What leasehold guarantees, under which assumptions, and the tests behind each
-/// (`docs/semantics.md`).
-pub mod semantics {
-    #![doc = include_str!("../docs/semantics.md")]
+/// Defaults and limits: lock ttls and namespaces, the most readers, permits and ticket terms,
+/// the chunk of a many-task start, and the byte sizes of names and values.
+pub mod limits {
+    pub use crate::jobs::DEFAULT_RUN_TERM;
+    pub use crate::locks::{
+        DEFAULT_LOCK_NAMESPACE, DEFAULT_LOCK_RETRY_INTERVAL, DEFAULT_LOCK_TTL,
+        MAX_FAIR_TICKET_TERM, MAX_READERS,
+    };
+    pub use crate::shards::DEFAULT_SHARD_GROUP;
+    pub use crate::tasks::{MAX_TASK_PERMITS, START_CHUNK};
+    pub use leasehold_core::MAX_VALUE_BYTES;
+    pub use leasehold_core::names::{MAX_HOLDER_BYTES, MAX_NAME_BYTES, MAX_NAMESPACE_BYTES};
+}
+
+/// Clocks: the one-method `Clock` and its monotonic implementation, and the check of this
+/// host's clock rate against the database's (`measure_clock_rate`).
+pub mod clock {
+    pub use crate::clock_rate::measure_clock_rate;
+    pub use leasehold_core::clock_rate::{
+        ClockRateOptions, ClockRateReport, ClockRateVerdict, RateFit,
+    };
+    pub use leasehold_core::{Clock, MonotonicClock};
+}
+
+/// The project's documents, mounted into the crate's docs.
+pub mod docs {
+    /// The architecture of leasehold (`docs/ARCHITECTURE.md`): crates, data flow, the state
+    /// machine, the storage rules and where the code departs from the design, one hop from any
+    /// behaviour.
+    pub mod architecture {
+        #![doc = include_str!("../docs/ARCHITECTURE.md")]
+    }
+
+    /// What leasehold guarantees, under which assumptions, and the tests behind each
+    /// (`docs/semantics.md`).
+    pub mod semantics {
+        #![doc = include_str!("../docs/semantics.md")]
+    }
 }

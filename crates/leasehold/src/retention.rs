@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 ///
 /// Purging never resets a token: the store raises its token floor in the same transaction, so
 /// a name created again starts above any token it ever had (see
-/// [`AdminStore::purge`](crate::AdminStore::purge)). Held rows are never purged.
+/// [`AdminStore::purge`](crate::store::AdminStore::purge)). Held rows are never purged.
 ///
 /// # Examples
 /// ```

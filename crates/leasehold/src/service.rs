@@ -3,24 +3,25 @@
 //! | file | holds |
 //! |---|---|
 //! | `service.rs` | [`LeaseService`], its state, its builders and the helpers the other modules use |
-//! | `service/tasks.rs` | lease tasks: starting one or many, stopping, listing |
+//! | `service/extensions.rs` | the type map in which each family keeps its own state |
+//! | `service/seed_names.rs` | the seeds' method names, each a one-line delegation to a family's handle |
 //! | `service/reads.rs` | what the service answers without changing anything: `has_lease`, `current_holder`, `db_now`, `health`, `subscribe` |
 //! | `service/shutdown.rs` | `shutdown` and the crash hook |
 
+mod extensions;
 mod reads;
+mod seed_names;
 mod shutdown;
-mod tasks;
 
 use std::sync::{Arc, Mutex, PoisonError};
 
 use actix::{Addr, Handler, Message};
 use leasehold_core::{HolderId, LeaseConfig, LeaseKey, LeaseName, MonotonicClock, Namespace};
 use leasehold_engine::{Belief, LeaseEngine, NamespaceDeadlines, Registry};
-use leasehold_storage::{SeaOrmStore, Store};
 use tokio::sync::{broadcast, oneshot};
 use tokio_util::sync::CancellationToken;
 
-pub use tasks::START_CHUNK;
+use extensions::Extensions;
 
 use crate::builder::LeaseServiceBuilder;
 use crate::holder::HolderClaim;
@@ -74,16 +75,15 @@ struct ServiceState {
     config: LeaseConfig,
     events: broadcast::Sender<LeaseEvent>,
     thread: Mutex<Option<EngineThread>>,
-    lock_queues: crate::lock::LockQueues,
     /// The parent of every tenure's cancellation token.
     cancel: CancellationToken,
     claim: Mutex<Option<HolderClaim>>,
     #[cfg(feature = "known-bugs")]
     bug: Option<leasehold_engine::KnownBug>,
     /// The latest report of the background clock-rate check, if it runs.
-    clock_rate: Arc<Mutex<Option<crate::ClockRateReport>>>,
-    /// The running N-holder lease tasks, by name.
-    permit_tasks: crate::permit_task::PermitTasks,
+    clock_rate: Arc<Mutex<Option<crate::clock::ClockRateReport>>>,
+    /// The state each family keeps for itself (see [`Extensions`]).
+    extensions: Extensions,
 }
 
 /// A [`LeaseService`] that does not keep it alive: a background loop upgrades it for one step.
@@ -136,46 +136,6 @@ impl LeaseService {
         LeaseServiceBuilder::new(StoreSource::Url(url.into()))
     }
 
-    /// A builder over an existing store, used for requests and renewals alike. The store is a
-    /// [`Store`]: the engine's tenures use its [`LeaseStore`](crate::LeaseStore) port, and retention purges through
-    /// its [`AdminStore`](leasehold_storage::AdminStore) port (`MemoryStore`, `SeaOrmStore` and
-    /// every decorator of this workspace have both). It is no more than that to the service: fencing (`begin_fenced`) and PostgreSQL wake-ups
-    /// need the SQL store itself, given with [`LeaseService::from_sql_store`]. A SQL store's
-    /// connections belong to the runtime that opened them: keep that runtime alive as long as
-    /// the service (or prefer [`LeaseService::builder`], which connects on the engine thread).
-    ///
-    /// # Examples
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
-    /// use std::sync::Arc;
-    /// use leasehold::{LeaseService, MemoryStore};
-    /// let service = LeaseService::from_store(Arc::new(MemoryStore::new())).build().await?;
-    /// # service.shutdown().await?; Ok(()) }
-    /// ```
-    pub fn from_store(store: Arc<dyn Store>) -> LeaseServiceBuilder {
-        LeaseServiceBuilder::new(StoreSource::Store(store, None))
-    }
-
-    /// A builder over an existing SQL store: requests and renewals go to it, fenced
-    /// transactions open on it, and on PostgreSQL releases are announced and heard on it. Its
-    /// connections belong to the runtime that opened them (see [`LeaseService::from_store`]).
-    ///
-    /// # Examples
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
-    /// use std::time::Duration;
-    /// use leasehold::{LeaseService, StoreBuilder};
-    /// let store = StoreBuilder::new("sqlite::memory:").connect().await?;
-    /// let service = LeaseService::from_sql_store(store).build().await?;
-    /// let guard = service.lock("jobs", "ledger", Duration::from_secs(30)).await?.expect("free");
-    /// assert!(guard.begin_fenced().await?.is_some());
-    /// # drop(guard); service.shutdown().await?; Ok(()) }
-    /// ```
-    pub fn from_sql_store(store: SeaOrmStore) -> LeaseServiceBuilder {
-        let lease_store: Arc<dyn Store> = Arc::new(store.clone());
-        LeaseServiceBuilder::new(StoreSource::Store(lease_store, Some(store)))
-    }
-
     pub(crate) async fn start(
         spec: EngineSpec,
         holder: HolderId,
@@ -206,13 +166,12 @@ impl LeaseService {
                 config,
                 events: broadcast::channel(EVENT_BUFFER).0,
                 thread: Mutex::new(Some(thread)),
-                lock_queues: crate::lock::LockQueues::default(),
                 cancel,
                 claim: Mutex::new(Some(claim)),
                 #[cfg(feature = "known-bugs")]
                 bug,
                 clock_rate: Arc::default(),
-                permit_tasks: crate::permit_task::PermitTasks::default(),
+                extensions: Extensions::default(),
             }),
         })
     }
@@ -220,7 +179,7 @@ impl LeaseService {
     pub(crate) fn key(&self, name: &str) -> Result<LeaseKey> {
         Ok(LeaseKey::new(
             self.inner.namespace.clone(),
-            LeaseName::new(name)?,
+            LeaseName::parse(name)?,
         ))
     }
 
@@ -277,7 +236,7 @@ impl LeaseService {
     }
 
     /// Starts the background clock-rate check on the engine thread; it ends with the service.
-    pub(crate) fn start_clock_check(&self, options: crate::ClockRateOptions) {
+    pub(crate) fn start_clock_check(&self, options: crate::clock::ClockRateOptions) {
         let check = crate::clock_rate::background(
             self.inner.engine.clone(),
             Arc::clone(self.inner.registry.clock()),
@@ -353,9 +312,10 @@ impl LeaseService {
             .is_some_and(|t| t.system.arbiter().spawn(fut))
     }
 
-    /// The running N-holder lease tasks.
-    pub(crate) fn permit_task_book(&self) -> &crate::permit_task::PermitTasks {
-        &self.inner.permit_tasks
+    /// The state of type `T` a family keeps in this service, made with `T::default()` on first
+    /// use: the service itself knows no family's state.
+    pub(crate) fn extension<T: Default + Send + Sync + 'static>(&self) -> Arc<T> {
+        self.inner.extensions.get()
     }
 
     /// A handle on this service that does not keep it alive, for its background loops.
@@ -369,17 +329,22 @@ impl LeaseService {
         Arc::strong_count(&self.inner) == 1
     }
 
+    /// The registry's deadlines of the service's namespace.
+    pub(crate) fn deadlines(&self) -> &Arc<NamespaceDeadlines> {
+        &self.inner.deadlines
+    }
+
+    /// The sender of the service's events.
+    pub(crate) fn events(&self) -> &broadcast::Sender<LeaseEvent> {
+        &self.inner.events
+    }
+
     pub(crate) fn engine(&self) -> &Addr<LeaseEngine> {
         &self.inner.engine
     }
 
     pub(crate) fn registry(&self) -> &Arc<Registry> {
         &self.inner.registry
-    }
-
-    /// This process's fair queue per lock.
-    pub(crate) fn lock_queues(&self) -> &crate::lock::LockQueues {
-        &self.inner.lock_queues
     }
 
     fn is_shut_down(&self) -> bool {

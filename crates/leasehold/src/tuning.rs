@@ -90,7 +90,7 @@ impl EngineTuning {
     /// PostgreSQL: the grant and release statements of the store the service opens from its
     /// URL send the doorbell's notifications themselves, in their own transactions, instead of
     /// a `pg_notify` statement of the doorbell after each commit
-    /// ([`SeaOrmStore::notify_in_statements`](crate::SeaOrmStore::notify_in_statements);
+    /// ([`SeaOrmStore::notify_in_statements`](crate::store::SeaOrmStore::notify_in_statements);
     /// default: `false`; ignored without [`EngineTuning::group_commit`], for a store passed
     /// in, and on the other backends).
     ///

@@ -11,9 +11,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{backends, unique_namespace};
+use leasehold::clock::{Clock, MonotonicClock};
+use leasehold::elections::{Candidate, Participant};
 use leasehold::{
-    Candidate, Clock, Error, FencingToken, LeaseConfig, LeaseService, LeaseTask, LeaseTaskOptions,
-    LeaseValue, MonotonicClock, Participant,
+    Error, FencingToken, LeaseConfig, LeaseService, LeaseTask, LeaseTaskOptions, LeaseValue,
 };
 
 const RETRY: Duration = Duration::from_millis(200);
@@ -71,7 +72,11 @@ fn summary(all: &[Participant]) -> Vec<Row> {
 async fn listed(service: &LeaseService, n: usize) -> Vec<Participant> {
     let give_up = MonotonicClock.now() + Duration::from_secs(10);
     loop {
-        let all = service.participants("leader").await.expect("participants");
+        let all = service
+            .elections()
+            .participants("leader")
+            .await
+            .expect("participants");
         if all.len() == n || MonotonicClock.now() > give_up {
             return all;
         }
@@ -183,7 +188,11 @@ async fn participants_lists_the_holder_and_every_standby() {
         assert!(all[0].is_holder() && !all[1].is_holder(), "{backend}");
         // A stopped standby is gone once its stop returned: no waiting a term.
         assert!(c.stop_lease_task("leader").await.expect("stop"));
-        let all = a.participants("leader").await.expect("participants");
+        let all = a
+            .elections()
+            .participants("leader")
+            .await
+            .expect("participants");
         assert_eq!(
             summary(&all),
             vec![
@@ -194,7 +203,11 @@ async fn participants_lists_the_holder_and_every_standby() {
         );
         // The stopped holder too; the standby takes over and is listed as the holder.
         assert!(a.stop_lease_task("leader").await.expect("stop"));
-        let all = b.participants("leader").await.expect("participants");
+        let all = b
+            .elections()
+            .participants("leader")
+            .await
+            .expect("participants");
         assert!(
             all.iter().all(|p| &p.holder == b.holder()),
             "{backend}: {all:?}"
@@ -274,7 +287,11 @@ async fn a_higher_priority_takes_over_within_settle_and_a_retry_interval_without
             took >= settle && took <= bound,
             "{backend}: took over after {took:?}, expected within {settle:?}..{bound:?}"
         );
-        let all = high.participants("leader").await.expect("participants");
+        let all = high
+            .elections()
+            .participants("leader")
+            .await
+            .expect("participants");
         assert_eq!(all[0].holder, *high.holder(), "{backend}");
         assert_eq!(all[0].token, Some(token_high), "{backend}");
         println!(
@@ -367,7 +384,11 @@ async fn equal_priority_and_a_holder_that_is_not_a_candidate_are_never_preempted
             .expect("start");
         tokio::time::sleep(Duration::from_secs(3)).await;
         assert_eq!(plain.token(), Some(token), "{backend}: a plain holder kept");
-        let all = other.participants("leader").await.expect("participants");
+        let all = other
+            .elections()
+            .participants("leader")
+            .await
+            .expect("participants");
         assert_eq!(
             summary(&all),
             vec![
@@ -388,7 +409,7 @@ async fn bad_input_is_refused_before_anything_is_written() {
         let s = service(&url, &ns).await;
         let refused = |r: &Result<LeaseTask, Error>| matches!(r, Err(Error::Invalid(_)));
         let too_long_value = LeaseValue::new("v".repeat(1020)).expect("fits alone");
-        let over = leasehold::Term::MAX + Duration::from_secs(1);
+        let over = leasehold::engine::Term::MAX + Duration::from_secs(1);
         // `{name}#ask` fits, `{name}#cand:{holder}` does not.
         let long = "n".repeat(255 - 6 - s.holder().as_str().len() + 1);
         let cases: Vec<(&str, LeaseTaskOptions)> = vec![
@@ -410,14 +431,20 @@ async fn bad_input_is_refused_before_anything_is_written() {
         for (name, options) in cases {
             let r = s.start_lease_task(name, options.clone()).await;
             assert!(refused(&r), "{backend}: {name:?} {options:?}: {r:?}");
-            let r = s.start_lease_tasks([name], options).await;
+            let r = s.tasks().start_many([name], options).await;
             assert!(
                 matches!(r, Err(Error::Invalid(_))),
                 "{backend}: many: {r:?}"
             );
         }
-        assert!(matches!(s.participants("").await, Err(Error::Invalid(_))));
-        assert!(s.lease_tasks().await.expect("list").is_empty(), "{backend}");
+        assert!(matches!(
+            s.elections().participants("").await,
+            Err(Error::Invalid(_))
+        ));
+        assert!(
+            s.tasks().list().await.expect("list").is_empty(),
+            "{backend}"
+        );
         let rows = s.locks().held_with_prefix(&ns, "").await.expect("list");
         assert!(rows.is_empty(), "{backend}: rows written: {rows:?}");
         s.shutdown().await.expect("shutdown");
@@ -453,6 +480,7 @@ async fn hand_over_to_a_named_successor() {
         let sampler = Sampler::start((h.clone(), task_h.clone()), (s2.clone(), task_s2.clone()));
         let asked = MonotonicClock.now();
         let outcome = h
+            .elections()
             .hand_over_to("leader", s2.holder(), Duration::from_secs(5))
             .await
             .expect("hand over");
@@ -489,13 +517,23 @@ async fn hand_over_to_a_named_successor() {
         let invalid = |r: &Result<leasehold::HandOver, Error>| matches!(r, Err(Error::Invalid(_)));
         let long = "n".repeat(251);
         let timeout = Duration::from_secs(1);
-        assert!(invalid(&s2.hand_over_to("", h.holder(), timeout).await));
-        assert!(invalid(&s2.hand_over_to(&long, h.holder(), timeout).await));
         assert!(invalid(
-            &s2.hand_over_to("leader", h.holder(), Duration::ZERO).await
+            &s2.elections().hand_over_to("", h.holder(), timeout).await
         ));
         assert!(invalid(
-            &s2.hand_over_to("leader", s2.holder(), timeout).await
+            &s2.elections()
+                .hand_over_to(&long, h.holder(), timeout)
+                .await
+        ));
+        assert!(invalid(
+            &s2.elections()
+                .hand_over_to("leader", h.holder(), Duration::ZERO)
+                .await
+        ));
+        assert!(invalid(
+            &s2.elections()
+                .hand_over_to("leader", s2.holder(), timeout)
+                .await
         ));
         let marker = h.current_holder("leader#next").await.expect("read");
         assert!(marker.is_none(), "{backend}: {marker:?}");

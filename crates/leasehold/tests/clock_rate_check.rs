@@ -8,10 +8,10 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold::{
-    ClockRateOptions, ClockRateVerdict, HealthReason, LeaseConfig, LeaseService, LeaseStore,
-    MonotonicClock, StoreBuilder, Verdict, measure_clock_rate,
-};
+use leasehold::clock::{ClockRateOptions, ClockRateVerdict, MonotonicClock, measure_clock_rate};
+use leasehold::health::{HealthReason, Verdict};
+use leasehold::store::{LeaseStore, StoreBuilder};
+use leasehold::{LeaseConfig, LeaseService};
 
 use common::{backends, unique_namespace};
 
@@ -103,7 +103,7 @@ async fn the_background_check_reports_through_health_on_every_backend() {
 
 #[tokio::test]
 async fn bad_options_are_refused() {
-    let store = leasehold::MemoryStore::new();
+    let store = leasehold::store::MemoryStore::new();
     let config = LeaseConfig::default();
     for bad in [
         ClockRateOptions::new().samples(2),

@@ -10,11 +10,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use leasehold::clock::{Clock, MonotonicClock};
+use leasehold::elections::{AskOptions, AskOutcome, Revocable, Revocation};
 use leasehold::{
-    AskOptions, AskOutcome, Error, EventKind, FencingToken, HandOver, LeaseConfig, LeaseService,
-    LeaseTask, LeaseTaskOptions, Revocable, Revocation,
+    Error, EventKind, FencingToken, HandOver, LeaseConfig, LeaseService, LeaseTask,
+    LeaseTaskOptions,
 };
-use leasehold::{Clock, MonotonicClock};
 use tokio::time::Instant;
 
 use common::{backends, unique_namespace};
@@ -160,6 +161,7 @@ async fn the_asker_gets_the_lease_only_after_the_holders_work_returned() {
         );
         let asked = now();
         let outcome = asker
+            .elections()
             .ask_release_with("leader", &AskOptions::new(Duration::from_secs(20)))
             .await
             .expect("ask");
@@ -228,6 +230,7 @@ async fn an_ask_of_a_lease_nobody_holds_is_not_held() {
         let ns = unique_namespace("revoke-free");
         let asker = service(&url, &ns).await;
         let outcome = asker
+            .elections()
             .ask_release("leader", Duration::from_secs(2))
             .await
             .expect("ask");
@@ -239,6 +242,7 @@ async fn an_ask_of_a_lease_nobody_holds_is_not_held() {
             .expect("start");
         let token = held(&task).await;
         let outcome = asker
+            .elections()
             .ask_release("leader", Duration::from_secs(2))
             .await
             .expect("ask");
@@ -268,6 +272,7 @@ async fn a_holder_that_did_not_opt_in_is_not_moved() {
         let cancel_h = task_h.cancellation_token();
         let started = now();
         let outcome = asker
+            .elections()
             .ask_release("leader", Duration::from_millis(1500))
             .await
             .expect("ask");
@@ -307,6 +312,7 @@ async fn an_ask_withdrawn_before_the_work_returned_leaves_the_holder_holding() {
         let token_h = held(&task_h).await;
         let work = task_h.begin_work().expect("held");
         let outcome = asker
+            .elections()
             .ask_release("leader", Duration::from_millis(1500))
             .await
             .expect("ask");
@@ -365,6 +371,7 @@ async fn the_force_deadline_ends_a_holder_whose_work_never_returns() {
         let options =
             AskOptions::new(Duration::from_secs(10)).force_after(Duration::from_millis(800));
         let outcome = asker
+            .elections()
             .ask_release_with("leader", &options)
             .await
             .expect("ask");
@@ -413,25 +420,46 @@ async fn bad_input_is_refused_before_anything_is_written() {
         .await
         .expect("service");
     let invalid = |r: Result<AskOutcome, Error>| matches!(r, Err(Error::Invalid(_)));
-    assert!(invalid(asker.ask_release("", Duration::from_secs(1)).await));
-    assert!(invalid(asker.ask_release("leader", Duration::ZERO).await));
+    assert!(invalid(
+        asker
+            .elections()
+            .ask_release("", Duration::from_secs(1))
+            .await
+    ));
+    assert!(invalid(
+        asker
+            .elections()
+            .ask_release("leader", Duration::ZERO)
+            .await
+    ));
     let long = "x".repeat(253);
     assert!(
-        invalid(asker.ask_release(&long, Duration::from_secs(1)).await),
+        invalid(
+            asker
+                .elections()
+                .ask_release(&long, Duration::from_secs(1))
+                .await
+        ),
         "{{name}}#ask too long"
     );
     let forcing = AskOptions::new(Duration::from_secs(1)).force_after(Duration::from_secs(1));
-    assert!(invalid(asker.ask_release_with("leader", &forcing).await));
+    assert!(invalid(
+        asker.elections().ask_release_with("leader", &forcing).await
+    ));
     assert!(invalid(
         asker
-            .ask_release("leader", leasehold::Term::MAX + Duration::from_secs(1))
+            .elections()
+            .ask_release(
+                "leader",
+                leasehold::engine::Term::MAX + Duration::from_secs(1)
+            )
             .await
     ));
     // A revocable task whose ask key cannot be made is refused before it starts.
     let options = LeaseTaskOptions::new().revocable(Revocable::new(Duration::from_secs(1)));
     let refused = asker.start_lease_task(&long, options).await;
     assert!(matches!(refused, Err(Error::Invalid(_))), "{refused:?}");
-    assert!(asker.lease_tasks().await.expect("list").is_empty());
+    assert!(asker.tasks().list().await.expect("list").is_empty());
     asker.shutdown().await.expect("shutdown");
 }
 
@@ -444,12 +472,14 @@ async fn an_asker_without_a_task_sees_the_release_and_the_holder_comes_back() {
         // Started many at once: each revocable task watches its own ask.
         let (options, told) = revocable(Duration::from_secs(30));
         let tasks = holder
-            .start_lease_tasks(["leader", "other"], options)
+            .tasks()
+            .start_many(["leader", "other"], options)
             .await
             .expect("start");
         let token = held(&tasks[0]).await;
         let other = held(&tasks[1]).await;
         let outcome = asker
+            .elections()
             .ask_release("leader", Duration::from_secs(10))
             .await
             .expect("ask");

@@ -4,7 +4,8 @@
 
 use std::error::Error as StdError;
 
-use leasehold::{Error, LeaseService, StoreBuilder, StoreError, ValidationError};
+use leasehold::store::StoreBuilder;
+use leasehold::{Error, LeaseService, StoreError, ValidationError};
 
 /// The chain as anyhow's `{:#}` prints it.
 fn report(e: &(dyn StdError + 'static)) -> String {
@@ -38,11 +39,15 @@ fn driver_root(e: &StoreError) -> String {
         other => panic!("expected a driver error, got {other:?}"),
     };
     match cause {
-        leasehold::sea_orm::DbErr::Conn(leasehold::sea_orm::RuntimeErr::SqlxError(sqlx))
-        | leasehold::sea_orm::DbErr::Exec(leasehold::sea_orm::RuntimeErr::SqlxError(sqlx))
-        | leasehold::sea_orm::DbErr::Query(leasehold::sea_orm::RuntimeErr::SqlxError(sqlx)) => {
-            deepest(sqlx.as_ref())
-        }
+        leasehold::store::sea_orm::DbErr::Conn(
+            leasehold::store::sea_orm::RuntimeErr::SqlxError(sqlx),
+        )
+        | leasehold::store::sea_orm::DbErr::Exec(
+            leasehold::store::sea_orm::RuntimeErr::SqlxError(sqlx),
+        )
+        | leasehold::store::sea_orm::DbErr::Query(
+            leasehold::store::sea_orm::RuntimeErr::SqlxError(sqlx),
+        ) => deepest(sqlx.as_ref()),
         other => deepest(other),
     }
 }

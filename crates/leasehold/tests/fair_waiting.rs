@@ -1,5 +1,5 @@
 //! Fair waiting across processes on SQLite (file), PostgreSQL and MySQL: waiters of
-//! `Locks::acquire_fair_within` in eight services are served in the order they took their
+//! `FairLocks::acquire_within` in eight services are served in the order they took their
 //! tickets; a waiter whose process dies holds the queue up no longer than its ticket's term; a
 //! waiter that leaves (out of time, its future dropped) frees its place at once; bad input is
 //! refused before anything is written.
@@ -15,9 +15,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use common::{Mode, Switch};
-use leasehold::{
-    Clock, Error, FencingToken, HolderId, LeaseRecord, LeaseService, MonotonicClock, Store,
-};
+use leasehold::clock::{Clock, MonotonicClock};
+use leasehold::store::Store;
+use leasehold::{Error, FencingToken, HolderId, LeaseRecord, LeaseService};
 use tokio::time::Instant;
 
 const LOCK: &str = "ledger";
@@ -77,7 +77,8 @@ fn waiter(
     tokio::spawn(async move {
         let guard = s
             .locks()
-            .acquire_fair_within(&ns, LOCK, Some(Duration::from_secs(60)), ttl)
+            .fair()
+            .acquire_within(&ns, LOCK, Some(Duration::from_secs(60)), ttl)
             .await
             .expect("acquire_fair_within")
             .unwrap_or_else(|| panic!("waiter {index} was not served within a minute"));
@@ -187,7 +188,9 @@ async fn a_killed_waiter_holds_the_queue_up_no_longer_than_its_tickets_term() {
         queue_of(&holder, &ns, 1, backend).await;
         let k_task = {
             let (k, ns) = (killed.clone(), ns.clone());
-            tokio::spawn(async move { k.locks().acquire_fair_within(&ns, LOCK, None, term).await })
+            tokio::spawn(
+                async move { k.locks().fair().acquire_within(&ns, LOCK, None, term).await },
+            )
         };
         queue_of(&holder, &ns, 2, backend).await;
         let c_task = waiter(&c, &ns, 2, term, Duration::ZERO, &served);
@@ -261,7 +264,8 @@ async fn a_waiter_that_leaves_frees_its_place_at_once() {
             let (a, ns) = (a.clone(), ns.clone());
             tokio::spawn(async move {
                 a.locks()
-                    .acquire_fair_within(&ns, LOCK, Some(Duration::from_secs(1)), ttl)
+                    .fair()
+                    .acquire_within(&ns, LOCK, Some(Duration::from_secs(1)), ttl)
                     .await
             })
         };
@@ -272,13 +276,14 @@ async fn a_waiter_that_leaves_frees_its_place_at_once() {
         // d arrives third; its future is dropped.
         let d_task = {
             let (d, ns) = (d.clone(), ns.clone());
-            tokio::spawn(async move { d.locks().acquire_fair_within(&ns, LOCK, None, ttl).await })
+            tokio::spawn(async move { d.locks().fair().acquire_within(&ns, LOCK, None, ttl).await })
         };
         queue_of(&holder, &ns, 3, backend).await;
         // A single fair attempt gives way to the queue, even with the lock free of holders.
         assert!(
             d.locks()
-                .acquire_fair(&ns, LOCK, ttl)
+                .fair()
+                .acquire(&ns, LOCK, ttl)
                 .await
                 .expect("acquire_fair")
                 .is_none(),
@@ -306,7 +311,8 @@ async fn a_waiter_that_leaves_frees_its_place_at_once() {
         // The queue is empty and the lock free: a fair attempt takes it.
         assert!(
             d.locks()
-                .acquire_fair(&ns, LOCK, ttl)
+                .fair()
+                .acquire(&ns, LOCK, ttl)
                 .await
                 .expect("acquire_fair")
                 .is_some(),
@@ -344,13 +350,14 @@ async fn bad_input_is_refused_before_anything_is_written() {
         ];
         for (what, name, ttl) in cases {
             let waited = locks
-                .acquire_fair_within(&ns, name, Some(Duration::from_secs(1)), ttl)
+                .fair()
+                .acquire_within(&ns, name, Some(Duration::from_secs(1)), ttl)
                 .await;
             assert!(
                 matches!(waited, Err(Error::Invalid(_))),
                 "{backend}: {what}: acquire_fair_within answered {waited:?}"
             );
-            let once = locks.acquire_fair(&ns, name, ttl).await;
+            let once = locks.fair().acquire(&ns, name, ttl).await;
             assert!(
                 matches!(once, Err(Error::Invalid(_))),
                 "{backend}: {what}: acquire_fair answered {once:?}"
@@ -359,7 +366,8 @@ async fn bad_input_is_refused_before_anything_is_written() {
         let fits = "n".repeat(255 - 27);
         assert!(
             locks
-                .acquire_fair_within(&ns, &fits, Some(Duration::from_secs(10)), ok)
+                .fair()
+                .acquire_within(&ns, &fits, Some(Duration::from_secs(10)), ok)
                 .await
                 .expect("the longest name")
                 .is_some(),

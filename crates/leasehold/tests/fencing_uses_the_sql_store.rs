@@ -7,7 +7,8 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold::{Error, LeaseService, MemoryStore, Store, StoreBuilder};
+use leasehold::store::{MemoryStore, Store, StoreBuilder};
+use leasehold::{Error, LeaseService};
 use leasehold_testkit::counting::CountingStore;
 
 const TTL: Duration = Duration::from_secs(30);
@@ -42,7 +43,7 @@ async fn from_sql_store_fences_and_from_store_refuses() {
         .connect()
         .await
         .expect("store");
-    let sql = LeaseService::from_sql_store(store)
+    let sql = leasehold::LeaseServiceBuilder::from_sql_store(store)
         .build()
         .await
         .expect("service");
@@ -57,7 +58,7 @@ async fn from_sql_store_fences_and_from_store_refuses() {
     drop(guard);
     sql.shutdown().await.expect("shutdown");
 
-    let memory = LeaseService::from_store(Arc::new(MemoryStore::new()))
+    let memory = leasehold::LeaseServiceBuilder::from_store(Arc::new(MemoryStore::new()))
         .build()
         .await
         .expect("service");

@@ -74,7 +74,9 @@ async fn hand_over_waits_for_the_running_work_and_the_successor_never_overlaps_i
         assert_eq!(work.token(), token);
         let handing = {
             let a = a.clone();
-            tokio::spawn(async move { a.hand_over("leader", Duration::from_secs(30)).await })
+            tokio::spawn(
+                async move { a.tasks().hand_over("leader", Duration::from_secs(30)).await },
+            )
         };
         until("draining", || task_a.is_draining()).await;
         assert!(task_a.begin_work().is_none(), "{backend}: new work refused");
@@ -99,7 +101,8 @@ async fn hand_over_waits_for_the_running_work_and_the_successor_never_overlaps_i
         assert_eq!(overlaps.load(Ordering::SeqCst), 0, "{backend}: overlap");
         // A has no task any more.
         assert_eq!(
-            a.hand_over("leader", Duration::from_secs(1))
+            a.tasks()
+                .hand_over("leader", Duration::from_secs(1))
                 .await
                 .expect("ok"),
             HandOver::NoTask
@@ -122,6 +125,7 @@ async fn hand_over_is_bounded_by_its_timeout_and_ends_the_tenure_anyway() {
         let cancel = task.cancellation_token();
         let stuck = task.begin_work().expect("work");
         let outcome = a
+            .tasks()
             .hand_over("leader", Duration::from_millis(300))
             .await
             .expect("hand over");
@@ -145,7 +149,8 @@ async fn hand_over_is_bounded_by_its_timeout_and_ends_the_tenure_anyway() {
             .await
             .expect("start");
         assert_eq!(
-            a.hand_over("leader", Duration::from_secs(1))
+            a.tasks()
+                .hand_over("leader", Duration::from_secs(1))
                 .await
                 .expect("ok"),
             HandOver::NotHeld,
@@ -175,6 +180,7 @@ async fn yield_gives_the_lease_to_a_waiting_contender_and_competes_again() {
             .expect("start");
         let cancel = task_a.cancellation_token();
         let outcome = a
+            .tasks()
             .yield_lease("leader", Duration::from_secs(5))
             .await
             .expect("yield");
@@ -185,7 +191,8 @@ async fn yield_gives_the_lease_to_a_waiting_contender_and_competes_again() {
         assert!(!task_a.is_draining(), "{backend}: work accepted again");
         // A still competes: when B hands over, A takes the lease again.
         assert_eq!(
-            b.hand_over("leader", Duration::from_secs(1))
+            b.tasks()
+                .hand_over("leader", Duration::from_secs(1))
                 .await
                 .expect("ok"),
             HandOver::Drained { token: next },

@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use leasehold::{Clock, LeaseConfig, LeaseService, LeaseTaskOptions, MonotonicClock};
+use leasehold::clock::{Clock, MonotonicClock};
+use leasehold::{LeaseConfig, LeaseService, LeaseTaskOptions};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "measurement; run in release"]

@@ -7,9 +7,8 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold::{
-    DatabaseProbe, HealthReason, LeaseConfig, LeaseService, LeaseTaskOptions, Verdict,
-};
+use leasehold::health::{DatabaseProbe, HealthReason, Verdict};
+use leasehold::{LeaseConfig, LeaseService, LeaseTaskOptions};
 
 use common::{Mode, Switch, backends, unique_namespace};
 

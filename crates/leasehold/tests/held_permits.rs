@@ -1,4 +1,4 @@
-//! Held permits (`Locks::hold_permit`) on SQLite (file), PostgreSQL and MySQL: renewed by the
+//! Held permits (`Semaphores::hold`) on SQLite (file), PostgreSQL and MySQL: renewed by the
 //! engine past many ttls; never more holders than permits across services; ended at the local
 //! deadline when the database fails, every belief signal agreeing; a release frees the slot
 //! at once; each slot's tokens grow.
@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{Mode, Switch};
-use leasehold::{Clock, Error, LeaseService, LockError, MonotonicClock, Store};
+use leasehold::clock::{Clock, MonotonicClock};
+use leasehold::store::Store;
+use leasehold::{Error, LeaseService, LockError};
 
 const SEMAPHORE: &str = "pool";
 const PREFIX: &str = "pool#permit:";
@@ -36,7 +38,8 @@ async fn a_held_permit_outlives_many_ttls_without_a_manual_renewal() {
         let ttl = Duration::from_millis(900);
         let permit = a
             .locks()
-            .hold_permit(&ns, SEMAPHORE, 1, ttl)
+            .permits()
+            .hold(&ns, SEMAPHORE, 1, ttl)
             .await
             .expect("hold_permit")
             .expect("free");
@@ -48,7 +51,7 @@ async fn a_held_permit_outlives_many_ttls_without_a_manual_renewal() {
             assert!(
                 permit.is_held()
                     && !cancelled.is_cancelled()
-                    && a.locks().is_holding_permit(&ns, SEMAPHORE),
+                    && a.locks().permits().is_holding(&ns, SEMAPHORE),
                 "{backend}: the held permit was not renewed by itself"
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -66,7 +69,8 @@ async fn a_held_permit_outlives_many_ttls_without_a_manual_renewal() {
         );
         assert!(
             b.locks()
-                .acquire_permit(&ns, SEMAPHORE, 1, ttl)
+                .permits()
+                .acquire(&ns, SEMAPHORE, 1, ttl)
                 .await
                 .expect("acquire_permit")
                 .is_none(),
@@ -91,7 +95,11 @@ async fn never_more_holders_than_permits_across_two_services() {
         for i in 0..CONTENDERS {
             let (svc, ns) = (svcs[i % 2].clone(), ns.clone());
             racing.push(tokio::spawn(async move {
-                let got = svc.locks().hold_permit(&ns, SEMAPHORE, PERMITS, ttl).await;
+                let got = svc
+                    .locks()
+                    .permits()
+                    .hold(&ns, SEMAPHORE, PERMITS, ttl)
+                    .await;
                 (i % 2, got.expect("hold_permit"))
             }));
         }
@@ -108,7 +116,8 @@ async fn never_more_holders_than_permits_across_two_services() {
         // Fill the slots the race left free, if any: then every one is taken, once.
         while let Some(p) = svcs[0]
             .locks()
-            .hold_permit(&ns, SEMAPHORE, PERMITS, ttl)
+            .permits()
+            .hold(&ns, SEMAPHORE, PERMITS, ttl)
             .await
             .expect("hold_permit")
         {
@@ -125,13 +134,14 @@ async fn never_more_holders_than_permits_across_two_services() {
         for (i, svc) in svcs.iter().enumerate() {
             let holds = held.iter().any(|(from, _)| *from == i);
             assert_eq!(
-                svc.locks().is_holding_permit(&ns, SEMAPHORE),
+                svc.locks().permits().is_holding(&ns, SEMAPHORE),
                 holds,
                 "{backend}: is_holding_permit of service {i}"
             );
             assert!(
                 svc.locks()
-                    .hold_permit(&ns, SEMAPHORE, PERMITS, ttl)
+                    .permits()
+                    .hold(&ns, SEMAPHORE, PERMITS, ttl)
                     .await
                     .expect("hold_permit")
                     .is_none(),
@@ -139,7 +149,7 @@ async fn never_more_holders_than_permits_across_two_services() {
             );
         }
         // Another count, and a ttl too short to renew, are refused.
-        match svcs[1].locks().hold_permit(&ns, SEMAPHORE, 4, ttl).await {
+        match svcs[1].locks().permits().hold(&ns, SEMAPHORE, 4, ttl).await {
             Err(Error::PermitsMismatch {
                 asked: 4, found: 3, ..
             }) => {}
@@ -147,7 +157,8 @@ async fn never_more_holders_than_permits_across_two_services() {
         }
         match svcs[1]
             .locks()
-            .hold_permit(&ns, "other", 2, Duration::from_millis(1))
+            .permits()
+            .hold(&ns, "other", 2, Duration::from_millis(1))
             .await
         {
             Err(Error::Invalid(_)) => {}
@@ -172,7 +183,8 @@ async fn a_failing_store_ends_the_permit_at_its_local_deadline_and_every_signal_
         let ttl = Duration::from_millis(900);
         let permit = a
             .locks()
-            .hold_permit(&ns, SEMAPHORE, 1, ttl)
+            .permits()
+            .hold(&ns, SEMAPHORE, 1, ttl)
             .await
             .expect("hold_permit")
             .expect("free");
@@ -187,7 +199,7 @@ async fn a_failing_store_ends_the_permit_at_its_local_deadline_and_every_signal_
             .await
             .unwrap_or_else(|_| panic!("{backend}: the token outlived the local deadline"));
         assert!(
-            !permit.is_held() && !a.locks().is_holding_permit(&ns, SEMAPHORE),
+            !permit.is_held() && !a.locks().permits().is_holding(&ns, SEMAPHORE),
             "{backend}: a signal still believes after the token was cancelled"
         );
         assert!(
@@ -199,7 +211,8 @@ async fn a_failing_store_ends_the_permit_at_its_local_deadline_and_every_signal_
         switch.set(Mode::Healthy);
         let taken = b
             .locks()
-            .acquire_permit_within(&ns, SEMAPHORE, 1, Some(Duration::from_secs(10)), ttl)
+            .permits()
+            .acquire_within(&ns, SEMAPHORE, 1, Some(Duration::from_secs(10)), ttl)
             .await
             .expect("acquire_permit_within");
         assert!(
@@ -223,7 +236,8 @@ async fn a_release_frees_the_slot_for_another_holder_at_once() {
             let (s, ns) = (s.clone(), ns.clone());
             async move {
                 s.locks()
-                    .hold_permit(&ns, SEMAPHORE, 1, ttl)
+                    .permits()
+                    .hold(&ns, SEMAPHORE, 1, ttl)
                     .await
                     .expect("hold_permit")
             }
@@ -234,18 +248,20 @@ async fn a_release_frees_the_slot_for_another_holder_at_once() {
         let cancelled = first.cancellation_token();
         first.release().await.expect("release");
         assert!(cancelled.is_cancelled(), "{backend}");
-        assert!(!a.locks().is_holding_permit(&ns, SEMAPHORE), "{backend}");
+        assert!(!a.locks().permits().is_holding(&ns, SEMAPHORE), "{backend}");
 
         // One attempt, no wait: the slot is free as soon as the release answered.
         let second = hold(&b).await.expect("free at once after the release");
         b.locks()
-            .release_permit(&ns, SEMAPHORE, second.index())
+            .permits()
+            .release(&ns, SEMAPHORE, second.index())
             .await
             .expect("release_permit");
         assert!(!second.is_held() && second.cancellation_token().is_cancelled());
         assert!(matches!(
             b.locks()
-                .release_permit(&ns, SEMAPHORE, second.index())
+                .permits()
+                .release(&ns, SEMAPHORE, second.index())
                 .await,
             Err(LockError::NotHeld { .. })
         ));
@@ -278,7 +294,8 @@ async fn each_slot_s_tokens_grow_with_every_tenure() {
             let svc = &svcs[round % 2];
             let permit = svc
                 .locks()
-                .hold_permit(&ns, SEMAPHORE, PERMITS, ttl)
+                .permits()
+                .hold(&ns, SEMAPHORE, PERMITS, ttl)
                 .await
                 .expect("hold_permit")
                 .expect("free");

@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use leasehold::{Clock, LeaseConfig, LeaseService, LeaseTaskOptions, MonotonicClock, Store};
+use leasehold::clock::{Clock, MonotonicClock};
+use leasehold::store::Store;
+use leasehold::{LeaseConfig, LeaseService, LeaseTaskOptions};
 use leasehold_storage::LeaseKey;
 use leasehold_testkit::counting::{CountingStore, Op, StoreCounts};
 
@@ -110,7 +112,8 @@ async fn a_multi_lock_grant_answered_after_its_parts_gave_up_is_released() {
         let attempt = late
             .service
             .locks()
-            .attempt_all(&ns, &["x", "y"], TERM)
+            .all()
+            .attempt(&ns, &["x", "y"], TERM)
             .await;
         assert!(attempt.is_err(), "{backend}: answered in time: {attempt:?}");
         // The grant committed while its parts waited, and is given back once it answers, not
@@ -125,7 +128,8 @@ async fn a_multi_lock_grant_answered_after_its_parts_gave_up_is_released() {
         let again = late
             .service
             .locks()
-            .acquire_all(&ns, &["x", "y"], TERM)
+            .all()
+            .acquire(&ns, &["x", "y"], TERM)
             .await;
         assert!(
             matches!(again, Ok(Some(_))),

@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use actix::Actor;
 use common::{Mode, Switch};
+use leasehold::clock::{Clock, MonotonicClock};
 use leasehold::engine::{LeaseActor, Listener, QueryLease, Registry, StartLease, StopLease};
-use leasehold::{
-    Clock, DbInstant, HolderId, LeaseConfig, LeaseKey, LossReason, MemoryStore, MonotonicClock,
-};
+use leasehold::store::MemoryStore;
+use leasehold::{DbInstant, HolderId, LeaseConfig, LeaseKey, LossReason};
 use leasehold_core::Notification;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};

@@ -8,8 +8,9 @@ mod common;
 use std::process::Stdio;
 use std::time::Duration;
 
-use leasehold::sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement, Value};
-use leasehold::{LeaseService, StoreBuilder};
+use leasehold::LeaseService;
+use leasehold::store::StoreBuilder;
+use leasehold::store::sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement, Value};
 use leasehold_testkit::backends::backend_url;
 
 const CHILDREN: usize = 3;
@@ -174,7 +175,7 @@ async fn lock_excludes_across_os_processes() {
             .expect("events");
         assert_eq!(rows.len(), usize::try_from(expected * 2).expect("small"));
         for pair in rows.chunks(2) {
-            let get = |r: &leasehold::sea_orm::QueryResult, c: &str| {
+            let get = |r: &leasehold::store::sea_orm::QueryResult, c: &str| {
                 r.try_get::<i64>("", c).expect("col")
             };
             assert_eq!(

@@ -13,9 +13,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{Mode, Switch};
-use leasehold::{
-    AdminStore, LeaseConfig, LeaseService, LockError, LockOutcome, Store, StoreBuilder,
-};
+use leasehold::store::{AdminStore, Store, StoreBuilder};
+use leasehold::{LeaseConfig, LeaseService, LockError, LockOutcome};
 use leasehold_core::{Clock, MonotonicClock};
 use leasehold_testkit::{Fault, FaultProxy};
 

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{Mode, Switch};
-use leasehold::{Clock, LeaseService, MonotonicClock, Store};
+use leasehold::LeaseService;
+use leasehold::clock::{Clock, MonotonicClock};
+use leasehold::store::Store;
 use leasehold_testkit::backends::backend_url;
 use leasehold_testkit::counting::{CountingStore, Op};
 

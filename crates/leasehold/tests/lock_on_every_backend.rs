@@ -11,8 +11,9 @@ mod fencing;
 
 use std::time::Duration;
 
-use leasehold::sea_orm::{ConnectionTrait, DbBackend, Statement};
-use leasehold::{LeaseService, LockError, StoreBuilder};
+use leasehold::store::StoreBuilder;
+use leasehold::store::sea_orm::{ConnectionTrait, DbBackend, Statement};
+use leasehold::{LeaseService, LockError};
 use leasehold_testkit::backends::backend_url;
 
 fn urls() -> Vec<String> {
@@ -28,7 +29,7 @@ async fn service(url: &str) -> LeaseService {
     s
 }
 
-fn stmt(db: DbBackend, sql: &str, values: Vec<leasehold::sea_orm::Value>) -> Statement {
+fn stmt(db: DbBackend, sql: &str, values: Vec<leasehold::store::sea_orm::Value>) -> Statement {
     let sql = if db == DbBackend::Postgres {
         let mut n = 0;
         sql.chars()
@@ -178,7 +179,7 @@ async fn try_locker_times_out_waits_forever_and_is_cancel_safe() {
             .expect("free");
 
         // Times out at `wait` (generous bounds).
-        let start = leasehold::Clock::now(&leasehold::MonotonicClock);
+        let start = leasehold::clock::Clock::now(&leasehold::clock::MonotonicClock);
         let none = b
             .try_locker(
                 &ns,

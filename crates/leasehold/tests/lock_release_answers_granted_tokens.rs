@@ -7,7 +7,8 @@ mod common;
 
 use std::time::Duration;
 
-use leasehold::{Clock, LeaseConfig, LeaseService, LockError, MonotonicClock};
+use leasehold::clock::{Clock, MonotonicClock};
+use leasehold::{LeaseConfig, LeaseService, LockError};
 use leasehold_testkit::counting::{CountingStore, Op};
 
 use common::{backends, unique_namespace};

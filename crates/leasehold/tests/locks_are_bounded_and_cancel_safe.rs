@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use leasehold::{Clock, LeaseConfig, LeaseService, MonotonicClock};
+use leasehold::clock::{Clock, MonotonicClock};
+use leasehold::{LeaseConfig, LeaseService};
 use leasehold_storage::{LeaseKey, StoreBuilder};
 use leasehold_testkit::backends::{POSTGRES_ENV, backend_url};
 use leasehold_testkit::counting::{CountingStore, Op};
@@ -230,7 +231,7 @@ async fn counted_service_on(
 ) -> (LeaseService, Arc<AtomicU64>) {
     let grants = Arc::new(AtomicU64::new(0));
     let counted = Arc::clone(&grants);
-    let service = LeaseService::from_sql_store(store)
+    let service = leasehold::LeaseServiceBuilder::from_sql_store(store)
         .namespace(ns)
         .config(config)
         .store_layer(move |store| {
@@ -265,7 +266,7 @@ async fn refused_at_least(refused: &AtomicU64, n: u64, what: &str) {
 /// the doorbell takes it just after the grant, and a waiter that finds nobody holding it looks
 /// again only after a pause (polling, which this test is not about).
 async fn named_lock_taken(url: &str, key: &LeaseKey) {
-    use leasehold::sea_orm::{ConnectionTrait, DbBackend, Statement};
+    use leasehold::store::sea_orm::{ConnectionTrait, DbBackend, Statement};
     let store = StoreBuilder::new(url).connect().await.expect("store");
     if !matches!(
         store.backend(),
@@ -358,9 +359,10 @@ async fn postgres_release_statements_ring_a_waiting_lock_themselves() {
     let (waiter, refused) = counted_service_on(store().await, &ns, config()).await;
     waiter.locks().set_retry_interval(Duration::from_secs(3600));
     let mut observer = holder
+        .elections()
         .observe_with(
             "x",
-            leasehold::ObserveOptions::new().poll(Duration::from_secs(3600)),
+            leasehold::elections::ObserveOptions::new().poll(Duration::from_secs(3600)),
         )
         .await
         .expect("observe");
@@ -387,7 +389,7 @@ async fn postgres_release_statements_ring_a_waiting_lock_themselves() {
             .await
             .expect("the waiter's grant was pushed to the observer")
             .expect("observing");
-        if let leasehold::Observation::State(Some(r)) = seen
+        if let leasehold::elections::Observation::State(Some(r)) = seen
             && r.held
             && r.token == token
         {

@@ -6,7 +6,8 @@
 use std::alloc::System;
 use std::time::Duration;
 
-use leasehold::{LeaseConfig, LeaseService, LeaseTaskOptions, MemoryStore};
+use leasehold::store::MemoryStore;
+use leasehold::{LeaseConfig, LeaseService, LeaseTaskOptions};
 use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
 
 #[global_allocator]
@@ -70,11 +71,12 @@ async fn memory_per_held_lease() {
         .unwrap_or(10_000);
     let which = std::env::var("LEASEHOLD_MEMORY_STORE").unwrap_or_default();
     if which != "sqlite" {
-        let memory = LeaseService::from_store(std::sync::Arc::new(MemoryStore::new()))
-            .config(config())
-            .build()
-            .await
-            .expect("service");
+        let memory =
+            leasehold::LeaseServiceBuilder::from_store(std::sync::Arc::new(MemoryStore::new()))
+                .config(config())
+                .build()
+                .await
+                .expect("service");
         measure("MemoryStore", memory, n).await;
     }
     if which != "memory" {

@@ -16,10 +16,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::{Mode, Switch};
-use leasehold::{
-    Clock, Error, LeaseConfig, LeaseService, LeaseTaskOptions, LeaseValue, MAX_TASK_PERMITS,
-    MonotonicClock, PermitTask, Store,
-};
+use leasehold::clock::{Clock, MonotonicClock};
+use leasehold::limits::MAX_TASK_PERMITS;
+use leasehold::store::Store;
+use leasehold::{Error, LeaseConfig, LeaseService, LeaseTaskOptions, LeaseValue, PermitTask};
 
 const TASK: &str = "indexer";
 const PERMITS: u32 = 2;
@@ -138,7 +138,8 @@ async fn start_all(url: &str, switches: &[Switch]) -> (String, Vec<LeaseService>
     for switch in switches {
         let s = service(url, &ns, switch).await;
         let task = s
-            .start_lease_task_with_permits(TASK, PERMITS, options())
+            .tasks()
+            .start_with_permits(TASK, PERMITS, options())
             .await
             .expect("start");
         services.push(s);
@@ -187,7 +188,8 @@ async fn a_stopped_or_shut_down_master_is_replaced_by_a_standby() {
         let cancel = tasks[stopped].cancellation_token();
         assert!(
             services[stopped]
-                .stop_permit_task(TASK)
+                .tasks()
+                .stop_with_permits(TASK)
                 .await
                 .expect("stop"),
             "{backend}: the task was running"
@@ -196,7 +198,10 @@ async fn a_stopped_or_shut_down_master_is_replaced_by_a_standby() {
             cancel.is_cancelled() && !believes(&tasks[stopped]),
             "{backend}: belief after stop"
         );
-        assert!(services[stopped].permit_tasks().is_empty(), "{backend}");
+        assert!(
+            services[stopped].tasks().list_with_permits().is_empty(),
+            "{backend}"
+        );
         let others: Vec<PermitTask> = (0..4)
             .filter(|&i| i != stopped)
             .map(|i| tasks[i].clone())
@@ -293,10 +298,15 @@ async fn never_more_believers_than_permits_while_masters_churn() {
         // Stop and start the tasks again, one service after another, three rounds.
         for round in 0..3 {
             for i in 0..4 {
-                services[i].stop_permit_task(TASK).await.expect("stop");
+                services[i]
+                    .tasks()
+                    .stop_with_permits(TASK)
+                    .await
+                    .expect("stop");
                 tokio::time::sleep(Duration::from_millis(50 * (i as u64 + round))).await;
                 tasks[i] = services[i]
-                    .start_lease_task_with_permits(TASK, PERMITS, options())
+                    .tasks()
+                    .start_with_permits(TASK, PERMITS, options())
                     .await
                     .expect("start again");
             }
@@ -331,7 +341,7 @@ async fn bad_counts_and_options_are_typed_errors() {
         for n in [0, MAX_TASK_PERMITS + 1] {
             assert!(
                 matches!(
-                    a.start_lease_task_with_permits(TASK, n, options()).await,
+                    a.tasks().start_with_permits(TASK, n, options()).await,
                     Err(Error::Invalid(_))
                 ),
                 "{backend}: {n} permits"
@@ -340,27 +350,28 @@ async fn bad_counts_and_options_are_typed_errors() {
         let valued = options().value(LeaseValue::new("x").expect("value"));
         assert!(
             matches!(
-                a.start_lease_task_with_permits(TASK, 2, valued).await,
+                a.tasks().start_with_permits(TASK, 2, valued).await,
                 Err(Error::Invalid(_))
             ),
             "{backend}: a value"
         );
         assert!(
             matches!(
-                a.start_lease_task_with_permits("", 2, options()).await,
+                a.tasks().start_with_permits("", 2, options()).await,
                 Err(Error::Invalid(_))
             ),
             "{backend}: an empty name"
         );
         let task = a
-            .start_lease_task_with_permits(TASK, 2, options())
+            .tasks()
+            .start_with_permits(TASK, 2, options())
             .await
             .expect("start");
         task.acquired().await.expect("a slot");
         // The same service, another count.
         assert!(
             matches!(
-                a.start_lease_task_with_permits(TASK, 3, options()).await,
+                a.tasks().start_with_permits(TASK, 3, options()).await,
                 Err(Error::PermitsMismatch {
                     asked: 3,
                     found: 2,
@@ -372,7 +383,7 @@ async fn bad_counts_and_options_are_typed_errors() {
         // Another service, another count, while a slot of 2 is live.
         assert!(
             matches!(
-                b.start_lease_task_with_permits(TASK, 3, options()).await,
+                b.tasks().start_with_permits(TASK, 3, options()).await,
                 Err(Error::PermitsMismatch {
                     asked: 3,
                     found: 2,
@@ -383,11 +394,12 @@ async fn bad_counts_and_options_are_typed_errors() {
         );
         // The same count again: the running task.
         let again = a
-            .start_lease_task_with_permits(TASK, 2, LeaseTaskOptions::new())
+            .tasks()
+            .start_with_permits(TASK, 2, LeaseTaskOptions::new())
             .await
             .expect("again");
         assert_eq!(again.token(), task.token(), "{backend}");
-        assert_eq!(a.permit_tasks().len(), 1, "{backend}");
+        assert_eq!(a.tasks().list_with_permits().len(), 1, "{backend}");
         a.shutdown().await.expect("shutdown");
         b.shutdown().await.expect("shutdown");
     }

@@ -1,4 +1,4 @@
-//! `LeaseService::observe` on SQLite (file), PostgreSQL and MySQL: an observer service that
+//! `Elections::observe` on SQLite (file), PostgreSQL and MySQL: an observer service that
 //! never competes sees another service's grant, its renewals, its release and the take-over by
 //! a third, in order, each matching the row; and its observer ends with it.
 
@@ -6,10 +6,9 @@ mod common;
 
 use std::time::Duration;
 
-use leasehold::{
-    LeaseConfig, LeaseKey, LeaseObserver, LeaseRecord, LeaseService, LeaseStore, LeaseTaskOptions,
-    Observation, ObserveOptions, StoreBuilder,
-};
+use leasehold::elections::{LeaseObserver, Observation, ObserveOptions};
+use leasehold::store::{LeaseStore, StoreBuilder};
+use leasehold::{LeaseConfig, LeaseKey, LeaseRecord, LeaseService, LeaseTaskOptions};
 use leasehold_testkit::backends::backend_url;
 
 /// Generous bound on one event: about correctness (it comes at all), not speed.
@@ -60,6 +59,7 @@ async fn an_observer_sees_grant_renewals_release_and_take_over_in_order() {
             service(&url, &ns).await,
         );
         let mut obs = watcher
+            .elections()
             .observe_with(
                 "leader",
                 ObserveOptions::new().poll(Duration::from_millis(100)),
@@ -151,6 +151,7 @@ async fn a_value_change_is_pushed_to_observers() {
             .expect("task");
         task.acquired().await.expect("granted");
         let mut obs = watcher
+            .elections()
             .observe_with(
                 "leader",
                 ObserveOptions::new().poll(Duration::from_secs(3600)),

@@ -1,4 +1,4 @@
-//! Once-per-fire scheduled jobs (`LeaseService::run_once`) on SQLite (file), PostgreSQL and
+//! Once-per-fire scheduled jobs (`Jobs::run_once`) on SQLite (file), PostgreSQL and
 //! MySQL: three services standing for three processes, their tickers skewed by about a second,
 //! run every fire exactly once, none skipped and never two runs at once; a run that crashes is
 //! run again by another service only after its term has lapsed, for the same fire, with a
@@ -11,10 +11,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use leasehold::{
-    Clock, DbInstant, Error, FencingToken, FireOutcome, LeaseService, MonotonicClock, Schedule,
-    ValidationError,
-};
+use leasehold::clock::{Clock, MonotonicClock};
+use leasehold::jobs::{FireOutcome, Schedule};
+use leasehold::{DbInstant, Error, FencingToken, LeaseService, ValidationError};
 use tokio::time::Instant;
 
 const JOB: &str = "report";
@@ -93,6 +92,7 @@ async fn three_skewed_tickers_run_every_fire_exactly_once() {
                     let (s, l) = (service.clone(), Arc::clone(&log));
                     let (i, o) = (Arc::clone(&inside), Arc::clone(&overlaps));
                     let outcome = service
+                        .jobs()
                         .run_once(JOB, &schedule, |ctx| async move {
                             if i.fetch_add(1, Ordering::SeqCst) > 0 {
                                 o.fetch_add(1, Ordering::SeqCst);
@@ -184,6 +184,7 @@ async fn a_crashed_run_is_run_again_after_its_term_with_a_larger_token() {
             let (a, l) = (a.clone(), Arc::clone(&log));
             tokio::spawn(async move {
                 a.clone()
+                    .jobs()
                     .run_once(JOB, &schedule, |ctx| async move {
                         let started = a.db_now().await.expect("db time");
                         l.lock().unwrap_or_else(PoisonError::into_inner).push(Run {
@@ -227,6 +228,7 @@ async fn a_crashed_run_is_run_again_after_its_term_with_a_larger_token() {
             for (runner, s) in [(1, &b), (2, &c)] {
                 let (s2, l) = (s.clone(), Arc::clone(&log));
                 let outcome = s
+                    .jobs()
                     .run_once(JOB, &schedule, |ctx| async move {
                         let started = s2.db_now().await.expect("db time");
                         l.lock().unwrap_or_else(PoisonError::into_inner).push(Run {
@@ -272,6 +274,7 @@ async fn a_crashed_run_is_run_again_after_its_term_with_a_larger_token() {
         );
         // Done now: the other service finds it recorded.
         let after = c
+            .jobs()
             .run_once(JOB, &schedule, |_| async { Ok::<_, std::io::Error>(()) })
             .await
             .expect("run_once");
@@ -294,6 +297,7 @@ async fn a_failed_job_leaves_its_fire_due_and_a_done_fire_is_claimed() {
             .expect("period")
             .term(Duration::from_secs(2));
         let failed = a
+            .jobs()
             .run_once(JOB, &schedule, |_| async { Err::<(), _>("disk full") })
             .await
             .expect("run_once");
@@ -306,6 +310,7 @@ async fn a_failed_job_leaves_its_fire_due_and_a_done_fire_is_claimed() {
             panic!("{backend}: {failed:?}");
         };
         let ran = b
+            .jobs()
             .run_once(JOB, &schedule, |ctx| async move { Ok::<_, ()>(ctx.fire()) })
             .await
             .expect("run_once");
@@ -330,6 +335,7 @@ async fn a_failed_job_leaves_its_fire_due_and_a_done_fire_is_claimed() {
         );
         for s in [&a, &b] {
             let done = s
+                .jobs()
                 .run_once(JOB, &schedule, |_| async { Ok::<_, ()>(()) })
                 .await
                 .expect("run_once");
@@ -358,6 +364,7 @@ async fn a_run_ending_just_before_the_next_fire_is_not_run_again() {
         tokio::time::sleep_until(local_instant(&a, fire).await + Duration::from_millis(20)).await;
         let a2 = a.clone();
         let ran = a
+            .jobs()
             .run_once(JOB, &schedule, |ctx| async move {
                 let end = DbInstant(ctx.next_fire().as_millis() - 100);
                 tokio::time::sleep_until(local_instant(&a2, end).await).await;
@@ -376,6 +383,7 @@ async fn a_run_ending_just_before_the_next_fire_is_not_run_again() {
         };
         // The next ask, at once, runs the next fire: never the one just done.
         let again = b
+            .jobs()
             .run_once(JOB, &schedule, |ctx| async move { Ok::<_, ()>(ctx.fire()) })
             .await
             .expect("run_once");
@@ -412,12 +420,13 @@ async fn a_record_made_as_a_renewal_is_due_is_not_cut_short() {
         for (i, ms) in [980u64, 995, 1000, 1005, 1020].into_iter().enumerate() {
             let a = a.clone();
             jobs.push(tokio::spawn(async move {
-                a.run_once(&format!("job-{i}"), &schedule, |_| async move {
-                    tokio::time::sleep(Duration::from_millis(ms)).await;
-                    Ok::<_, ()>(())
-                })
-                .await
-                .expect("run_once")
+                a.jobs()
+                    .run_once(&format!("job-{i}"), &schedule, |_| async move {
+                        tokio::time::sleep(Duration::from_millis(ms)).await;
+                        Ok::<_, ()>(())
+                    })
+                    .await
+                    .expect("run_once")
             }));
         }
         for j in jobs {
@@ -431,6 +440,7 @@ async fn a_record_made_as_a_renewal_is_due_is_not_cut_short() {
         tokio::time::sleep(term + Duration::from_millis(300)).await;
         for i in 0..5 {
             let again = b
+                .jobs()
                 .run_once(&format!("job-{i}"), &schedule, |_| async {
                     Ok::<_, ()>(())
                 })
@@ -459,25 +469,34 @@ async fn asks_while_a_run_goes_on_run_nothing() {
         let running = {
             let a = a.clone();
             tokio::spawn(async move {
-                a.run_once(JOB, &schedule, |ctx| async move {
-                    let _ = started_tx.send(ctx.token());
-                    let _ = finished.await;
-                    Ok::<_, ()>(())
-                })
-                .await
-                .expect("run_once")
+                a.jobs()
+                    .run_once(JOB, &schedule, |ctx| async move {
+                        let _ = started_tx.send(ctx.token());
+                        let _ = finished.await;
+                        Ok::<_, ()>(())
+                    })
+                    .await
+                    .expect("run_once")
             })
         };
         let token = started.await.expect("the run started");
         let nothing = |_| async { Ok::<_, ()>(()) };
-        let local = a.run_once(JOB, &schedule, nothing).await.expect("run_once");
+        let local = a
+            .jobs()
+            .run_once(JOB, &schedule, nothing)
+            .await
+            .expect("run_once");
         assert!(
             matches!(local, FireOutcome::HeldLocally),
             "{backend}: {local:?}"
         );
         // Past a term: the run's renewals keep its row.
         tokio::time::sleep(Duration::from_millis(1500)).await;
-        let other = b.run_once(JOB, &schedule, nothing).await.expect("run_once");
+        let other = b
+            .jobs()
+            .run_once(JOB, &schedule, nothing)
+            .await
+            .expect("run_once");
         assert!(
             matches!(&other, FireOutcome::Claimed { holder, token: t, .. } if holder == a.holder() && *t == token),
             "{backend}: {other:?}"
@@ -514,17 +533,18 @@ async fn bad_input_is_refused_before_anything_is_written() {
             ..
         }))
     ));
-    let job = |_: leasehold::FireContext| async { Ok::<_, ()>(()) };
+    let job = |_: leasehold::jobs::FireContext| async { Ok::<_, ()>(()) };
     assert!(matches!(
-        service.run_once("", &every, job).await,
+        service.jobs().run_once("", &every, job).await,
         Err(Error::Invalid(ValidationError::Empty { field: "job name" }))
     ));
     assert!(matches!(
-        service.run_once(&"x".repeat(251), &every, job).await,
+        service.jobs().run_once(&"x".repeat(251), &every, job).await,
         Err(Error::Invalid(ValidationError::TooLong { .. }))
     ));
     assert!(matches!(
         service
+            .jobs()
             .run_once("j", &every.term(Duration::from_millis(2)), job)
             .await,
         Err(Error::Invalid(ValidationError::Relation {

@@ -9,9 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use leasehold::{
-    Error, EventKind, LeaseConfig, LeaseService, LeaseTaskOptions, LossReason, ShardOptions,
-};
+use leasehold::shards::ShardOptions;
+use leasehold::{Error, EventKind, LeaseConfig, LeaseService, LeaseTaskOptions, LossReason};
 use leasehold_testkit::counting::{CountingStore, Op};
 
 use common::{backends, sqlite_file_url, unique_namespace};
@@ -233,7 +232,7 @@ async fn a_panicking_callback_ends_its_tenure_and_the_task_goes_on() {
             Some(&LossReason::CallbackPanicked),
             "{backend}"
         );
-        let names = service.lease_tasks().await.expect("tasks");
+        let names = service.tasks().list().await.expect("tasks");
         assert_eq!(names.len(), 1, "{backend}: still listed");
         assert!(service.stop_lease_task("panics").await.expect("stop"));
         service.shutdown().await.expect("engine alive");

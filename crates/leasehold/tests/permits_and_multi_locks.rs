@@ -50,13 +50,8 @@ async fn permits_never_exceed_n_across_services() {
                 for _ in 0..ROUNDS {
                     let permit = svc
                         .locks()
-                        .acquire_permit_within(
-                            &ns,
-                            "pool",
-                            PERMITS,
-                            Some(Duration::from_secs(60)),
-                            TTL,
-                        )
+                        .permits()
+                        .acquire_within(&ns, "pool", PERMITS, Some(Duration::from_secs(60)), TTL)
                         .await
                         .expect("acquire_permit_within")
                         .expect("a permit within a minute");
@@ -105,31 +100,34 @@ async fn permits_all_taken_then_mismatch_refused() {
         let (a, b) = (&svcs[0], &svcs[1]);
         let p0 = a
             .locks()
-            .acquire_permit(&ns, "s", 2, TTL)
+            .permits()
+            .acquire(&ns, "s", 2, TTL)
             .await
             .expect("p0")
             .expect("free");
         let p1 = b
             .locks()
-            .acquire_permit(&ns, "s", 2, TTL)
+            .permits()
+            .acquire(&ns, "s", 2, TTL)
             .await
             .expect("p1")
             .expect("free");
         assert_ne!(p0.index(), p1.index());
         assert!(
             a.locks()
-                .acquire_permit(&ns, "s", 2, TTL)
+                .permits()
+                .acquire(&ns, "s", 2, TTL)
                 .await
                 .expect("third")
                 .is_none()
         );
-        match b.locks().acquire_permit(&ns, "s", 5, TTL).await {
+        match b.locks().permits().acquire(&ns, "s", 5, TTL).await {
             Err(Error::PermitsMismatch {
                 asked: 5, found: 2, ..
             }) => {}
             other => panic!("{url}: another count was not refused: {other:?}"),
         }
-        match b.locks().acquire_permit(&ns, "s", 0, TTL).await {
+        match b.locks().permits().acquire(&ns, "s", 0, TTL).await {
             Err(Error::Invalid(_)) => {}
             other => panic!("{url}: zero permits: {other:?}"),
         }
@@ -138,7 +136,8 @@ async fn permits_all_taken_then_mismatch_refused() {
         // Every permit of the old count released: a new count is fine.
         let p = b
             .locks()
-            .acquire_permit(&ns, "s", 5, TTL)
+            .permits()
+            .acquire(&ns, "s", 5, TTL)
             .await
             .expect("p")
             .expect("free");
@@ -174,7 +173,8 @@ async fn multi_locks_in_crossing_orders_finish_without_deadlock() {
                 for _ in 0..ROUNDS {
                     let set = svc
                         .locks()
-                        .acquire_all_within(&ns, &names, Some(Duration::from_secs(60)), TTL)
+                        .all()
+                        .acquire_within(&ns, &names, Some(Duration::from_secs(60)), TTL)
                         .await
                         .expect("acquire_all_within")
                         .expect("the set within a minute: no deadlock");
@@ -215,11 +215,12 @@ async fn multi_lock_refused_leaves_nothing_and_one_loss_ends_the_set() {
             .expect("free");
         match b
             .locks()
-            .attempt_all(&ns, &["y", "x", "z"], TTL)
+            .all()
+            .attempt(&ns, &["y", "x", "z"], TTL)
             .await
             .expect("attempt")
         {
-            leasehold::MultiLockOutcome::HeldBy {
+            leasehold::locks::MultiLockOutcome::HeldBy {
                 key, holder, token, ..
             } => {
                 assert_eq!(key.name.as_str(), "x");
@@ -235,7 +236,8 @@ async fn multi_lock_refused_leaves_nothing_and_one_loss_ends_the_set() {
         x.unlock().await.expect("unlock");
         let set = b
             .locks()
-            .acquire_all(&ns, &["y", "x", "z"], TTL)
+            .all()
+            .acquire(&ns, &["y", "x", "z"], TTL)
             .await
             .expect("acquire_all")
             .expect("free now");

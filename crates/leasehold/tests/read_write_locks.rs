@@ -12,7 +12,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use common::{Mode, Switch};
-use leasehold::{Error, LeaseService, Store};
+use leasehold::store::Store;
+use leasehold::{Error, LeaseService};
 use leasehold_core::{Clock, MonotonicClock};
 
 const TTL: Duration = Duration::from_secs(30);
@@ -34,6 +35,7 @@ async fn readers_share_and_a_writer_excludes_everyone() {
         for s in [&a, &b, &a, &b, &a, &b] {
             let r = s
                 .locks()
+                .read_write()
                 .acquire_shared(&ns, "catalog", TTL)
                 .await
                 .expect("reader")
@@ -44,6 +46,7 @@ async fn readers_share_and_a_writer_excludes_everyone() {
         // A writer is refused while they are in, on either service, and a waiting one times out.
         assert!(
             b.locks()
+                .read_write()
                 .acquire_exclusive(&ns, "catalog", TTL)
                 .await
                 .expect("writer")
@@ -52,6 +55,7 @@ async fn readers_share_and_a_writer_excludes_everyone() {
         );
         let waited = a
             .locks()
+            .read_write()
             .acquire_exclusive_within(&ns, "catalog", Some(Duration::from_millis(300)), TTL)
             .await
             .expect("writer");
@@ -63,6 +67,7 @@ async fn readers_share_and_a_writer_excludes_everyone() {
         // One writer: no reader and no other writer, from either service.
         let w = b
             .locks()
+            .read_write()
             .acquire_exclusive(&ns, "catalog", TTL)
             .await
             .expect("writer")
@@ -71,6 +76,7 @@ async fn readers_share_and_a_writer_excludes_everyone() {
             let locks = s.locks();
             assert!(
                 locks
+                    .read_write()
                     .acquire_shared(&ns, "catalog", TTL)
                     .await
                     .expect("r")
@@ -78,12 +84,14 @@ async fn readers_share_and_a_writer_excludes_everyone() {
             );
             assert!(
                 locks
+                    .read_write()
                     .acquire_exclusive(&ns, "catalog", TTL)
                     .await
                     .expect("w")
                     .is_none()
             );
             let waited = locks
+                .read_write()
                 .acquire_shared_within(&ns, "catalog", Some(Duration::from_millis(200)), TTL)
                 .await
                 .expect("r");
@@ -96,6 +104,7 @@ async fn readers_share_and_a_writer_excludes_everyone() {
         let ns2 = ns.clone();
         let reader = tokio::spawn(async move {
             a2.locks()
+                .read_write()
                 .acquire_shared_within(&ns2, "catalog", Some(Duration::from_secs(20)), TTL)
                 .await
         });
@@ -133,6 +142,7 @@ async fn a_waiting_writer_is_not_starved_by_a_stream_of_readers() {
                 while !stop.load(Ordering::SeqCst) {
                     let got = a
                         .locks()
+                        .read_write()
                         .acquire_shared(&ns, "index", TTL)
                         .await
                         .expect("reader");
@@ -151,6 +161,7 @@ async fn a_waiting_writer_is_not_starved_by_a_stream_of_readers() {
         let started = MonotonicClock.now();
         let w = b
             .locks()
+            .read_write()
             .acquire_exclusive_within(&ns, "index", Some(Duration::from_secs(10)), TTL)
             .await
             .expect("writer")
@@ -160,6 +171,7 @@ async fn a_waiting_writer_is_not_starved_by_a_stream_of_readers() {
         // While the writer holds the lock, the stream's readers stay out.
         let before = a
             .locks()
+            .read_write()
             .acquire_shared(&ns, "index", TTL)
             .await
             .expect("reader");
@@ -181,6 +193,7 @@ async fn signals_agree_and_writers_tokens_increase() {
         let (a, b) = (service(&url).await, service(&url).await);
         let r = a
             .locks()
+            .read_write()
             .acquire_shared(&ns, "ledger", TTL)
             .await
             .expect("reader")
@@ -207,6 +220,7 @@ async fn signals_agree_and_writers_tokens_increase() {
         for s in [&a, &b, &a] {
             let w = s
                 .locks()
+                .read_write()
                 .acquire_exclusive(&ns, "ledger", TTL)
                 .await
                 .expect("writer")
@@ -245,6 +259,7 @@ async fn a_writers_belief_ends_at_its_local_deadline_when_its_database_stops_ans
         let ttl = Duration::from_secs(2);
         let w = a
             .locks()
+            .read_write()
             .acquire_exclusive(&ns, "ledger", ttl)
             .await
             .expect("writer")
@@ -274,6 +289,7 @@ async fn a_writers_belief_ends_at_its_local_deadline_when_its_database_stops_ans
         // The other service gets the lock once the gate's grant has ended by the database clock.
         let next = b
             .locks()
+            .read_write()
             .acquire_exclusive_within(&ns, "ledger", Some(Duration::from_secs(10)), ttl)
             .await
             .expect("writer")
@@ -292,17 +308,28 @@ async fn bad_names_and_ttls_are_invalid() {
     let service = service("sqlite::memory:").await;
     let locks = service.locks();
     for result in [
-        locks.acquire_shared("ns", "", TTL).await.map(|_| ()),
-        locks.acquire_exclusive("ns", "", TTL).await.map(|_| ()),
         locks
+            .read_write()
+            .acquire_shared("ns", "", TTL)
+            .await
+            .map(|_| ()),
+        locks
+            .read_write()
+            .acquire_exclusive("ns", "", TTL)
+            .await
+            .map(|_| ()),
+        locks
+            .read_write()
             .acquire_shared("ns", "x", Duration::ZERO)
             .await
             .map(|_| ()),
         locks
+            .read_write()
             .acquire_exclusive_within("ns", "x", None, Duration::ZERO)
             .await
             .map(|_| ()),
         locks
+            .read_write()
             .acquire_shared_within("ns", &"n".repeat(300), None, TTL)
             .await
             .map(|_| ()),

@@ -10,7 +10,9 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use leasehold::{LeaseConfig, LeaseService, LeaseStore, Namespace, ShardOptions, StoreBuilder};
+use leasehold::shards::ShardOptions;
+use leasehold::store::{LeaseStore, StoreBuilder};
+use leasehold::{LeaseConfig, LeaseService, Namespace};
 use leasehold_ring::HostRing;
 use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 

@@ -11,7 +11,9 @@ mod common;
 use std::time::Duration;
 
 use common::{sqlite_file_url, unique_namespace};
-use leasehold::{Clock, LeaseConfig, LeaseService, MonotonicClock, ShardOptions, ShardedTasks};
+use leasehold::clock::{Clock, MonotonicClock};
+use leasehold::shards::ShardOptions;
+use leasehold::{LeaseConfig, LeaseService, ShardedTasks};
 use leasehold_ring::HostRing;
 use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 

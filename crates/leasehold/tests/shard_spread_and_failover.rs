@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::{DoubleHolderSampler, Doubles, Sampled, sqlite_file_url, unique_namespace};
-use leasehold::{LeaseConfig, LeaseService, ShardOptions, ShardedTasks};
+use leasehold::shards::ShardOptions;
+use leasehold::{LeaseConfig, LeaseService, ShardedTasks};
 use leasehold_ring::HostRing;
 use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 

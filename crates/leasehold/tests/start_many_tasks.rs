@@ -1,4 +1,4 @@
-//! `LeaseService::start_lease_tasks` on every backend: many tasks started in one call are each
+//! `LeaseTasks::start_many` on every backend: many tasks started in one call are each
 //! a real tenure (their own token, believed by every signal, the row naming this holder), a
 //! name given twice is one task, and a bad call leaves everything as it was — a bad name starts
 //! nothing, and a name another owner uses stops again whatever the call had started, across
@@ -9,7 +9,8 @@ mod common;
 use std::collections::HashSet;
 use std::time::Duration;
 
-use leasehold::{Error, LeaseConfig, LeaseService, LeaseTaskOptions, START_CHUNK};
+use leasehold::limits::START_CHUNK;
+use leasehold::{Error, LeaseConfig, LeaseService, LeaseTaskOptions};
 
 use common::{backends, unique_namespace};
 
@@ -36,7 +37,8 @@ async fn many_tasks_started_in_one_call_each_hold_a_tenure() {
         let mut names: Vec<String> = (0..count).map(|i| format!("n{i:05}")).collect();
         names.push("n00003".to_owned());
         let tasks = service
-            .start_lease_tasks(&names, LeaseTaskOptions::new())
+            .tasks()
+            .start_many(&names, LeaseTaskOptions::new())
             .await
             .expect("start");
         assert_eq!(tasks.len(), names.len(), "{backend}: one handle per name");
@@ -64,7 +66,7 @@ async fn many_tasks_started_in_one_call_each_hold_a_tenure() {
             "{backend}: the duplicate is the same tenure"
         );
         assert_eq!(
-            service.lease_tasks().await.expect("tasks").len(),
+            service.tasks().list().await.expect("tasks").len(),
             count,
             "{backend}: one task per distinct name"
         );
@@ -82,7 +84,8 @@ async fn many_tasks_started_in_one_call_each_hold_a_tenure() {
         }
         // Starting them again answers the running tasks.
         let again = service
-            .start_lease_tasks(&names[..10], LeaseTaskOptions::new())
+            .tasks()
+            .start_many(&names[..10], LeaseTaskOptions::new())
             .await
             .expect("again");
         for (task, first) in again.iter().zip(&tasks) {
@@ -107,13 +110,14 @@ async fn a_bad_call_leaves_every_task_and_row_as_it_was() {
         let mut names: Vec<String> = (0..START_CHUNK + 10).map(|i| format!("b{i:05}")).collect();
         names.push(String::new());
         let refused = service
-            .start_lease_tasks(&names, LeaseTaskOptions::new())
+            .tasks()
+            .start_many(&names, LeaseTaskOptions::new())
             .await;
         assert!(
             matches!(refused, Err(Error::Invalid(_))),
             "{backend}: {refused:?}"
         );
-        assert_eq!(service.lease_tasks().await.expect("tasks").len(), 1);
+        assert_eq!(service.tasks().list().await.expect("tasks").len(), 1);
 
         // A name a lock of this service holds, in the second chunk: the first chunk was
         // started, and is stopped again; its rows are released.
@@ -125,14 +129,16 @@ async fn a_bad_call_leaves_every_task_and_row_as_it_was() {
         names.pop();
         names.push("locked".to_owned());
         let refused = service
-            .start_lease_tasks(&names, LeaseTaskOptions::new())
+            .tasks()
+            .start_many(&names, LeaseTaskOptions::new())
             .await;
         assert!(
             matches!(refused, Err(Error::KeyInUse { .. })),
             "{backend}: {refused:?}"
         );
         let left: Vec<_> = service
-            .lease_tasks()
+            .tasks()
+            .list()
             .await
             .expect("tasks")
             .into_iter()

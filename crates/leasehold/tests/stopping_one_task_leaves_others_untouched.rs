@@ -43,7 +43,7 @@ async fn stopping_one_task_leaves_every_other_untouched() {
         .expect("start");
     assert_eq!(again.token(), Some(held[1].2));
     assert_eq!(
-        service.lease_tasks().await.expect("tasks").len(),
+        service.tasks().list().await.expect("tasks").len(),
         names.len()
     );
 
@@ -87,7 +87,7 @@ async fn stopping_one_task_leaves_every_other_untouched() {
     }
     assert!(renewed >= 3, "renewals went on ({renewed})");
     assert_eq!(
-        service.lease_tasks().await.expect("tasks").len(),
+        service.tasks().list().await.expect("tasks").len(),
         names.len() - 1
     );
 

@@ -9,9 +9,9 @@ mod common;
 use std::time::Duration;
 
 use common::{sqlite_file_url, unique_namespace};
+use leasehold::store::{Grant, LeaseStore, StoreBuilder};
 use leasehold::{
-    Error, Grant, LeaseConfig, LeaseKey, LeaseService, LeaseStore, LeaseTask, LeaseTaskOptions,
-    LeaseValue, Retention, StoreBuilder,
+    Error, LeaseConfig, LeaseKey, LeaseService, LeaseTask, LeaseTaskOptions, LeaseValue, Retention,
 };
 use leasehold_testkit::backends::{MYSQL_ENV, POSTGRES_ENV, backend_url};
 
@@ -92,7 +92,8 @@ async fn value_on_the_lease(url: &str, backend: &str) {
     assert_eq!(row.value, Some(value("10.0.0.1:81")));
     // A's next tenure (after yielding) is granted with the latest value.
     b.stop_lease_task("leader").await.expect("stop b");
-    a.yield_lease("leader", Duration::from_secs(5))
+    a.tasks()
+        .yield_lease("leader", Duration::from_secs(5))
         .await
         .expect("yield");
     let t2 = acquired(&task).await;
@@ -164,13 +165,13 @@ async fn retention_covers_lock_and_named_namespaces(url: &str, backend: &str) {
     let svc = service(url, &ns, "a", Some(retention)).await;
     let store = StoreBuilder::new(url).connect().await.expect("store");
     let stranger = leasehold::HolderId::new(format!("{ns}-stranger")).expect("holder");
-    let term = leasehold::Term::new("term", Duration::from_secs(30)).expect("term");
+    let term = leasehold::engine::Term::new("term", Duration::from_secs(30)).expect("term");
     let (named_key, other_key) = (
         LeaseKey::parse(&named, "file-1").expect("key"),
         LeaseKey::parse(&other, "file-1").expect("key"),
     );
     for key in [&named_key, &other_key] {
-        let leasehold::AcquireOutcome::Acquired { token, .. } = store
+        let leasehold::store::AcquireOutcome::Acquired { token, .. } = store
             .begin_tenure(key, &stranger, Grant::New, term, None)
             .await
             .expect("grant")

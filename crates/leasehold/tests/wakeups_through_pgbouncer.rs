@@ -6,7 +6,8 @@
 
 use std::time::Duration;
 
-use leasehold::{LeaseConfig, LeaseService, Wakeups};
+use leasehold::health::Wakeups;
+use leasehold::{LeaseConfig, LeaseService};
 use leasehold_core::{Clock, MonotonicClock};
 use leasehold_testkit::pgbouncer::{self, PoolMode};
 

@@ -92,15 +92,17 @@ pub fn cross_node_wakeup(cluster: &GaleraCluster) -> Result<Wakeup, ServerError>
 /// # Errors
 /// What went wrong, as text: a setup step, or a fenced commit that succeeded.
 pub fn fence_overtaken_on_another_node(cluster: &GaleraCluster) -> Result<String, String> {
-    use leasehold::sea_orm::ConnectionTrait;
-    use leasehold::{AcquireOutcome, Grant, HolderId, LeaseKey, LeaseStore, Term};
+    use leasehold::engine::Term;
+    use leasehold::store::sea_orm::ConnectionTrait;
+    use leasehold::store::{AcquireOutcome, Grant, LeaseStore};
+    use leasehold::{HolderId, LeaseKey};
     on_new_runtime(async {
         let text = |e: &dyn std::fmt::Display| e.to_string();
-        let one = leasehold::StoreBuilder::new(cluster.node_url(0))
+        let one = leasehold::store::StoreBuilder::new(cluster.node_url(0))
             .connect()
             .await
             .map_err(|e| text(&e))?;
-        let two = leasehold::StoreBuilder::new(cluster.node_url(1))
+        let two = leasehold::store::StoreBuilder::new(cluster.node_url(1))
             .connect()
             .await
             .map_err(|e| text(&e))?;
@@ -150,8 +152,8 @@ pub fn fence_overtaken_on_another_node(cluster: &GaleraCluster) -> Result<String
         };
         let kept = two
             .connection()
-            .query_all_raw(leasehold::sea_orm::Statement::from_string(
-                leasehold::sea_orm::DbBackend::MySql,
+            .query_all_raw(leasehold::store::sea_orm::Statement::from_string(
+                leasehold::store::sea_orm::DbBackend::MySql,
                 format!("SELECT id FROM galera_fenced WHERE token = {}", token.get()),
             ))
             .await
@@ -178,25 +180,29 @@ pub fn fence_overtaken_on_another_node(cluster: &GaleraCluster) -> Result<String
 /// What went wrong, as text: a connection that failed, a pool accepted without the setting, or
 /// one refused with it.
 pub fn own_pool_needs_causality_wait(cluster: &GaleraCluster) -> Result<String, String> {
-    use leasehold::sea_orm::{ConnectOptions, ConnectionTrait, Database};
+    use leasehold::store::sea_orm::{ConnectOptions, ConnectionTrait, Database};
     on_new_runtime(async {
         let text = |e: &dyn std::fmt::Display| e.to_string();
         let mut options = ConnectOptions::new(cluster.node_url(0));
         options.max_connections(1).min_connections(1);
         let pool = Database::connect(options).await.map_err(|e| text(&e))?;
-        let refusal =
-            match leasehold::SeaOrmStore::from_connection(pool.clone(), "lease_info").await {
-                Err(e @ leasehold::StoreError::Misconfigured { .. }) if !e.is_transient() => {
-                    e.to_string()
-                }
-                Err(e) => return Err(format!("refused with the wrong error: {e}")),
-                Ok(_) => return Err("a pool without wsrep_sync_wait was accepted".into()),
-            };
+        let refusal = match leasehold::store::SeaOrmStore::from_connection(
+            pool.clone(),
+            "lease_info",
+        )
+        .await
+        {
+            Err(e @ leasehold::StoreError::Misconfigured { .. }) if !e.is_transient() => {
+                e.to_string()
+            }
+            Err(e) => return Err(format!("refused with the wrong error: {e}")),
+            Ok(_) => return Err("a pool without wsrep_sync_wait was accepted".into()),
+        };
         // The pool's one connection now waits for causality.
         pool.execute_unprepared("SET SESSION wsrep_sync_wait = 7")
             .await
             .map_err(|e| text(&e))?;
-        leasehold::SeaOrmStore::from_connection(pool, "lease_info")
+        leasehold::store::SeaOrmStore::from_connection(pool, "lease_info")
             .await
             .map_err(|e| format!("refused with wsrep_sync_wait = 7: {e}"))?;
         Ok(refusal)

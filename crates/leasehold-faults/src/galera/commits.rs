@@ -20,20 +20,22 @@ use crate::servers::GaleraCluster;
 /// What went wrong, as text: a setup step, a `COMMIT` that was never held, or a path whose
 /// answer or whose effect contradicts node 2's grant.
 pub fn commits_lost_to_another_node(cluster: &GaleraCluster) -> Result<Vec<String>, String> {
-    use leasehold::{
-        AcquireOutcome, AdminStore, AllOutcome, BatchRenewal, Grant, HolderId, LeaseKey,
-        LeaseStore, ReleaseOutcome, TenureRef, Term,
+    use leasehold::engine::Term;
+    use leasehold::store::{
+        AcquireOutcome, AdminStore, AllOutcome, BatchRenewal, Grant, LeaseStore, ReleaseOutcome,
+        TenureRef,
     };
+    use leasehold::{HolderId, LeaseKey};
     use leasehold_testkit::FaultProxy;
     on_new_runtime(async {
         let text = |e: &dyn std::fmt::Display| e.to_string();
         let node1: std::net::SocketAddr = ([127, 0, 0, 1], cluster.port(0)).into();
         let proxy = FaultProxy::start(node1).await.map_err(|e| text(&e))?;
-        let one = leasehold::StoreBuilder::new(proxy.url_for(&cluster.node_url(0), node1))
+        let one = leasehold::store::StoreBuilder::new(proxy.url_for(&cluster.node_url(0), node1))
             .connect()
             .await
             .map_err(|e| text(&e))?;
-        let two = leasehold::StoreBuilder::new(cluster.node_url(1))
+        let two = leasehold::store::StoreBuilder::new(cluster.node_url(1))
             .connect()
             .await
             .map_err(|e| text(&e))?;
@@ -229,9 +231,9 @@ pub fn commits_lost_to_another_node(cluster: &GaleraCluster) -> Result<Vec<Strin
 struct Contest<'a> {
     proxy: &'a leasehold_testkit::FaultProxy,
     cluster: &'a GaleraCluster,
-    two: &'a leasehold::SeaOrmStore,
+    two: &'a leasehold::store::SeaOrmStore,
     b: &'a leasehold::HolderId,
-    term: leasehold::Term,
+    term: leasehold::engine::Term,
     /// COMMITs held so far.
     held: u64,
     /// Node 1 transactions refused by certification.
@@ -249,7 +251,7 @@ impl Contest<'_> {
         call: impl std::future::Future<Output = T> + Send + 'static,
         contested: &leasehold::LeaseKey,
     ) -> Result<(T, leasehold::FencingToken), String> {
-        use leasehold::{AcquireOutcome, AdminStore, Grant, LeaseStore};
+        use leasehold::store::{AcquireOutcome, AdminStore, Grant, LeaseStore};
         let before = certification_conflicts(self.cluster);
         self.proxy.hold_commits();
         let answer = tokio::spawn(call);

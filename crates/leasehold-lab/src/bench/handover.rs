@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use leasehold::{LeaseConfig, LeaseService, LeaseTaskOptions, ShardOptions};
+use leasehold::shards::ShardOptions;
+use leasehold::{LeaseConfig, LeaseService, LeaseTaskOptions};
 
 use super::locks::handoff_once;
 use super::statements::{R, err};
@@ -194,7 +195,7 @@ async fn task_ping_pong(ctx: &Ctx, a: &LeaseService, b: &LeaseService) -> R<Roun
         let start = stopwatch();
         let yielded = {
             let from = from.clone();
-            tokio::spawn(async move { from.yield_lease("leader", WAIT).await })
+            tokio::spawn(async move { from.tasks().yield_lease("leader", WAIT).await })
         };
         let got = tokio::time::timeout(WAIT, to_task.acquired()).await;
         let elapsed = start.elapsed();

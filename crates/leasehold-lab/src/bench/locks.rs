@@ -31,7 +31,7 @@ enum Kind {
     NamedLock(sea_orm::sqlx::MySqlPool),
     /// The facade: `LeaseService::lock` + `LockGuard::unlock`.
     Facade(LeaseService),
-    /// The facade's multi-lock: `Locks::acquire_all` of the name and its `~b` twin +
+    /// The facade's multi-lock: `AllLocks::acquire` of the name and its `~b` twin +
     /// `MultiLockGuard::unlock`.
     FacadeAll(LeaseService),
     /// The same two names as two facade locks, taken in key order and released together.
@@ -136,7 +136,8 @@ async fn try_pair(kind: &Kind, key: &LeaseKey, me: &HolderId, term: Term) -> R<O
             let names = [key.name.as_str(), twin.as_str()];
             match service
                 .locks()
-                .acquire_all(key.namespace.as_str(), &names, ttl)
+                .all()
+                .acquire(key.namespace.as_str(), &names, ttl)
                 .await
                 .map_err(err)?
             {

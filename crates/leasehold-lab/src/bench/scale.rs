@@ -14,7 +14,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
-use leasehold::{LeaseConfig, LeaseService, LeaseTaskOptions, ShardOptions};
+use leasehold::shards::ShardOptions;
+use leasehold::{LeaseConfig, LeaseService, LeaseTaskOptions};
 use leasehold_testkit::counting::{CountingStore, Op, StoreCounts};
 
 use super::statements::{R, err};

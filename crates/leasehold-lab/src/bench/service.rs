@@ -9,10 +9,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
-use leasehold::{
-    AcquireOutcome, Clock, HolderId, LeaseConfig, LeaseKey, LeaseService, LeaseStore,
-    LeaseTaskOptions, MonotonicClock, RenewOutcome, Store, TenureRef, Term,
-};
+use leasehold::clock::{Clock, MonotonicClock};
+use leasehold::engine::Term;
+use leasehold::store::{AcquireOutcome, LeaseStore, RenewOutcome, Store, TenureRef};
+use leasehold::{HolderId, LeaseConfig, LeaseKey, LeaseService, LeaseTaskOptions};
 use leasehold_storage::{Backend, Grant};
 use leasehold_testkit::counting::{CountingStore, Op, StoreCounts};
 

@@ -8,19 +8,21 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use leasehold::LeaseKey;
+use leasehold::derived::{DerivedKey, KeyRole};
 
 use super::Finding;
 use crate::beliefs::{Owner, Sighting};
 
 /// The semaphore of a permit's key: (namespace, base name, N).
 fn semaphore(key: &LeaseKey) -> Option<(String, String, u32)> {
-    let (base, rest) = key.name.as_str().split_once("#permit:")?;
-    let (_, n) = rest.split_once('/')?;
-    Some((
-        key.namespace.as_str().to_owned(),
-        base.to_owned(),
-        n.parse().ok()?,
-    ))
+    let derived = DerivedKey::parse(key.name.as_str())?;
+    let (_, n) = derived.permit()?;
+    // A read-write lock's read slots are permits of its semaphore `{name}#read`.
+    let base = match derived.role {
+        KeyRole::RwReaders => format!("{}{}", derived.base, derived.role.form()),
+        _ => derived.base.to_owned(),
+    };
+    Some((key.namespace.as_str().to_owned(), base, n))
 }
 
 type Pairs<'a> = BTreeMap<(String, String, u32), BTreeSet<(&'a Owner, &'a LeaseKey)>>;
@@ -86,7 +88,10 @@ mod tests {
                 generation: 1,
                 holder: HolderId::new(format!("h{slot}")).expect("holder"),
             },
-            key: LeaseKey::parse("ns", name).expect("key"),
+            key: LeaseKey::new(
+                leasehold::Namespace::new("ns").expect("namespace"),
+                leasehold::LeaseName::new(name).expect("stored name"),
+            ),
             signal: Signal::GuardIsHeld,
             token: None,
         }

@@ -12,19 +12,21 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use leasehold::LeaseKey;
+use leasehold::derived::{DerivedKey, KeyRole};
 
 use super::Finding;
 use crate::beliefs::{Owner, Sighting};
 
 /// The read-write lock of a key and whether the key is its writer's: (namespace, name, writer).
 fn rw_lock(key: &LeaseKey) -> Option<(String, String, bool)> {
-    let name = key.name.as_str();
+    let derived = DerivedKey::parse(key.name.as_str())?;
+    let writer = match derived.role {
+        KeyRole::RwGate if derived.rest.is_empty() => true,
+        KeyRole::RwReaders if derived.permit().is_some() => false,
+        _ => return None,
+    };
     let ns = key.namespace.as_str().to_owned();
-    if let Some(base) = name.strip_suffix("#rw") {
-        return Some((ns, base.to_owned(), true));
-    }
-    let (base, _) = name.split_once("#read#permit:")?;
-    Some((ns, base.to_owned(), false))
+    Some((ns, derived.base.to_owned(), writer))
 }
 
 type Pairs<'a> = BTreeMap<(String, String), BTreeSet<(&'a Owner, &'a LeaseKey, bool)>>;
@@ -99,7 +101,10 @@ mod tests {
                 generation: 1,
                 holder: HolderId::new(format!("h{slot}")).expect("holder"),
             },
-            key: LeaseKey::parse("ns", name).expect("key"),
+            key: LeaseKey::new(
+                leasehold::Namespace::new("ns").expect("namespace"),
+                leasehold::LeaseName::new(name).expect("stored name"),
+            ),
             signal: Signal::GuardIsHeld,
             token: None,
         }

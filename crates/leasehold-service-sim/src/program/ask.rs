@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use leasehold::AskOptions;
+use leasehold::elections::AskOptions;
 use rand::RngExt;
 
 use super::Program;
@@ -49,7 +49,7 @@ impl Program {
         }
         let bound = patience + self.ctx.settled();
         let what = format!("ask_release {name} ({options:?})");
-        let f = service.ask_release_with(&name, &options);
+        let f = service.elections().ask_release_with(&name, &options);
         self.drive(&what, bound, f, |r| format!("{r:?}")).await;
     }
 }

@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use leasehold::Candidate;
+use leasehold::elections::Candidate;
 use rand::RngExt;
 
 use super::Program;
@@ -30,7 +30,7 @@ impl Program {
         };
         if self.tasks.is_empty() || self.rng.random_bool(0.5) {
             let name = self.pick_name();
-            let f = service.participants(&name);
+            let f = service.elections().participants(&name);
             let bound = self.ctx.quick() * 2;
             self.drive(&format!("participants {name}"), bound, f, |r| {
                 format!("{:?}", r.as_ref().map(Vec::len))
@@ -47,7 +47,7 @@ impl Program {
         else {
             return;
         };
-        let listed = service.participants(&name);
+        let listed = service.elections().participants(&name);
         let Some(Ok(all)) = self
             .drive(
                 &format!("participants {name}"),
@@ -92,7 +92,7 @@ impl Program {
         // settling (a term and a request timeout) and the wait for the successor (a term).
         let bound = timeout + self.ctx.term() * 3 + self.ctx.timeout() * 3 + self.ctx.settled();
         let what = format!("hand_over_to {name} {successor} ({timeout:?})");
-        let f = service.hand_over_to(&name, &successor, timeout);
+        let f = service.elections().hand_over_to(&name, &successor, timeout);
         self.drive(&what, bound, f, |r| format!("{r:?}")).await;
     }
 }

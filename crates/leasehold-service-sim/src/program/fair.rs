@@ -21,13 +21,13 @@ impl Program {
             // The queue's listing, then one attempt.
             let bound = self.ctx.timeout() + self.ctx.quick();
             let what = format!("acquire_fair {name} ttl {ttl:.0?}");
-            let f = locks.acquire_fair(&ns, &name, ttl);
+            let f = locks.fair().acquire(&ns, &name, ttl);
             self.drive(&what, bound, f, super::locks::describe).await
         } else {
             let wait = self.ctx.term().mul_f64(self.rng.random_range(0.0..0.5));
             let bound = wait + self.ctx.quick();
             let what = format!("acquire_fair_within {name} wait {wait:.0?} ttl {ttl:.0?}");
-            let f = locks.acquire_fair_within(&ns, &name, Some(wait), ttl);
+            let f = locks.fair().acquire_within(&ns, &name, Some(wait), ttl);
             self.drive(&what, bound, f, super::locks::describe).await
         };
         if let Some(Ok(Some(guard))) = out {

@@ -300,7 +300,7 @@ impl Program {
     }
 }
 
-fn describe_reentrant(r: &leasehold::Result<Option<leasehold::ReentrantGuard>>) -> String {
+fn describe_reentrant(r: &leasehold::Result<Option<leasehold::locks::ReentrantGuard>>) -> String {
     match r {
         Ok(Some(g)) => format!("token {} depth {}", g.token(), g.depth()),
         Ok(None) => "not acquired".to_owned(),

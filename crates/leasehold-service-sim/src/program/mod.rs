@@ -334,7 +334,7 @@ impl Program {
         // start: a failed `start_sharded` may leave it running.
         let membership = format!(
             "leasehold.members/{}/{}",
-            leasehold::DEFAULT_SHARD_GROUP,
+            leasehold::limits::DEFAULT_SHARD_GROUP,
             owner.holder
         );
         for name in self
@@ -353,16 +353,20 @@ impl Program {
         if self.ctx.world.spec.weights.candidate > 0 {
             // A candidate task's row, a hand-over's marker and a candidate's ask are believed
             // through has_lease while their service lives.
+            use leasehold::derived::DerivedKey;
             for name in &self.ctx.keys {
-                for row in [
-                    format!("{name}{}{}", leasehold::CANDIDATE_SUFFIX, owner.holder),
-                    format!("{name}{}", leasehold::NEXT_SUFFIX),
-                    format!("{name}{}", leasehold::ASK_SUFFIX),
-                ] {
-                    if let Some(k) = self.ctx.key(&row) {
-                        keys.push(k);
-                    }
-                }
+                let Some(base) = self.ctx.key(name) else {
+                    continue;
+                };
+                keys.extend(
+                    [
+                        DerivedKey::candidacy(&base, &owner.holder),
+                        DerivedKey::successor(&base),
+                        DerivedKey::ask(&base),
+                    ]
+                    .into_iter()
+                    .flatten(),
+                );
             }
         }
         self.ctx.beliefs.service(&owner, &self.cell, keys);
@@ -451,7 +455,7 @@ impl Program {
                 self.drive("db_now", quick, f, |r| format!("{r:?}")).await;
             }
             2 => {
-                let f = service.lease_tasks();
+                let f = service.tasks().list();
                 self.drive("lease_tasks", quick, f, |r| format!("{r:?}"))
                     .await;
             }

@@ -3,7 +3,7 @@
 //! next fire) and failing now and then; its run's cancellation token is registered with the
 //! oracle while it runs, so the runs of a job are checked as any other tenure's belief.
 
-use leasehold::{FireOutcome, Schedule};
+use leasehold::jobs::{FireOutcome, Schedule};
 use rand::RngExt;
 
 use super::Program;
@@ -35,6 +35,7 @@ impl Program {
         let bound = self.ctx.quick() * 6 + length;
         let f = async move {
             service
+                .jobs()
                 .run_once(job, &schedule, |fire| async move {
                     beliefs.token(
                         &owner,

@@ -21,9 +21,7 @@ pub(crate) const TASK_PERMITS: u32 = 2;
 
 /// The permit key of `task`'s slot `slot`.
 fn slot_key(task: &PermitTask, slot: u32) -> Option<LeaseKey> {
-    let key = task.key();
-    let name = format!("{}#permit:{slot}/{}", key.name.as_str(), task.permits());
-    LeaseKey::parse(key.namespace.as_str(), &name).ok()
+    leasehold::derived::DerivedKey::permit(task.key(), slot, task.permits()).ok()
 }
 
 impl Program {
@@ -62,7 +60,8 @@ impl Program {
         let bound = self.ctx.quick() * (TASK_PERMITS + 5);
         let f = async move {
             service
-                .start_lease_task_with_permits(PERMIT_TASK, TASK_PERMITS, options)
+                .tasks()
+                .start_with_permits(PERMIT_TASK, TASK_PERMITS, options)
                 .await
         };
         let out = self
@@ -93,7 +92,7 @@ impl Program {
             return;
         };
         let bound = self.ctx.settled();
-        let f = async move { service.stop_permit_task(PERMIT_TASK).await };
+        let f = async move { service.tasks().stop_with_permits(PERMIT_TASK).await };
         self.drive(&format!("stop_permit_task {PERMIT_TASK}"), bound, f, |r| {
             format!("{r:?}")
         })

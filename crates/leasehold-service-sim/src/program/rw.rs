@@ -4,7 +4,7 @@
 //! key (a reader's read slot, a writer's gate), so `two_believers` and `belief_after_grant`
 //! check it as any lock, and [`crate::oracle::rw_exclusion`] checks the lock as a whole.
 
-use leasehold::{ExclusiveLockGuard, SharedLockGuard};
+use leasehold::locks::{ExclusiveLockGuard, SharedLockGuard};
 use rand::RngExt;
 
 use super::Program;
@@ -47,8 +47,13 @@ impl Program {
         let f = async move {
             let locks = service.locks();
             match wait {
-                Some(w) => locks.acquire_shared_within(&ns, &name, Some(w), ttl).await,
-                None => locks.acquire_shared(&ns, &name, ttl).await,
+                Some(w) => {
+                    locks
+                        .read_write()
+                        .acquire_shared_within(&ns, &name, Some(w), ttl)
+                        .await
+                }
+                None => locks.read_write().acquire_shared(&ns, &name, ttl).await,
             }
         };
         let what = format!("acquire_shared wait {wait:.0?} ttl {ttl:.0?}");
@@ -97,10 +102,11 @@ impl Program {
             match wait {
                 Some(w) => {
                     locks
+                        .read_write()
                         .acquire_exclusive_within(&ns, &name, Some(w), ttl)
                         .await
                 }
-                None => locks.acquire_exclusive(&ns, &name, ttl).await,
+                None => locks.read_write().acquire_exclusive(&ns, &name, ttl).await,
             }
         };
         let what = format!("acquire_exclusive wait {wait:.0?} ttl {ttl:.0?}");

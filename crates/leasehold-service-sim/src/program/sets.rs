@@ -5,7 +5,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use leasehold::{HeldPermit, MultiLockGuard, PermitGuard};
+use leasehold::locks::{HeldPermit, MultiLockGuard, PermitGuard};
 use rand::RngExt;
 
 use super::Program;
@@ -28,7 +28,8 @@ impl Program {
         let f = async move {
             service
                 .locks()
-                .acquire_permit(&ns, SEMAPHORE, PERMITS, ttl)
+                .permits()
+                .acquire(&ns, SEMAPHORE, PERMITS, ttl)
                 .await
         };
         let what = format!("acquire_permit {SEMAPHORE}/{PERMITS} ttl {ttl:.0?}");
@@ -49,7 +50,8 @@ impl Program {
         let f = async move {
             service
                 .locks()
-                .hold_permit(&ns, SEMAPHORE, PERMITS, ttl)
+                .permits()
+                .hold(&ns, SEMAPHORE, PERMITS, ttl)
                 .await
         };
         let what = format!("hold_permit {SEMAPHORE}/{PERMITS} ttl {ttl:.0?}");
@@ -105,7 +107,13 @@ impl Program {
                 let (ns, index) = (self.ctx.world.namespace.clone(), permit.index());
                 let what = format!("release_permit {SEMAPHORE} {index}");
                 let bound = self.ctx.settled();
-                let f = async move { service.locks().release_permit(&ns, SEMAPHORE, index).await };
+                let f = async move {
+                    service
+                        .locks()
+                        .permits()
+                        .release(&ns, SEMAPHORE, index)
+                        .await
+                };
                 self.drive(&what, bound, f, |r| format!("{r:?}")).await;
             }
         }
@@ -126,7 +134,7 @@ impl Program {
         let what = format!("acquire_all {names:?} ttl {ttl:.0?}");
         let f = async move {
             let names: Vec<&str> = names.iter().map(String::as_str).collect();
-            service.locks().acquire_all(&ns, &names, ttl).await
+            service.locks().all().acquire(&ns, &names, ttl).await
         };
         let out = self.drive(&what, bound, f, describe_multi).await;
         if let Some(Ok(Some(set))) = out {

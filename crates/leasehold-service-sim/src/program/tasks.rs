@@ -4,7 +4,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::FutureExt;
-use leasehold::{LeaseTaskOptions, ShardOptions};
+use leasehold::LeaseTaskOptions;
+use leasehold::shards::ShardOptions;
 use rand::RngExt;
 
 use super::Program;
@@ -38,7 +39,7 @@ impl Program {
         let revocable = (self.ctx.world.spec.weights.ask_release > 0 && self.rng.random_bool(0.5))
             .then(|| self.ctx.term().mul_f64(self.rng.random_range(0.0..1.5)));
         if let Some(drain) = revocable {
-            options = options.revocable(leasehold::Revocable::new(drain));
+            options = options.revocable(leasehold::elections::Revocable::new(drain));
         }
         // Likewise drawn only when candidates are in the program.
         let candidate = (self.ctx.world.spec.weights.candidate > 0 && self.rng.random_bool(0.5))
@@ -126,11 +127,11 @@ impl Program {
         let timeout = self.ctx.term().mul_f64(self.rng.random_range(0.0..1.0));
         let bound = timeout + self.ctx.settled();
         if yield_it {
-            let f = service.yield_lease(&name, timeout);
+            let f = service.tasks().yield_lease(&name, timeout);
             let what = format!("yield_lease {name} (timeout {timeout:?})");
             self.drive(&what, bound, f, |r| format!("{r:?}")).await;
         } else {
-            let f = service.hand_over(&name, timeout);
+            let f = service.tasks().hand_over(&name, timeout);
             let what = format!("hand_over {name} (timeout {timeout:?})");
             if self
                 .drive(&what, bound, f, |r| format!("{r:?}"))

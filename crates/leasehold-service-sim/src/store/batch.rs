@@ -5,7 +5,9 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use leasehold::{AcquireOutcome, HolderId, LeaseKey, LeaseRecord, LeaseValue, StoreError, Term};
+use leasehold::engine::Term;
+use leasehold::store::AcquireOutcome;
+use leasehold::{HolderId, LeaseKey, LeaseRecord, LeaseValue, StoreError};
 
 use super::{FaultStore, Grant};
 use crate::StoreBug;

@@ -181,7 +181,7 @@ pub fn key_of(table: &str, payload: &str) -> Option<LeaseKey> {
     let (tlen, nslen): (usize, usize) = (tlen.parse().ok()?, nslen.parse().ok()?);
     let (t, rest) = (rest.get(..tlen)?, rest.get(tlen..)?);
     let (ns, name) = (rest.get(..nslen)?, rest.get(nslen..)?);
-    (t == table).then(|| LeaseKey::parse(ns, name).ok())?
+    (t == table).then(|| LeaseKey::from_stored(ns, name).ok())?
 }
 
 /// The local subscribers of each payload (shared by the backends that receive rings for every

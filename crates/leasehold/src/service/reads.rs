@@ -36,7 +36,9 @@ impl LeaseService {
     }
 
     /// Who holds `name` according to the database now, with the fencing token and end time;
-    /// `None` when nobody does (never granted, released or expired).
+    /// `None` when nobody does (never granted, released or expired). Any stored name is read,
+    /// a derived row's too (`leader#ask`, `leader#next`: [`crate::derived`]), since a read
+    /// cannot be taken for the row's role.
     ///
     /// # Examples
     /// ```
@@ -53,7 +55,9 @@ impl LeaseService {
     /// # Errors
     /// [`Error::Invalid`], [`Error::Store`], [`Error::ShutDown`].
     pub async fn current_holder(&self, name: &str) -> Result<Option<LeaseRecord>> {
-        let key = self.key(name)?;
+        // A read cannot be taken for a derived row's role: any stored name is read, a derived
+        // one (`leader#ask`, `leader#next`) included.
+        let key = leasehold_core::LeaseKey::from_stored(self.namespace().as_str(), name)?;
         let record = self.inner.engine.send(ReadRecord { key }).await??;
         Ok(record.filter(|r| r.held))
     }
@@ -79,12 +83,13 @@ impl LeaseService {
     /// request timeout and a grace of 500 ms), the age of the last grant or confirmed renewal,
     /// and how many leases are held. Renewals are overdue when leases are held and the last
     /// confirmation is older than the service's renew interval plus its request timeout.
-    /// Never fails: every problem is a [`HealthReason`](crate::HealthReason).
+    /// Never fails: every problem is a [`HealthReason`](crate::health::HealthReason).
     ///
     /// # Examples
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leasehold::Error> {
-    /// use leasehold::{DatabaseProbe, LeaseService};
+    /// use leasehold::LeaseService;
+    /// use leasehold::health::DatabaseProbe;
     /// let service = LeaseService::builder("sqlite::memory:").build().await?;
     /// let health = service.health().await;
     /// assert!(health.is_ready(), "{health}");
@@ -96,10 +101,10 @@ impl LeaseService {
     /// # Cancel safety
     /// Cancel safe: it only reads.
     pub async fn health(&self) -> crate::Health {
-        use crate::{DatabaseProbe, HealthReason};
+        use crate::health::{DatabaseProbe, HealthReason};
         let clock = Arc::clone(self.inner.registry.clock());
         let mut health = crate::Health {
-            verdict: crate::Verdict::Healthy,
+            verdict: crate::health::Verdict::Healthy,
             reasons: Vec::new(),
             engine_alive: false,
             database: DatabaseProbe::NotProbed,

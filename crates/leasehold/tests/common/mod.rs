@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::Duration;
 
-use leasehold::{DbInstant, LeaseService, Store, StoreError};
+use leasehold::store::Store;
+use leasehold::{DbInstant, LeaseService, StoreError};
 use leasehold_testkit::backends::backend_urls;
 use leasehold_testkit::counting::{CountingStore, Op};
 
