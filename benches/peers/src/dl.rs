@@ -181,7 +181,7 @@ async fn hot(kind: &Kind, prefix: &str, plan: Plan) -> R<Run> {
 /// The row of one run of one lock.
 fn row(system: &str, name: &'static str, backend: &str, run: R<Run>, durability: &str) -> Row {
     match run {
-        Ok(mut run) => {
+        Ok(run) => {
             let rate = run.pairs.len() as f64 / run.wall.as_secs_f64();
             Row::new(system, name, "µs/pair")
                 .measured(stats(&mut micros(&run.pairs)))
