@@ -36,7 +36,7 @@ impl EtcdServer {
             .next()
             .unwrap_or("etcd")
             .trim()
-            .to_owned();
+            .replace("etcd Version:", "etcd");
         let (client, peer) = (spare_port()?, spare_port()?);
         let dir = parent.join(format!("peer-locks-etcd-{}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
