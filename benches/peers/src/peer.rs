@@ -223,6 +223,7 @@ impl RedisLocks {
 
 /// A lock client of one system.
 #[derive(Clone)]
+#[allow(clippy::large_enum_variant)] // a few per task, made once: its size costs nothing
 pub enum Peer {
     Etcd(Session),
     Redis(RedisLocks),
