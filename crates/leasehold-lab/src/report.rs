@@ -6,7 +6,13 @@
 //! there. It then writes one table per backend, the goals with their verdicts, and three charts
 //! (`{out}/bench-lock-pairs.svg`, `bench-handover.svg`, `bench-renewal-cost.svg`), and replaces
 //! the part of `{out}/benchmarks.md` between the report markers, naming the commit and the date.
+//!
+//! With `--peers FILE` (the JSON of `benches/peers`' `peer-locks --json`: etcd and Redis) it
+//! keeps that file as `{out}/bench/peers.json`; whenever that file is there, the report adds the
+//! peers' rows beside leasehold's, their goals, and two charts (`bench-peers-handover.svg`,
+//! `bench-peers-pairs.svg`).
 
+mod peers;
 mod svg;
 
 use std::fmt::Write as _;
@@ -28,6 +34,10 @@ pub struct ReportArgs {
     /// Skip the scale rows (`bench --scale`, 100,000 leases: minutes per database).
     #[arg(long)]
     pub no_scale: bool,
+    /// The JSON of `peer-locks --json` (benches/peers: etcd and Redis), kept as
+    /// `{out}/bench/peers.json` and drawn beside leasehold's rows.
+    #[arg(long, value_name = "FILE")]
+    pub peers: Option<PathBuf>,
     /// The docs directory: JSON in `{out}/bench/`, charts and `benchmarks.md` in `{out}`.
     #[arg(long, default_value = "docs")]
     pub out: PathBuf,
@@ -79,6 +89,18 @@ fn report(args: &ReportArgs) -> Result<(), String> {
             bench(url, &scale, &data.join(format!("{backend}-scale.json")))?;
         }
     }
+    let peers_file = data.join("peers.json");
+    if let Some(file) = &args.peers {
+        let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+        peers::Peers::parse(&text).map_err(|e| format!("{}: {e}", file.display()))?;
+        std::fs::write(&peers_file, text).map_err(|e| format!("{}: {e}", peers_file.display()))?;
+    }
+    let peers = match std::fs::read_to_string(&peers_file) {
+        Ok(text) => {
+            Some(peers::Peers::parse(&text).map_err(|e| format!("{}: {e}", peers_file.display()))?)
+        }
+        Err(_) => None,
+    };
     let mut runs = Vec::new();
     for backend in BACKENDS {
         let mut rows = Vec::new();
@@ -105,7 +127,13 @@ fn report(args: &ReportArgs) -> Result<(), String> {
         return Err(format!("no bench JSON in {}", data.display()));
     }
     charts(&runs, &args.out)?;
-    let block = markdown(&runs);
+    if let Some(peers) = &peers {
+        for (file, chart) in peers::charts(&runs, peers) {
+            let path = args.out.join(file);
+            std::fs::write(&path, chart).map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+    }
+    let block = markdown(&runs, peers.as_ref());
     let doc = args.out.join("benchmarks.md");
     let text = std::fs::read_to_string(&doc).map_err(|e| format!("{}: {e}", doc.display()))?;
     let (Some(a), Some(b)) = (text.find(BEGIN), text.find(END)) else {
@@ -179,7 +207,7 @@ fn cell(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")
 }
 
-fn markdown(runs: &[Runs]) -> String {
+fn markdown(runs: &[Runs], peers: Option<&peers::Peers>) -> String {
     let mut md = String::new();
     let commit = output("git", &["rev-parse", "--short", "HEAD"]);
     let dirty = !output("git", &["status", "--porcelain", "--untracked-files=no"]).is_empty();
@@ -199,7 +227,15 @@ fn markdown(runs: &[Runs]) -> String {
             "release"
         }
     );
-    goals(&mut md, runs);
+    goals(&mut md, runs, peers);
+    if let Some(peers) = peers {
+        let _ = writeln!(
+            md,
+            "![lock hand-over beside etcd and Redis](bench-peers-handover.svg)\n\n\
+             ![lock pairs per second beside etcd and Redis](bench-peers-pairs.svg)\n"
+        );
+        peers::section(&mut md, runs, peers);
+    }
     let _ = writeln!(
         md,
         "![lock pairs per second](bench-lock-pairs.svg)\n\n![hand-over latency](bench-handover.svg)\n\n\
@@ -249,7 +285,7 @@ fn lost(runs: &Runs) -> Option<f64> {
     note[..at].rsplit(' ').next()?.parse().ok()
 }
 
-fn goals(md: &mut String, runs: &[Runs]) {
+fn goals(md: &mut String, runs: &[Runs], peers: Option<&peers::Peers>) {
     let _ = writeln!(
         md,
         "| goal | {} |\n|---|{}",
@@ -312,6 +348,9 @@ fn goals(md: &mut String, runs: &[Runs]) {
     for (goal, judge) in rows {
         let cells: Vec<String> = runs.iter().map(judge).collect();
         let _ = writeln!(md, "| {goal} | {} |", cells.join(" | "));
+    }
+    if let Some(peers) = peers {
+        peers::goals(md, runs, peers);
     }
     let _ = writeln!(
         md,
@@ -401,7 +440,7 @@ mod tests {
             {"row": "renewals_per_s", "note": "items renewed; 0 leases lost meanwhile, 0 not held"},
         ]));
         let mut md = String::new();
-        goals(&mut md, std::slice::from_ref(&r));
+        goals(&mut md, std::slice::from_ref(&r), None);
         assert!(
             md.contains(
                 "| 1. lock hand-over to another process ≤ 5 ms (median) | **met**: 1.90 ms |"
