@@ -137,7 +137,9 @@ enum Op {
     Reenter,
     ReentrantEnd,
     FairLock,
+    Observe,
     StartSharded,
+    ShardPeek,
     Leave,
     Read,
     Shutdown,
@@ -145,7 +147,7 @@ enum Op {
     Pause,
 }
 
-fn menu(w: &OpWeights) -> [(Op, u32); 36] {
+fn menu(w: &OpWeights) -> [(Op, u32); 38] {
     [
         (Op::StartLeaseTask, w.start_lease_task),
         (Op::StopLeaseTask, w.stop_lease_task),
@@ -177,7 +179,9 @@ fn menu(w: &OpWeights) -> [(Op, u32); 36] {
         (Op::Reenter, w.reenter),
         (Op::ReentrantEnd, w.reentrant_end),
         (Op::FairLock, w.fair_lock),
+        (Op::Observe, w.observe),
         (Op::StartSharded, w.start_sharded),
+        (Op::ShardPeek, w.shard_peek),
         (Op::Leave, w.leave),
         (Op::Read, w.read),
         (Op::Shutdown, w.shutdown),
@@ -286,7 +290,9 @@ impl Program {
             Op::Reenter => self.reenter().await,
             Op::ReentrantEnd => self.reentrant_end().await,
             Op::FairLock => self.fair_lock().await,
+            Op::Observe => self.observe().await,
             Op::StartSharded => self.start_sharded().await,
+            Op::ShardPeek => self.shard_peek(),
             Op::Leave => self.leave().await,
             Op::Read => self.read().await,
             Op::Shutdown => self.shutdown().await,
@@ -358,15 +364,15 @@ impl Program {
                 let Some(base) = self.ctx.key(name) else {
                     continue;
                 };
-                for row in [
-                    DerivedKey::candidacy(&base, &owner.holder),
-                    DerivedKey::successor(&base),
-                    DerivedKey::ask(&base),
-                ] {
-                    if let Ok(k) = row {
-                        keys.push(k);
-                    }
-                }
+                keys.extend(
+                    [
+                        DerivedKey::candidacy(&base, &owner.holder),
+                        DerivedKey::successor(&base),
+                        DerivedKey::ask(&base),
+                    ]
+                    .into_iter()
+                    .flatten(),
+                );
             }
         }
         self.ctx.beliefs.service(&owner, &self.cell, keys);
@@ -439,7 +445,16 @@ impl Program {
         let name = self.pick_name();
         let ns = self.ctx.world.namespace.clone();
         let quick = self.ctx.quick();
-        match self.rng.random_range(0..4) {
+        match self.rng.random_range(0..5) {
+            4 => {
+                let every = self.ctx.term();
+                let f = async move {
+                    let schedule = leasehold::jobs::Schedule::every(every)?;
+                    service.jobs().next_fire(&schedule).await
+                };
+                self.drive("next_fire", quick, f, |r| format!("{r:?}"))
+                    .await;
+            }
             0 => {
                 let f = service.current_holder(&name);
                 self.drive(&format!("current_holder {name}"), quick, f, |r| {
@@ -467,6 +482,60 @@ impl Program {
                 .await;
             }
         }
+    }
+
+    /// `observe` of a name (polling every quarter term): its first one to three observations,
+    /// each read within a poll and a timeout, then the observer is dropped.
+    async fn observe(&mut self) {
+        let Some(service) = self.service() else {
+            return;
+        };
+        let name = self.pick_name();
+        let poll = self.ctx.term() / 4;
+        let reads = self.rng.random_range(1..4_u32);
+        let bound = self.ctx.quick() + (poll + self.ctx.quick()) * reads;
+        let f = async move {
+            let options = leasehold::elections::ObserveOptions::new().poll(poll);
+            let mut observer = service.elections().observe_with(&name, options).await?;
+            let mut seen = Vec::new();
+            for _ in 0..reads {
+                match observer.next().await {
+                    Some(o) => seen.push(o.holder().map(|r| (r.holder.clone(), r.token))),
+                    None => break,
+                }
+            }
+            Ok::<_, leasehold::Error>(seen)
+        };
+        self.drive(&format!("observe ({reads} reads)"), bound, f, |r| {
+            format!("{r:?}")
+        })
+        .await;
+    }
+
+    /// A look at the sharded handle, if this incarnation has one.
+    fn shard_peek(&mut self) {
+        let Some(sharded) = self.sharded.clone() else {
+            return;
+        };
+        let what = match self.rng.random_range(0..6) {
+            0 => format!("members {:?}", sharded.members()),
+            1 => format!("assigned {:?}", sharded.assigned()),
+            2 => format!("held {:?}", sharded.held()),
+            3 => {
+                let name =
+                    &self.ctx.shard_names[self.rng.random_range(0..self.ctx.shard_names.len())];
+                format!("task {name}: {:?}", sharded.task(name).map(|t| t.token()))
+            }
+            4 => {
+                sharded.refresh();
+                "refresh".to_owned()
+            }
+            _ => {
+                sharded.set_names(self.ctx.shard_names.clone());
+                "set_names (the same names)".to_owned()
+            }
+        };
+        self.note(what);
     }
 
     /// Shuts the last incarnation down at the end of the run (faults are off by then); its
