@@ -484,29 +484,39 @@ impl Program {
         }
     }
 
-    /// `observe` of a name (polling every quarter term): its first one to three observations,
-    /// each read within a poll and a timeout, then the observer is dropped.
+    /// `observe` of a name (polling every quarter term, reads bounded by the request
+    /// timeout): its first observation (the state now) within a read, then the next change if
+    /// one comes within a random part of a term (changes have no bound: they come when they
+    /// come); then the observer is dropped.
     async fn observe(&mut self) {
         let Some(service) = self.service() else {
             return;
         };
         let name = self.pick_name();
         let poll = self.ctx.term() / 4;
-        let reads = self.rng.random_range(1..4_u32);
-        let bound = self.ctx.quick() + (poll + self.ctx.quick()) * reads;
+        let options = leasehold::elections::ObserveOptions::new()
+            .poll(poll)
+            .read_timeout(self.ctx.timeout());
+        // The first read, or a failed read answered as unreachable at its bound.
+        let bound = self.ctx.quick() * 2;
         let f = async move {
-            let options = leasehold::elections::ObserveOptions::new().poll(poll);
             let mut observer = service.elections().observe_with(&name, options).await?;
-            let mut seen = Vec::new();
-            for _ in 0..reads {
-                match observer.next().await {
-                    Some(o) => seen.push(o.holder().map(|r| (r.holder.clone(), r.token))),
-                    None => break,
-                }
-            }
-            Ok::<_, leasehold::Error>(seen)
+            let first = observer.next().await;
+            Ok::<_, leasehold::Error>((observer, first))
         };
-        self.drive(&format!("observe ({reads} reads)"), bound, f, |r| {
+        let out = self
+            .drive("observe", bound, f, |r| {
+                format!("{:?}", r.as_ref().map(|(_, first)| first))
+            })
+            .await;
+        let Some(Ok((mut observer, _))) = out else {
+            return;
+        };
+        let wait = self.ctx.term().mul_f64(self.rng.random_range(0.1..1.0));
+        let next = async move { observer.next().await };
+        let mode = drive::DropMode::Timeout(wait);
+        let no_bound = Duration::from_secs(3600);
+        self.drive_as(mode, "observe: the next change", no_bound, next, |r| {
             format!("{r:?}")
         })
         .await;
