@@ -61,7 +61,10 @@ impl Program {
                 Ok::<_, leasehold::Error>(tasks.pop())
             };
             self.drive(&format!("start_many [{what}]"), quick * 2, f, |r| {
-                format!("{:?}", r.as_ref().map(|t| t.as_ref().map(|t| t.key().to_string())))
+                format!(
+                    "{:?}",
+                    r.as_ref().map(|t| t.as_ref().map(|t| t.key().to_string()))
+                )
             })
             .await
         } else {
@@ -209,8 +212,10 @@ impl Program {
             let value = leasehold::LeaseValue::new(format!("{}", owner.holder)).ok();
             let quick = self.ctx.quick();
             let f = task.set_value(value);
-            self.drive(&format!("set_value of {key}"), quick, f, |r| format!("{r:?}"))
-                .await;
+            self.drive(&format!("set_value of {key}"), quick, f, |r| {
+                format!("{r:?}")
+            })
+            .await;
         }
         if task.token().is_some() {
             let cancel = task.cancellation_token();
