@@ -1,24 +1,31 @@
 //! Every belief signal of every service, registered by the programs and read by the oracle.
 //!
-//! Signals: `has_lease` and `has_hold_lock` of every service for every key, `LeaseTask::has_lease`
-//! and `LeaseTask::token`, `LockGuard::is_held` (with its token; a semaphore's permits are lock
-//! guards), `HeldPermit::is_held` (with its token), `PermitTask::has_lease` and
-//! `PermitTask::held_slot` (an N-holder lease task's slot, on the slot's permit key), `MultiLockGuard::is_held` (every key of the set, with its token), `WorkGuard::is_held` of
-//! running work, `ShardedTasks::held`, and every
+//! Signals: `has_lease` and `has_hold_lock` of every service for every key (derived rows of
+//! candidates, hand-overs and asks included), `LeaseTask::has_lease` and `LeaseTask::token`,
+//! `PermitTask::has_lease` and `PermitTask::held_slot` (an N-holder lease task's slot, on the
+//! slot's permit key), `WorkGuard::is_held` of running work, `ShardedTasks::held`, every
 //! tenure's `CancellationToken` handed out (by `on_acquired` callbacks, `LeaseTask::acquired`,
-//! `LeaseTask::cancellation_token`, `LockGuard::cancellation_token`,
-//! `HeldPermit::cancellation_token`, sharded callbacks) that is
-//! not cancelled yet.
+//! `LeaseTask::cancellation_token`, the guards' `cancellation_token`, sharded callbacks,
+//! `run_once` fires) that is not cancelled yet, and, through the [`Tenure`] trait, every
+//! holding handle's three signals: `is_held`, a `deadline` still ahead, and its
+//! `cancellation_token` asked for at the sample. The handles read through [`Tenure`]:
+//! `LockGuard` (a semaphore's permits are lock guards), `ReentrantGuard`, `HeldPermit`,
+//! `MultiLockGuard` (every key of the set, with the key's token), `LeaseTask`, `PermitTask`
+//! (on its held slot's key), and a read-write lock's `SharedLockGuard` (on its read slot) and
+//! `ExclusiveLockGuard` (on its gate).
 //!
 //! Nothing here keeps a service alive: services are read through the program's cell, which the
 //! program empties to drop the service; a dropped service's tasks and tokens stay readable.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use leasehold::locks::{HeldPermit, MultiLockGuard, ReentrantGuard};
+use leasehold::derived::DerivedKey;
+use leasehold::locks::{
+    ExclusiveLockGuard, HeldPermit, MultiLockGuard, ReentrantGuard, SharedLockGuard,
+};
 use leasehold::{
     CancellationToken, FencingToken, HolderId, LeaseKey, LeaseService, LeaseTask, LockGuard,
-    PermitTask, ShardedTasks, WorkGuard,
+    PermitTask, ShardedTasks, Tenure, WorkGuard,
 };
 
 /// One incarnation of one service: the believer the oracle names.
@@ -100,6 +107,27 @@ pub enum Signal {
     WorkIsHeld,
     /// A tenure's `CancellationToken` is not cancelled.
     Uncancelled(TokenSource),
+    /// `Tenure::is_held` of a handle with no signal of its own above (a read-write lock's
+    /// reader or writer).
+    TenureIsHeld(Handle),
+    /// `Tenure::deadline` of a handle is still ahead (read after the deadline).
+    Deadline(Handle),
+    /// `Tenure::cancellation_token` of a handle, asked for at the sample, is not cancelled.
+    TenureUncancelled(Handle),
+}
+
+/// Which kind of handle a [`Tenure`] signal was read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[allow(missing_docs)] // one variant per `Tenure` implementor, named after it
+pub enum Handle {
+    LockGuard,
+    ReentrantGuard,
+    HeldPermit,
+    MultiLockGuard,
+    LeaseTask,
+    PermitTask,
+    SharedLockGuard,
+    ExclusiveLockGuard,
 }
 
 /// One signal believing one key, as read at one sample.
@@ -127,6 +155,39 @@ pub type MultiCell = Mutex<Option<Arc<MultiLockGuard>>>;
 pub type ReentrantCell = Mutex<Option<ReentrantGuard>>;
 /// The program's handle on a running piece of work: emptied when the work finishes.
 pub type WorkCell = Mutex<Option<WorkGuard>>;
+/// The program's handle on a read-write lock's reader: emptied when unlocked or dropped.
+pub type SharedCell = Mutex<Option<Arc<SharedLockGuard>>>;
+/// The program's handle on a read-write lock's writer: emptied when unlocked or dropped.
+pub type ExclusiveCell = Mutex<Option<Arc<ExclusiveLockGuard>>>;
+
+/// The signals every [`Tenure`] gives, read from `t` on `key`: its `is_held` (as `held`, when
+/// the handle has no signal of its own for it), its deadline still ahead, and its cancellation
+/// token (asked for now) not cancelled. Each with the tenure's token.
+fn tenure_signals<T: Tenure>(
+    t: &T,
+    keys: &[LeaseKey],
+    o: &Owner,
+    handle: Handle,
+    held: Option<Signal>,
+    f: &mut Seen<'_>,
+) {
+    let token = t.token();
+    let is_held = held.is_some() && t.is_held();
+    let deadline = t.deadline();
+    let ahead = deadline.is_some_and(|d| d > crate::clock::tokio_now());
+    let uncancelled = !t.cancellation_token().is_cancelled();
+    for k in keys {
+        if let (true, Some(signal)) = (is_held, held) {
+            f(o, k, signal, token);
+        }
+        if ahead {
+            f(o, k, Signal::Deadline(handle), token);
+        }
+        if uncancelled {
+            f(o, k, Signal::TenureUncancelled(handle), token);
+        }
+    }
+}
 
 #[derive(Default)]
 struct Probes {
@@ -146,6 +207,8 @@ struct Probes {
     permit_tasks: Vec<(Owner, PermitTask)>,
     works: Vec<(Owner, LeaseKey, Arc<WorkCell>)>,
     reentrant: Vec<(Owner, Arc<ReentrantCell>)>,
+    shared: Vec<(Owner, Arc<SharedCell>)>,
+    exclusive: Vec<(Owner, Arc<ExclusiveCell>)>,
 }
 
 /// The registry of belief signals. Shared by the programs (writers) and the oracle (reader).
@@ -254,6 +317,20 @@ impl Beliefs {
             .push((owner.clone(), Arc::clone(cell)));
     }
 
+    /// A read-write lock's reader (its `Tenure` signals, on its read slot's key).
+    pub fn shared(&self, owner: &Owner, cell: &Arc<SharedCell>) {
+        locked(&self.probes)
+            .shared
+            .push((owner.clone(), Arc::clone(cell)));
+    }
+
+    /// A read-write lock's writer (its `Tenure` signals, on its gate's key).
+    pub fn exclusive(&self, owner: &Owner, cell: &Arc<ExclusiveCell>) {
+        locked(&self.probes)
+            .exclusive
+            .push((owner.clone(), Arc::clone(cell)));
+    }
+
     /// A sharded handle (its `held`).
     pub fn sharded(&self, owner: &Owner, tasks: ShardedTasks) {
         locked(&self.probes).sharded.push((owner.clone(), tasks));
@@ -271,6 +348,8 @@ impl Beliefs {
             .retain(|(_, cell)| locked(cell).is_some());
         probes.works.retain(|(_, _, cell)| locked(cell).is_some());
         probes.reentrant.retain(|(_, cell)| locked(cell).is_some());
+        probes.shared.retain(|(_, cell)| locked(cell).is_some());
+        probes.exclusive.retain(|(_, cell)| locked(cell).is_some());
         let mut out = Vec::new();
         let mut seen =
             |owner: &Owner, key: &LeaseKey, signal: Signal, token: Option<FencingToken>| {
@@ -282,7 +361,7 @@ impl Beliefs {
                 });
             };
         let p = &*probes;
-        let steps: [&Step<'_>; 10] = [
+        let steps: [&Step<'_>; 12] = [
             &|f| {
                 each(&p.services, reverse, |(o, cell, keys)| {
                     if let Some(s) = locked(cell).as_ref() {
@@ -305,42 +384,37 @@ impl Beliefs {
                     if let Some(token) = t.token() {
                         f(o, t.key(), Signal::TaskToken, Some(token));
                     }
+                    let key = std::slice::from_ref(t.key());
+                    tenure_signals(t, key, o, Handle::LeaseTask, None, f);
                 })
             },
             &|f| {
                 each(&p.guards, reverse, |(o, cell)| {
-                    if let Some(g) = locked(cell).as_ref()
-                        && g.is_held()
-                    {
-                        f(o, g.key(), Signal::GuardIsHeld, Some(g.token()));
+                    if let Some(g) = locked(cell).as_ref() {
+                        let (key, held) = (std::slice::from_ref(g.key()), Signal::GuardIsHeld);
+                        tenure_signals(&**g, key, o, Handle::LockGuard, Some(held), f);
                     }
                 })
             },
             &|f| {
                 each(&p.reentrant, reverse, |(o, cell)| {
-                    if let Some(g) = locked(cell).as_ref()
-                        && g.is_held()
-                    {
-                        f(o, g.key(), Signal::ReentrantIsHeld, Some(g.token()));
+                    if let Some(g) = locked(cell).as_ref() {
+                        let (key, held) = (std::slice::from_ref(g.key()), Signal::ReentrantIsHeld);
+                        tenure_signals(g, key, o, Handle::ReentrantGuard, Some(held), f);
                     }
                 })
             },
             &|f| {
                 each(&p.held_permits, reverse, |(o, cell)| {
-                    if let Some(h) = locked(cell).as_ref()
-                        && h.is_held()
-                    {
-                        f(o, h.key(), Signal::HeldPermitIsHeld, Some(h.token()));
+                    if let Some(h) = locked(cell).as_ref() {
+                        let (key, held) = (std::slice::from_ref(h.key()), Signal::HeldPermitIsHeld);
+                        tenure_signals(&**h, key, o, Handle::HeldPermit, Some(held), f);
                     }
                 })
             },
             &|f| {
                 each(&p.permit_tasks, reverse, |(o, t)| {
-                    let slot_key = |slot: u32| {
-                        let (key, n) = (t.key(), t.permits());
-                        let name = format!("{}#permit:{slot}/{n}", key.name.as_str());
-                        LeaseKey::parse(key.namespace.as_str(), &name).ok()
-                    };
+                    let slot_key = |slot: u32| DerivedKey::permit(t.key(), slot, t.permits()).ok();
                     if t.has_lease()
                         && let Some((slot, token)) = t.held_slot()
                         && let Some(k) = slot_key(slot)
@@ -351,6 +425,20 @@ impl Beliefs {
                         && let Some(k) = slot_key(slot)
                     {
                         f(o, &k, Signal::PermitTaskSlot, Some(token));
+                        // The deadline and cancellation token are the slot's: read them while
+                        // the same slot is still held, so a sighting names the slot it is of.
+                        let mut within = Vec::new();
+                        let mut keep =
+                            |o: &Owner, k: &LeaseKey, s: Signal, t: Option<FencingToken>| {
+                                within.push((o.clone(), k.clone(), s, t));
+                            };
+                        let key = std::slice::from_ref(&k);
+                        tenure_signals(t, key, o, Handle::PermitTask, None, &mut keep);
+                        if t.held_slot() == Some((slot, token)) {
+                            for (o, k, s, t) in &within {
+                                f(o, k, *s, *t);
+                            }
+                        }
                     }
                 })
             },
@@ -363,13 +451,40 @@ impl Beliefs {
             },
             &|f| {
                 each(&p.multis, reverse, |(o, cell)| {
-                    if let Some(g) = locked(cell).as_ref()
-                        && g.is_held()
-                    {
+                    if let Some(g) = locked(cell).as_ref() {
                         let tokens = g.tokens();
-                        for (k, t) in ordered(&tokens, reverse) {
-                            f(o, k, Signal::MultiIsHeld, Some(*t));
+                        if g.is_held() {
+                            for (k, t) in ordered(&tokens, reverse) {
+                                f(o, k, Signal::MultiIsHeld, Some(*t));
+                            }
                         }
+                        // The set's deadline and cancellation token believe every key of it.
+                        for (k, t) in ordered(&tokens, reverse) {
+                            let mut on_key =
+                                |o: &Owner, k: &LeaseKey, s: Signal, _: Option<FencingToken>| {
+                                    f(o, k, s, Some(*t));
+                                };
+                            let key = std::slice::from_ref(k);
+                            tenure_signals(&**g, key, o, Handle::MultiLockGuard, None, &mut on_key);
+                        }
+                    }
+                })
+            },
+            &|f| {
+                each(&p.shared, reverse, |(o, cell)| {
+                    if let Some(g) = locked(cell).as_ref() {
+                        let key = std::slice::from_ref(g.guard().key());
+                        let held = Signal::TenureIsHeld(Handle::SharedLockGuard);
+                        tenure_signals(&**g, key, o, Handle::SharedLockGuard, Some(held), f);
+                    }
+                })
+            },
+            &|f| {
+                each(&p.exclusive, reverse, |(o, cell)| {
+                    if let Some(g) = locked(cell).as_ref() {
+                        let key = std::slice::from_ref(g.guard().key());
+                        let held = Signal::TenureIsHeld(Handle::ExclusiveLockGuard);
+                        tenure_signals(&**g, key, o, Handle::ExclusiveLockGuard, Some(held), f);
                     }
                 })
             },

@@ -143,3 +143,9 @@ impl SimClock {
         instant_now()
     }
 }
+
+/// The runtime's monotonic clock now, to compare a tenure's local deadline with.
+#[allow(clippy::disallowed_methods)] // the sim's one clock module
+pub(crate) fn tokio_now() -> tokio::time::Instant {
+    tokio::time::Instant::now()
+}

@@ -82,7 +82,12 @@ pub struct OpWeights {
     pub reenter: u32,
     pub reentrant_end: u32,
     pub fair_lock: u32,
+    /// `observe` of a name: its first observations read within a bound, then dropped.
+    pub observe: u32,
     pub start_sharded: u32,
+    /// A look at the sharded handle: `members`, `assigned`, `held`, `task`, `refresh`, or
+    /// `set_names` with the run's shard names again.
+    pub shard_peek: u32,
     pub leave: u32,
     pub read: u32,
     pub shutdown: u32,
@@ -127,7 +132,9 @@ impl OpWeights {
             reenter: 0,
             reentrant_end: 0,
             fair_lock: 0,
+            observe: 0,
             start_sharded: 0,
+            shard_peek: 0,
             leave: 0,
             read: 0,
             shutdown: 0,
@@ -138,7 +145,7 @@ impl OpWeights {
 }
 
 impl Default for OpWeights {
-    /// Every operation, service ends rare (about one in forty steps).
+    /// Every operation of every family, service ends rare (about one in forty-five steps).
     fn default() -> Self {
         Self {
             start_lease_task: 10,
@@ -146,8 +153,8 @@ impl Default for OpWeights {
             observe_task: 6,
             hand_over: 3,
             yield_lease: 3,
-            ask_release: 0,
-            candidate: 0,
+            ask_release: 3,
+            candidate: 3,
             lock: 10,
             try_locker: 6,
             guard_unlock: 5,
@@ -160,20 +167,20 @@ impl Default for OpWeights {
             permit: 4,
             hold_permit: 3,
             held_permit_end: 2,
-            // N-holder lease tasks run in their own test (`n_holder_lease_tasks_under_faults`):
-            // off here, as read-write locks are, so the default program's runs stay as measured.
-            start_permit_task: 0,
-            stop_permit_task: 0,
+            start_permit_task: 3,
+            stop_permit_task: 2,
             run_once: 3,
-            shared_lock: 0,
-            exclusive_lock: 0,
-            rw_end: 0,
+            shared_lock: 4,
+            exclusive_lock: 3,
+            rw_end: 4,
             lock_all: 4,
             multi_end: 3,
             reenter: 4,
             reentrant_end: 3,
             fair_lock: 2,
+            observe: 2,
             start_sharded: 3,
+            shard_peek: 2,
             leave: 2,
             read: 3,
             shutdown: 1,

@@ -76,22 +76,29 @@ pub(crate) fn check(first: &[Sighting], second: &[Sighting]) -> Vec<Finding> {
 
 #[cfg(test)]
 mod tests {
+    use leasehold::derived::DerivedKey;
     use leasehold::{HolderId, LeaseKey};
 
     use super::{check, suspected};
     use crate::beliefs::{Owner, Sighting, Signal};
 
-    fn seen(slot: usize, name: &str) -> Sighting {
+    fn plain(name: &str) -> LeaseKey {
+        LeaseKey::parse("ns", name).expect("key")
+    }
+
+    /// Permit `i` of semaphore `s` with 2 permits.
+    fn permit(i: u32) -> LeaseKey {
+        DerivedKey::permit(&plain("s"), i, 2).expect("permit key")
+    }
+
+    fn seen(slot: usize, key: LeaseKey) -> Sighting {
         Sighting {
             owner: Owner {
                 slot,
                 generation: 1,
                 holder: HolderId::new(format!("h{slot}")).expect("holder"),
             },
-            key: LeaseKey::new(
-                leasehold::Namespace::new("ns").expect("namespace"),
-                leasehold::LeaseName::new(name).expect("stored name"),
-            ),
+            key,
             signal: Signal::GuardIsHeld,
             token: None,
         }
@@ -99,26 +106,18 @@ mod tests {
 
     #[test]
     fn more_believers_than_permits_is_reported() {
-        let first = vec![
-            seen(0, "s#permit:0/2"),
-            seen(1, "s#permit:1/2"),
-            seen(2, "s#permit:1/2"),
-        ];
+        let first = vec![seen(0, permit(0)), seen(1, permit(1)), seen(2, permit(1))];
         assert!(suspected(&first));
         assert_eq!(check(&first, &first).len(), 1);
     }
 
     #[test]
     fn n_believers_and_other_names_are_not() {
-        let first = vec![
-            seen(0, "s#permit:0/2"),
-            seen(0, "s#permit:1/2"),
-            seen(1, "k"),
-        ];
+        let first = vec![seen(0, permit(0)), seen(0, permit(1)), seen(1, plain("k"))];
         assert!(!suspected(&first));
         // One service through two signals on one permit is one pair.
-        let mut again = seen(0, "s#permit:0/2");
+        let mut again = seen(0, permit(0));
         again.signal = Signal::TaskToken;
-        assert!(!suspected(&[seen(0, "s#permit:0/2"), again]));
+        assert!(!suspected(&[seen(0, permit(0)), again]));
     }
 }

@@ -89,22 +89,35 @@ pub(crate) fn check(first: &[Sighting], second: &[Sighting]) -> Vec<Finding> {
 
 #[cfg(test)]
 mod tests {
+    use leasehold::derived::DerivedKey;
     use leasehold::{HolderId, LeaseKey};
 
     use super::{check, suspected};
     use crate::beliefs::{Owner, Sighting, Signal};
 
-    fn seen(slot: usize, name: &str) -> Sighting {
+    fn plain(name: &str) -> LeaseKey {
+        LeaseKey::parse("ns", name).expect("key")
+    }
+
+    /// The gate of read-write lock `name`: its writer's key.
+    fn gate(name: &str) -> LeaseKey {
+        DerivedKey::rw_gate(&plain(name)).expect("gate key")
+    }
+
+    /// Read slot `i` of read-write lock `name`: a reader's key.
+    fn reader(name: &str, i: u32) -> LeaseKey {
+        let readers = DerivedKey::rw_readers(&plain(name)).expect("readers key");
+        DerivedKey::permit(&readers, i, 1024).expect("read slot key")
+    }
+
+    fn seen(slot: usize, key: LeaseKey) -> Sighting {
         Sighting {
             owner: Owner {
                 slot,
                 generation: 1,
                 holder: HolderId::new(format!("h{slot}")).expect("holder"),
             },
-            key: LeaseKey::new(
-                leasehold::Namespace::new("ns").expect("namespace"),
-                leasehold::LeaseName::new(name).expect("stored name"),
-            ),
+            key,
             signal: Signal::GuardIsHeld,
             token: None,
         }
@@ -112,33 +125,33 @@ mod tests {
 
     #[test]
     fn a_writer_beside_a_reader_is_reported() {
-        let first = vec![seen(0, "k#rw"), seen(1, "k#read#permit:7/1024")];
+        let first = vec![seen(0, gate("k")), seen(1, reader("k", 7))];
         assert!(suspected(&first));
         assert_eq!(check(&first, &first).len(), 1);
         // One service as writer and reader of its own lock is two believers too.
-        let own = vec![seen(0, "k#rw"), seen(0, "k#read#permit:7/1024")];
+        let own = vec![seen(0, gate("k")), seen(0, reader("k", 7))];
         assert_eq!(check(&own, &own).len(), 1);
     }
 
     #[test]
     fn readers_together_and_other_locks_are_not() {
         let first = vec![
-            seen(0, "k#read#permit:1/1024"),
-            seen(1, "k#read#permit:2/1024"),
-            seen(2, "j#rw"),
-            seen(2, "k"),
+            seen(0, reader("k", 1)),
+            seen(1, reader("k", 2)),
+            seen(2, gate("j")),
+            seen(2, plain("k")),
         ];
         assert!(!suspected(&first));
         // One writer through two signals is one believer.
-        let mut again = seen(0, "k#rw");
+        let mut again = seen(0, gate("k"));
         again.signal = Signal::TaskToken;
-        assert!(!suspected(&[seen(0, "k#rw"), again]));
+        assert!(!suspected(&[seen(0, gate("k")), again]));
     }
 
     #[test]
     fn a_pair_gone_in_the_second_sweep_is_not() {
-        let first = vec![seen(0, "k#rw"), seen(1, "k#read#permit:7/1024")];
-        let second = vec![seen(0, "k#rw")];
+        let first = vec![seen(0, gate("k")), seen(1, reader("k", 7))];
+        let second = vec![seen(0, gate("k"))];
         assert!(check(&first, &second).is_empty());
     }
 }

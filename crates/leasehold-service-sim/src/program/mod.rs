@@ -137,7 +137,9 @@ enum Op {
     Reenter,
     ReentrantEnd,
     FairLock,
+    Observe,
     StartSharded,
+    ShardPeek,
     Leave,
     Read,
     Shutdown,
@@ -145,7 +147,7 @@ enum Op {
     Pause,
 }
 
-fn menu(w: &OpWeights) -> [(Op, u32); 36] {
+fn menu(w: &OpWeights) -> [(Op, u32); 38] {
     [
         (Op::StartLeaseTask, w.start_lease_task),
         (Op::StopLeaseTask, w.stop_lease_task),
@@ -177,7 +179,9 @@ fn menu(w: &OpWeights) -> [(Op, u32); 36] {
         (Op::Reenter, w.reenter),
         (Op::ReentrantEnd, w.reentrant_end),
         (Op::FairLock, w.fair_lock),
+        (Op::Observe, w.observe),
         (Op::StartSharded, w.start_sharded),
+        (Op::ShardPeek, w.shard_peek),
         (Op::Leave, w.leave),
         (Op::Read, w.read),
         (Op::Shutdown, w.shutdown),
@@ -286,7 +290,9 @@ impl Program {
             Op::Reenter => self.reenter().await,
             Op::ReentrantEnd => self.reentrant_end().await,
             Op::FairLock => self.fair_lock().await,
+            Op::Observe => self.observe().await,
             Op::StartSharded => self.start_sharded().await,
+            Op::ShardPeek => self.shard_peek(),
             Op::Leave => self.leave().await,
             Op::Read => self.read().await,
             Op::Shutdown => self.shutdown().await,
@@ -439,7 +445,16 @@ impl Program {
         let name = self.pick_name();
         let ns = self.ctx.world.namespace.clone();
         let quick = self.ctx.quick();
-        match self.rng.random_range(0..4) {
+        match self.rng.random_range(0..5) {
+            4 => {
+                let every = self.ctx.term();
+                let f = async move {
+                    let schedule = leasehold::jobs::Schedule::every(every)?;
+                    service.jobs().next_fire(&schedule).await
+                };
+                self.drive("next_fire", quick, f, |r| format!("{r:?}"))
+                    .await;
+            }
             0 => {
                 let f = service.current_holder(&name);
                 self.drive(&format!("current_holder {name}"), quick, f, |r| {
@@ -467,6 +482,70 @@ impl Program {
                 .await;
             }
         }
+    }
+
+    /// `observe` of a name (polling every quarter term, reads bounded by the request
+    /// timeout): its first observation (the state now) within a read, then the next change if
+    /// one comes within a random part of a term (changes have no bound: they come when they
+    /// come); then the observer is dropped.
+    async fn observe(&mut self) {
+        let Some(service) = self.service() else {
+            return;
+        };
+        let name = self.pick_name();
+        let poll = self.ctx.term() / 4;
+        let options = leasehold::elections::ObserveOptions::new()
+            .poll(poll)
+            .read_timeout(self.ctx.timeout());
+        // The first read, or a failed read answered as unreachable at its bound.
+        let bound = self.ctx.quick() * 2;
+        let f = async move {
+            let mut observer = service.elections().observe_with(&name, options).await?;
+            let first = observer.next().await;
+            Ok::<_, leasehold::Error>((observer, first))
+        };
+        let out = self
+            .drive("observe", bound, f, |r| {
+                format!("{:?}", r.as_ref().map(|(_, first)| first))
+            })
+            .await;
+        let Some(Ok((mut observer, _))) = out else {
+            return;
+        };
+        let wait = self.ctx.term().mul_f64(self.rng.random_range(0.1..1.0));
+        let next = async move { observer.next().await };
+        let mode = drive::DropMode::Timeout(wait);
+        let no_bound = Duration::from_secs(3600);
+        self.drive_as(mode, "observe: the next change", no_bound, next, |r| {
+            format!("{r:?}")
+        })
+        .await;
+    }
+
+    /// A look at the sharded handle, if this incarnation has one.
+    fn shard_peek(&mut self) {
+        let Some(sharded) = self.sharded.clone() else {
+            return;
+        };
+        let what = match self.rng.random_range(0..6) {
+            0 => format!("members {:?}", sharded.members()),
+            1 => format!("assigned {:?}", sharded.assigned()),
+            2 => format!("held {:?}", sharded.held()),
+            3 => {
+                let name =
+                    &self.ctx.shard_names[self.rng.random_range(0..self.ctx.shard_names.len())];
+                format!("task {name}: {:?}", sharded.task(name).map(|t| t.token()))
+            }
+            4 => {
+                sharded.refresh();
+                "refresh".to_owned()
+            }
+            _ => {
+                sharded.set_names(self.ctx.shard_names.clone());
+                "set_names (the same names)".to_owned()
+            }
+        };
+        self.note(what);
     }
 
     /// Shuts the last incarnation down at the end of the run (faults are off by then); its

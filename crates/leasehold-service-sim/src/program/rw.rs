@@ -7,22 +7,57 @@
 use leasehold::locks::{ExclusiveLockGuard, SharedLockGuard};
 use rand::RngExt;
 
-use super::Program;
-use crate::beliefs::TokenSource;
+use std::sync::{Arc, Mutex, PoisonError};
 
-/// A reader or a writer this program holds.
+use super::Program;
+use crate::beliefs::{ExclusiveCell, SharedCell, TokenSource};
+
+/// A reader or a writer this program holds, in the cell the oracle reads it through.
 pub(crate) enum RwHeld {
+    Shared(Arc<SharedCell>),
+    Exclusive(Arc<ExclusiveCell>),
+}
+
+/// A reader or a writer taken out of its cell (which the oracle then forgets).
+enum RwGuard {
     Shared(SharedLockGuard),
     Exclusive(ExclusiveLockGuard),
 }
 
 impl RwHeld {
-    fn describe(&self) -> String {
+    /// The guard, out of its cell (`None` if the cell was emptied).
+    fn take(&self) -> Option<RwGuard> {
         match self {
-            RwHeld::Shared(g) => format!("reader of {} token {}", g.key(), g.token()),
-            RwHeld::Exclusive(g) => format!("writer of {} token {}", g.key(), g.token()),
+            RwHeld::Shared(c) => Arc::try_unwrap(lock(c).take()?).ok().map(RwGuard::Shared),
+            RwHeld::Exclusive(c) => Arc::try_unwrap(lock(c).take()?)
+                .ok()
+                .map(RwGuard::Exclusive),
         }
     }
+
+    fn describe(&self) -> String {
+        match self {
+            RwHeld::Shared(c) => lock(c)
+                .as_ref()
+                .map(|g| format!("reader of {} token {}", g.key(), g.token()))
+                .unwrap_or_default(),
+            RwHeld::Exclusive(c) => lock(c)
+                .as_ref()
+                .map(|g| format!("writer of {} token {}", g.key(), g.token()))
+                .unwrap_or_default(),
+        }
+    }
+}
+
+impl Drop for RwHeld {
+    /// The program's reader or writer dropped: its guard is dropped (the oracle only reads it).
+    fn drop(&mut self) {
+        drop(self.take());
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Program {
@@ -73,7 +108,9 @@ impl Program {
                 guard.cancellation_token(),
                 TokenSource::SharedLock,
             );
-            self.rw.push(RwHeld::Shared(guard));
+            let cell = Arc::new(Mutex::new(Some(Arc::new(guard))));
+            self.ctx.beliefs.shared(&owner, &cell);
+            self.rw.push(RwHeld::Shared(cell));
         }
     }
 
@@ -126,7 +163,9 @@ impl Program {
                 guard.cancellation_token(),
                 TokenSource::ExclusiveLock,
             );
-            self.rw.push(RwHeld::Exclusive(guard));
+            let cell = Arc::new(Mutex::new(Some(Arc::new(guard))));
+            self.ctx.beliefs.exclusive(&owner, &cell);
+            self.rw.push(RwHeld::Exclusive(cell));
         }
     }
 
@@ -141,24 +180,32 @@ impl Program {
         match self.rng.random_range(0..3) {
             0 => {
                 let what = format!("unlock {}", held.describe());
+                let Some(guard) = held.take() else {
+                    return;
+                };
                 let f = async move {
-                    match held {
-                        RwHeld::Shared(g) => g.unlock().await,
-                        RwHeld::Exclusive(g) => g.unlock().await,
+                    match guard {
+                        RwGuard::Shared(g) => g.unlock().await,
+                        RwGuard::Exclusive(g) => g.unlock().await,
                     }
                 };
                 self.drive(&what, quick, f, |r| format!("{r:?}")).await;
             }
             1 => {
                 self.note(format!("drop {}", held.describe()));
-                drop(held);
+                drop(held.take());
             }
             _ => {
                 let what = format!("renew {}", held.describe());
-                let renewed = async {
-                    match &held {
-                        RwHeld::Shared(g) => g.renew().await,
-                        RwHeld::Exclusive(g) => g.renew().await,
+                let (shared, exclusive) = match &held {
+                    RwHeld::Shared(c) => (lock(c).clone(), None),
+                    RwHeld::Exclusive(c) => (None, lock(c).clone()),
+                };
+                let renewed = async move {
+                    match (shared, exclusive) {
+                        (Some(g), _) => g.renew().await,
+                        (_, Some(g)) => g.renew().await,
+                        (None, None) => Ok(()),
                     }
                 };
                 self.drive(&what, quick, renewed, |r| format!("{r:?}"))

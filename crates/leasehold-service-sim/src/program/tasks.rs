@@ -53,13 +53,29 @@ impl Program {
             revocable.map_or(String::new(), |d| format!(" (revocable, drain {d:?})"))
         ) + &candidate.map_or(String::new(), |c| format!(" ({c:?})"));
         let quick = self.ctx.quick();
-        let f = service.start_lease_task(&name, options);
-        let out = self
-            .drive(&what, quick, f, |r| {
+        // One time in five through `start_many` (of this one name), its chunked path.
+        let out = if self.rng.random_bool(0.2) {
+            let names = [name.clone()];
+            let f = async move {
+                let mut tasks = service.tasks().start_many(&names, options).await?;
+                Ok::<_, leasehold::Error>(tasks.pop())
+            };
+            self.drive(&format!("start_many [{what}]"), quick * 2, f, |r| {
+                format!(
+                    "{:?}",
+                    r.as_ref().map(|t| t.as_ref().map(|t| t.key().to_string()))
+                )
+            })
+            .await
+        } else {
+            let f = service.start_lease_task(&name, options);
+            self.drive(&what, quick, f, |r| {
                 format!("{:?}", r.as_ref().map(|t| t.key().to_string()))
             })
-            .await;
-        if let Some(Ok(task)) = out {
+            .await
+            .map(|r| r.map(Some))
+        };
+        if let Some(Ok(Some(task))) = out {
             self.ctx.beliefs.task(&owner, task.clone());
             self.tasks.insert(name, task);
         }
@@ -190,6 +206,16 @@ impl Program {
                     TokenSource::Acquired,
                 );
             }
+        }
+        if self.rng.random_bool(0.25) {
+            // `set_value`: one statement, fenced by the tenure's token.
+            let value = leasehold::LeaseValue::new(format!("{}", owner.holder)).ok();
+            let quick = self.ctx.quick();
+            let f = task.set_value(value);
+            self.drive(&format!("set_value of {key}"), quick, f, |r| {
+                format!("{r:?}")
+            })
+            .await;
         }
         if task.token().is_some() {
             let cancel = task.cancellation_token();
